@@ -1,0 +1,87 @@
+//! The crate's one error type. Every fallible public function returns [`Result`]; the wasm
+//! layer turns an [`Error`] into a JavaScript `Error` named `WebMambaError` whose `code` is
+//! [`Error::code`], so callers can branch on the kind without parsing messages.
+
+/// Everything that can go wrong in webmamba, with enough structure to say what and where.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No GPU adapter could be found (no WebGPU in this browser, or no native driver).
+    #[cfg_attr(
+        target_arch = "wasm32",
+        error("WebGPU is not available in this browser: {reason}")
+    )]
+    #[cfg_attr(
+        not(target_arch = "wasm32"),
+        error("no native GPU adapter found: {reason}")
+    )]
+    NoAdapter {
+        /// Why the request failed, as the platform reported it.
+        reason: String,
+    },
+
+    /// The adapter exists but refused to open a device with the requested features and limits.
+    #[error("could not open a GPU device on adapter '{adapter}': {reason}")]
+    DeviceRequest {
+        /// Name of the adapter that refused.
+        adapter: String,
+        /// The platform's reason.
+        reason: String,
+    },
+
+    /// WebGPU reported a validation, out-of-memory or internal error while doing `context`.
+    #[error("GPU error while {context}: {message}")]
+    Gpu {
+        /// What we were doing (creating a pipeline, uploading a buffer, ...).
+        context: String,
+        /// The message WebGPU gave.
+        message: String,
+    },
+
+    /// Mapping a buffer for reading back to the CPU failed.
+    #[error("GPU readback failed: {0}")]
+    Readback(String),
+
+    /// A tensor or argument did not have the shape an operation needs.
+    #[error("shape mismatch for {tensor}: expected {expected:?}, got {got:?}")]
+    ShapeMismatch {
+        /// Name of the tensor or argument.
+        tensor: String,
+        /// The shape that was needed.
+        expected: Vec<usize>,
+        /// The shape that was given.
+        got: Vec<usize>,
+    },
+
+    /// An argument is unusable for a reason other than its shape (empty, out of range, ...).
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+
+    /// A request exceeds one of the device's limits (binding size, workgroup count, ...).
+    #[error("{what} is {requested} but this device allows at most {limit}")]
+    LimitExceeded {
+        /// Which limit.
+        what: &'static str,
+        /// What was asked for.
+        requested: u64,
+        /// What the device allows.
+        limit: u64,
+    },
+}
+
+impl Error {
+    /// A stable, machine-readable name for the kind of error (the JS `error.code`).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::NoAdapter { .. } => "NoAdapter",
+            Error::DeviceRequest { .. } => "DeviceRequest",
+            Error::Gpu { .. } => "Gpu",
+            Error::Readback(_) => "Readback",
+            Error::ShapeMismatch { .. } => "ShapeMismatch",
+            Error::InvalidInput(_) => "InvalidInput",
+            Error::LimitExceeded { .. } => "LimitExceeded",
+        }
+    }
+}
+
+/// `Result` with the crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,192 @@
+//! The GPU context: one adapter, one device and its queue, opened with the adapter's real limits
+//! and the optional features we can use. Created once per model/session and shared by every
+//! kernel. The same code runs on WebGPU in the browser and on Vulkan/Metal/DX12 natively.
+
+use std::sync::{Arc, Mutex};
+
+use crate::error::{Error, Result};
+
+/// Optional features we turn on when the adapter has them (never required).
+/// - `SHADER_F16`: f16 weight storage (a later issue); absent on Chromium's SwiftShader.
+/// - `TIMESTAMP_QUERY`: GPU-side kernel timings for benchmarks.
+const OPTIONAL_FEATURES: wgpu::Features =
+    wgpu::Features::SHADER_F16.union(wgpu::Features::TIMESTAMP_QUERY);
+
+/// A description of the adapter a context runs on, for logs, tests and the demo.
+#[derive(Clone, Debug)]
+pub struct AdapterSummary {
+    /// Adapter name, e.g. `llvmpipe (LLVM 15.0.6, 256 bits)` or `SwiftShader Device (Subzero)`.
+    pub name: String,
+    /// Backend: `vulkan`, `metal`, `dx12`, `gl` or `webgpu`.
+    pub backend: String,
+    /// `DiscreteGpu`, `IntegratedGpu`, `Cpu`, ...
+    pub device_type: String,
+    /// Driver name and version where the platform reports them (empty in browsers).
+    pub driver: String,
+    /// Whether `shader-f16` was enabled on the device.
+    pub shader_f16: bool,
+    /// Whether timestamp queries were enabled on the device.
+    pub timestamp_query: bool,
+    /// Largest storage-buffer binding in bytes (128 MiB on lavapipe and many phones).
+    pub max_storage_buffer_binding_size: u64,
+    /// Largest buffer in bytes.
+    pub max_buffer_size: u64,
+    /// Largest workgroup (invocations).
+    pub max_compute_invocations_per_workgroup: u32,
+    /// Workgroup memory in bytes.
+    pub max_compute_workgroup_storage_size: u32,
+    /// Largest dispatch along one dimension.
+    pub max_compute_workgroups_per_dimension: u32,
+}
+
+impl std::fmt::Display for AdapterSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let yes_no = |b: bool| if b { "yes" } else { "no" };
+        write!(
+            f,
+            "{} [{}, {}{}] shader-f16: {}, timestamps: {}, max storage binding: {} MiB",
+            self.name,
+            self.backend,
+            self.device_type,
+            if self.driver.is_empty() {
+                String::new()
+            } else {
+                format!(", {}", self.driver)
+            },
+            yes_no(self.shader_f16),
+            yes_no(self.timestamp_query),
+            self.max_storage_buffer_binding_size >> 20,
+        )
+    }
+}
+
+/// An open GPU device with its queue. Cheap to share by reference; create one per application.
+pub struct GpuContext {
+    /// The logical device (creates buffers, pipelines, bind groups).
+    pub device: wgpu::Device,
+    /// The device's queue (buffer writes and submissions).
+    pub queue: wgpu::Queue,
+    summary: AdapterSummary,
+    uncaptured: Arc<Mutex<Option<String>>>,
+}
+
+impl GpuContext {
+    /// Finds the best adapter and opens a device on it with all of the adapter's limits and
+    /// whichever optional features it has.
+    ///
+    /// Fails with [`Error::NoAdapter`] when there is no adapter at all (in a browser: WebGPU is
+    /// missing or disabled) and [`Error::DeviceRequest`] when the adapter refuses the device.
+    pub async fn new() -> Result<Self> {
+        // In a browser, check for `navigator.gpu` first: wgpu's instance assumes it can reach it.
+        crate::platform::check_webgpu_present().map_err(|reason| Error::NoAdapter { reason })?;
+        let instance =
+            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let adapter = instance
+            .request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference: wgpu::PowerPreference::HighPerformance,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| Error::NoAdapter {
+                // wgpu's message lists native backends that do not exist in a browser.
+                reason: if cfg!(target_arch = "wasm32") {
+                    "navigator.gpu.requestAdapter() returned no adapter (WebGPU is disabled, \
+                     blocklisted or unsupported on this device)"
+                        .into()
+                } else {
+                    e.to_string()
+                },
+            })?;
+        let info = adapter.get_info();
+        let features = adapter.features() & OPTIONAL_FEATURES;
+        let limits = adapter.limits();
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("webmamba"),
+                required_features: features,
+                required_limits: limits.clone(),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| Error::DeviceRequest {
+                adapter: info.name.clone(),
+                reason: e.to_string(),
+            })?;
+
+        // WebGPU reports errors outside an error scope asynchronously; wgpu's default handler
+        // panics natively. We keep the last one instead so no panic can reach JavaScript, and
+        // so callers can ask for it (`take_uncaptured_error`).
+        let uncaptured = Arc::new(Mutex::new(None));
+        let sink = Arc::clone(&uncaptured);
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            let message = e.to_string();
+            crate::platform::log_error(&format!("webmamba: uncaptured GPU error: {message}"));
+            if let Ok(mut slot) = sink.lock() {
+                *slot = Some(message);
+            }
+        }));
+
+        let name = match info.name.as_str() {
+            "" => crate::platform::browser_adapter_name()
+                .await
+                .unwrap_or_else(|| "(unnamed adapter)".into()),
+            name => name.to_string(),
+        };
+        let summary = AdapterSummary {
+            name,
+            backend: info.backend.to_str().to_string(),
+            device_type: format!("{:?}", info.device_type),
+            driver: [info.driver.as_str(), info.driver_info.as_str()]
+                .iter()
+                .filter(|s| !s.is_empty())
+                .copied()
+                .collect::<Vec<_>>()
+                .join(" "),
+            shader_f16: features.contains(wgpu::Features::SHADER_F16),
+            timestamp_query: features.contains(wgpu::Features::TIMESTAMP_QUERY),
+            max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size,
+            max_buffer_size: limits.max_buffer_size,
+            max_compute_invocations_per_workgroup: limits.max_compute_invocations_per_workgroup,
+            max_compute_workgroup_storage_size: limits.max_compute_workgroup_storage_size,
+            max_compute_workgroups_per_dimension: limits.max_compute_workgroups_per_dimension,
+        };
+        Ok(Self {
+            device,
+            queue,
+            summary,
+            uncaptured,
+        })
+    }
+
+    /// What this context runs on.
+    pub fn summary(&self) -> &AdapterSummary {
+        &self.summary
+    }
+
+    /// The device's limits (equal to the adapter's: we request all of them).
+    pub fn limits(&self) -> wgpu::Limits {
+        self.device.limits()
+    }
+
+    /// Returns and clears the last GPU error that happened outside an error scope, if any.
+    pub fn take_uncaptured_error(&self) -> Option<String> {
+        self.uncaptured.lock().ok().and_then(|mut slot| slot.take())
+    }
+
+    /// Runs `f` inside validation and out-of-memory error scopes and turns any error WebGPU
+    /// reports into [`Error::Gpu`] with `context` (e.g. "creating pipeline rms_norm").
+    pub async fn scoped<T>(&self, context: &str, f: impl FnOnce(&wgpu::Device) -> T) -> Result<T> {
+        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let out = f(&self.device);
+        let validation = validation.pop().await;
+        let oom = oom.pop().await;
+        match validation.or(oom) {
+            Some(e) => Err(Error::Gpu {
+                context: context.to_string(),
+                message: e.to_string(),
+            }),
+            None => Ok(out),
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! Test helpers shared by every integration test, on both targets.
+//!
+//! - [`dual_test!`]: write a test body once; it runs as `#[test]` natively (driven by
+//!   `pollster`) and as `#[wasm_bindgen_test]` in headless Chromium.
+//! - [`gpu`]: opens a GPU context and prints the adapter. Without an adapter it FAILS when
+//!   `CI=true` or `WEBMAMBA_REQUIRE_GPU=1` (the README's test command sets it) and otherwise
+//!   skips, saying so loudly.
+//! - [`assert_close`]: elementwise comparison that reports the worst index and both values.
+
+#![allow(dead_code)] // each test binary uses a different subset of these helpers
+
+use webmamba::GpuContext;
+
+#[cfg(target_arch = "wasm32")]
+wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
+
+/// Declares async tests that run on both targets.
+#[macro_export]
+macro_rules! dual_test {
+    ($(async fn $name:ident() $body:block)*) => {$(
+        #[cfg(target_arch = "wasm32")]
+        #[wasm_bindgen_test::wasm_bindgen_test]
+        async fn $name() $body
+
+        #[cfg(not(target_arch = "wasm32"))]
+        #[test]
+        fn $name() {
+            pollster::block_on(async $body)
+        }
+    )*};
+}
+
+/// Prints a line where the test runner shows it (stderr natively, the console in a browser).
+pub fn log(message: &str) {
+    #[cfg(target_arch = "wasm32")]
+    wasm_bindgen_test::console_log!("{message}");
+    #[cfg(not(target_arch = "wasm32"))]
+    eprintln!("{message}");
+}
+
+/// Whether a missing adapter must fail the test rather than skip it.
+fn gpu_required() -> bool {
+    // In the browser the environment is the build's: the variables are read at compile time.
+    #[cfg(target_arch = "wasm32")]
+    let (ci, require) = (
+        option_env!("CI").map(str::to_owned),
+        option_env!("WEBMAMBA_REQUIRE_GPU").map(str::to_owned),
+    );
+    #[cfg(not(target_arch = "wasm32"))]
+    let (ci, require) = (
+        std::env::var("CI").ok(),
+        std::env::var("WEBMAMBA_REQUIRE_GPU").ok(),
+    );
+    ci.as_deref().is_some_and(|v| v == "true" || v == "1")
+        || require.as_deref().is_some_and(|v| v == "1")
+}
+
+/// Opens a GPU context for `test` and logs which adapter it runs on. Returns `None` (skip) only
+/// when no adapter exists AND neither `CI` nor `WEBMAMBA_REQUIRE_GPU` asks for one; then it
+/// says loudly that the test did not run.
+pub async fn gpu(test: &str) -> Option<GpuContext> {
+    match GpuContext::new().await {
+        Ok(ctx) => {
+            log(&format!("[gpu] {test}: running on {}", ctx.summary()));
+            Some(ctx)
+        }
+        Err(e) if gpu_required() => {
+            panic!(
+                "[gpu] {test}: a GPU adapter is required here (CI / WEBMAMBA_REQUIRE_GPU) but: {e}"
+            )
+        }
+        Err(e) => {
+            log(&format!(
+                "\n!!!!!!!! [gpu] {test}: SKIPPED, NOT RUN: {e}\n\
+                 !!!!!!!! set WEBMAMBA_REQUIRE_GPU=1 to make this a failure\n"
+            ));
+            None
+        }
+    }
+}
+
+/// Asserts `|actual - expected| <= atol + rtol * |expected|` everywhere; on failure reports the
+/// worst index (largest excess over its tolerance), both values, and how many elements failed.
+pub fn assert_close(what: &str, actual: &[f32], expected: &[f32], atol: f32, rtol: f32) {
+    assert_eq!(
+        actual.len(),
+        expected.len(),
+        "{what}: length {} != expected {}",
+        actual.len(),
+        expected.len()
+    );
+    let mut worst: Option<(usize, f32)> = None;
+    let mut failures = 0usize;
+    let mut max_abs = 0.0f32;
+    for (i, (&a, &e)) in actual.iter().zip(expected).enumerate() {
+        let err = (a - e).abs();
+        let excess = if err.is_nan() {
+            f32::INFINITY
+        } else {
+            err - (atol + rtol * e.abs())
+        };
+        max_abs = max_abs.max(err);
+        if excess > 0.0 {
+            failures += 1;
+            if worst.is_none_or(|(_, w)| excess > w) {
+                worst = Some((i, excess));
+            }
+        }
+    }
+    if let Some((i, _)) = worst {
+        panic!(
+            "{what}: {failures} of {} elements differ beyond atol {atol:e} + rtol {rtol:e}; \
+             worst at index {i}: actual {} vs expected {} (|diff| {:e})",
+            actual.len(),
+            actual[i],
+            expected[i],
+            (actual[i] - expected[i]).abs()
+        );
+    }
+    log(&format!(
+        "[close] {what}: {} elements, max |diff| {max_abs:e}",
+        actual.len()
+    ));
+}

@@ -1,0 +1,51 @@
+//! Every `shaders/*.wgsl` parses and validates with naga (no GPU needed), and the crate's
+//! shader registry (`webmamba::kernels::SHADERS`) lists exactly the files on disk.
+#![cfg(not(target_arch = "wasm32"))]
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+#[test]
+fn every_shader_parses_and_validates() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("shaders");
+    let mut on_disk = BTreeSet::new();
+    for entry in std::fs::read_dir(&dir).expect("read shaders/") {
+        let path = entry.expect("dir entry").path();
+        if path.extension().is_none_or(|e| e != "wgsl") {
+            continue;
+        }
+        let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let source = std::fs::read_to_string(&path).expect("read shader");
+        let module = naga::front::wgsl::parse_str(&source)
+            .unwrap_or_else(|e| panic!("{}: {}", path.display(), e.emit_to_string(&source)));
+        // The capabilities every WebGPU implementation has (no f16, no subgroups): a shader
+        // needing more must be gated on a device feature, not validated here.
+        naga::valid::Validator::new(
+            naga::valid::ValidationFlags::all(),
+            naga::valid::Capabilities::empty(),
+        )
+        .validate(&module)
+        .unwrap_or_else(|e| panic!("{}: {}", path.display(), e.emit_to_string(&source)));
+        assert!(
+            module.entry_points.iter().any(|ep| ep.name == stem),
+            "{}: the entry point must be named like the file ({stem})",
+            path.display()
+        );
+        on_disk.insert(stem);
+    }
+    let registered: BTreeSet<String> = webmamba::kernels::SHADERS
+        .iter()
+        .map(|(name, _)| name.to_string())
+        .collect();
+    assert_eq!(
+        on_disk, registered,
+        "shaders/ and webmamba::kernels::SHADERS differ"
+    );
+    for (name, source) in webmamba::kernels::SHADERS {
+        let on_disk = std::fs::read_to_string(dir.join(format!("{name}.wgsl"))).unwrap();
+        assert_eq!(
+            *source, on_disk,
+            "{name}: registry source is not the file's"
+        );
+    }
+}
