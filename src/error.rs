@@ -52,6 +52,54 @@ pub enum Error {
         got: Vec<usize>,
     },
 
+    /// `config.json` is not valid JSON or lacks a required field.
+    #[error("invalid config.json: {0}")]
+    Config(String),
+
+    /// The checkpoint is not a model webmamba can run (unknown `model_type`, Mamba-2, ...).
+    #[error("unsupported model: {0}")]
+    UnsupportedModel(String),
+
+    /// A safetensors file is malformed (truncated, bad header, inconsistent index).
+    #[error("{file}: {reason}")]
+    Safetensors {
+        /// The file's name.
+        file: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// A tensor the model needs is not in the checkpoint.
+    #[error("missing tensor {tensor} (looked in {file})")]
+    MissingTensor {
+        /// Full tensor name.
+        tensor: String,
+        /// The file(s) searched.
+        file: String,
+    },
+
+    /// A tensor is stored in a dtype that cannot be a weight (only F32, F16 and BF16 can).
+    #[error("tensor {tensor} has dtype {dtype}; weights must be F32, F16 or BF16")]
+    UnsupportedDtype {
+        /// Full tensor name.
+        tensor: String,
+        /// The dtype found.
+        dtype: String,
+    },
+
+    /// `tokenizer.json` could not be loaded, or encoding/decoding failed.
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+
+    /// Reading a file failed (native only).
+    #[error("{path}: {reason}")]
+    Io {
+        /// The path.
+        path: String,
+        /// The OS error.
+        reason: String,
+    },
+
     /// An argument is unusable for a reason other than its shape (empty, out of range, ...).
     #[error("invalid input: {0}")]
     InvalidInput(String),
@@ -77,6 +125,13 @@ impl Error {
             Error::Gpu { .. } => "Gpu",
             Error::Readback(_) => "Readback",
             Error::ShapeMismatch { .. } => "ShapeMismatch",
+            Error::Config(_) => "Config",
+            Error::UnsupportedModel(_) => "UnsupportedModel",
+            Error::Safetensors { .. } => "Safetensors",
+            Error::MissingTensor { .. } => "MissingTensor",
+            Error::UnsupportedDtype { .. } => "UnsupportedDtype",
+            Error::Tokenizer(_) => "Tokenizer",
+            Error::Io { .. } => "Io",
             Error::InvalidInput(_) => "InvalidInput",
             Error::LimitExceeded { .. } => "LimitExceeded",
         }

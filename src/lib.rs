@@ -1,17 +1,27 @@
 //! webmamba: Mamba state-space language models on WebGPU, in the browser (wasm32) and natively.
 //!
 //! Layout (see ARCHITECTURE.md):
+//! - [`model`]: config, checkpoint files, named tensors, weights (+ the symbol glossary);
+//! - [`cpu`]: the reference forward pass and recurrent state;
+//! - [`tokenizer`], [`sampling`]: text in, token ids out;
 //! - [`gpu`]: device context, buffers, pipelines, readback;
 //! - [`kernels`]: one wrapper per WGSL kernel in `shaders/`;
 //! - `wasm` (wasm32 only): the thin JavaScript API over the native types;
 //! - [`Error`]: the one error type.
 
+pub mod cpu;
 pub mod error;
 pub mod gpu;
 pub mod kernels;
+pub mod model;
 mod platform;
+pub mod sampling;
+pub mod tokenizer;
 #[cfg(target_arch = "wasm32")]
 pub mod wasm;
 
+pub use cpu::{CpuModel, Logits, State};
 pub use error::{Error, Result};
 pub use gpu::GpuContext;
+pub use model::{Checkpoint, Config, ModelWeights};
+pub use tokenizer::Tokenizer;

@@ -9,6 +9,8 @@
 
 #![allow(dead_code)] // each test binary uses a different subset of these helpers
 
+pub mod fixtures;
+
 use webmamba::GpuContext;
 
 #[cfg(target_arch = "wasm32")]

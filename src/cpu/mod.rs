@@ -1,0 +1,9 @@
+//! The CPU reference implementation: [`CpuModel`] (forward pass), [`State`] (recurrent
+//! state) and the f32 [`ops`] they use.
+
+mod model;
+pub mod ops;
+mod state;
+
+pub use model::{CpuModel, Logits};
+pub use state::{LayerState, State};

@@ -1,0 +1,158 @@
+//! [`CpuModel`]: the reference forward pass in plain f32 Rust, a sequential scan exactly as in
+//! the paper (and as HF transformers' slow path computes it). It is the oracle every GPU kernel
+//! is tested against — itself checked against HF `MambaForCausalLM` by the committed fixtures —
+//! and the fallback where WebGPU is missing. Symbols: see the glossary in [`crate::model`].
+
+use crate::cpu::ops::{linear, rms_norm, silu, softplus};
+use crate::cpu::state::{LayerState, State};
+use crate::error::{Error, Result};
+use crate::model::{Config, LayerWeights, ModelWeights};
+
+/// A model ready to run on the CPU.
+pub struct CpuModel {
+    w: ModelWeights,
+    /// A = −exp(A_log) per layer, computed once. (E·D, N) each
+    a: Vec<Vec<f32>>,
+}
+
+/// Which positions' logits a forward call returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Logits {
+    /// Every position: (T, V).
+    All,
+    /// Only the last position: (V). What decoding needs; skips T−1 LM-head products.
+    Last,
+}
+
+impl CpuModel {
+    /// Wraps loaded weights.
+    pub fn new(w: ModelWeights) -> Self {
+        let a = w
+            .layers
+            .iter()
+            .map(|l| l.a_log.iter().map(|v| -v.exp()).collect())
+            .collect();
+        Self { w, a }
+    }
+
+    /// The model's hyper-parameters.
+    pub fn config(&self) -> &Config {
+        &self.w.config
+    }
+
+    /// The weights.
+    pub fn weights(&self) -> &ModelWeights {
+        &self.w
+    }
+
+    /// Runs `tokens` starting from `state` (a fresh [`State::zeros`] for a new sequence) and
+    /// leaves `state` at the last token. One call with T tokens equals T calls with one token.
+    /// Returns logits for every position, (T, V), or only the last, (V).
+    pub fn forward(&self, tokens: &[u32], state: &mut State, which: Logits) -> Result<Vec<f32>> {
+        let c = &self.w.config;
+        if tokens.is_empty() {
+            return Err(Error::InvalidInput(
+                "forward needs at least one token".into(),
+            ));
+        }
+        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= c.vocab_size) {
+            return Err(Error::InvalidInput(format!(
+                "token id {bad} is outside the vocabulary (size {})",
+                c.vocab_size
+            )));
+        }
+        if state.layers.len() != c.n_layer {
+            return Err(Error::InvalidInput(format!(
+                "state has {} layers, the model {}",
+                state.layers.len(),
+                c.n_layer
+            )));
+        }
+        let d = c.d_model;
+        // h: the residual stream, (T, D)
+        let mut h: Vec<f32> = tokens
+            .iter()
+            .flat_map(|&t| &self.w.embedding[t as usize * d..(t as usize + 1) * d])
+            .copied()
+            .collect();
+        for ((layer, a), st) in self.w.layers.iter().zip(&self.a).zip(&mut state.layers) {
+            let y = self.mixer(layer, a, &rms_norm(&h, &layer.norm, c.norm_eps), st);
+            h.iter_mut().zip(y).for_each(|(h, y)| *h += y);
+        }
+        let last = match which {
+            Logits::All => &h[..],
+            Logits::Last => &h[h.len() - d..],
+        };
+        Ok(linear(
+            &rms_norm(last, &self.w.norm_f, c.norm_eps),
+            self.w.lm_head(),
+            None,
+            d,
+        ))
+    }
+
+    /// One Mamba mixer over x (T, D) from state `st`, updating it; returns (T, D).
+    fn mixer(&self, w: &LayerWeights, a: &[f32], x: &[f32], st: &mut LayerState) -> Vec<f32> {
+        let c = &self.w.config;
+        let (d, di, n, k, r) = (c.d_model, c.d_inner, c.d_state, c.d_conv, c.dt_rank);
+        let t_len = x.len() / d;
+
+        // [xs | z] = x · W_inᵀ (+ b_in): (T, 2·E·D)
+        let xz = linear(x, &w.in_proj, w.in_proj_bias.as_deref(), d);
+
+        // u = silu(conv1d(xs) + b_conv): causal depthwise conv over [window ‖ xs]. (T, E·D)
+        // window: the carried K−1 inputs followed by this call's xs, (K−1+T, E·D).
+        let mut window = st.conv.clone();
+        for t in 0..t_len {
+            window.extend_from_slice(&xz[t * 2 * di..t * 2 * di + di]);
+        }
+        let mut u = vec![0.0; t_len * di];
+        for t in 0..t_len {
+            for ch in 0..di {
+                let mut acc = w.conv_bias.as_ref().map_or(0.0, |b| b[ch]);
+                for j in 0..k {
+                    acc += w.conv[ch * k + j] * window[(t + j) * di + ch];
+                }
+                u[t * di + ch] = silu(acc);
+            }
+        }
+        st.conv.copy_from_slice(&window[t_len * di..]);
+
+        // [δ | B | C] = u · W_xᵀ: (T, R + 2N); Δ = softplus(δ · W_dtᵀ + b_dt): (T, E·D)
+        let dbc = linear(&u, &w.x_proj, None, di);
+        let delta_in: Vec<f32> = dbc
+            .chunks_exact(r + 2 * n)
+            .flat_map(|row| &row[..r])
+            .copied()
+            .collect();
+        let delta: Vec<f32> = linear(&delta_in, &w.dt_proj, Some(&w.dt_proj_bias), r)
+            .into_iter()
+            .map(softplus)
+            .collect();
+
+        // Selective scan, sequential in t:
+        //   h_t = exp(Δ_t A) ⊙ h_{t−1} + (Δ_t u_t) B_t,   y_t = h_t · C_t + D u_t,
+        // then the gate: y ← y · silu(z).
+        let mut y = vec![0.0; t_len * di];
+        for t in 0..t_len {
+            let bc = &dbc[t * (r + 2 * n) + r..(t + 1) * (r + 2 * n)];
+            let (b, cc) = bc.split_at(n);
+            for ch in 0..di {
+                let dt = delta[t * di + ch];
+                let ut = u[t * di + ch];
+                let h = &mut st.ssm[ch * n..(ch + 1) * n];
+                let a = &a[ch * n..(ch + 1) * n];
+                let mut acc = 0.0;
+                for s in 0..n {
+                    h[s] = (dt * a[s]).exp() * h[s] + dt * ut * b[s];
+                    acc += h[s] * cc[s];
+                }
+                let z = xz[t * 2 * di + di + ch];
+                y[t * di + ch] = (acc + w.d[ch] * ut) * silu(z);
+            }
+        }
+
+        // out = y · W_outᵀ (+ b_out): (T, D)
+        linear(&y, &w.out_proj, w.out_proj_bias.as_deref(), di)
+    }
+}

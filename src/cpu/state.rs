@@ -1,0 +1,39 @@
+//! [`State`]: the recurrent state a Mamba model carries between tokens — per layer, the conv1d
+//! window and the SSM state. Fixed size whatever the history length: this is what the
+//! checkpoint cache saves and restores.
+
+use crate::model::Config;
+
+/// One layer's recurrent state.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LayerState {
+    /// The last K−1 conv inputs (`xs`), oldest first; zeros before the first token. (K−1, E·D)
+    pub conv: Vec<f32>,
+    /// The SSM state h. (E·D, N)
+    pub ssm: Vec<f32>,
+}
+
+/// The state of every layer after some prefix of tokens (all zeros before the first token).
+#[derive(Clone, Debug, PartialEq)]
+pub struct State {
+    /// One entry per layer.
+    pub layers: Vec<LayerState>,
+}
+
+impl State {
+    /// The state before any token: all zeros.
+    pub fn zeros(c: &Config) -> Self {
+        let layer = LayerState {
+            conv: vec![0.0; (c.d_conv - 1) * c.d_inner],
+            ssm: vec![0.0; c.d_inner * c.d_state],
+        };
+        Self {
+            layers: vec![layer; c.n_layer],
+        }
+    }
+
+    /// Size in bytes of a state for `c` in f32 (what a checkpoint costs).
+    pub fn bytes(c: &Config) -> usize {
+        4 * c.n_layer * ((c.d_conv - 1) * c.d_inner + c.d_inner * c.d_state)
+    }
+}

@@ -1,0 +1,297 @@
+//! [`Config`]: the model's hyper-parameters, parsed from a checkpoint's `config.json`.
+//!
+//! Two formats are accepted:
+//! - Hugging Face `MambaForCausalLM` (`"model_type": "mamba"`: `hidden_size`,
+//!   `num_hidden_layers`, `state_size`, `conv_kernel`, `expand`/`intermediate_size`,
+//!   `time_step_rank`, `use_bias`, `use_conv_bias`, `layer_norm_epsilon`, ...);
+//! - the original `state-spaces/mamba-*` format (`d_model`, `n_layer`, `ssm_cfg`,
+//!   `pad_vocab_size_multiple`), recognised by its `d_model` key.
+//!
+//! Every field that changes the math is honoured; nothing is hard-coded. Fields that do not
+//! matter at inference are accepted and ignored: `rescale_prenorm_residual` and the
+//! `time_step_{min,max,floor,scale,init_scheme}`/`initializer_range` fields only shape the
+//! initialisation of a model being trained; `use_cache`/`use_mambapy`/`fused_add_norm` choose
+//! an implementation, not the result. `residual_in_fp32` is honoured trivially: webmamba keeps
+//! the residual stream in f32 always.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+
+/// Mamba hyper-parameters, normalised from either config format. Symbols as in the paper.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// D: width of the residual stream (`hidden_size` / `d_model`).
+    pub d_model: usize,
+    /// Number of Mamba blocks (`num_hidden_layers` / `n_layer`).
+    pub n_layer: usize,
+    /// E·D: width inside a block (`intermediate_size`, or `expand * d_model`).
+    pub d_inner: usize,
+    /// N: SSM state size per channel (`state_size` / `d_state`).
+    pub d_state: usize,
+    /// K: causal conv1d kernel width (`conv_kernel` / `d_conv`).
+    pub d_conv: usize,
+    /// R: rank of the Δ projection (`time_step_rank` / `dt_rank`; "auto" = ceil(D / 16)).
+    pub dt_rank: usize,
+    /// V: rows of the embedding and LM head (already padded).
+    pub vocab_size: usize,
+    /// Whether `in_proj` and `out_proj` have biases (`use_bias` / `ssm_cfg.bias`).
+    pub use_bias: bool,
+    /// Whether the depthwise conv1d has a bias (`use_conv_bias` / `ssm_cfg.conv_bias`).
+    pub use_conv_bias: bool,
+    /// ε of every RMSNorm (`layer_norm_epsilon` / `norm_epsilon`).
+    pub norm_eps: f32,
+    /// Whether the LM head shares the embedding matrix (`tie_word_embeddings` /
+    /// `tie_embeddings`). When a checkpoint has an `lm_head.weight` anyway, it is used.
+    pub tie_embeddings: bool,
+    /// Token id that ends a generation, when the config names one.
+    pub eos_token_id: Option<u32>,
+}
+
+/// `time_step_rank` is a number or the string "auto".
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Rank {
+    Auto(String),
+    Value(usize),
+}
+
+impl Rank {
+    fn resolve(self, d_model: usize, field: &str) -> Result<usize> {
+        match self {
+            Rank::Value(r) => Ok(r),
+            Rank::Auto(s) if s == "auto" => Ok(d_model.div_ceil(16)),
+            Rank::Auto(s) => Err(Error::Config(format!(
+                "{field} must be a number or \"auto\", not {s:?}"
+            ))),
+        }
+    }
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// Hugging Face `MambaConfig` (the fields that matter; others are ignored).
+#[derive(Deserialize)]
+struct HfConfig {
+    vocab_size: usize,
+    hidden_size: usize,
+    num_hidden_layers: usize,
+    #[serde(default = "d_state_default")]
+    state_size: usize,
+    #[serde(default = "d_conv_default")]
+    conv_kernel: usize,
+    #[serde(default = "expand_default")]
+    expand: f64,
+    intermediate_size: Option<usize>,
+    #[serde(default = "rank_default")]
+    time_step_rank: Rank,
+    #[serde(default)]
+    use_bias: bool,
+    #[serde(default = "default_true")]
+    use_conv_bias: bool,
+    #[serde(default = "eps_default")]
+    layer_norm_epsilon: f32,
+    #[serde(default = "default_true")]
+    tie_word_embeddings: bool,
+    #[serde(default = "act_default")]
+    hidden_act: String,
+    eos_token_id: Option<Value>,
+}
+
+/// The original `state-spaces/mamba` `MambaConfig`.
+#[derive(Deserialize)]
+struct OriginalConfig {
+    d_model: usize,
+    n_layer: usize,
+    vocab_size: usize,
+    #[serde(default)]
+    ssm_cfg: OriginalSsmConfig,
+    #[serde(default = "default_true")]
+    rms_norm: bool,
+    #[serde(default = "pad_default")]
+    pad_vocab_size_multiple: usize,
+    #[serde(default = "default_true")]
+    tie_embeddings: bool,
+    #[serde(default = "eps_default")]
+    norm_epsilon: f32,
+}
+
+#[derive(Deserialize)]
+struct OriginalSsmConfig {
+    #[serde(default = "layer_default")]
+    layer: String,
+    #[serde(default = "d_state_default")]
+    d_state: usize,
+    #[serde(default = "d_conv_default")]
+    d_conv: usize,
+    #[serde(default = "expand_default")]
+    expand: f64,
+    #[serde(default = "rank_default")]
+    dt_rank: Rank,
+    #[serde(default = "default_true")]
+    conv_bias: bool,
+    #[serde(default)]
+    bias: bool,
+}
+
+impl Default for OriginalSsmConfig {
+    fn default() -> Self {
+        // Deserializing `{}` applies the same defaults as the serde attributes above.
+        serde_json::from_str("{}").expect("defaults of an empty ssm_cfg")
+    }
+}
+
+fn d_state_default() -> usize {
+    16
+}
+fn d_conv_default() -> usize {
+    4
+}
+fn expand_default() -> f64 {
+    2.0
+}
+fn rank_default() -> Rank {
+    Rank::Auto("auto".into())
+}
+fn eps_default() -> f32 {
+    1e-5
+}
+fn act_default() -> String {
+    "silu".into()
+}
+fn pad_default() -> usize {
+    8
+}
+fn layer_default() -> String {
+    "Mamba1".into()
+}
+
+impl Config {
+    /// Parses `config.json` bytes in either format and checks the result.
+    pub fn from_json(bytes: &[u8]) -> Result<Self> {
+        let value: Value = serde_json::from_slice(bytes)
+            .map_err(|e| Error::Config(format!("config.json is not valid JSON: {e}")))?;
+        let config = if value.get("d_model").is_some() {
+            Self::from_original(value)?
+        } else {
+            match value.get("model_type").and_then(Value::as_str) {
+                Some("mamba") => Self::from_hf(value)?,
+                Some(other) => {
+                    return Err(Error::UnsupportedModel(format!(
+                        "model_type {other:?} (webmamba runs Mamba-1 checkpoints: \"mamba\")"
+                    )));
+                }
+                None => {
+                    return Err(Error::UnsupportedModel(
+                        "config.json has neither \"model_type\" nor \"d_model\"".into(),
+                    ));
+                }
+            }
+        };
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn from_hf(value: Value) -> Result<Self> {
+        let c: HfConfig = serde_json::from_value(value)
+            .map_err(|e| Error::Config(format!("Hugging Face Mamba config: {e}")))?;
+        if c.hidden_act != "silu" {
+            return Err(Error::UnsupportedModel(format!(
+                "hidden_act {:?} (Mamba uses \"silu\")",
+                c.hidden_act
+            )));
+        }
+        // HF recomputes intermediate_size = int(expand * hidden_size) whatever config.json
+        // says; a file where the two disagree is ambiguous, so refuse it.
+        let d_inner = (c.expand * c.hidden_size as f64) as usize;
+        if let Some(n) = c.intermediate_size.filter(|&n| n != d_inner) {
+            return Err(Error::Config(format!(
+                "intermediate_size {n} disagrees with expand {} × hidden_size {} = {d_inner}",
+                c.expand, c.hidden_size
+            )));
+        }
+        // HF allows a list of eos ids; the first ends generation.
+        let eos_token_id = match c.eos_token_id {
+            Some(Value::Number(n)) => n.as_u64().map(|v| v as u32),
+            Some(Value::Array(ids)) => ids.first().and_then(Value::as_u64).map(|v| v as u32),
+            _ => None,
+        };
+        Ok(Config {
+            d_model: c.hidden_size,
+            n_layer: c.num_hidden_layers,
+            d_inner,
+            d_state: c.state_size,
+            d_conv: c.conv_kernel,
+            dt_rank: c.time_step_rank.resolve(c.hidden_size, "time_step_rank")?,
+            vocab_size: c.vocab_size,
+            use_bias: c.use_bias,
+            use_conv_bias: c.use_conv_bias,
+            norm_eps: c.layer_norm_epsilon,
+            tie_embeddings: c.tie_word_embeddings,
+            eos_token_id,
+        })
+    }
+
+    fn from_original(value: Value) -> Result<Self> {
+        let c: OriginalConfig = serde_json::from_value(value)
+            .map_err(|e| Error::Config(format!("state-spaces Mamba config: {e}")))?;
+        if c.ssm_cfg.layer != "Mamba1" {
+            return Err(Error::UnsupportedModel(format!(
+                "ssm_cfg.layer {:?} (webmamba runs Mamba1)",
+                c.ssm_cfg.layer
+            )));
+        }
+        if !c.rms_norm {
+            return Err(Error::UnsupportedModel(
+                "rms_norm = false (LayerNorm blocks)".into(),
+            ));
+        }
+        let multiple = c.pad_vocab_size_multiple.max(1);
+        Ok(Config {
+            d_model: c.d_model,
+            n_layer: c.n_layer,
+            d_inner: (c.ssm_cfg.expand * c.d_model as f64) as usize,
+            d_state: c.ssm_cfg.d_state,
+            d_conv: c.ssm_cfg.d_conv,
+            dt_rank: c.ssm_cfg.dt_rank.resolve(c.d_model, "ssm_cfg.dt_rank")?,
+            vocab_size: c.vocab_size.div_ceil(multiple) * multiple,
+            use_bias: c.ssm_cfg.bias,
+            use_conv_bias: c.ssm_cfg.conv_bias,
+            norm_eps: c.norm_epsilon,
+            tie_embeddings: c.tie_embeddings,
+            eos_token_id: None,
+        })
+    }
+
+    fn validate(&self) -> Result<()> {
+        let sizes = [
+            ("d_model", self.d_model),
+            ("n_layer", self.n_layer),
+            ("d_inner", self.d_inner),
+            ("d_state", self.d_state),
+            ("d_conv", self.d_conv),
+            ("dt_rank", self.dt_rank),
+            ("vocab_size", self.vocab_size),
+        ];
+        for (name, v) in sizes {
+            if v == 0 {
+                return Err(Error::Config(format!("{name} must be positive")));
+            }
+        }
+        if !(self.norm_eps.is_finite() && self.norm_eps >= 0.0) {
+            return Err(Error::Config(format!(
+                "layer_norm_epsilon {} is not usable",
+                self.norm_eps
+            )));
+        }
+        Ok(())
+    }
+
+    /// Width of `x_proj`'s output: Δ (R) ‖ B (N) ‖ C (N).
+    pub fn x_proj_dim(&self) -> usize {
+        self.dt_rank + 2 * self.d_state
+    }
+}

@@ -1,0 +1,32 @@
+//! The Mamba model as data: hyper-parameters ([`Config`]), checkpoint files ([`Checkpoint`]),
+//! named tensors ([`TensorStore`]) and weights ([`ModelWeights`]).
+//!
+//! # Glossary (code name ↔ paper symbol, Gu & Dao 2023, Algorithm 2)
+//! | code | symbol | meaning |
+//! |---|---|---|
+//! | `d_model` | D | width of the residual stream |
+//! | `d_inner` | E·D | width inside a block (E = `expand`, usually 2) |
+//! | `d_state` | N | SSM state size per channel |
+//! | `d_conv` | K | causal depthwise conv1d width |
+//! | `dt_rank` | R | rank of the Δ projection |
+//! | `vocab_size` | V | vocabulary (rows of the embedding) |
+//! | `T` | L | number of tokens in a call |
+//! | `xs` | x | the conv input: first half of `in_proj` |
+//! | `z` | z | the gate: second half of `in_proj` |
+//! | `u` | x (after conv) | `silu(conv1d(xs))`, the SSM input |
+//! | `delta` | Δ | `softplus(dt_proj(x_proj(u)[..R]))`, per channel step size |
+//! | `b`, `c` | B, C | input and output projections of the SSM, per token (N each) |
+//! | `a` | A | `−exp(A_log)`, (E·D, N), diagonal state matrix per channel |
+//! | `d` | D (skip) | per-channel skip weight (not the width D) |
+//! | `ssm` | h | SSM state (E·D, N): h_t = exp(Δ_t A) ⊙ h_{t−1} + Δ_t B_t x_t |
+//! | `conv` | — | the last K−1 conv inputs, the conv1d's carried window |
+
+mod checkpoint;
+mod config;
+mod tensors;
+mod weights;
+
+pub use checkpoint::Checkpoint;
+pub use config::Config;
+pub use tensors::{Scope, TensorStore};
+pub use weights::{LayerWeights, ModelWeights};

@@ -1,0 +1,136 @@
+//! The golden fixtures in `tests/fixtures/` (made by `tools/fixtures/make_fixtures.py` with HF
+//! transformers), embedded with `include_bytes!` so the same tests run in the browser.
+
+use safetensors::SafeTensors;
+use webmamba::Checkpoint;
+
+/// One fixture model folder and HF's outputs for it.
+pub struct Fixture {
+    pub name: &'static str,
+    pub config: &'static [u8],
+    /// Safetensors files as (file name, bytes).
+    pub weights: Vec<(&'static str, &'static [u8])>,
+    /// `model.safetensors.index.json` for sharded checkpoints.
+    pub index: Option<&'static [u8]>,
+    pub tokenizer: &'static [u8],
+    reference: &'static [u8],
+}
+
+/// HF's outputs for a fixture (see the script's docstring).
+pub struct Reference {
+    /// Random token ids. (L)
+    pub ids: Vec<u32>,
+    /// Logits at every position. (L, V)
+    pub logits: Vec<f32>,
+    /// `tokenizer.encode("Once upon a time")`. (P)
+    pub prompt_ids: Vec<u32>,
+    /// HF's greedy continuation of `prompt_ids`. (G)
+    pub greedy_ids: Vec<u32>,
+}
+
+macro_rules! file {
+    ($dir:literal, $file:literal) => {
+        include_bytes!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/",
+            $dir,
+            "/",
+            $file
+        ))
+    };
+}
+
+macro_rules! single {
+    ($name:literal) => {
+        Fixture {
+            name: $name,
+            config: file!($name, "config.json"),
+            weights: vec![("model.safetensors", file!($name, "model.safetensors"))],
+            index: None,
+            tokenizer: file!($name, "tokenizer.json"),
+            reference: file!($name, "reference.safetensors"),
+        }
+    };
+}
+
+/// Names of every fixture folder (a native test checks this against `tests/fixtures/`).
+pub const NAMES: &[&str] = &[
+    "tiny-f32",
+    "bias-untied-bf16",
+    "wide-f16",
+    "medium-bf16",
+    "original-sharded",
+];
+
+/// Every fixture.
+pub fn all() -> Vec<Fixture> {
+    vec![
+        single!("tiny-f32"),
+        single!("bias-untied-bf16"),
+        single!("wide-f16"),
+        single!("medium-bf16"),
+        Fixture {
+            name: "original-sharded",
+            config: file!("original-sharded", "config.json"),
+            weights: vec![
+                (
+                    "model-00001-of-00002.safetensors",
+                    file!("original-sharded", "model-00001-of-00002.safetensors"),
+                ),
+                (
+                    "model-00002-of-00002.safetensors",
+                    file!("original-sharded", "model-00002-of-00002.safetensors"),
+                ),
+            ],
+            index: Some(file!("original-sharded", "model.safetensors.index.json")),
+            tokenizer: file!("original-sharded", "tokenizer.json"),
+            reference: file!("original-sharded", "reference.safetensors"),
+        },
+    ]
+}
+
+/// The shared tokenizer's encode/decode cases (JSON).
+pub const TOKENIZER_CASES: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/tokenizer_cases.json"
+));
+
+impl Fixture {
+    /// The weight files as owned (name, bytes), as a loader receives them.
+    pub fn weight_files(&self) -> Vec<(String, Vec<u8>)> {
+        self.weights
+            .iter()
+            .map(|(n, b)| (n.to_string(), b.to_vec()))
+            .collect()
+    }
+
+    /// Parses the checkpoint exactly as an application would from fetched bytes.
+    pub fn checkpoint(&self) -> Checkpoint {
+        Checkpoint::from_bytes(
+            self.config,
+            self.weight_files(),
+            self.index,
+            Some(self.tokenizer.to_vec()),
+        )
+        .unwrap_or_else(|e| panic!("{}: {e}", self.name))
+    }
+
+    /// HF's outputs.
+    pub fn reference(&self) -> Reference {
+        let st = SafeTensors::deserialize(self.reference).expect("reference.safetensors");
+        let i32s = |name: &str| -> Vec<u32> {
+            let t = st.tensor(name).expect(name);
+            t.data()
+                .chunks_exact(4)
+                .map(|b| i32::from_le_bytes(b.try_into().unwrap()) as u32)
+                .collect()
+        };
+        let logits = st.tensor("logits").expect("logits");
+        Reference {
+            ids: i32s("ids"),
+            logits: bytemuck::pod_collect_to_vec(logits.data()),
+            prompt_ids: i32s("prompt_ids"),
+            greedy_ids: i32s("greedy_ids"),
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! Loading checkpoints: both config formats, both tensor layouts, dtypes, sharding, and a
+//! distinct typed error for every way a checkpoint can be broken.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::fixtures;
+use safetensors::tensor::{Dtype, SafeTensors, TensorView, serialize};
+use webmamba::{Checkpoint, Config, Error};
+
+/// The tiny fixture's weights rebuilt with `edit` applied to its tensor list.
+fn rebuilt(edit: impl FnOnce(&mut Vec<(String, Dtype, Vec<usize>, Vec<u8>)>)) -> Vec<u8> {
+    let f = &fixtures::all()[0];
+    let st = SafeTensors::deserialize(f.weights[0].1).unwrap();
+    let mut tensors: Vec<_> = st
+        .tensors()
+        .into_iter()
+        .map(|(n, t)| (n, t.dtype(), t.shape().to_vec(), t.data().to_vec()))
+        .collect();
+    edit(&mut tensors);
+    let views: Vec<_> = tensors
+        .iter()
+        .map(|(n, d, s, b)| (n.clone(), TensorView::new(*d, s.clone(), b).unwrap()))
+        .collect();
+    serialize(views, None).unwrap()
+}
+
+fn load(config: &[u8], weights: Vec<u8>) -> Result<(), Error> {
+    Checkpoint::from_bytes(
+        config,
+        vec![("model.safetensors".into(), weights)],
+        None,
+        None,
+    )?
+    .weights()?;
+    Ok(())
+}
+
+dual_test! {
+    async fn every_fixture_loads_with_the_right_config() {
+        for f in fixtures::all() {
+            let c = f.checkpoint().config;
+            let w = f.checkpoint().weights().unwrap();
+            assert_eq!(w.layers.len(), c.n_layer, "{}", f.name);
+            assert_eq!(w.embedding.len(), c.vocab_size * c.d_model, "{}", f.name);
+            match f.name {
+                "tiny-f32" => assert_eq!((c.d_model, c.d_state, c.d_conv, c.dt_rank, c.d_inner), (16, 4, 4, 1, 32)),
+                "bias-untied-bf16" => {
+                    assert_eq!((c.dt_rank, c.use_bias, c.use_conv_bias, c.tie_embeddings), (5, true, false, false));
+                    assert!(w.lm_head.is_some() && w.layers[0].in_proj_bias.is_some() && w.layers[0].conv_bias.is_none());
+                    assert_eq!(c.norm_eps, 1e-6);
+                }
+                "wide-f16" => assert_eq!((c.d_inner, c.d_conv, c.dt_rank), (96, 2, 3)),
+                "medium-bf16" => assert_eq!((c.d_model, c.n_layer, c.dt_rank), (64, 4, 4)),
+                // vocab 301 padded to a multiple of 8; dt_rank "auto" = ceil(20 / 16)
+                "original-sharded" => assert_eq!((c.vocab_size, c.dt_rank, c.d_state), (304, 2, 6)),
+                other => panic!("unknown fixture {other}"),
+            }
+        }
+    }
+
+    async fn broken_checkpoints_give_distinct_typed_errors() {
+        let f = &fixtures::all()[0];
+        let good = f.weights[0].1.to_vec();
+        let config = f.config;
+        let mut messages = BTreeSet::new();
+        let mut expect = |what: &str, r: Result<(), Error>, ok: &dyn Fn(&Error) -> bool| {
+            let e = r.expect_err(what);
+            assert!(ok(&e), "{what}: unexpected error {e:?}");
+            common::log(&format!("[error] {what}: {e}"));
+            assert!(messages.insert(e.to_string()), "{what}: message not distinct: {e}");
+        };
+
+        let truncated = good[..good.len() - 10].to_vec();
+        expect("truncated", load(config, truncated),
+            &|e| matches!(e, Error::Safetensors { reason, .. } if reason.contains("truncated")));
+
+        let mut long_header = good.clone();
+        long_header[..8].copy_from_slice(&(good.len() as u64 + 100).to_le_bytes());
+        expect("header length > file", load(config, long_header),
+            &|e| matches!(e, Error::Safetensors { reason, .. } if reason.contains("larger than the file")));
+
+        let wrong_dtype = rebuilt(|t| {
+            let norm = t.iter_mut().find(|t| t.0 == "backbone.norm_f.weight").unwrap();
+            norm.1 = Dtype::I32;
+        });
+        expect("wrong dtype", load(config, wrong_dtype),
+            &|e| matches!(e, Error::UnsupportedDtype { tensor, dtype } if tensor == "backbone.norm_f.weight" && dtype == "I32"));
+
+        let wrong_shape = rebuilt(|t| {
+            let a = t.iter_mut().find(|t| t.0 == "backbone.layers.1.mixer.A_log").unwrap();
+            a.2 = vec![a.2[1], a.2[0]];
+        });
+        expect("wrong shape", load(config, wrong_shape),
+            &|e| matches!(e, Error::ShapeMismatch { tensor, expected, got }
+                if tensor == "backbone.layers.1.mixer.A_log" && expected == &[32, 4] && got == &[4, 32]));
+
+        let missing = rebuilt(|t| t.retain(|t| t.0 != "backbone.layers.0.mixer.D"));
+        expect("missing tensor", load(config, missing),
+            &|e| matches!(e, Error::MissingTensor { tensor, .. } if tensor == "backbone.layers.0.mixer.D"));
+
+        let other_model = String::from_utf8(config.to_vec()).unwrap().replace("\"mamba\"", "\"llama\"");
+        expect("unknown model_type", load(other_model.as_bytes(), good.clone()),
+            &|e| matches!(e, Error::UnsupportedModel(m) if m.contains("llama")));
+
+        assert_eq!(messages.len(), 6);
+        load(config, good).expect("the untouched file still loads");
+    }
+
+    async fn sharded_index_must_agree_with_the_shards() {
+        let f = fixtures::all().into_iter().find(|f| f.name == "original-sharded").unwrap();
+        // Drop the second shard: the index names tensors that are nowhere.
+        let mut files = f.weight_files();
+        files.pop();
+        let err = Checkpoint::from_bytes(f.config, files, f.index, None).err().expect("missing shard");
+        assert!(matches!(err, Error::MissingTensor { .. }), "{err}");
+    }
+}
+
+fn config(json: &str) -> Result<Config, Error> {
+    Config::from_json(json.as_bytes())
+}
+
+dual_test! {
+    async fn config_formats_and_derived_sizes() {
+        let hf = config(r#"{"model_type":"mamba","vocab_size":50280,"hidden_size":768,"num_hidden_layers":24,
+            "state_size":16,"expand":2,"conv_kernel":4,"time_step_rank":"auto","intermediate_size":1536}"#).unwrap();
+        assert_eq!((hf.d_inner, hf.dt_rank, hf.use_bias, hf.use_conv_bias, hf.tie_embeddings), (1536, 48, false, true, true));
+        assert_eq!(hf.norm_eps, 1e-5);
+
+        let original = config(r#"{"d_model":768,"n_layer":24,"vocab_size":50277,"ssm_cfg":{},"rms_norm":true,
+            "residual_in_fp32":true,"fused_add_norm":true,"pad_vocab_size_multiple":8}"#).unwrap();
+        assert_eq!(original, Config { eos_token_id: None, ..hf });
+
+        let rank = config(r#"{"model_type":"mamba","vocab_size":10,"hidden_size":33,"num_hidden_layers":1}"#).unwrap();
+        assert_eq!(rank.dt_rank, 3, "auto = ceil(33 / 16)");
+
+        for (bad, kind) in [
+            (r#"{"model_type":"mamba2","vocab_size":10,"hidden_size":8,"num_hidden_layers":1}"#, "UnsupportedModel"),
+            (r#"{"d_model":8,"n_layer":1,"vocab_size":10,"ssm_cfg":{"layer":"Mamba2"}}"#, "UnsupportedModel"),
+            (r#"{"vocab_size":10}"#, "UnsupportedModel"),
+            (r#"{"model_type":"mamba","vocab_size":10,"hidden_size":8,"num_hidden_layers":1,"intermediate_size":20}"#, "Config"),
+            (r#"{"model_type":"mamba","vocab_size":10,"hidden_size":8,"num_hidden_layers":1,"time_step_rank":"big"}"#, "Config"),
+            (r#"{"model_type":"mamba","hidden_size":8,"num_hidden_layers":1}"#, "Config"),
+            (r#"{"model_type":"mamba","vocab_size":10,"hidden_size":0,"num_hidden_layers":1}"#, "Config"),
+            ("not json", "Config"),
+        ] {
+            let e = config(bad).expect_err(bad);
+            assert_eq!(e.code(), kind, "{bad}: {e}");
+        }
+    }
+}
