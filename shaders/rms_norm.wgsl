@@ -1,24 +1,34 @@
 // rms_norm: Mamba's RMSNorm (HF `MambaRMSNorm`), one row per workgroup.
 //
-//   y[t, i] = x[t, i] * inverseSqrt(mean_j(x[t, j]^2) + eps) * weight[i]
+//   y[r, i] = x[r, i] * inverseSqrt(mean_j(x[r, j]^2) + eps) * weight[i]
 //
 // Each of the WG invocations of a workgroup sums the squares of a strided slice of its row,
 // the partial sums are reduced as a tree in workgroup memory, and every invocation then scales
 // its slice. Rows are spread over a 2-D grid so more than 65,535 rows can be dispatched.
+// With LAST_ROW only x's row T-1 is normalised, into y's row 0 (decode / last-logits path).
 
 const WG: u32 = 64u; // invocations per workgroup (a power of two; see the tree reduction)
+const LAST_ROW: u32 = 1u;
+
+struct Step {
+    t_len: u32,    // T: tokens in this forward call
+    n_chunks: u32, // scan chunks (unused here)
+    _pad0: u32,
+    _pad1: u32,
+}
 
 struct Params {
-    rows: u32,     // T: number of rows
-    cols: u32,     // d: row length (d_model)
-    eps: f32,      // layer_norm_epsilon
+    cols: u32,  // d: row length (d_model)
+    eps: f32,   // layer_norm_epsilon
+    flags: u32, // LAST_ROW
     _pad: u32,
 }
 
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> x: array<f32>;         // (T, d)
-@group(0) @binding(2) var<storage, read> weight: array<f32>;    // (d)
-@group(0) @binding(3) var<storage, read_write> y: array<f32>;   // (T, d)
+@group(0) @binding(0) var<uniform> step: Step;
+@group(0) @binding(1) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read> x: array<f32>;         // (T, d)
+@group(0) @binding(3) var<storage, read> weight: array<f32>;    // (d)
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;   // (T, d), or (1, d) with LAST_ROW
 
 var<workgroup> partial: array<f32, WG>; // (WG) per-invocation sums of squares
 
@@ -28,15 +38,18 @@ fn rms_norm(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
+    let last = (p.flags & LAST_ROW) != 0u;
+    let rows = select(step.t_len, 1u, last);
     let row = wid.y * nwg.x + wid.x;
-    if (row >= p.rows) {
+    if (row >= rows) {
         return; // uniform per workgroup: the whole workgroup leaves together
     }
-    let base = row * p.cols;
+    let src = select(row, step.t_len - 1u, last) * p.cols;
+    let dst = row * p.cols;
 
     var sum = 0.0;
     for (var i = lid; i < p.cols; i += WG) {
-        let v = x[base + i];
+        let v = x[src + i];
         sum += v * v;
     }
     partial[lid] = sum;
@@ -50,6 +63,6 @@ fn rms_norm(
 
     let scale = inverseSqrt(partial[0] / f32(p.cols) + p.eps);
     for (var i = lid; i < p.cols; i += WG) {
-        y[base + i] = x[base + i] * scale * weight[i];
+        y[dst + i] = x[src + i] * scale * weight[i];
     }
 }

@@ -6,14 +6,8 @@
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// No GPU adapter could be found (no WebGPU in this browser, or no native driver).
-    #[cfg_attr(
-        target_arch = "wasm32",
-        error("WebGPU is not available in this browser: {reason}")
-    )]
-    #[cfg_attr(
-        not(target_arch = "wasm32"),
-        error("no native GPU adapter found: {reason}")
-    )]
+    #[cfg_attr(target_arch = "wasm32", error("WebGPU is not available in this browser: {reason}"))]
+    #[cfg_attr(not(target_arch = "wasm32"), error("no native GPU adapter found: {reason}"))]
     NoAdapter {
         /// Why the request failed, as the platform reported it.
         reason: String,

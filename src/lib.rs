@@ -5,13 +5,16 @@
 //! - [`cpu`]: the reference forward pass and recurrent state;
 //! - [`tokenizer`], [`sampling`]: text in, token ids out;
 //! - [`gpu`]: device context, buffers, pipelines, readback;
+//! - [`gpu_model`]: the forward pass on the GPU;
 //! - [`kernels`]: one wrapper per WGSL kernel in `shaders/`;
 //! - `wasm` (wasm32 only): the thin JavaScript API over the native types;
 //! - [`Error`]: the one error type.
 
 pub mod cpu;
+pub mod engine;
 pub mod error;
 pub mod gpu;
+pub mod gpu_model;
 pub mod kernels;
 pub mod model;
 mod platform;
@@ -21,7 +24,9 @@ pub mod tokenizer;
 pub mod wasm;
 
 pub use cpu::{CpuModel, Logits, State};
+pub use engine::Engine;
 pub use error::{Error, Result};
 pub use gpu::GpuContext;
+pub use gpu_model::{GpuModel, GpuModelOptions, Matmul};
 pub use model::{Checkpoint, Config, ModelWeights};
 pub use tokenizer::Tokenizer;

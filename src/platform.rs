@@ -20,15 +20,11 @@ pub fn check_webgpu_present() -> Result<(), String> {
             .ok()
             .filter(|n| n.is_object())
             .ok_or("this JavaScript context has no `navigator` (use a window or a worker)")?;
-        let gpu = js_sys::Reflect::get(&navigator, &JsValue::from_str("gpu"))
-            .ok()
-            .filter(|g| g.is_object());
+        let gpu = js_sys::Reflect::get(&navigator, &JsValue::from_str("gpu")).ok().filter(|g| g.is_object());
         if gpu.is_none() {
-            return Err(
-                "`navigator.gpu` is undefined: this browser has no WebGPU or it is \
+            return Err("`navigator.gpu` is undefined: this browser has no WebGPU or it is \
                         disabled (it needs a secure context: https or localhost)"
-                    .into(),
-            );
+                .into());
         }
     }
     Ok(())
@@ -47,12 +43,7 @@ pub async fn browser_adapter_name() -> Option<String> {
         let gpu = get(&navigator, "gpu").filter(|g| g.is_object())?;
         let request: Function = get(&gpu, "requestAdapter")?.dyn_into().ok()?;
         let options = js_sys::Object::new();
-        Reflect::set(
-            &options,
-            &"powerPreference".into(),
-            &"high-performance".into(),
-        )
-        .ok()?;
+        Reflect::set(&options, &"powerPreference".into(), &"high-performance".into()).ok()?;
         let promise: Promise = request.call1(&gpu, &options).ok()?.dyn_into().ok()?;
         let adapter = wasm_bindgen_futures::JsFuture::from(promise).await.ok()?;
         let info = get(&adapter, "info").filter(|i| i.is_object())?;
@@ -61,11 +52,7 @@ pub async fn browser_adapter_name() -> Option<String> {
             .filter_map(|k| get(&info, k).and_then(|v| v.as_string()))
             .filter(|s| !s.is_empty())
             .collect();
-        if parts.is_empty() {
-            None
-        } else {
-            Some(parts.join(" "))
-        }
+        if parts.is_empty() { None } else { Some(parts.join(" ")) }
     }
     #[cfg(not(target_arch = "wasm32"))]
     None

@@ -16,19 +16,14 @@ fn tok_err(e: impl std::fmt::Display) -> Error {
 impl Tokenizer {
     /// Parses `tokenizer.json` bytes.
     pub fn from_bytes(json: &[u8]) -> Result<Self> {
-        tokenizers::Tokenizer::from_bytes(json)
-            .map(|inner| Self { inner })
-            .map_err(tok_err)
+        tokenizers::Tokenizer::from_bytes(json).map(|inner| Self { inner }).map_err(tok_err)
     }
 
     /// Token ids of `text`. Special tokens written in the text (e.g. `<|endoftext|>`) become
     /// their ids; `add_special_tokens` also applies the tokenizer's post-processor (BOS/EOS
     /// templates, if it has any).
     pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>> {
-        self.inner
-            .encode(text, add_special_tokens)
-            .map(|e| e.get_ids().to_vec())
-            .map_err(tok_err)
+        self.inner.encode(text, add_special_tokens).map(|e| e.get_ids().to_vec()).map_err(tok_err)
     }
 
     /// Text of `ids`; `skip_special_tokens` drops special tokens from the output.
@@ -48,12 +43,7 @@ impl Tokenizer {
 
     /// A decoder for streaming output (see [`StreamDecoder`]).
     pub fn stream(&self, skip_special_tokens: bool) -> StreamDecoder {
-        StreamDecoder {
-            skip_special_tokens,
-            ids: Vec::new(),
-            prefix: String::new(),
-            prefix_index: 0,
-        }
+        StreamDecoder { skip_special_tokens, ids: Vec::new(), prefix: String::new(), prefix_index: 0 }
     }
 }
 
@@ -87,10 +77,7 @@ impl StreamDecoder {
     /// character come out as U+FFFD).
     pub fn finish(&mut self, tokenizer: &Tokenizer) -> Result<String> {
         let all = tokenizer.decode(&self.ids, self.skip_special_tokens)?;
-        let rest = all
-            .strip_prefix(self.prefix.as_str())
-            .unwrap_or(&all)
-            .to_string();
+        let rest = all.strip_prefix(self.prefix.as_str()).unwrap_or(&all).to_string();
         self.ids.clear();
         self.prefix.clear();
         self.prefix_index = 0;

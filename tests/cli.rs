@@ -10,158 +10,121 @@ use std::process::Command;
 use common::{assert_close, fixtures};
 
 fn fixture_dir(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
 }
 
 fn webmamba(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_webmamba"))
-        .args(args)
-        .output()
-        .expect("run webmamba")
+    Command::new(env!("CARGO_BIN_EXE_webmamba")).args(args).output().expect("run webmamba")
 }
 
 /// Parses a 2-D little-endian f32 .npy (version 1.0) into (shape, data).
 fn read_npy(bytes: &[u8]) -> ((usize, usize), Vec<f32>) {
     assert_eq!(&bytes[..8], b"\x93NUMPY\x01\x00", "npy magic and version");
     let header_len = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
-    assert_eq!(
-        (10 + header_len) % 64,
-        0,
-        "npy header is padded to 64 bytes"
-    );
+    assert_eq!((10 + header_len) % 64, 0, "npy header is padded to 64 bytes");
     let header = std::str::from_utf8(&bytes[10..10 + header_len]).unwrap();
-    assert!(
-        header.contains("'descr': '<f4'") && header.contains("'fortran_order': False"),
-        "{header}"
-    );
-    let shape = header
-        .split("'shape': (")
-        .nth(1)
-        .unwrap()
-        .split(')')
-        .next()
-        .unwrap();
-    let dims: Vec<usize> = shape
-        .split(',')
-        .filter(|s| !s.trim().is_empty())
-        .map(|s| s.trim().parse().unwrap())
-        .collect();
-    (
-        (dims[0], dims[1]),
-        bytemuck::pod_collect_to_vec(&bytes[10 + header_len..]),
-    )
+    assert!(header.contains("'descr': '<f4'") && header.contains("'fortran_order': False"), "{header}");
+    let shape = header.split("'shape': (").nth(1).unwrap().split(')').next().unwrap();
+    let dims: Vec<usize> =
+        shape.split(',').filter(|s| !s.trim().is_empty()).map(|s| s.trim().parse().unwrap()).collect();
+    ((dims[0], dims[1]), bytemuck::pod_collect_to_vec(&bytes[10 + header_len..]))
 }
 
 #[test]
-fn logits_command_writes_hf_logits_as_npy() {
+fn logits_command_writes_hf_logits_as_npy_on_both_backends() {
     let tmp = std::env::temp_dir().join(format!("webmamba-cli-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).unwrap();
-    for f in fixtures::all() {
-        let r = f.reference();
-        let ids = r
-            .ids
-            .iter()
-            .map(u32::to_string)
-            .collect::<Vec<_>>()
-            .join(",");
-        let out = tmp.join(format!("{}.npy", f.name));
-        let dir = fixture_dir(f.name);
-        let run = webmamba(&[
-            "logits",
-            "--model",
-            dir.to_str().unwrap(),
-            "--ids",
-            &ids,
-            "--out",
-            out.to_str().unwrap(),
-        ]);
-        assert!(
-            run.status.success(),
-            "{}: {}",
-            f.name,
-            String::from_utf8_lossy(&run.stderr)
-        );
-        let ((rows, cols), data) = read_npy(&std::fs::read(&out).unwrap());
-        assert_eq!(
-            (rows, cols),
-            (r.ids.len(), r.logits.len() / r.ids.len()),
-            "{}",
-            f.name
-        );
-        assert_close(
-            &format!("{}: CLI logits vs HF", f.name),
-            &data,
-            &r.logits,
-            1e-4,
-            0.0,
-        );
+    for backend in ["cpu", "gpu"] {
+        for f in fixtures::all() {
+            let r = f.reference();
+            let ids = r.ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+            let out = tmp.join(format!("{}-{backend}.npy", f.name));
+            let dir = fixture_dir(f.name);
+            let run = webmamba(&[
+                "logits",
+                "--model",
+                dir.to_str().unwrap(),
+                "--ids",
+                &ids,
+                "--backend",
+                backend,
+                "--out",
+                out.to_str().unwrap(),
+            ]);
+            assert!(run.status.success(), "{} {backend}: {}", f.name, String::from_utf8_lossy(&run.stderr));
+            let ((rows, cols), data) = read_npy(&std::fs::read(&out).unwrap());
+            assert_eq!((rows, cols), (r.ids.len(), r.logits.len() / r.ids.len()), "{}", f.name);
+            assert_close(&format!("{} ({backend}): CLI logits vs HF", f.name), &data, &r.logits, 1e-4, 0.0);
+        }
     }
     std::fs::remove_dir_all(&tmp).unwrap();
 }
 
 #[test]
-fn generate_command_prints_the_hf_greedy_continuation() {
-    let f = fixtures::all()
-        .into_iter()
-        .find(|f| f.name == "medium-bf16")
-        .unwrap();
+fn generate_command_prints_the_hf_greedy_continuation_on_both_backends() {
+    let f = fixtures::all().into_iter().find(|f| f.name == "medium-bf16").unwrap();
     let r = f.reference();
     let tok = webmamba::Tokenizer::from_bytes(f.tokenizer).unwrap();
-    let expected = format!(
-        "Once upon a time{}\n",
-        tok.decode(&r.greedy_ids, true).unwrap()
-    );
+    let expected = format!("Once upon a time{}\n", tok.decode(&r.greedy_ids, true).unwrap());
     let dir = fixture_dir(f.name);
     let n = r.greedy_ids.len().to_string();
+    for backend in ["cpu", "gpu"] {
+        let run = webmamba(&[
+            "generate",
+            "--model",
+            dir.to_str().unwrap(),
+            "--prompt",
+            "Once upon a time",
+            "--max-tokens",
+            &n,
+            "--backend",
+            backend,
+        ]);
+        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        assert_eq!(String::from_utf8(run.stdout).unwrap(), expected, "{backend}");
+    }
+}
+
+#[test]
+fn bench_reports_both_backends_side_by_side() {
+    let dir = fixture_dir("medium-bf16");
     let run = webmamba(&[
-        "generate",
+        "bench",
         "--model",
         dir.to_str().unwrap(),
-        "--prompt",
-        "Once upon a time",
-        "--max-tokens",
-        &n,
+        "--prompt-tokens",
+        "40",
+        "--decode-tokens",
+        "3",
     ]);
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let out = String::from_utf8(run.stdout).unwrap();
     assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
+        out.contains("| Cpu |") && out.contains("| Gpu |") && out.contains("gpu/cpu speed ratio"),
+        "{out}"
     );
-    assert_eq!(String::from_utf8(run.stdout).unwrap(), expected);
 }
 
 #[test]
 fn cli_mistakes_are_clear_errors() {
     let dir = fixture_dir("tiny-f32");
-    let gpu = webmamba(&[
-        "logits",
-        "--model",
-        dir.to_str().unwrap(),
-        "--ids",
-        "1,2",
-        "--backend",
-        "gpu",
-        "--out",
-        "/dev/null",
-    ]);
-    assert!(!gpu.status.success());
-    assert!(String::from_utf8_lossy(&gpu.stderr).contains("--backend gpu is not available yet"));
-
     let missing = webmamba(&["generate", "--model", "/nonexistent/model", "--prompt", "x"]);
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/model"));
 
-    let bad_id = webmamba(&[
-        "logits",
-        "--model",
-        dir.to_str().unwrap(),
-        "--ids",
-        "1,99999",
-        "--out",
-        "/dev/null",
-    ]);
-    assert!(!bad_id.status.success());
-    assert!(String::from_utf8_lossy(&bad_id.stderr).contains("outside the vocabulary"));
+    for backend in ["cpu", "gpu"] {
+        let bad_id = webmamba(&[
+            "logits",
+            "--model",
+            dir.to_str().unwrap(),
+            "--ids",
+            "1,99999",
+            "--backend",
+            backend,
+            "--out",
+            "/dev/null",
+        ]);
+        assert!(!bad_id.status.success());
+        assert!(String::from_utf8_lossy(&bad_id.stderr).contains("outside the vocabulary"), "{backend}");
+    }
 }

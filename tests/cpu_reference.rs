@@ -9,11 +9,7 @@ use webmamba::cpu::ops::argmax;
 use webmamba::{CpuModel, Logits, State};
 
 fn model(f: &Fixture) -> CpuModel {
-    CpuModel::new(
-        f.checkpoint()
-            .weights()
-            .unwrap_or_else(|e| panic!("{}: {e}", f.name)),
-    )
+    CpuModel::new(f.checkpoint().weights().unwrap_or_else(|e| panic!("{}: {e}", f.name)))
 }
 
 dual_test! {
@@ -97,10 +93,7 @@ fn fixture_list_matches_the_folder() {
     on_disk.sort();
     let mut listed: Vec<String> = fixtures::NAMES.iter().map(|s| s.to_string()).collect();
     listed.sort();
-    assert_eq!(
-        on_disk, listed,
-        "tests/common/fixtures.rs must list every fixture folder"
-    );
+    assert_eq!(on_disk, listed, "tests/common/fixtures.rs must list every fixture folder");
     let embedded: Vec<&str> = fixtures::all().iter().map(|f| f.name).collect();
     assert_eq!(embedded, fixtures::NAMES);
 }

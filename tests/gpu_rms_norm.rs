@@ -12,15 +12,9 @@ use webmamba::kernels::RmsNorm;
 fn rms_norm_f64(x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
     x.chunks(w.len())
         .flat_map(|row| {
-            let ms = row
-                .iter()
-                .map(|&v| f64::from(v) * f64::from(v))
-                .sum::<f64>()
-                / row.len() as f64;
+            let ms = row.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>() / row.len() as f64;
             let scale = 1.0 / (ms + f64::from(eps)).sqrt();
-            row.iter()
-                .zip(w)
-                .map(move |(&v, &g)| (f64::from(v) * scale * f64::from(g)) as f32)
+            row.iter().zip(w).map(move |(&v, &g)| (f64::from(v) * scale * f64::from(g)) as f32)
         })
         .collect()
 }

@@ -19,21 +19,13 @@ fn rebuilt(edit: impl FnOnce(&mut Vec<(String, Dtype, Vec<usize>, Vec<u8>)>)) ->
         .map(|(n, t)| (n, t.dtype(), t.shape().to_vec(), t.data().to_vec()))
         .collect();
     edit(&mut tensors);
-    let views: Vec<_> = tensors
-        .iter()
-        .map(|(n, d, s, b)| (n.clone(), TensorView::new(*d, s.clone(), b).unwrap()))
-        .collect();
+    let views: Vec<_> =
+        tensors.iter().map(|(n, d, s, b)| (n.clone(), TensorView::new(*d, s.clone(), b).unwrap())).collect();
     serialize(views, None).unwrap()
 }
 
 fn load(config: &[u8], weights: Vec<u8>) -> Result<(), Error> {
-    Checkpoint::from_bytes(
-        config,
-        vec![("model.safetensors".into(), weights)],
-        None,
-        None,
-    )?
-    .weights()?;
+    Checkpoint::from_bytes(config, vec![("model.safetensors".into(), weights)], None, None)?.weights()?;
     Ok(())
 }
 

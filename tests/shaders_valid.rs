@@ -20,12 +20,9 @@ fn every_shader_parses_and_validates() {
             .unwrap_or_else(|e| panic!("{}: {}", path.display(), e.emit_to_string(&source)));
         // The capabilities every WebGPU implementation has (no f16, no subgroups): a shader
         // needing more must be gated on a device feature, not validated here.
-        naga::valid::Validator::new(
-            naga::valid::ValidationFlags::all(),
-            naga::valid::Capabilities::empty(),
-        )
-        .validate(&module)
-        .unwrap_or_else(|e| panic!("{}: {}", path.display(), e.emit_to_string(&source)));
+        naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::empty())
+            .validate(&module)
+            .unwrap_or_else(|e| panic!("{}: {}", path.display(), e.emit_to_string(&source)));
         assert!(
             module.entry_points.iter().any(|ep| ep.name == stem),
             "{}: the entry point must be named like the file ({stem})",
@@ -33,19 +30,11 @@ fn every_shader_parses_and_validates() {
         );
         on_disk.insert(stem);
     }
-    let registered: BTreeSet<String> = webmamba::kernels::SHADERS
-        .iter()
-        .map(|(name, _)| name.to_string())
-        .collect();
-    assert_eq!(
-        on_disk, registered,
-        "shaders/ and webmamba::kernels::SHADERS differ"
-    );
+    let registered: BTreeSet<String> =
+        webmamba::kernels::SHADERS.iter().map(|(name, _)| name.to_string()).collect();
+    assert_eq!(on_disk, registered, "shaders/ and webmamba::kernels::SHADERS differ");
     for (name, source) in webmamba::kernels::SHADERS {
         let on_disk = std::fs::read_to_string(dir.join(format!("{name}.wgsl"))).unwrap();
-        assert_eq!(
-            *source, on_disk,
-            "{name}: registry source is not the file's"
-        );
+        assert_eq!(*source, on_disk, "{name}: registry source is not the file's");
     }
 }

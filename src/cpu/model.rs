@@ -27,11 +27,7 @@ pub enum Logits {
 impl CpuModel {
     /// Wraps loaded weights.
     pub fn new(w: ModelWeights) -> Self {
-        let a = w
-            .layers
-            .iter()
-            .map(|l| l.a_log.iter().map(|v| -v.exp()).collect())
-            .collect();
+        let a = w.layers.iter().map(|l| l.a_log.iter().map(|v| -v.exp()).collect()).collect();
         Self { w, a }
     }
 
@@ -51,9 +47,7 @@ impl CpuModel {
     pub fn forward(&self, tokens: &[u32], state: &mut State, which: Logits) -> Result<Vec<f32>> {
         let c = &self.w.config;
         if tokens.is_empty() {
-            return Err(Error::InvalidInput(
-                "forward needs at least one token".into(),
-            ));
+            return Err(Error::InvalidInput("forward needs at least one token".into()));
         }
         if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= c.vocab_size) {
             return Err(Error::InvalidInput(format!(
@@ -83,12 +77,7 @@ impl CpuModel {
             Logits::All => &h[..],
             Logits::Last => &h[h.len() - d..],
         };
-        Ok(linear(
-            &rms_norm(last, &self.w.norm_f, c.norm_eps),
-            self.w.lm_head(),
-            None,
-            d,
-        ))
+        Ok(linear(&rms_norm(last, &self.w.norm_f, c.norm_eps), self.w.lm_head(), None, d))
     }
 
     /// One Mamba mixer over x (T, D) from state `st`, updating it; returns (T, D).
@@ -120,15 +109,9 @@ impl CpuModel {
 
         // [δ | B | C] = u · W_xᵀ: (T, R + 2N); Δ = softplus(δ · W_dtᵀ + b_dt): (T, E·D)
         let dbc = linear(&u, &w.x_proj, None, di);
-        let delta_in: Vec<f32> = dbc
-            .chunks_exact(r + 2 * n)
-            .flat_map(|row| &row[..r])
-            .copied()
-            .collect();
-        let delta: Vec<f32> = linear(&delta_in, &w.dt_proj, Some(&w.dt_proj_bias), r)
-            .into_iter()
-            .map(softplus)
-            .collect();
+        let delta_in: Vec<f32> = dbc.chunks_exact(r + 2 * n).flat_map(|row| &row[..r]).copied().collect();
+        let delta: Vec<f32> =
+            linear(&delta_in, &w.dt_proj, Some(&w.dt_proj_bias), r).into_iter().map(softplus).collect();
 
         // Selective scan, sequential in t:
         //   h_t = exp(Δ_t A) ⊙ h_{t−1} + (Δ_t u_t) B_t,   y_t = h_t · C_t + D u_t,

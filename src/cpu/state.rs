@@ -2,6 +2,7 @@
 //! window and the SSM state. Fixed size whatever the history length: this is what the
 //! checkpoint cache saves and restores.
 
+use crate::error::{Error, Result};
 use crate::model::Config;
 
 /// One layer's recurrent state.
@@ -23,12 +24,22 @@ pub struct State {
 impl State {
     /// The state before any token: all zeros.
     pub fn zeros(c: &Config) -> Self {
-        let layer = LayerState {
-            conv: vec![0.0; (c.d_conv - 1) * c.d_inner],
-            ssm: vec![0.0; c.d_inner * c.d_state],
-        };
-        Self {
-            layers: vec![layer; c.n_layer],
+        let layer =
+            LayerState { conv: vec![0.0; (c.d_conv - 1) * c.d_inner], ssm: vec![0.0; c.d_inner * c.d_state] };
+        Self { layers: vec![layer; c.n_layer] }
+    }
+
+    /// Fails unless this state has the shape of `c`'s states.
+    pub fn check_fits(&self, c: &Config) -> Result<()> {
+        let fits = self.layers.len() == c.n_layer
+            && self
+                .layers
+                .iter()
+                .all(|l| l.conv.len() == (c.d_conv - 1) * c.d_inner && l.ssm.len() == c.d_inner * c.d_state);
+        if fits {
+            Ok(())
+        } else {
+            Err(Error::InvalidInput("the state does not have this model's shape".into()))
         }
     }
 

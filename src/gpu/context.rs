@@ -2,6 +2,7 @@
 //! and the optional features we can use. Created once per model/session and shared by every
 //! kernel. The same code runs on WebGPU in the browser and on Vulkan/Metal/DX12 natively.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
@@ -9,8 +10,7 @@ use crate::error::{Error, Result};
 /// Optional features we turn on when the adapter has them (never required).
 /// - `SHADER_F16`: f16 weight storage (a later issue); absent on Chromium's SwiftShader.
 /// - `TIMESTAMP_QUERY`: GPU-side kernel timings for benchmarks.
-const OPTIONAL_FEATURES: wgpu::Features =
-    wgpu::Features::SHADER_F16.union(wgpu::Features::TIMESTAMP_QUERY);
+const OPTIONAL_FEATURES: wgpu::Features = wgpu::Features::SHADER_F16.union(wgpu::Features::TIMESTAMP_QUERY);
 
 /// A description of the adapter a context runs on, for logs, tests and the demo.
 #[derive(Clone, Debug)]
@@ -48,11 +48,7 @@ impl std::fmt::Display for AdapterSummary {
             self.name,
             self.backend,
             self.device_type,
-            if self.driver.is_empty() {
-                String::new()
-            } else {
-                format!(", {}", self.driver)
-            },
+            if self.driver.is_empty() { String::new() } else { format!(", {}", self.driver) },
             yes_no(self.shader_f16),
             yes_no(self.timestamp_query),
             self.max_storage_buffer_binding_size >> 20,
@@ -60,14 +56,35 @@ impl std::fmt::Display for AdapterSummary {
     }
 }
 
-/// An open GPU device with its queue. Cheap to share by reference; create one per application.
+/// How many GPU objects this context has created so far (monotonic). Every buffer, bind group
+/// and pipeline webmamba makes goes through a counting method of [`GpuContext`] — the device
+/// itself is not public — so a test can prove that a decode step creates none.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ObjectCounts {
+    /// Buffers created.
+    pub buffers: u64,
+    /// Bind groups created.
+    pub bind_groups: u64,
+    /// Compute pipelines created.
+    pub pipelines: u64,
+}
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) buffers: AtomicU64,
+    pub(crate) bind_groups: AtomicU64,
+    pub(crate) pipelines: AtomicU64,
+}
+
+/// An open GPU device with its queue. Clones share the device (wgpu handles are reference
+/// counted); create one per application.
+#[derive(Clone)]
 pub struct GpuContext {
-    /// The logical device (creates buffers, pipelines, bind groups).
-    pub device: wgpu::Device,
-    /// The device's queue (buffer writes and submissions).
-    pub queue: wgpu::Queue,
+    device: wgpu::Device,
+    queue: wgpu::Queue,
     summary: AdapterSummary,
     uncaptured: Arc<Mutex<Option<String>>>,
+    pub(crate) counters: Arc<Counters>,
 }
 
 impl GpuContext {
@@ -79,8 +96,7 @@ impl GpuContext {
     pub async fn new() -> Result<Self> {
         // In a browser, check for `navigator.gpu` first: wgpu's instance assumes it can reach it.
         crate::platform::check_webgpu_present().map_err(|reason| Error::NoAdapter { reason })?;
-        let instance =
-            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
         let adapter = instance
             .request_adapter(&wgpu::RequestAdapterOptions {
                 power_preference: wgpu::PowerPreference::HighPerformance,
@@ -108,10 +124,7 @@ impl GpuContext {
                 ..Default::default()
             })
             .await
-            .map_err(|e| Error::DeviceRequest {
-                adapter: info.name.clone(),
-                reason: e.to_string(),
-            })?;
+            .map_err(|e| Error::DeviceRequest { adapter: info.name.clone(), reason: e.to_string() })?;
 
         // WebGPU reports errors outside an error scope asynchronously; wgpu's default handler
         // panics natively. We keep the last one instead so no panic can reach JavaScript, and
@@ -127,9 +140,7 @@ impl GpuContext {
         }));
 
         let name = match info.name.as_str() {
-            "" => crate::platform::browser_adapter_name()
-                .await
-                .unwrap_or_else(|| "(unnamed adapter)".into()),
+            "" => crate::platform::browser_adapter_name().await.unwrap_or_else(|| "(unnamed adapter)".into()),
             name => name.to_string(),
         };
         let summary = AdapterSummary {
@@ -150,12 +161,33 @@ impl GpuContext {
             max_compute_workgroup_storage_size: limits.max_compute_workgroup_storage_size,
             max_compute_workgroups_per_dimension: limits.max_compute_workgroups_per_dimension,
         };
-        Ok(Self {
-            device,
-            queue,
-            summary,
-            uncaptured,
-        })
+        Ok(Self { device, queue, summary, uncaptured, counters: Arc::default() })
+    }
+
+    /// The device, for the crate's own plumbing (encoders, pipelines, polling). Buffers and
+    /// bind groups are created through the counting methods instead.
+    pub(crate) fn device(&self) -> &wgpu::Device {
+        &self.device
+    }
+
+    /// The queue (buffer writes, submissions).
+    pub fn queue(&self) -> &wgpu::Queue {
+        &self.queue
+    }
+
+    /// GPU objects created so far through this context.
+    pub fn object_counts(&self) -> ObjectCounts {
+        let c = &self.counters;
+        ObjectCounts {
+            buffers: c.buffers.load(Ordering::Relaxed),
+            bind_groups: c.bind_groups.load(Ordering::Relaxed),
+            pipelines: c.pipelines.load(Ordering::Relaxed),
+        }
+    }
+
+    /// A command encoder (one per submission; encoders are not counted).
+    pub fn encoder(&self, label: &str) -> wgpu::CommandEncoder {
+        self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(label) })
     }
 
     /// What this context runs on.
@@ -175,17 +207,14 @@ impl GpuContext {
 
     /// Runs `f` inside validation and out-of-memory error scopes and turns any error WebGPU
     /// reports into [`Error::Gpu`] with `context` (e.g. "creating pipeline rms_norm").
-    pub async fn scoped<T>(&self, context: &str, f: impl FnOnce(&wgpu::Device) -> T) -> Result<T> {
+    pub async fn scoped<T>(&self, context: &str, f: impl FnOnce() -> T) -> Result<T> {
         let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let out = f(&self.device);
+        let out = f();
         let validation = validation.pop().await;
         let oom = oom.pop().await;
         match validation.or(oom) {
-            Some(e) => Err(Error::Gpu {
-                context: context.to_string(),
-                message: e.to_string(),
-            }),
+            Some(e) => Err(Error::Gpu { context: context.to_string(), message: e.to_string() }),
             None => Ok(out),
         }
     }

@@ -26,11 +26,7 @@ impl Binding {
         wgpu::BindGroupLayoutEntry {
             binding,
             visibility: wgpu::ShaderStages::COMPUTE,
-            ty: wgpu::BindingType::Buffer {
-                ty,
-                has_dynamic_offset: false,
-                min_binding_size: None,
-            },
+            ty: wgpu::BindingType::Buffer { ty, has_dynamic_offset: false, min_binding_size: None },
             count: None,
         }
     }
@@ -47,24 +43,32 @@ pub struct Kernel {
 }
 
 impl Kernel {
-    /// Compiles `source` (entry point `name`) with the given bindings and override constants.
+    /// Compiles `source` (entry point `name`) with a new bind-group layout for `bindings`.
     pub async fn new(
         ctx: &GpuContext,
         name: &'static str,
         source: &str,
         bindings: &[Binding],
-        constants: &[(&str, f64)],
     ) -> Result<Self> {
-        ctx.scoped(&format!("creating the {name} pipeline"), |device| {
-            let entries: Vec<_> = bindings
-                .iter()
-                .enumerate()
-                .map(|(i, b)| b.entry(i as u32))
-                .collect();
-            let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-                label: Some(name),
-                entries: &entries,
-            });
+        let entries: Vec<_> = bindings.iter().enumerate().map(|(i, b)| b.entry(i as u32)).collect();
+        let layout = ctx.device().create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some(name),
+            entries: &entries,
+        });
+        Self::with_layout(ctx, name, source, layout).await
+    }
+
+    /// Compiles `source` (entry point `name`) against an existing layout, so bind groups made
+    /// for another kernel with that layout work with this one too (GEMM and GEMV share theirs).
+    pub async fn with_layout(
+        ctx: &GpuContext,
+        name: &'static str,
+        source: &str,
+        layout: wgpu::BindGroupLayout,
+    ) -> Result<Self> {
+        ctx.counters.pipelines.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let device = ctx.device();
+        ctx.scoped(&format!("creating the {name} pipeline"), || {
             let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
                 label: Some(name),
                 bind_group_layouts: &[Some(&layout)],
@@ -79,45 +83,34 @@ impl Kernel {
                 layout: Some(&pipeline_layout),
                 module: &module,
                 entry_point: Some(name),
-                compilation_options: wgpu::PipelineCompilationOptions {
-                    constants,
-                    ..Default::default()
-                },
+                compilation_options: wgpu::PipelineCompilationOptions::default(),
                 cache: None,
             });
-            Kernel {
-                name,
-                layout,
-                pipeline,
-            }
+            Kernel { name, layout, pipeline }
         })
         .await
     }
 
     /// A bind group with `buffers` bound, in order, to bindings 0, 1, 2, ...
     pub fn bind(&self, ctx: &GpuContext, buffers: &[&wgpu::Buffer]) -> wgpu::BindGroup {
-        let entries: Vec<_> = buffers
-            .iter()
-            .enumerate()
-            .map(|(i, b)| wgpu::BindGroupEntry {
-                binding: i as u32,
-                resource: b.as_entire_binding(),
-            })
-            .collect();
-        ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some(self.name),
-            layout: &self.layout,
-            entries: &entries,
-        })
+        ctx.create_bind_group(self.name, &self.layout, buffers)
+    }
+
+    /// Records one dispatch of this kernel with `bind_group` over `groups` workgroups.
+    pub fn dispatch(
+        &self,
+        pass: &mut wgpu::ComputePass<'_>,
+        bind_group: &wgpu::BindGroup,
+        groups: (u32, u32, u32),
+    ) {
+        pass.set_pipeline(&self.pipeline);
+        pass.set_bind_group(0, bind_group, &[]);
+        pass.dispatch_workgroups(groups.0, groups.1, groups.2);
     }
 }
 
 /// Splits `n` workgroups over a 2-D grid whose dimensions stay within `max_per_dim`;
 /// kernels recover the linear index as `wid.y * nwg.x + wid.x` and skip indices ≥ n.
 pub fn grid_2d(n: u32, max_per_dim: u32) -> (u32, u32) {
-    if n <= max_per_dim {
-        (n, 1)
-    } else {
-        (max_per_dim, n.div_ceil(max_per_dim))
-    }
+    if n <= max_per_dim { (n, 1) } else { (max_per_dim, n.div_ceil(max_per_dim)) }
 }

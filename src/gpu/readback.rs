@@ -21,12 +21,8 @@ impl Readback {
     /// Creates the staging buffer (`capacity` bytes, rounded up to a multiple of 4).
     pub fn new(ctx: &GpuContext, capacity: u64, label: &str) -> Self {
         let capacity = capacity.div_ceil(wgpu::COPY_BUFFER_ALIGNMENT) * wgpu::COPY_BUFFER_ALIGNMENT;
-        let staging = ctx.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some(label),
-            size: capacity,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
+        let staging =
+            ctx.create_buffer(label, capacity, wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST);
         Self { staging, capacity }
     }
 
@@ -57,13 +53,9 @@ impl Readback {
         if bytes == 0 {
             return Ok(Vec::new());
         }
-        let mut encoder = ctx
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some("readback"),
-            });
+        let mut encoder = ctx.encoder("readback");
         encoder.copy_buffer_to_buffer(src, offset, &self.staging, 0, bytes);
-        ctx.queue.submit([encoder.finish()]);
+        ctx.queue().submit([encoder.finish()]);
 
         let slice = self.staging.slice(..bytes);
         let (tx, rx) = oneshot::channel();
@@ -72,16 +64,12 @@ impl Readback {
             let _ = tx.send(r);
         });
         #[cfg(not(target_arch = "wasm32"))]
-        ctx.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| Error::Readback(e.to_string()))?;
+        ctx.device().poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::Readback(e.to_string()))?;
         rx.await
             .map_err(|_| Error::Readback("the map callback was dropped".into()))?
             .map_err(|e| Error::Readback(e.to_string()))?;
         let values = {
-            let view = slice
-                .get_mapped_range()
-                .map_err(|e| Error::Readback(e.to_string()))?;
+            let view = slice.get_mapped_range().map_err(|e| Error::Readback(e.to_string()))?;
             bytemuck::pod_collect_to_vec::<u8, f32>(&view)
         };
         self.staging.unmap();
@@ -93,8 +81,6 @@ impl GpuContext {
     /// One-shot read of `len` f32 from `src`: creates a staging buffer for this call only.
     /// Fine for tests and tools; hot loops keep a [`Readback`].
     pub async fn read_f32(&self, src: &wgpu::Buffer, offset: u64, len: usize) -> Result<Vec<f32>> {
-        Readback::new(self, (len * 4) as u64, "readback (one-shot)")
-            .read_f32(self, src, offset, len)
-            .await
+        Readback::new(self, (len * 4) as u64, "readback (one-shot)").read_f32(self, src, offset, len).await
     }
 }

@@ -1,10 +1,45 @@
 //! One Rust wrapper per WGSL kernel in `shaders/`, named like the shader file and its entry
-//! point. Each wrapper compiles its pipeline once, binds buffers once, and encodes dispatches.
+//! point: the WGSL source, the kernel's bindings in order, and its uniform parameter struct
+//! (field for field the `Params` of the shader). Pipelines are compiled once at load
+//! ([`crate::gpu_model`]); bind groups are made once; only dispatches happen per step.
+//!
+//! Every kernel of the forward pass takes the shared [`Step`] uniform at binding 0 (written
+//! once per forward call) and its own static `Params` at binding 1.
 
+pub mod conv1d_silu;
+pub mod embedding;
+pub mod gemv;
+pub mod linear;
+pub mod linear_direct;
 pub mod rms_norm;
+pub mod scan_carry;
+pub mod scan_chunks;
+pub mod scan_output;
 
 pub use rms_norm::RmsNorm;
 
 /// Every shader the crate compiles, as (file stem = entry point, WGSL source). The shader
 /// validation test checks that this list and the files in `shaders/` are the same set.
-pub const SHADERS: &[(&str, &str)] = &[("rms_norm", rms_norm::SOURCE)];
+pub const SHADERS: &[(&str, &str)] = &[
+    ("conv1d_silu", conv1d_silu::SOURCE),
+    ("embedding", embedding::SOURCE),
+    ("gemv", gemv::SOURCE),
+    ("linear", linear::SOURCE),
+    ("linear_direct", linear_direct::SOURCE),
+    ("rms_norm", rms_norm::SOURCE),
+    ("scan_carry", scan_carry::SOURCE),
+    ("scan_chunks", scan_chunks::SOURCE),
+    ("scan_output", scan_output::SOURCE),
+];
+
+/// What changes from one forward call to the next (`Step` in every shader).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct Step {
+    /// T: tokens in this call.
+    pub t_len: u32,
+    /// Chunks of the selective scan: ceil(T / CHUNK).
+    pub n_chunks: u32,
+    /// Uniform structs are padded to 16 bytes.
+    pub _pad: [u32; 2],
+}

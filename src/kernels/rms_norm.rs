@@ -5,82 +5,53 @@
 
 use crate::error::{Error, Result};
 use crate::gpu::{Binding, GpuContext, Kernel, grid_2d};
+use crate::kernels::Step;
 
 /// WGSL source of the kernel.
 pub const SOURCE: &str = include_str!("../../shaders/rms_norm.wgsl");
 
+/// step, params, x (T, d), weight (d), y (T, d).
+pub const BINDINGS: &[Binding] =
+    &[Binding::Uniform, Binding::Uniform, Binding::Read, Binding::Read, Binding::ReadWrite];
+
+/// Normalise only row T−1, into row 0 of y.
+pub const LAST_ROW: u32 = 1;
+
 /// The kernel's uniform parameters (`Params` in the shader).
 #[repr(C)]
-#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct RmsNormParams {
-    /// T: number of rows.
-    pub rows: u32,
     /// d: row length.
     pub cols: u32,
     /// ε added to the mean square.
     pub eps: f32,
+    /// `LAST_ROW` or 0.
+    pub flags: u32,
     /// Uniform structs are padded to 16 bytes.
     pub _pad: u32,
 }
 
-/// The compiled RMSNorm pipeline. Create once at load; bind buffers once; encode per step.
+/// Workgroups for `rows` rows (one per row, on a 2-D grid within the device's limit).
+pub fn groups(rows: u32, max_per_dim: u32) -> (u32, u32, u32) {
+    let (x, y) = grid_2d(rows, max_per_dim);
+    (x, y, 1)
+}
+
+/// The compiled RMSNorm pipeline, with a one-shot [`RmsNorm::run`] for tests, tools and the
+/// demo. The model binds its own buffers once and dispatches the kernel directly.
 pub struct RmsNorm {
     kernel: Kernel,
-    max_workgroups_per_dim: u32,
 }
 
 impl RmsNorm {
     /// Compiles the pipeline.
     pub async fn new(ctx: &GpuContext) -> Result<Self> {
-        let bindings = [
-            Binding::Uniform,
-            Binding::Read,
-            Binding::Read,
-            Binding::ReadWrite,
-        ];
-        let kernel = Kernel::new(ctx, "rms_norm", SOURCE, &bindings, &[]).await?;
-        let max_workgroups_per_dim = ctx.summary().max_compute_workgroups_per_dimension;
-        Ok(Self {
-            kernel,
-            max_workgroups_per_dim,
-        })
+        Ok(Self { kernel: Kernel::new(ctx, "rms_norm", SOURCE, BINDINGS).await? })
     }
 
-    /// Binds `params` (RmsNormParams), `x` (T, d), `weight` (d) and the output `y` (T, d).
-    pub fn bind(
-        &self,
-        ctx: &GpuContext,
-        params: &wgpu::Buffer,
-        x: &wgpu::Buffer,
-        weight: &wgpu::Buffer,
-        y: &wgpu::Buffer,
-    ) -> wgpu::BindGroup {
-        self.kernel.bind(ctx, &[params, x, weight, y])
-    }
-
-    /// Records the dispatch for `rows` rows into `pass`.
-    pub fn encode(
-        &self,
-        pass: &mut wgpu::ComputePass<'_>,
-        bind_group: &wgpu::BindGroup,
-        rows: u32,
-    ) {
-        let (gx, gy) = grid_2d(rows, self.max_workgroups_per_dim);
-        pass.set_pipeline(&self.kernel.pipeline);
-        pass.set_bind_group(0, bind_group, &[]);
-        pass.dispatch_workgroups(gx, gy, 1);
-    }
-
-    /// One-shot convenience for tests, tools and the demo: uploads `x` (rows, cols) and
-    /// `weight` (cols), runs the kernel and reads `y` (rows, cols) back. Allocates buffers on
-    /// every call; a model binds its buffers once and calls [`RmsNorm::encode`].
-    pub async fn run(
-        &self,
-        ctx: &GpuContext,
-        x: &[f32],
-        weight: &[f32],
-        eps: f32,
-    ) -> Result<Vec<f32>> {
+    /// Uploads `x` (rows, cols) and `weight` (cols), runs the kernel and reads `y` (rows, cols)
+    /// back. Allocates buffers on every call.
+    pub async fn run(&self, ctx: &GpuContext, x: &[f32], weight: &[f32], eps: f32) -> Result<Vec<f32>> {
         let cols = weight.len();
         if cols == 0 || x.is_empty() {
             return Err(Error::InvalidInput(format!(
@@ -96,30 +67,22 @@ impl RmsNorm {
                 got: vec![x.len()],
             });
         }
-        let rows = x.len() / cols;
-        let params = RmsNormParams {
-            rows: rows as u32,
-            cols: cols as u32,
-            eps,
-            _pad: 0,
-        };
-        let params = ctx.uniform("rms_norm params", &params);
+        let rows = (x.len() / cols) as u32;
+        let step = ctx.uniform("rms_norm step", &Step { t_len: rows, ..Default::default() });
+        let params =
+            ctx.uniform("rms_norm params", &RmsNormParams { cols: cols as u32, eps, ..Default::default() });
         let x_buf = ctx.storage_from_f32("rms_norm x", x)?;
         let w_buf = ctx.storage_from_f32("rms_norm weight", weight)?;
         let y_buf = ctx.storage_zeroed_f32("rms_norm y", x.len())?;
-        ctx.scoped("running rms_norm", |device| {
-            let bind_group = self.bind(ctx, &params, &x_buf, &w_buf, &y_buf);
-            let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some("rms_norm"),
-            });
+        let bind_group = self.kernel.bind(ctx, &[&step, &params, &x_buf, &w_buf, &y_buf]);
+        ctx.scoped("running rms_norm", || {
+            let mut encoder = ctx.encoder("rms_norm");
             {
-                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                    label: Some("rms_norm"),
-                    timestamp_writes: None,
-                });
-                self.encode(&mut pass, &bind_group, rows as u32);
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+                let groups = groups(rows, ctx.summary().max_compute_workgroups_per_dimension);
+                self.kernel.dispatch(&mut pass, &bind_group, groups);
             }
-            ctx.queue.submit([encoder.finish()]);
+            ctx.queue().submit([encoder.finish()]);
         })
         .await?;
         ctx.read_f32(&y_buf, 0, x.len()).await

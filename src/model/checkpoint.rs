@@ -32,11 +32,7 @@ impl Checkpoint {
             Some(index) => TensorStore::from_index(index, safetensors)?,
             None => TensorStore::from_files(safetensors)?,
         };
-        Ok(Self {
-            config,
-            tensors,
-            tokenizer_json,
-        })
+        Ok(Self { config, tensors, tokenizer_json })
     }
 
     /// Reads a model folder: `config.json`, then `model.safetensors.index.json` with its shards
@@ -46,22 +42,14 @@ impl Checkpoint {
         let dir = dir.as_ref();
         let read = |name: &str| {
             let path = dir.join(name);
-            std::fs::read(&path).map_err(|e| crate::Error::Io {
-                path: path.display().to_string(),
-                reason: e.to_string(),
-            })
+            std::fs::read(&path)
+                .map_err(|e| crate::Error::Io { path: path.display().to_string(), reason: e.to_string() })
         };
         let config = read("config.json")?;
-        let tokenizer = dir
-            .join("tokenizer.json")
-            .exists()
-            .then(|| read("tokenizer.json"))
-            .transpose()?;
+        let tokenizer = dir.join("tokenizer.json").exists().then(|| read("tokenizer.json")).transpose()?;
         if dir.join("model.safetensors.index.json").exists() {
             let index = read("model.safetensors.index.json")?;
-            let mut shards: Vec<String> = crate::model::tensors::parse_index(&index)?
-                .into_values()
-                .collect();
+            let mut shards: Vec<String> = crate::model::tensors::parse_index(&index)?.into_values().collect();
             shards.sort();
             shards.dedup();
             let files = shards
@@ -71,12 +59,7 @@ impl Checkpoint {
             Self::from_bytes(&config, files, Some(&index), tokenizer)
         } else {
             let weights = read("model.safetensors")?;
-            Self::from_bytes(
-                &config,
-                vec![("model.safetensors".into(), weights)],
-                None,
-                tokenizer,
-            )
+            Self::from_bytes(&config, vec![("model.safetensors".into(), weights)], None, tokenizer)
         }
     }
 

@@ -62,9 +62,7 @@ impl Rank {
         match self {
             Rank::Value(r) => Ok(r),
             Rank::Auto(s) if s == "auto" => Ok(d_model.div_ceil(16)),
-            Rank::Auto(s) => Err(Error::Config(format!(
-                "{field} must be a number or \"auto\", not {s:?}"
-            ))),
+            Rank::Auto(s) => Err(Error::Config(format!("{field} must be a number or \"auto\", not {s:?}"))),
         }
     }
 }
@@ -245,9 +243,7 @@ impl Config {
             )));
         }
         if !c.rms_norm {
-            return Err(Error::UnsupportedModel(
-                "rms_norm = false (LayerNorm blocks)".into(),
-            ));
+            return Err(Error::UnsupportedModel("rms_norm = false (LayerNorm blocks)".into()));
         }
         let multiple = c.pad_vocab_size_multiple.max(1);
         Ok(Config {
@@ -282,10 +278,7 @@ impl Config {
             }
         }
         if !(self.norm_eps.is_finite() && self.norm_eps >= 0.0) {
-            return Err(Error::Config(format!(
-                "layer_norm_epsilon {} is not usable",
-                self.norm_eps
-            )));
+            return Err(Error::Config(format!("layer_norm_epsilon {} is not usable", self.norm_eps)));
         }
         Ok(())
     }

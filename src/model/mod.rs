@@ -23,6 +23,7 @@
 
 mod checkpoint;
 mod config;
+mod random;
 mod tensors;
 mod weights;
 

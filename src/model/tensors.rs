@@ -37,10 +37,7 @@ impl TensorStore {
         for (index, (name, bytes)) in files.into_iter().enumerate() {
             let (header_len, metadata) = parse_header(&name, &bytes)?;
             for (tensor, info) in metadata.tensors() {
-                let entry = Entry {
-                    shard: index,
-                    info: info.clone(),
-                };
+                let entry = Entry { shard: index, info: info.clone() };
                 if entries.insert(tensor.clone(), entry).is_some() {
                     return Err(Error::Safetensors {
                         file: name.clone(),
@@ -48,11 +45,7 @@ impl TensorStore {
                     });
                 }
             }
-            shards.push(Shard {
-                name,
-                bytes,
-                data_start: 8 + header_len,
-            });
+            shards.push(Shard { name, bytes, data_start: 8 + header_len });
         }
         Ok(Self { shards, entries })
     }
@@ -75,10 +68,7 @@ impl TensorStore {
                     });
                 }
                 None => {
-                    return Err(Error::MissingTensor {
-                        tensor: tensor.clone(),
-                        file: shard.clone(),
-                    });
+                    return Err(Error::MissingTensor { tensor: tensor.clone(), file: shard.clone() });
                 }
             }
         }
@@ -103,10 +93,10 @@ impl TensorStore {
 
     /// Reads tensor `name`, checks that its shape is `shape`, and converts it to f32.
     pub fn get_f32(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
-        let entry = self.entries.get(name).ok_or_else(|| Error::MissingTensor {
-            tensor: name.to_string(),
-            file: self.file_names(),
-        })?;
+        let entry = self
+            .entries
+            .get(name)
+            .ok_or_else(|| Error::MissingTensor { tensor: name.to_string(), file: self.file_names() })?;
         let info = &entry.info;
         if info.shape != shape {
             return Err(Error::ShapeMismatch {
@@ -120,35 +110,23 @@ impl TensorStore {
         let data = &shard.bytes[shard.data_start + start..shard.data_start + end];
         match info.dtype {
             Dtype::F32 => Ok(bytemuck::pod_collect_to_vec::<u8, f32>(data)),
-            Dtype::F16 => Ok(data
-                .chunks_exact(2)
-                .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
-                .collect()),
-            Dtype::BF16 => Ok(data
-                .chunks_exact(2)
-                .map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32())
-                .collect()),
-            other => Err(Error::UnsupportedDtype {
-                tensor: name.to_string(),
-                dtype: other.to_string(),
-            }),
+            Dtype::F16 => {
+                Ok(data.chunks_exact(2).map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32()).collect())
+            }
+            Dtype::BF16 => {
+                Ok(data.chunks_exact(2).map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32()).collect())
+            }
+            other => Err(Error::UnsupportedDtype { tensor: name.to_string(), dtype: other.to_string() }),
         }
     }
 
     fn file_names(&self) -> String {
-        self.shards
-            .iter()
-            .map(|s| s.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
+        self.shards.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
     }
 
     /// A [`Scope`] rooted at `prefix`.
     pub fn scope(&self, prefix: &str) -> Scope<'_> {
-        Scope {
-            store: self,
-            prefix: prefix.to_string(),
-        }
+        Scope { store: self, prefix: prefix.to_string() }
     }
 }
 
@@ -162,19 +140,12 @@ pub struct Scope<'a> {
 impl Scope<'_> {
     /// A narrower scope: `<prefix>.<part>`.
     pub fn pp(&self, part: impl std::fmt::Display) -> Self {
-        Scope {
-            store: self.store,
-            prefix: self.name(&part.to_string()),
-        }
+        Scope { store: self.store, prefix: self.name(&part.to_string()) }
     }
 
     /// The full name of `leaf` in this scope.
     pub fn name(&self, leaf: &str) -> String {
-        if self.prefix.is_empty() {
-            leaf.to_string()
-        } else {
-            format!("{}.{leaf}", self.prefix)
-        }
+        if self.prefix.is_empty() { leaf.to_string() } else { format!("{}.{leaf}", self.prefix) }
     }
 
     /// Reads `<prefix>.<leaf>` with the given shape (see [`TensorStore::get_f32`]).
@@ -191,10 +162,7 @@ impl Scope<'_> {
 /// Reads the 8-byte header length and the JSON header, turning the library's errors into
 /// messages that say what is wrong with the file.
 fn parse_header(file: &str, bytes: &[u8]) -> Result<(usize, safetensors::tensor::Metadata)> {
-    let fail = |reason: String| Error::Safetensors {
-        file: file.to_string(),
-        reason,
-    };
+    let fail = |reason: String| Error::Safetensors { file: file.to_string(), reason };
     if bytes.len() < 8 {
         return Err(fail(format!(
             "file is truncated: {} bytes, shorter than the 8-byte header length",
@@ -225,10 +193,8 @@ pub(crate) fn parse_index(index_json: &[u8]) -> Result<HashMap<String, String>> 
     struct Index {
         weight_map: HashMap<String, String>,
     }
-    serde_json::from_slice::<Index>(index_json)
-        .map(|i| i.weight_map)
-        .map_err(|e| Error::Safetensors {
-            file: "model.safetensors.index.json".into(),
-            reason: format!("invalid index: {e}"),
-        })
+    serde_json::from_slice::<Index>(index_json).map(|i| i.weight_map).map_err(|e| Error::Safetensors {
+        file: "model.safetensors.index.json".into(),
+        reason: format!("invalid index: {e}"),
+    })
 }

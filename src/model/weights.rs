@@ -88,13 +88,7 @@ impl ModelWeights {
                 file: "the checkpoint (config says tie_word_embeddings = false)".into(),
             });
         };
-        Ok(Self {
-            config: config.clone(),
-            embedding,
-            layers,
-            norm_f,
-            lm_head,
-        })
+        Ok(Self { config: config.clone(), embedding, layers, norm_f, lm_head })
     }
 
     /// The LM head matrix: `lm_head.weight` if present, else the tied embedding. (V, D)

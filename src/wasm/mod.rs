@@ -47,9 +47,7 @@ impl Gpu {
     pub async fn create() -> Result<Gpu, JsValue> {
         let ctx = GpuContext::new().await.map_err(to_js)?;
         let rms_norm = RmsNorm::new(&ctx).await.map_err(to_js)?;
-        Ok(Gpu {
-            inner: Rc::new(GpuInner { ctx, rms_norm }),
-        })
+        Ok(Gpu { inner: Rc::new(GpuInner { ctx, rms_norm }) })
     }
 
     /// The adapter this device runs on, with its relevant features and limits.
@@ -65,11 +63,7 @@ impl Gpu {
     pub fn rms_norm(&self, x: Vec<f32>, weight: Vec<f32>, eps: f32) -> js_sys::Promise {
         let inner = Rc::clone(&self.inner);
         wasm_bindgen_futures::future_to_promise(async move {
-            let y = inner
-                .rms_norm
-                .run(&inner.ctx, &x, &weight, eps)
-                .await
-                .map_err(to_js)?;
+            let y = inner.rms_norm.run(&inner.ctx, &x, &weight, eps).await.map_err(to_js)?;
             Ok(js_sys::Float32Array::from(y.as_slice()).into())
         })
     }

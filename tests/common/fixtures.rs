@@ -30,13 +30,7 @@ pub struct Reference {
 
 macro_rules! file {
     ($dir:literal, $file:literal) => {
-        include_bytes!(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/",
-            $dir,
-            "/",
-            $file
-        ))
+        include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/", $dir, "/", $file))
     };
 }
 
@@ -54,13 +48,7 @@ macro_rules! single {
 }
 
 /// Names of every fixture folder (a native test checks this against `tests/fixtures/`).
-pub const NAMES: &[&str] = &[
-    "tiny-f32",
-    "bias-untied-bf16",
-    "wide-f16",
-    "medium-bf16",
-    "original-sharded",
-];
+pub const NAMES: &[&str] = &["tiny-f32", "bias-untied-bf16", "wide-f16", "medium-bf16", "original-sharded"];
 
 /// Every fixture.
 pub fn all() -> Vec<Fixture> {
@@ -90,29 +78,19 @@ pub fn all() -> Vec<Fixture> {
 }
 
 /// The shared tokenizer's encode/decode cases (JSON).
-pub const TOKENIZER_CASES: &str = include_str!(concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/tests/fixtures/tokenizer_cases.json"
-));
+pub const TOKENIZER_CASES: &str =
+    include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/tokenizer_cases.json"));
 
 impl Fixture {
     /// The weight files as owned (name, bytes), as a loader receives them.
     pub fn weight_files(&self) -> Vec<(String, Vec<u8>)> {
-        self.weights
-            .iter()
-            .map(|(n, b)| (n.to_string(), b.to_vec()))
-            .collect()
+        self.weights.iter().map(|(n, b)| (n.to_string(), b.to_vec())).collect()
     }
 
     /// Parses the checkpoint exactly as an application would from fetched bytes.
     pub fn checkpoint(&self) -> Checkpoint {
-        Checkpoint::from_bytes(
-            self.config,
-            self.weight_files(),
-            self.index,
-            Some(self.tokenizer.to_vec()),
-        )
-        .unwrap_or_else(|e| panic!("{}: {e}", self.name))
+        Checkpoint::from_bytes(self.config, self.weight_files(), self.index, Some(self.tokenizer.to_vec()))
+            .unwrap_or_else(|e| panic!("{}: {e}", self.name))
     }
 
     /// HF's outputs.
@@ -120,10 +98,7 @@ impl Fixture {
         let st = SafeTensors::deserialize(self.reference).expect("reference.safetensors");
         let i32s = |name: &str| -> Vec<u32> {
             let t = st.tensor(name).expect(name);
-            t.data()
-                .chunks_exact(4)
-                .map(|b| i32::from_le_bytes(b.try_into().unwrap()) as u32)
-                .collect()
+            t.data().chunks_exact(4).map(|b| i32::from_le_bytes(b.try_into().unwrap()) as u32).collect()
         };
         let logits = st.tensor("logits").expect("logits");
         Reference {

@@ -44,17 +44,11 @@ pub fn log(message: &str) {
 fn gpu_required() -> bool {
     // In the browser the environment is the build's: the variables are read at compile time.
     #[cfg(target_arch = "wasm32")]
-    let (ci, require) = (
-        option_env!("CI").map(str::to_owned),
-        option_env!("WEBMAMBA_REQUIRE_GPU").map(str::to_owned),
-    );
+    let (ci, require) =
+        (option_env!("CI").map(str::to_owned), option_env!("WEBMAMBA_REQUIRE_GPU").map(str::to_owned));
     #[cfg(not(target_arch = "wasm32"))]
-    let (ci, require) = (
-        std::env::var("CI").ok(),
-        std::env::var("WEBMAMBA_REQUIRE_GPU").ok(),
-    );
-    ci.as_deref().is_some_and(|v| v == "true" || v == "1")
-        || require.as_deref().is_some_and(|v| v == "1")
+    let (ci, require) = (std::env::var("CI").ok(), std::env::var("WEBMAMBA_REQUIRE_GPU").ok());
+    ci.as_deref().is_some_and(|v| v == "true" || v == "1") || require.as_deref().is_some_and(|v| v == "1")
 }
 
 /// Opens a GPU context for `test` and logs which adapter it runs on. Returns `None` (skip) only
@@ -67,9 +61,7 @@ pub async fn gpu(test: &str) -> Option<GpuContext> {
             Some(ctx)
         }
         Err(e) if gpu_required() => {
-            panic!(
-                "[gpu] {test}: a GPU adapter is required here (CI / WEBMAMBA_REQUIRE_GPU) but: {e}"
-            )
+            panic!("[gpu] {test}: a GPU adapter is required here (CI / WEBMAMBA_REQUIRE_GPU) but: {e}")
         }
         Err(e) => {
             log(&format!(
@@ -96,11 +88,7 @@ pub fn assert_close(what: &str, actual: &[f32], expected: &[f32], atol: f32, rto
     let mut max_abs = 0.0f32;
     for (i, (&a, &e)) in actual.iter().zip(expected).enumerate() {
         let err = (a - e).abs();
-        let excess = if err.is_nan() {
-            f32::INFINITY
-        } else {
-            err - (atol + rtol * e.abs())
-        };
+        let excess = if err.is_nan() { f32::INFINITY } else { err - (atol + rtol * e.abs()) };
         max_abs = max_abs.max(err);
         if excess > 0.0 {
             failures += 1;
@@ -119,8 +107,5 @@ pub fn assert_close(what: &str, actual: &[f32], expected: &[f32], atol: f32, rto
             (actual[i] - expected[i]).abs()
         );
     }
-    log(&format!(
-        "[close] {what}: {} elements, max |diff| {max_abs:e}",
-        actual.len()
-    ));
+    log(&format!("[close] {what}: {} elements, max |diff| {max_abs:e}", actual.len()));
 }

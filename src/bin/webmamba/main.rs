@@ -2,25 +2,23 @@
 //!
 //! ```text
 //! webmamba logits   --model DIR --ids 1,2,3 [--backend cpu|gpu] --out logits.npy
-//! webmamba generate --model DIR --prompt TEXT --max-tokens N [--temperature 0] [--seed S]
+//! webmamba generate --model DIR --prompt TEXT --max-tokens N [--temperature 0] [--seed S] [--backend cpu|gpu]
+//! webmamba bench    [--model DIR | --shape 130m] [--prompt-tokens N] [--decode-tokens N]
 //! ```
 
+mod bench;
 mod npy;
 
 use std::io::Write;
 use std::path::PathBuf;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use webmamba::sampling::Sampler;
-use webmamba::{Checkpoint, CpuModel, Logits, State, Tokenizer};
+use webmamba::{Checkpoint, Engine, GpuContext, GpuModelOptions, Logits, Matmul, ModelWeights, Tokenizer};
 
 #[derive(Parser)]
-#[command(
-    name = "webmamba",
-    version,
-    about = "Mamba language models on WebGPU and the CPU"
-)]
+#[command(name = "webmamba", version, about = "Mamba language models on WebGPU and the CPU")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -64,88 +62,72 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Backend::Cpu)]
         backend: Backend,
     },
+    /// Measures prefill and decode speed of each backend, side by side in one run.
+    Bench(bench::BenchArgs),
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum Backend {
+/// Where the forward pass runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Backend {
     /// The f32 CPU reference.
     Cpu,
-    /// WebGPU/wgpu kernels.
+    /// WebGPU/wgpu kernels on the best adapter.
     Gpu,
 }
 
-fn load(dir: &PathBuf, backend: Backend) -> Result<(Checkpoint, CpuModel)> {
-    if let Backend::Gpu = backend {
-        bail!(
-            "--backend gpu is not available yet: the GPU forward pass is issue #4; use --backend cpu"
-        );
-    }
-    let checkpoint =
-        Checkpoint::from_dir(dir).with_context(|| format!("loading {}", dir.display()))?;
-    let model = CpuModel::new(checkpoint.weights()?);
-    Ok((checkpoint, model))
+/// Loads `weights` onto `backend`.
+pub fn engine(weights: ModelWeights, backend: Backend, matmul: Matmul) -> Result<Engine> {
+    Ok(match backend {
+        Backend::Cpu => Engine::cpu(weights),
+        Backend::Gpu => pollster::block_on(async {
+            let ctx = GpuContext::new().await?;
+            eprintln!("gpu: {}", ctx.summary());
+            Engine::gpu(&ctx, &weights, GpuModelOptions { matmul, ..Default::default() }).await
+        })?,
+    })
+}
+
+fn checkpoint(dir: &PathBuf) -> Result<Checkpoint> {
+    Checkpoint::from_dir(dir).with_context(|| format!("loading {}", dir.display()))
 }
 
 fn main() -> Result<()> {
     match Cli::parse().command {
-        Command::Logits {
-            model,
-            ids,
-            backend,
-            out,
-        } => {
-            let (_, m) = load(&model, backend)?;
-            let mut state = State::zeros(m.config());
-            let logits = m.forward(&ids, &mut state, Logits::All)?;
-            let file = std::fs::File::create(&out)
-                .with_context(|| format!("creating {}", out.display()))?;
-            npy::write_f32_2d(
-                std::io::BufWriter::new(file),
-                &logits,
-                ids.len(),
-                m.config().vocab_size,
-            )?;
-            eprintln!(
-                "wrote {} ({} x {})",
-                out.display(),
-                ids.len(),
-                m.config().vocab_size
-            );
+        Command::Logits { model, ids, backend, out } => {
+            let mut e = engine(checkpoint(&model)?.weights()?, backend, Matmul::Auto)?;
+            let logits = pollster::block_on(e.forward(&ids, Logits::All))?;
+            let vocab = e.config().vocab_size;
+            let file = std::fs::File::create(&out).with_context(|| format!("creating {}", out.display()))?;
+            npy::write_f32_2d(std::io::BufWriter::new(file), &logits, ids.len(), vocab)?;
+            eprintln!("wrote {} ({} x {vocab}, {} backend)", out.display(), ids.len(), e.name());
         }
-        Command::Generate {
-            model,
-            prompt,
-            max_tokens,
-            temperature,
-            seed,
-            backend,
-        } => {
-            let (checkpoint, m) = load(&model, backend)?;
-            let json = checkpoint
-                .tokenizer_json
-                .as_deref()
-                .context("the model folder has no tokenizer.json")?;
+        Command::Generate { model, prompt, max_tokens, temperature, seed, backend } => {
+            let checkpoint = checkpoint(&model)?;
+            let json =
+                checkpoint.tokenizer_json.as_deref().context("the model folder has no tokenizer.json")?;
             let tokenizer = Tokenizer::from_bytes(json)?;
+            let mut e = engine(checkpoint.weights()?, backend, Matmul::Auto)?;
+            let eos = e.config().eos_token_id;
             let ids = tokenizer.encode(&prompt, true)?;
             let mut sampler = Sampler::new(temperature, seed)?;
             let mut stream = tokenizer.stream(true);
-            let mut state = State::zeros(m.config());
-            let mut logits = m.forward(&ids, &mut state, Logits::Last)?;
+            let mut logits = pollster::block_on(e.forward(&ids, Logits::Last))?;
             let mut stdout = std::io::stdout().lock();
             write!(stdout, "{prompt}")?;
             for _ in 0..max_tokens {
                 let next = sampler.sample(&logits)?;
-                if Some(next) == m.config().eos_token_id {
+                if Some(next) == eos {
                     break;
                 }
                 if let Some(text) = stream.step(&tokenizer, next)? {
                     write!(stdout, "{text}")?;
                     stdout.flush()?;
                 }
-                logits = m.forward(&[next], &mut state, Logits::Last)?;
+                logits = pollster::block_on(e.forward(&[next], Logits::Last))?;
             }
             writeln!(stdout, "{}", stream.finish(&tokenizer)?)?;
         }
+        Command::Bench(args) => bench::run(args)?,
     }
     Ok(())
 }

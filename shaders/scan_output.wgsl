@@ -1,0 +1,98 @@
+// scan_output: pass 3 of the chunked selective scan, and the whole scan of a decode step.
+// Each chunk is re-run from its true start state (scan_carry's chunk_h0, or the layer's SSM
+// state itself when there is only one chunk) and produces the gated output
+//
+//   h_t = exp(Δ_t A) ⊙ h_{t-1} + Δ_t u_t B_t
+//   y_t = (h_t · C_t + D ⊙ u_t) ⊙ silu(z_t)
+//
+// The last chunk leaves its final h in the SSM state. A workgroup is 64 channels × one chunk;
+// B_t and C_t (shared by every channel) are staged once in workgroup memory. With one chunk the
+// same invocation reads and then writes a channel's state, so there is no race; with several,
+// chunk 0 reads chunk_h0, never the state the last chunk writes.
+
+const WG: u32 = 64u;
+const STAGE: u32 = 2048u; // floats of workgroup memory for B ‖ C: CHUNK · 2N ≤ STAGE
+const N_MAX: u32 = 64u;   // largest d_state supported (HF Mamba-1 checkpoints use 16)
+
+struct Step {
+    t_len: u32,    // T: tokens in this forward call
+    n_chunks: u32, // ceil(T / CHUNK)
+    _pad0: u32,
+    _pad1: u32,
+}
+
+struct Params {
+    d_inner: u32,      // E·D
+    d_state: u32,      // N
+    dbc_stride: u32,   // R + 2N: floats between rows of dbc
+    dt_rank: u32,      // R: B starts at column R of dbc, C at R + N
+    chunk: u32,        // CHUNK: tokens per chunk
+    state_offset: u32, // layer · E·D·N: this layer's SSM state in the state buffer
+    xz_stride: u32,    // 2·E·D: floats between rows of xz (z is its second half)
+    _pad0: u32,
+}
+
+@group(0) @binding(0) var<uniform> step: Step;
+@group(0) @binding(1) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read> u: array<f32>;          // (T, E·D) conv output x
+@group(0) @binding(3) var<storage, read> delta: array<f32>;      // (T, E·D) Δ
+@group(0) @binding(4) var<storage, read> dbc: array<f32>;        // (T, R + 2N) δ ‖ B ‖ C
+@group(0) @binding(5) var<storage, read> xz: array<f32>;         // (T, 2·E·D) xs ‖ z
+@group(0) @binding(6) var<storage, read> a_d: array<f32>;        // (E·D·N + E·D) A ‖ D
+@group(0) @binding(7) var<storage, read> chunk_h0: array<f32>;   // (chunks, E·D, N) start states
+@group(0) @binding(8) var<storage, read_write> ssm_state: array<f32>; // (layers, E·D, N)
+@group(0) @binding(9) var<storage, read_write> y: array<f32>;    // (T, E·D) gated output
+
+var<workgroup> bc: array<f32, STAGE>; // (CHUNK, 2N) B ‖ C of this chunk's tokens
+
+fn silu(v: f32) -> f32 {
+    return v / (1.0 + exp(-v));
+}
+
+@compute @workgroup_size(WG)
+fn scan_output(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let n_state = p.d_state;
+    let di = p.d_inner;
+    let j = wid.y;
+    let t0 = j * p.chunk;
+    let t1 = min(t0 + p.chunk, step.t_len);
+    let width = 2u * n_state;
+    for (var i = lid; i < (t1 - t0) * width; i += WG) {
+        let t = t0 + i / width;
+        bc[i] = dbc[t * p.dbc_stride + p.dt_rank + i % width];
+    }
+    workgroupBarrier();
+
+    let c = wid.x * WG + lid;
+    if (c >= di) {
+        return;
+    }
+    var h: array<f32, N_MAX>; // (N) state of channel c
+    var a: array<f32, N_MAX>; // (N) row c of A
+    let base = c * n_state;
+    for (var n = 0u; n < n_state; n++) {
+        a[n] = a_d[base + n];
+        if (step.n_chunks == 1u) {
+            h[n] = ssm_state[p.state_offset + base + n];
+        } else {
+            h[n] = chunk_h0[j * di * n_state + base + n];
+        }
+    }
+    let d_skip = a_d[di * n_state + c];
+    for (var t = t0; t < t1; t++) {
+        let dt = delta[t * di + c];
+        let ut = u[t * di + c];
+        let row = (t - t0) * width;
+        var acc = 0.0;
+        for (var n = 0u; n < n_state; n++) {
+            h[n] = exp(dt * a[n]) * h[n] + dt * ut * bc[row + n];
+            acc += h[n] * bc[row + n_state + n];
+        }
+        y[t * di + c] = (acc + d_skip * ut) * silu(xz[t * p.xz_stride + di + c]);
+    }
+    if (j + 1u == step.n_chunks) {
+        for (var n = 0u; n < n_state; n++) {
+            ssm_state[p.state_offset + base + n] = h[n];
+        }
+    }
+}

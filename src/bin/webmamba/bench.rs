@@ -1,0 +1,134 @@
+//! `webmamba bench`: prefill and decode throughput of each backend on the same model and tokens,
+//! measured one after the other in one run and reported side by side with their ratio. This is
+//! where speed claims come from (never from a timed test).
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail};
+use clap::{Args, ValueEnum};
+use webmamba::{Config, Logits, Matmul, ModelWeights};
+
+use crate::{Backend, checkpoint, engine};
+
+/// Options of `webmamba bench`.
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Model folder to benchmark (else a seeded random model of `--shape`).
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// Shape of the random model when no `--model` is given.
+    #[arg(long, value_enum, default_value_t = Shape::Mamba130m)]
+    shape: Shape,
+    /// Prompt length for the prefill measurement.
+    #[arg(long, default_value_t = 128)]
+    prompt_tokens: usize,
+    /// Decode steps to time after the prefill.
+    #[arg(long, default_value_t = 8)]
+    decode_tokens: usize,
+    /// Backends to run, in order.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "cpu,gpu")]
+    backends: Vec<Backend>,
+    /// The GPU's prefill matmul kernel.
+    #[arg(long, value_enum, default_value_t = MatmulArg::Auto)]
+    matmul: MatmulArg,
+}
+
+/// Random model shapes.
+#[derive(Clone, Copy, ValueEnum)]
+enum Shape {
+    /// mamba-130m: d_model 768, 24 layers, d_state 16, vocab 50280.
+    #[value(name = "130m")]
+    Mamba130m,
+    /// mamba-370m: d_model 1024, 48 layers.
+    #[value(name = "370m")]
+    Mamba370m,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum MatmulArg {
+    Auto,
+    Tiled,
+    Direct,
+}
+
+fn shape_config(shape: Shape) -> Config {
+    let (d, layers) = match shape {
+        Shape::Mamba130m => (768, 24),
+        Shape::Mamba370m => (1024, 48),
+    };
+    Config::from_json(
+        format!(
+            r#"{{"model_type":"mamba","vocab_size":50280,"hidden_size":{d},"num_hidden_layers":{layers},
+                "state_size":16,"expand":2,"conv_kernel":4}}"#
+        )
+        .as_bytes(),
+    )
+    .expect("a valid built-in config")
+}
+
+struct Row {
+    backend: Backend,
+    prefill: Duration,
+    decode: Duration,
+}
+
+pub fn run(a: BenchArgs) -> Result<()> {
+    if a.prompt_tokens == 0 || a.decode_tokens == 0 {
+        bail!("--prompt-tokens and --decode-tokens must be at least 1");
+    }
+    let weights = match &a.model {
+        Some(dir) => checkpoint(dir)?.weights()?,
+        None => ModelWeights::random(&shape_config(a.shape), 1),
+    };
+    let c = weights.config.clone();
+    let matmul = match a.matmul {
+        MatmulArg::Auto => Matmul::Auto,
+        MatmulArg::Tiled => Matmul::Tiled,
+        MatmulArg::Direct => Matmul::Direct,
+    };
+    let prompt: Vec<u32> = (0..a.prompt_tokens).map(|i| (i * 7919 % c.vocab_size) as u32).collect();
+    eprintln!(
+        "model: d_model {}, {} layers, d_state {}, vocab {}; prompt {} tokens, {} decode steps",
+        c.d_model, c.n_layer, c.d_state, c.vocab_size, a.prompt_tokens, a.decode_tokens
+    );
+    let mut rows = Vec::new();
+    for &backend in &a.backends {
+        let mut e = engine(weights.clone(), backend, matmul)?;
+        // Warm-up: pipelines compile lazily on some drivers.
+        pollster::block_on(e.forward(&prompt[..1], Logits::Last))?;
+        e.reset();
+        let t0 = Instant::now();
+        let mut logits = pollster::block_on(e.forward(&prompt, Logits::Last))?;
+        let prefill = t0.elapsed();
+        let t0 = Instant::now();
+        for _ in 0..a.decode_tokens {
+            let next = webmamba::cpu::ops::argmax(&logits).unwrap_or(0) as u32;
+            logits = pollster::block_on(e.forward(&[next], Logits::Last))?;
+        }
+        let decode = t0.elapsed();
+        eprintln!("{backend:?}: prefill {prefill:.2?}, decode {decode:.2?}");
+        rows.push(Row { backend, prefill, decode });
+    }
+    println!("| backend | prefill tok/s | decode tok/s |");
+    println!("|---|---|---|");
+    let rate = |n: usize, d: Duration| n as f64 / d.as_secs_f64();
+    for r in &rows {
+        println!(
+            "| {:?} | {:.1} | {:.2} |",
+            r.backend,
+            rate(a.prompt_tokens, r.prefill),
+            rate(a.decode_tokens, r.decode)
+        );
+    }
+    if let (Some(cpu), Some(gpu)) =
+        (rows.iter().find(|r| r.backend == Backend::Cpu), rows.iter().find(|r| r.backend == Backend::Gpu))
+    {
+        println!(
+            "\ngpu/cpu speed ratio: prefill {:.2}x, decode {:.2}x",
+            cpu.prefill.as_secs_f64() / gpu.prefill.as_secs_f64(),
+            cpu.decode.as_secs_f64() / gpu.decode.as_secs_f64()
+        );
+    }
+    Ok(())
+}

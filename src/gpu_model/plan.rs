@@ -1,0 +1,258 @@
+//! Everything a forward pass dispatches, built once at load: the compiled kernels and, for every
+//! kernel call of every layer, its parameter uniform and bind group. Encoding a forward pass then
+//! only walks this plan (see `encode.rs`).
+
+use crate::error::{Error, Result};
+use crate::gpu::{GpuContext, Kernel};
+use crate::gpu_model::Matmul;
+use crate::gpu_model::activations::{Activations, StateBuffers};
+use crate::gpu_model::weights::{GpuWeights, SplitMatrix};
+use crate::kernels::{
+    conv1d_silu, embedding, gemv, linear, linear_direct, rms_norm, scan_carry, scan_chunks, scan_output,
+};
+use crate::model::Config;
+
+/// The compiled pipelines.
+pub(crate) struct Kernels {
+    pub embedding: Kernel,
+    pub rms_norm: Kernel,
+    /// The many-rows matmul: `linear` (workgroup-memory tiles) or `linear_direct`.
+    pub linear: Kernel,
+    pub gemv: Kernel,
+    pub conv1d_silu: Kernel,
+    pub scan_chunks: Kernel,
+    pub scan_carry: Kernel,
+    pub scan_output: Kernel,
+}
+
+impl Kernels {
+    pub async fn new(ctx: &GpuContext, matmul: Matmul) -> Result<Self> {
+        let direct = match matmul {
+            Matmul::Auto => ctx.summary().device_type == "Cpu",
+            Matmul::Tiled => false,
+            Matmul::Direct => true,
+        };
+        let linear = if direct {
+            Kernel::new(ctx, "linear_direct", linear_direct::SOURCE, linear::BINDINGS).await?
+        } else {
+            Kernel::new(ctx, "linear", linear::SOURCE, linear::BINDINGS).await?
+        };
+        let gemv = Kernel::with_layout(ctx, "gemv", gemv::SOURCE, linear.layout.clone()).await?;
+        Ok(Self {
+            embedding: Kernel::new(ctx, "embedding", embedding::SOURCE, embedding::BINDINGS).await?,
+            rms_norm: Kernel::new(ctx, "rms_norm", rms_norm::SOURCE, rms_norm::BINDINGS).await?,
+            linear,
+            gemv,
+            conv1d_silu: Kernel::new(ctx, "conv1d_silu", conv1d_silu::SOURCE, conv1d_silu::BINDINGS).await?,
+            scan_chunks: Kernel::new(ctx, "scan_chunks", scan_chunks::SOURCE, scan_chunks::BINDINGS).await?,
+            scan_carry: Kernel::new(ctx, "scan_carry", scan_carry::SOURCE, scan_carry::BINDINGS).await?,
+            scan_output: Kernel::new(ctx, "scan_output", scan_output::SOURCE, scan_output::BINDINGS).await?,
+        })
+    }
+}
+
+/// A bind group with the parameter uniform it binds (kept alive with it).
+pub(crate) struct Call {
+    pub bind_group: wgpu::BindGroup,
+    _params: wgpu::Buffer,
+}
+
+/// One linear layer: a call per part of its weight matrix, with that part's output count.
+pub(crate) struct LinearCall {
+    pub parts: Vec<(Call, u32)>,
+}
+
+/// The calls of one Mamba block, in dispatch order.
+pub(crate) struct LayerPlan {
+    pub norm: Call,
+    pub in_proj: LinearCall,
+    pub conv: Call,
+    pub x_proj: LinearCall,
+    pub dt_proj: LinearCall,
+    pub scan_chunks: Call,
+    pub scan_carry: Call,
+    pub scan_output: Call,
+    pub out_proj: LinearCall,
+}
+
+/// The whole forward pass.
+pub(crate) struct Plan {
+    pub embedding: Vec<Call>,
+    pub layers: Vec<LayerPlan>,
+    /// norm_f over all T rows (for all-position logits) / over row T−1 only.
+    pub norm_all: Call,
+    pub norm_last: Call,
+    /// LM head over the one normalised last row.
+    pub head_last: LinearCall,
+    /// LM head over block b of rows (b · logits_rows ..), for all-position logits.
+    pub head_blocks: Vec<LinearCall>,
+}
+
+/// Makes the calls of a plan: every bind group gets the shared `step` uniform at binding 0 and
+/// a fresh parameter uniform at binding 1.
+struct Builder<'a> {
+    ctx: &'a GpuContext,
+    k: &'a Kernels,
+    step: &'a wgpu::Buffer,
+    /// Bound where an optional input (a bias) is absent.
+    dummy: &'a wgpu::Buffer,
+}
+
+impl Builder<'_> {
+    /// A call of `kernel` with `params` and `buffers` bound from binding 2 on.
+    fn call<P: bytemuck::Pod>(&self, kernel: &Kernel, params: &P, buffers: &[&wgpu::Buffer]) -> Call {
+        let params = self.ctx.uniform(&format!("{} params", kernel.name), params);
+        let mut all = vec![self.step, &params];
+        all.extend_from_slice(buffers);
+        Call { bind_group: kernel.bind(self.ctx, &all), _params: params }
+    }
+
+    /// A linear call per part of `w`: `template` with the part's size, column and bias.
+    fn linear(
+        &self,
+        x: &wgpu::Buffer,
+        w: &SplitMatrix,
+        y: &wgpu::Buffer,
+        template: linear::LinearParams,
+    ) -> LinearCall {
+        let parts = w
+            .parts
+            .iter()
+            .map(|part| {
+                let mut p = template;
+                p.n_in = w.cols as u32;
+                p.n_out = part.rows as u32;
+                p.y_col = template.y_col + part.row_start as u32;
+                if part.bias.is_some() {
+                    p.flags |= linear::BIAS;
+                }
+                let bias = part.bias.as_ref().unwrap_or(self.dummy);
+                (self.call(&self.k.linear, &p, &[x, &part.buffer, bias, y]), part.rows as u32)
+            })
+            .collect();
+        LinearCall { parts }
+    }
+}
+
+impl Plan {
+    pub fn new(
+        ctx: &GpuContext,
+        c: &Config,
+        k: &Kernels,
+        w: &GpuWeights,
+        a: &Activations,
+        s: &StateBuffers,
+    ) -> Result<Self> {
+        if c.d_conv > conv1d_silu::K_MAX || c.d_state > scan_output::N_MAX {
+            return Err(Error::UnsupportedModel(format!(
+                "conv_kernel {} / state_size {}: the GPU kernels support at most {} / {}",
+                c.d_conv,
+                c.d_state,
+                conv1d_silu::K_MAX,
+                scan_output::N_MAX
+            )));
+        }
+        let (d, di, n, r, v) =
+            (c.d_model as u32, c.d_inner as u32, c.d_state as u32, c.dt_rank as u32, c.vocab_size as u32);
+        let dbc_stride = r + 2 * n;
+        let b = Builder { ctx, k, step: &a.step, dummy: &w.dummy };
+        let lin = |x_stride, y_stride| linear::LinearParams { x_stride, y_stride, ..Default::default() };
+        let embedding = w
+            .embedding
+            .parts
+            .iter()
+            .map(|part| {
+                let p = embedding::EmbeddingParams {
+                    d_model: d,
+                    row_start: part.row_start as u32,
+                    n_rows: part.rows as u32,
+                    _pad: 0,
+                };
+                b.call(&k.embedding, &p, &[&a.ids, &part.buffer, &a.h])
+            })
+            .collect();
+        let norm = |flags| rms_norm::RmsNormParams { cols: d, eps: c.norm_eps, flags, _pad: 0 };
+        let layers = w
+            .layers
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                let i = i as u32;
+                let conv = conv1d_silu::Conv1dParams {
+                    d_inner: di,
+                    d_conv: c.d_conv as u32,
+                    xz_stride: 2 * di,
+                    state_offset: i * (c.d_conv as u32 - 1) * di,
+                    has_bias: l.conv_bias.is_some() as u32,
+                    _pad: [0; 3],
+                };
+                let chunks = scan_chunks::ScanChunksParams {
+                    d_inner: di,
+                    d_state: n,
+                    dbc_stride,
+                    dt_rank: r,
+                    chunk: a.chunk as u32,
+                    _pad: [0; 3],
+                };
+                let carry =
+                    scan_carry::ScanCarryParams { plane: di * n, state_offset: i * di * n, _pad: [0; 2] };
+                let output = scan_output::ScanOutputParams {
+                    d_inner: di,
+                    d_state: n,
+                    dbc_stride,
+                    dt_rank: r,
+                    chunk: a.chunk as u32,
+                    state_offset: i * di * n,
+                    xz_stride: 2 * di,
+                    _pad: 0,
+                };
+                let dt = linear::LinearParams { flags: linear::SOFTPLUS, ..lin(dbc_stride, di) };
+                let out = linear::LinearParams { flags: linear::ACCUMULATE, ..lin(di, d) };
+                LayerPlan {
+                    norm: b.call(&k.rms_norm, &norm(0), &[&a.h, &l.norm, &a.x_norm]),
+                    in_proj: b.linear(&a.x_norm, &l.in_proj, &a.xz, lin(d, 2 * di)),
+                    conv: b.call(
+                        &k.conv1d_silu,
+                        &conv,
+                        &[&a.xz, &l.conv, l.conv_bias.as_ref().unwrap_or(&w.dummy), &s.conv, &a.u],
+                    ),
+                    x_proj: b.linear(&a.u, &l.x_proj, &a.dbc, lin(di, dbc_stride)),
+                    dt_proj: b.linear(&a.dbc, &l.dt_proj, &a.delta, dt),
+                    scan_chunks: b.call(
+                        &k.scan_chunks,
+                        &chunks,
+                        &[&a.u, &a.delta, &a.dbc, &l.a_d, &a.chunk_ab],
+                    ),
+                    scan_carry: b.call(&k.scan_carry, &carry, &[&a.chunk_ab, &s.ssm, &a.chunk_h0]),
+                    scan_output: b.call(
+                        &k.scan_output,
+                        &output,
+                        &[&a.u, &a.delta, &a.dbc, &a.xz, &l.a_d, &a.chunk_h0, &s.ssm, &a.y],
+                    ),
+                    out_proj: b.linear(&a.y, &l.out_proj, &a.h, out),
+                }
+            })
+            .collect();
+        let head = w.lm_head();
+        let head_last =
+            b.linear(&a.x_norm, head, &a.logits, linear::LinearParams { rows_max: 1, ..lin(d, v) });
+        let head_blocks = (0..a.max_tokens.div_ceil(a.logits_rows))
+            .map(|block| {
+                let p = linear::LinearParams {
+                    x_row_start: (block * a.logits_rows) as u32,
+                    rows_max: a.logits_rows as u32,
+                    ..lin(d, v)
+                };
+                b.linear(&a.x_norm, head, &a.logits, p)
+            })
+            .collect();
+        Ok(Self {
+            embedding,
+            layers,
+            norm_all: b.call(&k.rms_norm, &norm(0), &[&a.h, &w.norm_f, &a.x_norm]),
+            norm_last: b.call(&k.rms_norm, &norm(rms_norm::LAST_ROW), &[&a.h, &w.norm_f, &a.x_norm]),
+            head_last,
+            head_blocks,
+        })
+    }
+}

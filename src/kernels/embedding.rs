@@ -1,0 +1,30 @@
+//! Token-embedding gather: the Rust side of `shaders/embedding.wgsl`. One dispatch per part of
+//! a row-split embedding matrix.
+
+use crate::gpu::Binding;
+
+/// WGSL source.
+pub const SOURCE: &str = include_str!("../../shaders/embedding.wgsl");
+
+/// step, params, ids (T), table part (rows, D), h (T, D).
+pub const BINDINGS: &[Binding] =
+    &[Binding::Uniform, Binding::Uniform, Binding::Read, Binding::Read, Binding::ReadWrite];
+
+/// `Params` of the shader.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct EmbeddingParams {
+    /// D.
+    pub d_model: u32,
+    /// First vocabulary row in this part.
+    pub row_start: u32,
+    /// Rows in this part.
+    pub n_rows: u32,
+    /// Padding to 16 bytes.
+    pub _pad: u32,
+}
+
+/// Workgroups for T tokens of width D (64 columns per workgroup, one token per row).
+pub fn groups(t_len: u32, d_model: u32) -> (u32, u32, u32) {
+    (d_model.div_ceil(64), t_len, 1)
+}

@@ -1,0 +1,63 @@
+//! `Y = X · Wᵀ (+ bias)` (then optional softplus, optional `Y +=`): the Rust side of
+//! `shaders/linear.wgsl` (tiled GEMM, many rows) and `shaders/gemv.wgsl` (a few rows). Both
+//! take [`LinearParams`] and the same bindings, so one bind group serves both pipelines.
+
+use crate::gpu::Binding;
+
+/// WGSL source of the tiled GEMM.
+pub const SOURCE: &str = include_str!("../../shaders/linear.wgsl");
+
+/// step, params, x (T, x_stride), w (O, K), bias (O), y (rows, y_stride).
+pub const BINDINGS: &[Binding] =
+    &[Binding::Uniform, Binding::Uniform, Binding::Read, Binding::Read, Binding::Read, Binding::ReadWrite];
+
+/// Add `bias[o]`.
+pub const BIAS: u32 = 1;
+/// `y += result` (the residual add after `out_proj`).
+pub const ACCUMULATE: u32 = 2;
+/// Apply softplus (Δ after `dt_proj`).
+pub const SOFTPLUS: u32 = 4;
+/// Only X's row T−1, written as Y's row 0.
+pub const LAST_ROW: u32 = 8;
+
+/// Rows up to which the GEMV pipeline is used instead of the tiled GEMM.
+pub const GEMV_MAX_ROWS: u32 = 1;
+
+/// Outputs and rows per GEMM workgroup tile.
+const TILE: u32 = 32;
+
+/// `Params` of both shaders.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct LinearParams {
+    /// K: input features.
+    pub n_in: u32,
+    /// O: outputs (rows of this W part).
+    pub n_out: u32,
+    /// Floats between rows of X.
+    pub x_stride: u32,
+    /// First column of X read.
+    pub x_col: u32,
+    /// First row of X read.
+    pub x_row_start: u32,
+    /// Floats between rows of Y.
+    pub y_stride: u32,
+    /// Column of Y written for output 0 (the part's first row, for split matrices).
+    pub y_col: u32,
+    /// At most this many rows (0: all T rows from `x_row_start`).
+    pub rows_max: u32,
+    /// `BIAS | ACCUMULATE | SOFTPLUS | LAST_ROW`.
+    pub flags: u32,
+    /// Padding to 48 bytes.
+    pub _pad: [u32; 3],
+}
+
+/// Workgroups for the GEMM over `rows` × `n_out`.
+pub fn gemm_groups(rows: u32, n_out: u32) -> (u32, u32, u32) {
+    (n_out.div_ceil(TILE), rows.div_ceil(TILE), 1)
+}
+
+/// Workgroups for the GEMV over `rows` × `n_out`.
+pub fn gemv_groups(rows: u32, n_out: u32) -> (u32, u32, u32) {
+    (n_out.div_ceil(64), rows, 1)
+}

@@ -1,0 +1,28 @@
+//! Pass 2 of the chunked selective scan (chains chunk summaries into chunk start states): the
+//! Rust side of `shaders/scan_carry.wgsl`.
+
+use crate::gpu::Binding;
+
+/// WGSL source.
+pub const SOURCE: &str = include_str!("../../shaders/scan_carry.wgsl");
+
+/// step, params, chunk a‖b, SSM state (L, E·D, N), chunk start states (chunks, E·D, N).
+pub const BINDINGS: &[Binding] =
+    &[Binding::Uniform, Binding::Uniform, Binding::Read, Binding::Read, Binding::ReadWrite];
+
+/// `Params` of the shader.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct ScanCarryParams {
+    /// E·D·N.
+    pub plane: u32,
+    /// layer · E·D·N.
+    pub state_offset: u32,
+    /// Padding to 16 bytes.
+    pub _pad: [u32; 2],
+}
+
+/// Workgroups: one invocation per (channel, state index).
+pub fn groups(plane: u32) -> (u32, u32, u32) {
+    (plane.div_ceil(64), 1, 1)
+}

@@ -1,0 +1,49 @@
+//! Pass 1 of the chunked selective scan (per-chunk affine summaries): the Rust side of
+//! `shaders/scan_chunks.wgsl`. See ARCHITECTURE.md for the three passes.
+
+use crate::gpu::Binding;
+
+/// WGSL source.
+pub const SOURCE: &str = include_str!("../../shaders/scan_chunks.wgsl");
+
+/// Floats of workgroup memory the scan kernels stage B (and C) in (`STAGE`).
+pub const STAGE: usize = 2048;
+
+/// step, params, u (T, E·D), Δ (T, E·D), dbc (T, R+2N), A‖D, chunk a‖b (chunks, 2, E·D, N).
+pub const BINDINGS: &[Binding] = &[
+    Binding::Uniform,
+    Binding::Uniform,
+    Binding::Read,
+    Binding::Read,
+    Binding::Read,
+    Binding::Read,
+    Binding::ReadWrite,
+];
+
+/// `Params` of the shader.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct ScanChunksParams {
+    /// E·D.
+    pub d_inner: u32,
+    /// N.
+    pub d_state: u32,
+    /// R + 2N.
+    pub dbc_stride: u32,
+    /// R.
+    pub dt_rank: u32,
+    /// Tokens per chunk.
+    pub chunk: u32,
+    /// Padding to 32 bytes.
+    pub _pad: [u32; 3],
+}
+
+/// Tokens per scan chunk for state size `d_state`: B‖C of a chunk must fit the staging area.
+pub fn chunk_len(d_state: usize) -> usize {
+    (STAGE / (2 * d_state)).min(64)
+}
+
+/// Workgroups: 64 channels × one chunk each.
+pub fn groups(d_inner: u32, n_chunks: u32) -> (u32, u32, u32) {
+    (d_inner.div_ceil(64), n_chunks, 1)
+}

@@ -1,0 +1,96 @@
+//! The GPU forward pass against HF transformers (the fixtures) and the CPU reference, natively
+//! (lavapipe) and in headless Chromium (SwiftShader), and the allocation-free decode step.
+
+mod common;
+
+use common::fixtures::{self, Fixture};
+use common::{assert_close, gpu, log};
+use rand::{Rng, SeedableRng, rngs::SmallRng};
+use webmamba::{CpuModel, GpuContext, GpuModel, GpuModelOptions, Logits, Matmul, State};
+
+async fn load_with(ctx: &GpuContext, f: &Fixture, max_tokens: usize, matmul: Matmul) -> (CpuModel, GpuModel) {
+    let w = f.checkpoint().weights().unwrap();
+    let gpu = GpuModel::new(ctx, &w, GpuModelOptions { max_tokens, matmul })
+        .await
+        .unwrap_or_else(|e| panic!("{}: {e}", f.name));
+    (CpuModel::new(w), gpu)
+}
+
+async fn load(ctx: &GpuContext, f: &Fixture, max_tokens: usize) -> (CpuModel, GpuModel) {
+    load_with(ctx, f, max_tokens, Matmul::Auto).await
+}
+
+fn random_ids(seed: u64, n: usize, vocab: usize) -> Vec<u32> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    (0..n).map(|_| rng.random_range(0..vocab as u32)).collect()
+}
+
+dual_test! {
+    async fn gpu_logits_match_hf_at_every_position() {
+        let Some(ctx) = gpu("gpu_logits_match_hf_at_every_position").await else { return };
+        for matmul in [Matmul::Tiled, Matmul::Direct] {
+            for f in fixtures::all() {
+                let (_, mut m) = load_with(&ctx, &f, 512, matmul).await;
+                let r = f.reference();
+                let logits = m.forward(&r.ids, Logits::All).await.unwrap();
+                assert_close(&format!("{} ({matmul:?} matmul): GPU vs HF logits", f.name), &logits, &r.logits, 1e-4, 0.0);
+            }
+        }
+        assert!(ctx.take_uncaptured_error().is_none());
+    }
+
+    async fn gpu_matches_cpu_across_scan_chunks_forward_chunks_and_decode() {
+        let Some(ctx) = gpu("gpu_matches_cpu_across_scan_chunks_forward_chunks_and_decode").await else { return };
+        for (matmul, f) in [Matmul::Tiled, Matmul::Direct].into_iter().flat_map(|m| fixtures::all().into_iter().map(move |f| (m, f))) {
+            // max_tokens 100: a 300-token prompt runs as 3 forward chunks of 2 scan chunks each.
+            let (cpu, mut m) = load_with(&ctx, &f, 100, matmul).await;
+            let vocab = cpu.config().vocab_size;
+            let prompt = random_ids(7, 300, vocab);
+            let mut state = State::zeros(cpu.config());
+            let want = cpu.forward(&prompt, &mut state, Logits::All).unwrap();
+            let got = m.forward(&prompt, Logits::All).await.unwrap();
+            assert_close(&format!("{} ({matmul:?}): 300-token prefill", f.name), &got, &want, 1e-4, 0.0);
+            let gpu_state = m.read_state().await.unwrap();
+            for (g, c) in gpu_state.layers.iter().zip(&state.layers) {
+                assert_close(&format!("{}: conv state", f.name), &g.conv, &c.conv, 1e-5, 1e-5);
+                assert_close(&format!("{}: ssm state", f.name), &g.ssm, &c.ssm, 1e-4, 1e-4);
+            }
+            let mut next = webmamba::cpu::ops::argmax(&want[want.len() - vocab..]).unwrap() as u32;
+            for step in 0..8 {
+                let want = cpu.forward(&[next], &mut state, Logits::Last).unwrap();
+                let got = m.forward(&[next], Logits::Last).await.unwrap();
+                assert_close(&format!("{}: decode step {step}", f.name), &got, &want, 1e-4, 0.0);
+                next = webmamba::cpu::ops::argmax(&got).unwrap() as u32;
+            }
+        }
+    }
+
+    async fn decode_steps_create_no_gpu_objects() {
+        let Some(ctx) = gpu("decode_steps_create_no_gpu_objects").await else { return };
+        let f = &fixtures::all()[3];
+        let (_, mut m) = load(&ctx, f, 64).await;
+        m.forward(&f.reference().prompt_ids, Logits::Last).await.unwrap();
+        let before = ctx.object_counts();
+        let mut next = 1;
+        for _ in 0..16 {
+            let logits = m.forward(&[next], Logits::Last).await.unwrap();
+            next = webmamba::cpu::ops::argmax(&logits).unwrap() as u32;
+        }
+        let after = ctx.object_counts();
+        log(&format!("[alloc] objects before {before:?}, after 16 decode steps {after:?}"));
+        assert!(before.buffers > 0 && before.bind_groups > 0, "the counters count");
+        assert_eq!(after, before, "a decode step created GPU objects");
+    }
+
+    async fn bad_tokens_fail_and_leave_the_gpu_state_alone() {
+        let Some(ctx) = gpu("bad_tokens_fail_and_leave_the_gpu_state_alone").await else { return };
+        let f = &fixtures::all()[0];
+        let (_, mut m) = load(&ctx, f, 64).await;
+        m.forward(&[1, 2, 3], Logits::Last).await.unwrap();
+        let before = m.read_state().await.unwrap();
+        let vocab = m.config().vocab_size as u32;
+        assert_eq!(m.forward(&[1, vocab], Logits::Last).await.unwrap_err().code(), "InvalidInput");
+        assert_eq!(m.forward(&[], Logits::Last).await.unwrap_err().code(), "InvalidInput");
+        assert_eq!(m.read_state().await.unwrap(), before);
+    }
+}
