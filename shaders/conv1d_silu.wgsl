@@ -12,7 +12,7 @@ const K_MAX: u32 = 8u; // largest conv_kernel supported (HF checkpoints use 4)
 
 struct Step {
     t_len: u32,    // T: tokens in this forward call
-    n_chunks: u32,
+    n_chunks: u32, // scan chunks: ceil(T / CHUNK)
     _pad0: u32,
     _pad1: u32,
 }

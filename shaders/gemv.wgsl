@@ -11,7 +11,7 @@ const LAST_ROW: u32 = 8u;
 
 struct Step {
     t_len: u32,    // T: tokens in this forward call
-    n_chunks: u32,
+    n_chunks: u32, // scan chunks: ceil(T / CHUNK)
     _pad0: u32,
     _pad1: u32,
 }

@@ -12,7 +12,7 @@ const LAST_ROW: u32 = 1u;
 
 struct Step {
     t_len: u32,    // T: tokens in this forward call
-    n_chunks: u32, // scan chunks (unused here)
+    n_chunks: u32, // scan chunks: ceil(T / CHUNK)
     _pad0: u32,
     _pad1: u32,
 }

@@ -14,7 +14,7 @@ const STAGE: u32 = 2048u; // floats of workgroup memory for B: CHUNK · N ≤ ST
 
 struct Step {
     t_len: u32,    // T: tokens in this forward call
-    n_chunks: u32, // ceil(T / CHUNK)
+    n_chunks: u32, // scan chunks: ceil(T / CHUNK)
     _pad0: u32,
     _pad1: u32,
 }

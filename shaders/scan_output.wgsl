@@ -16,7 +16,7 @@ const N_MAX: u32 = 64u;   // largest d_state supported (HF Mamba-1 checkpoints u
 
 struct Step {
     t_len: u32,    // T: tokens in this forward call
-    n_chunks: u32, // ceil(T / CHUNK)
+    n_chunks: u32, // scan chunks: ceil(T / CHUNK)
     _pad0: u32,
     _pad1: u32,
 }

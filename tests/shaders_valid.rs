@@ -38,3 +38,32 @@ fn every_shader_parses_and_validates() {
         assert_eq!(*source, on_disk, "{name}: registry source is not the file's");
     }
 }
+
+/// The text of `struct <name> { ... }` in `source`, if it has one.
+fn struct_text<'a>(source: &'a str, name: &str) -> Option<&'a str> {
+    let start = source.find(&format!("struct {name} {{"))?;
+    let end = start + source[start..].find("\n}")? + 2;
+    Some(&source[start..end])
+}
+
+/// Shaders stand alone (no includes), so declarations they share are written out in each; they
+/// must stay identical or a kernel would read its uniforms wrongly.
+#[test]
+fn shared_declarations_are_identical() {
+    let shaders = webmamba::kernels::SHADERS;
+    let steps: Vec<_> = shaders.iter().filter_map(|(n, s)| struct_text(s, "Step").map(|t| (n, t))).collect();
+    assert!(steps.len() >= 8, "every forward kernel declares Step");
+    for (name, text) in &steps {
+        assert_eq!(*text, steps[0].1, "{name}: Step differs from {}", steps[0].0);
+    }
+    let linear_family = ["linear", "linear_direct", "gemv"];
+    let params: Vec<_> = shaders
+        .iter()
+        .filter(|(n, _)| linear_family.contains(n))
+        .map(|(n, s)| (n, struct_text(s, "Params").expect("Params")))
+        .collect();
+    assert_eq!(params.len(), 3);
+    for (name, text) in &params {
+        assert_eq!(*text, params[0].1, "{name}: linear Params differ from {}", params[0].0);
+    }
+}
