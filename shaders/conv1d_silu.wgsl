@@ -7,6 +7,11 @@
 // One invocation per channel walks the T tokens in order with the window in registers and
 // leaves the new window (the last K-1 inputs) in the state. Channels are independent, so the
 // state can be read and written by the same invocation without a race.
+//
+// Checkpoints: `capture` starts with a (T) map from token position to checkpoint number + 1
+// (0: none, u32 bits in f32 slots); after token t with a number c, the window is also written
+// to checkpoint c's slot (layout of a slot: every layer's conv window, then every layer's SSM
+// state), so states at block boundaries come out of the same pass.
 
 const K_MAX: u32 = 8u; // largest conv_kernel supported (HF checkpoints use 4)
 
@@ -23,9 +28,9 @@ struct Params {
     xz_stride: u32,    // 2·E·D: floats between rows of xz
     state_offset: u32, // layer · (K-1) · E·D: this layer's window in the state buffer
     has_bias: u32,     // 1 when conv1d has a bias
+    map_len: u32,      // T_max: length of the position map at the start of `capture`
+    slot_len: u32,     // floats per checkpoint slot (the whole state of every layer)
     _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> step: Step;
@@ -34,7 +39,8 @@ struct Params {
 @group(0) @binding(3) var<storage, read> weight: array<f32>;      // (E·D, K)
 @group(0) @binding(4) var<storage, read> bias: array<f32>;        // (E·D), 1-element dummy without bias
 @group(0) @binding(5) var<storage, read_write> conv_state: array<f32>; // (layers, K-1, E·D), oldest first
-@group(0) @binding(6) var<storage, read_write> u: array<f32>;     // (T, E·D)
+@group(0) @binding(6) var<storage, read_write> ud: array<f32>;    // (2, T_max, E·D): u here, then Δ
+@group(0) @binding(7) var<storage, read_write> capture: array<f32>; // (T_max) map, then (C, slot_len) slots
 
 fn silu(v: f32) -> f32 {
     return v / (1.0 + exp(-v));
@@ -69,7 +75,14 @@ fn conv1d_silu(@builtin(global_invocation_id) gid: vec3<u32>) {
         if (k > 1u) {
             win[k - 2u] = xt;
         }
-        u[t * di + c] = silu(acc);
+        ud[t * di + c] = silu(acc);
+        let cp = bitcast<u32>(capture[t]);
+        if (cp != 0u) {
+            let base = p.map_len + (cp - 1u) * p.slot_len + p.state_offset + c;
+            for (var j = 0u; j + 1u < k; j++) {
+                capture[base + j * di] = win[j];
+            }
+        }
     }
     for (var j = 0u; j + 1u < k; j++) {
         conv_state[p.state_offset + j * di + c] = win[j];

@@ -25,18 +25,17 @@ struct Params {
     dbc_stride: u32, // R + 2N: floats between rows of dbc
     dt_rank: u32,    // R: B starts at column R of dbc
     chunk: u32,      // CHUNK: tokens per chunk
+    delta_at: u32,   // T_max · E·D: where Δ starts in ud
     _pad0: u32,
     _pad1: u32,
-    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
-@group(0) @binding(2) var<storage, read> u: array<f32>;        // (T, E·D) conv output x
-@group(0) @binding(3) var<storage, read> delta: array<f32>;    // (T, E·D) Δ
-@group(0) @binding(4) var<storage, read> dbc: array<f32>;      // (T, R + 2N) δ ‖ B ‖ C
-@group(0) @binding(5) var<storage, read> a_d: array<f32>;      // (E·D·N + E·D) A ‖ D
-@group(0) @binding(6) var<storage, read_write> chunk_ab: array<f32>; // (chunks, 2, E·D, N) a ‖ b
+@group(0) @binding(2) var<storage, read> ud: array<f32>;       // (2, T_max, E·D): conv output x, then Δ
+@group(0) @binding(3) var<storage, read> dbc: array<f32>;      // (T, R + 2N) δ ‖ B ‖ C
+@group(0) @binding(4) var<storage, read> a_d: array<f32>;      // (E·D·N + E·D) A ‖ D
+@group(0) @binding(5) var<storage, read_write> chunk_ab: array<f32>; // (chunks, 2, E·D, N) a ‖ b
 
 var<workgroup> bs: array<f32, STAGE>; // (CHUNK, N) B of this chunk's tokens
 
@@ -59,15 +58,15 @@ fn scan_chunks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_
     }
     var dsum = 0.0;
     for (var t = t0; t < t1; t++) {
-        dsum += delta[t * di + c];
+        dsum += ud[p.delta_at + t * di + c];
     }
     let plane = di * n_state;
     for (var n = 0u; n < n_state; n++) {
         let a = a_d[c * n_state + n];
         var b = 0.0;
         for (var t = t0; t < t1; t++) {
-            let dt = delta[t * di + c];
-            b = exp(dt * a) * b + dt * u[t * di + c] * bs[(t - t0) * n_state + n];
+            let dt = ud[p.delta_at + t * di + c];
+            b = exp(dt * a) * b + dt * ud[t * di + c] * bs[(t - t0) * n_state + n];
         }
         chunk_ab[(2u * j) * plane + c * n_state + n] = exp(a * dsum);
         chunk_ab[(2u * j + 1u) * plane + c * n_state + n] = b;

@@ -9,6 +9,9 @@
 // B_t and C_t (shared by every channel) are staged once in workgroup memory. With one chunk the
 // same invocation reads and then writes a channel's state, so there is no race; with several,
 // chunk 0 reads chunk_h0, never the state the last chunk writes.
+//
+// Checkpoints: after token t whose entry in the position map at the start of `capture` is
+// c + 1, h is also written to checkpoint c's slot (see conv1d_silu.wgsl for the slot layout).
 
 const WG: u32 = 64u;
 const STAGE: u32 = 2048u; // floats of workgroup memory for B ‖ C: CHUNK · 2N ≤ STAGE
@@ -29,19 +32,25 @@ struct Params {
     chunk: u32,        // CHUNK: tokens per chunk
     state_offset: u32, // layer · E·D·N: this layer's SSM state in the state buffer
     xz_stride: u32,    // 2·E·D: floats between rows of xz (z is its second half)
+    delta_at: u32,     // T_max · E·D: where Δ starts in ud
+    map_len: u32,      // T_max: length of the position map at the start of `capture`
+    slot_len: u32,     // floats per checkpoint slot
+    slot_ssm_at: u32,  // where this layer's SSM state sits in a slot: L·(K-1)·E·D + layer·E·D·N
     _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
-@group(0) @binding(2) var<storage, read> u: array<f32>;          // (T, E·D) conv output x
-@group(0) @binding(3) var<storage, read> delta: array<f32>;      // (T, E·D) Δ
-@group(0) @binding(4) var<storage, read> dbc: array<f32>;        // (T, R + 2N) δ ‖ B ‖ C
-@group(0) @binding(5) var<storage, read> xz: array<f32>;         // (T, 2·E·D) xs ‖ z
-@group(0) @binding(6) var<storage, read> a_d: array<f32>;        // (E·D·N + E·D) A ‖ D
-@group(0) @binding(7) var<storage, read> chunk_h0: array<f32>;   // (chunks, E·D, N) start states
-@group(0) @binding(8) var<storage, read_write> ssm_state: array<f32>; // (layers, E·D, N)
-@group(0) @binding(9) var<storage, read_write> y: array<f32>;    // (T, E·D) gated output
+@group(0) @binding(2) var<storage, read> ud: array<f32>;         // (2, T_max, E·D): conv output x, then Δ
+@group(0) @binding(3) var<storage, read> dbc: array<f32>;        // (T, R + 2N) δ ‖ B ‖ C
+@group(0) @binding(4) var<storage, read> xz: array<f32>;         // (T, 2·E·D) xs ‖ z
+@group(0) @binding(5) var<storage, read> a_d: array<f32>;        // (E·D·N + E·D) A ‖ D
+@group(0) @binding(6) var<storage, read> chunk_h0: array<f32>;   // (chunks, E·D, N) start states
+@group(0) @binding(7) var<storage, read_write> ssm_state: array<f32>; // (layers, E·D, N)
+@group(0) @binding(8) var<storage, read_write> y: array<f32>;    // (T, E·D) gated output
+@group(0) @binding(9) var<storage, read_write> capture: array<f32>; // (T_max) map, then (C, slot_len) slots
 
 var<workgroup> bc: array<f32, STAGE>; // (CHUNK, 2N) B ‖ C of this chunk's tokens
 
@@ -80,8 +89,8 @@ fn scan_output(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_
     }
     let d_skip = a_d[di * n_state + c];
     for (var t = t0; t < t1; t++) {
-        let dt = delta[t * di + c];
-        let ut = u[t * di + c];
+        let dt = ud[p.delta_at + t * di + c];
+        let ut = ud[t * di + c];
         let row = (t - t0) * width;
         var acc = 0.0;
         for (var n = 0u; n < n_state; n++) {
@@ -89,6 +98,13 @@ fn scan_output(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_
             acc += h[n] * bc[row + n_state + n];
         }
         y[t * di + c] = (acc + d_skip * ut) * silu(xz[t * p.xz_stride + di + c]);
+        let cp = bitcast<u32>(capture[t]);
+        if (cp != 0u) {
+            let at = p.map_len + (cp - 1u) * p.slot_len + p.slot_ssm_at + base;
+            for (var n = 0u; n < n_state; n++) {
+                capture[at + n] = h[n];
+            }
+        }
     }
     if (j + 1u == step.n_chunks) {
         for (var n = 0u; n < n_state; n++) {

@@ -2,8 +2,10 @@
 //! holding the recurrent state that forward calls continue from. What sessions, the CLI and the
 //! benchmarks drive.
 
+use std::ops::Range;
+
 use crate::cpu::{CpuModel, Logits, State};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 use crate::gpu_model::{GpuModel, GpuModelOptions};
 use crate::model::{Config, ModelWeights};
@@ -16,6 +18,8 @@ pub enum Engine {
         model: Box<CpuModel>,
         /// The working state.
         state: State,
+        /// Checkpoint slots.
+        slots: Vec<State>,
     },
     /// The WebGPU model (its working state lives in GPU buffers).
     Gpu(Box<GpuModel>),
@@ -25,7 +29,7 @@ impl Engine {
     /// The CPU reference.
     pub fn cpu(weights: ModelWeights) -> Self {
         let state = State::zeros(&weights.config);
-        Engine::Cpu { model: Box::new(CpuModel::new(weights)), state }
+        Engine::Cpu { model: Box::new(CpuModel::new(weights)), state, slots: Vec::new() }
     }
 
     /// The GPU model on `ctx`.
@@ -41,6 +45,14 @@ impl Engine {
         }
     }
 
+    /// The model's fingerprint ([`ModelWeights::fingerprint`]).
+    pub fn fingerprint(&self) -> [u8; 32] {
+        match self {
+            Engine::Cpu { model, .. } => model.weights().fingerprint,
+            Engine::Gpu(m) => m.fingerprint(),
+        }
+    }
+
     /// `"cpu"` or `"gpu"`.
     pub fn name(&self) -> &'static str {
         match self {
@@ -52,15 +64,93 @@ impl Engine {
     /// Runs `tokens` from the working state (see [`CpuModel::forward`]).
     pub async fn forward(&mut self, tokens: &[u32], which: Logits) -> Result<Vec<f32>> {
         match self {
-            Engine::Cpu { model, state } => model.forward(tokens, state, which),
+            Engine::Cpu { model, state, .. } => model.forward(tokens, state, which),
             Engine::Gpu(m) => m.forward(tokens, which).await,
+        }
+    }
+
+    /// Runs `tokens` and writes the state after token `pos` into slot `slot` for every
+    /// `(pos, slot)` of `captures` (ascending positions), from the same scan.
+    pub async fn forward_capturing(
+        &mut self,
+        tokens: &[u32],
+        which: Logits,
+        captures: &[(usize, usize)],
+    ) -> Result<Vec<f32>> {
+        match self {
+            Engine::Cpu { model, state, slots } => {
+                if let Some(&(_, bad)) = captures.iter().find(|(_, s)| *s >= slots.len()) {
+                    return Err(Error::InvalidInput(format!("no checkpoint slot {bad}")));
+                }
+                let positions: Vec<usize> = captures.iter().map(|c| c.0).collect();
+                let (logits, states) = model.forward_capturing(tokens, state, which, &positions)?;
+                for (&(_, slot), s) in captures.iter().zip(states) {
+                    slots[slot] = s;
+                }
+                Ok(logits)
+            }
+            Engine::Gpu(m) => m.forward_capturing(tokens, which, captures).await,
+        }
+    }
+
+    /// Adds `n` checkpoint slots (each holds one whole state); returns their ids.
+    pub fn add_slots(&mut self, n: usize) -> Result<Range<usize>> {
+        match self {
+            Engine::Cpu { model, slots, .. } => {
+                let first = slots.len();
+                slots.resize(first + n, State::zeros(model.config()));
+                Ok(first..slots.len())
+            }
+            Engine::Gpu(m) => m.add_slots(n),
+        }
+    }
+
+    /// Copies the working state into `slot`.
+    pub fn save_state(&mut self, slot: usize) -> Result<()> {
+        match self {
+            Engine::Cpu { state, slots, .. } => {
+                *slots.get_mut(slot).ok_or_else(|| no_slot(slot))? = state.clone();
+                Ok(())
+            }
+            Engine::Gpu(m) => m.save_state(slot),
+        }
+    }
+
+    /// Replaces the working state with `slot`'s.
+    pub fn load_state(&mut self, slot: usize) -> Result<()> {
+        match self {
+            Engine::Cpu { state, slots, .. } => {
+                *state = slots.get(slot).ok_or_else(|| no_slot(slot))?.clone();
+                Ok(())
+            }
+            Engine::Gpu(m) => m.load_state(slot),
+        }
+    }
+
+    /// A CPU copy of `slot`.
+    pub async fn read_slot(&self, slot: usize) -> Result<State> {
+        match self {
+            Engine::Cpu { slots, .. } => slots.get(slot).cloned().ok_or_else(|| no_slot(slot)),
+            Engine::Gpu(m) => m.read_slot(slot).await,
+        }
+    }
+
+    /// Writes `state` into `slot`.
+    pub fn write_slot(&mut self, slot: usize, new: &State) -> Result<()> {
+        match self {
+            Engine::Cpu { model, slots, .. } => {
+                new.check_fits(model.config())?;
+                *slots.get_mut(slot).ok_or_else(|| no_slot(slot))? = new.clone();
+                Ok(())
+            }
+            Engine::Gpu(m) => m.write_slot(slot, new),
         }
     }
 
     /// Resets the working state to the state before any token.
     pub fn reset(&mut self) {
         match self {
-            Engine::Cpu { model, state } => *state = State::zeros(model.config()),
+            Engine::Cpu { model, state, .. } => *state = State::zeros(model.config()),
             Engine::Gpu(m) => m.reset_state(),
         }
     }
@@ -76,7 +166,7 @@ impl Engine {
     /// Replaces the working state.
     pub fn write_state(&mut self, new: &State) -> Result<()> {
         match self {
-            Engine::Cpu { model, state } => {
+            Engine::Cpu { model, state, .. } => {
                 new.check_fits(model.config())?;
                 *state = new.clone();
                 Ok(())
@@ -84,4 +174,8 @@ impl Engine {
             Engine::Gpu(m) => m.write_state(new),
         }
     }
+}
+
+fn no_slot(slot: usize) -> Error {
+    Error::InvalidInput(format!("no checkpoint slot {slot}"))
 }

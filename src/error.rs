@@ -94,6 +94,29 @@ pub enum Error {
         reason: String,
     },
 
+    /// The checkpoint cache cannot hold a checkpoint that must be kept.
+    #[error("checkpoint cache budget of {budget} bytes cannot fit {needed} more: {reason}")]
+    CacheBudget {
+        /// Bytes the new checkpoint needs.
+        needed: u64,
+        /// The budget.
+        budget: u64,
+        /// Why room could not be made.
+        reason: String,
+    },
+
+    /// An exported state does not belong here (another model, another format version).
+    #[error("state does not match: {0}")]
+    StateMismatch(String),
+
+    /// Exported state bytes are damaged (checksum or length wrong).
+    #[error("corrupt state: {0}")]
+    CorruptState(String),
+
+    /// No session with this id (closed, or never opened).
+    #[error("no session {0}")]
+    NoSession(u64),
+
     /// An argument is unusable for a reason other than its shape (empty, out of range, ...).
     #[error("invalid input: {0}")]
     InvalidInput(String),
@@ -126,6 +149,10 @@ impl Error {
             Error::UnsupportedDtype { .. } => "UnsupportedDtype",
             Error::Tokenizer(_) => "Tokenizer",
             Error::Io { .. } => "Io",
+            Error::CacheBudget { .. } => "CacheBudget",
+            Error::StateMismatch(_) => "StateMismatch",
+            Error::CorruptState(_) => "CorruptState",
+            Error::NoSession(_) => "NoSession",
             Error::InvalidInput(_) => "InvalidInput",
             Error::LimitExceeded { .. } => "LimitExceeded",
         }

@@ -10,6 +10,7 @@
 //! - `wasm` (wasm32 only): the thin JavaScript API over the native types;
 //! - [`Error`]: the one error type.
 
+pub mod cache;
 pub mod cpu;
 pub mod engine;
 pub mod error;
@@ -19,14 +20,17 @@ pub mod kernels;
 pub mod model;
 mod platform;
 pub mod sampling;
+pub mod session;
 pub mod tokenizer;
 #[cfg(target_arch = "wasm32")]
 pub mod wasm;
 
+pub use cache::{CacheConfig, Retention};
 pub use cpu::{CpuModel, Logits, State};
 pub use engine::Engine;
 pub use error::{Error, Result};
 pub use gpu::GpuContext;
 pub use gpu_model::{GpuModel, GpuModelOptions, Matmul};
 pub use model::{Checkpoint, Config, ModelWeights};
+pub use session::{GenerateOptions, Outcome, Runtime, SessionId, SessionStats};
 pub use tokenizer::Tokenizer;

@@ -128,3 +128,55 @@ fn cli_mistakes_are_clear_errors() {
         assert!(String::from_utf8_lossy(&bad_id.stderr).contains("outside the vocabulary"), "{backend}");
     }
 }
+
+#[test]
+fn replay_reports_prefills_resumes_and_checkpoints() {
+    let dir = fixture_dir("medium-bf16");
+    let ops = std::env::temp_dir().join(format!("webmamba-replay-{}.json", std::process::id()));
+    std::fs::write(
+        &ops,
+        r#"[{"append": [1,2,3,4,5,6,7,8,9,10,11,12,13]}, {"generate": 5}, {"new_session": true},
+            {"append": [1,2,3,4,5,6,7,8,9,10,11,12,13]}, {"append": [40, 41]}, {"rewind": 13},
+            {"generate": 5}, {"rewind": 9}]"#,
+    )
+    .unwrap();
+    let mut outputs = Vec::new();
+    for backend in ["cpu", "gpu"] {
+        let run = webmamba(&[
+            "replay",
+            "--model",
+            dir.to_str().unwrap(),
+            "--ops",
+            ops.to_str().unwrap(),
+            "--checkpoint-interval",
+            "4",
+            "--retention",
+            "sparse:2",
+            "--backend",
+            backend,
+        ]);
+        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        let lines: Vec<serde_json::Value> = String::from_utf8(run.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 8);
+        let field = |i: usize, k: &str| lines[i][k].clone();
+        // First prompt: 13 tokens from zeros; sparse:2 keeps boundary 8, plus the prompt end 13.
+        assert_eq!((field(0, "prefilled"), field(0, "resumed_from")), (13.into(), serde_json::Value::Null));
+        assert_eq!(field(0, "checkpoints"), serde_json::json!([8, 13]));
+        assert_eq!(field(1, "ids").as_array().unwrap().len(), 5);
+        // A new session resending the prompt: nothing prefilled, resumed from the prompt end.
+        assert_eq!((field(3, "prefilled"), field(3, "resumed_from")), (0.into(), 13.into()));
+        assert_eq!(field(4, "prefilled"), 2);
+        // Rewinding to the prompt end and generating again reproduces the first generation.
+        assert_eq!((field(5, "prefilled"), field(5, "resumed_from")), (0.into(), 13.into()));
+        assert_eq!(field(6, "ids"), field(1, "ids"));
+        // Rewinding to 9: the nearest kept checkpoint at or before it is 8; one token re-runs.
+        assert_eq!((field(7, "prefilled"), field(7, "resumed_from")), (1.into(), 8.into()));
+        outputs.push(lines.iter().map(|l| l["ids"].clone()).collect::<Vec<_>>());
+    }
+    assert_eq!(outputs[0], outputs[1], "CPU and GPU generate the same tokens");
+    std::fs::remove_file(ops).unwrap();
+}

@@ -65,6 +65,32 @@ dual_test! {
         }
     }
 
+    async fn in_scan_checkpoints_equal_cpu_states() {
+        let Some(ctx) = gpu("in_scan_checkpoints_equal_cpu_states").await else { return };
+        let f = &fixtures::all()[3];
+        let (cpu, mut m) = load(&ctx, f, 128).await;
+        let tokens = random_ids(11, 200, cpu.config().vocab_size);
+        // More checkpoints than one forward chunk can capture, across scan chunks and forward
+        // chunks, including the first and the last token.
+        let positions: Vec<usize> = (0..200).filter(|p| p % 3 == 0 || *p == 199).collect();
+        let slots = m.add_slots(positions.len()).unwrap();
+        let captures: Vec<(usize, usize)> = positions.iter().copied().zip(slots).collect();
+        let got_logits = m.forward_capturing(&tokens, Logits::Last, &captures).await.unwrap();
+        let mut state = State::zeros(cpu.config());
+        let (want_logits, want) = cpu.forward_capturing(&tokens, &mut state, Logits::Last, &positions).unwrap();
+        assert_close("logits with captures", &got_logits, &want_logits, 1e-4, 0.0);
+        for (&(pos, slot), want) in captures.iter().zip(&want) {
+            let got = m.read_slot(slot).await.unwrap();
+            assert_close(&format!("checkpoint after token {pos}"), &got.to_flat(), &want.to_flat(), 1e-5, 1e-4);
+        }
+        // A checkpoint restored into the working state continues like the CPU from there.
+        m.load_state(captures[10].1).unwrap();
+        let mut from = want[10].clone();
+        let next = &tokens[captures[10].0 + 1..captures[10].0 + 9];
+        let got = m.forward(next, Logits::All).await.unwrap();
+        assert_close("continue from a checkpoint", &got, &cpu.forward(next, &mut from, Logits::All).unwrap(), 1e-4, 0.0);
+    }
+
     async fn decode_steps_create_no_gpu_objects() {
         let Some(ctx) = gpu("decode_steps_create_no_gpu_objects").await else { return };
         let f = &fixtures::all()[3];

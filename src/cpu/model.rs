@@ -15,6 +15,13 @@ pub struct CpuModel {
     a: Vec<Vec<f32>>,
 }
 
+/// Where one layer's states are captured: after each token in `positions`, into `states`.
+struct Capture<'a> {
+    positions: &'a [usize],
+    states: &'a mut [State],
+    layer: usize,
+}
+
 /// Which positions' logits a forward call returns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Logits {
@@ -45,7 +52,23 @@ impl CpuModel {
     /// leaves `state` at the last token. One call with T tokens equals T calls with one token.
     /// Returns logits for every position, (T, V), or only the last, (V).
     pub fn forward(&self, tokens: &[u32], state: &mut State, which: Logits) -> Result<Vec<f32>> {
+        Ok(self.forward_capturing(tokens, state, which, &[])?.0)
+    }
+
+    /// Like [`CpuModel::forward`], and also returns the state after token `p` for every `p` in
+    /// `positions` (ascending, within `tokens`), taken during the same scan.
+    pub fn forward_capturing(
+        &self,
+        tokens: &[u32],
+        state: &mut State,
+        which: Logits,
+        positions: &[usize],
+    ) -> Result<(Vec<f32>, Vec<State>)> {
         let c = &self.w.config;
+        if positions.windows(2).any(|w| w[0] >= w[1]) || positions.last().is_some_and(|&p| p >= tokens.len())
+        {
+            return Err(Error::InvalidInput("checkpoint positions must ascend within the tokens".into()));
+        }
         if tokens.is_empty() {
             return Err(Error::InvalidInput("forward needs at least one token".into()));
         }
@@ -69,19 +92,31 @@ impl CpuModel {
             .flat_map(|&t| &self.w.embedding[t as usize * d..(t as usize + 1) * d])
             .copied()
             .collect();
-        for ((layer, a), st) in self.w.layers.iter().zip(&self.a).zip(&mut state.layers) {
-            let y = self.mixer(layer, a, &rms_norm(&h, &layer.norm, c.norm_eps), st);
+        let mut snapshots = vec![State::zeros(c); positions.len()];
+        for (i, ((layer, a), st)) in self.w.layers.iter().zip(&self.a).zip(&mut state.layers).enumerate() {
+            let x = rms_norm(&h, &layer.norm, c.norm_eps);
+            let y = self.mixer(layer, a, &x, st, Capture { positions, states: &mut snapshots, layer: i });
             h.iter_mut().zip(y).for_each(|(h, y)| *h += y);
         }
         let last = match which {
             Logits::All => &h[..],
             Logits::Last => &h[h.len() - d..],
         };
-        Ok(linear(&rms_norm(last, &self.w.norm_f, c.norm_eps), self.w.lm_head(), None, d))
+        let logits = linear(&rms_norm(last, &self.w.norm_f, c.norm_eps), self.w.lm_head(), None, d);
+        Ok((logits, snapshots))
     }
 
-    /// One Mamba mixer over x (T, D) from state `st`, updating it; returns (T, D).
-    fn mixer(&self, w: &LayerWeights, a: &[f32], x: &[f32], st: &mut LayerState) -> Vec<f32> {
+    /// One Mamba mixer over x (T, D) from state `st`, updating it; returns (T, D). The
+    /// layer's state after each of `cap.positions` goes to `cap.states`.
+    fn mixer(
+        &self,
+        w: &LayerWeights,
+        a: &[f32],
+        x: &[f32],
+        st: &mut LayerState,
+        cap: Capture<'_>,
+    ) -> Vec<f32> {
+        let Capture { positions, states: snapshots, layer: li } = cap;
         let c = &self.w.config;
         let (d, di, n, k, r) = (c.d_model, c.d_inner, c.d_state, c.d_conv, c.dt_rank);
         let t_len = x.len() / d;
@@ -106,6 +141,10 @@ impl CpuModel {
             }
         }
         st.conv.copy_from_slice(&window[t_len * di..]);
+        for (&p, snap) in positions.iter().zip(snapshots.iter_mut()) {
+            // After token p the window holds rows p+1 .. p+K of [carried ‖ xs].
+            snap.layers[li].conv.copy_from_slice(&window[(p + 1) * di..(p + k) * di]);
+        }
 
         // [δ | B | C] = u · W_xᵀ: (T, R + 2N); Δ = softplus(δ · W_dtᵀ + b_dt): (T, E·D)
         let dbc = linear(&u, &w.x_proj, None, di);
@@ -117,6 +156,7 @@ impl CpuModel {
         //   h_t = exp(Δ_t A) ⊙ h_{t−1} + (Δ_t u_t) B_t,   y_t = h_t · C_t + D u_t,
         // then the gate: y ← y · silu(z).
         let mut y = vec![0.0; t_len * di];
+        let mut next_snapshot = 0;
         for t in 0..t_len {
             let bc = &dbc[t * (r + 2 * n) + r..(t + 1) * (r + 2 * n)];
             let (b, cc) = bc.split_at(n);
@@ -132,6 +172,10 @@ impl CpuModel {
                 }
                 let z = xz[t * 2 * di + di + ch];
                 y[t * di + ch] = (acc + w.d[ch] * ut) * silu(z);
+            }
+            if positions.get(next_snapshot) == Some(&t) {
+                snapshots[next_snapshot].layers[li].ssm.copy_from_slice(&st.ssm);
+                next_snapshot += 1;
             }
         }
 

@@ -43,8 +43,40 @@ impl State {
         }
     }
 
+    /// Floats in a state for `c`.
+    pub fn floats(c: &Config) -> usize {
+        c.n_layer * ((c.d_conv - 1) * c.d_inner + c.d_inner * c.d_state)
+    }
+
     /// Size in bytes of a state for `c` in f32 (what a checkpoint costs).
     pub fn bytes(c: &Config) -> usize {
-        4 * c.n_layer * ((c.d_conv - 1) * c.d_inner + c.d_inner * c.d_state)
+        4 * Self::floats(c)
+    }
+
+    /// The state as one flat vector: every layer's conv window, then every layer's SSM state
+    /// (the layout of a GPU checkpoint slot and of exported states).
+    pub fn to_flat(&self) -> Vec<f32> {
+        let conv = self.layers.iter().flat_map(|l| l.conv.iter().copied());
+        conv.chain(self.layers.iter().flat_map(|l| l.ssm.iter().copied())).collect()
+    }
+
+    /// The inverse of [`State::to_flat`].
+    pub fn from_flat(c: &Config, flat: &[f32]) -> Result<Self> {
+        if flat.len() != Self::floats(c) {
+            return Err(Error::InvalidInput(format!(
+                "a state of this model has {} values, not {}",
+                Self::floats(c),
+                flat.len()
+            )));
+        }
+        let (conv_len, ssm_len) = ((c.d_conv - 1) * c.d_inner, c.d_inner * c.d_state);
+        let (conv, ssm) = flat.split_at(c.n_layer * conv_len);
+        let layers = (0..c.n_layer)
+            .map(|l| LayerState {
+                conv: conv[l * conv_len..(l + 1) * conv_len].to_vec(),
+                ssm: ssm[l * ssm_len..(l + 1) * ssm_len].to_vec(),
+            })
+            .collect();
+        Ok(Self { layers })
     }
 }

@@ -1,5 +1,6 @@
 //! Activation and state buffers, sized once at load for the largest forward chunk.
 
+use crate::cpu::State;
 use crate::error::Result;
 use crate::gpu::{GpuContext, Readback};
 use crate::kernels::{Step, scan_chunks};
@@ -12,23 +13,29 @@ pub(crate) struct Activations {
     pub h: wgpu::Buffer,        // (T, D) residual stream
     pub x_norm: wgpu::Buffer,   // (T, D) normalised h
     pub xz: wgpu::Buffer,       // (T, 2·E·D) in_proj output: xs ‖ z
-    pub u: wgpu::Buffer,        // (T, E·D) conv1d + SiLU output
+    pub ud: wgpu::Buffer,       // (2, T_max, E·D): u (conv1d + SiLU output), then Δ
     pub dbc: wgpu::Buffer,      // (T, R + 2N) x_proj output: δ ‖ B ‖ C
-    pub delta: wgpu::Buffer,    // (T, E·D) Δ
     pub y: wgpu::Buffer,        // (T, E·D) gated scan output
     pub chunk_ab: wgpu::Buffer, // (chunks, 2, E·D, N) per-chunk affine maps
     pub chunk_h0: wgpu::Buffer, // (chunks, E·D, N) chunk start states
     pub logits: wgpu::Buffer,   // (logits_rows, V)
+    pub capture: wgpu::Buffer,  // (T_max) position → checkpoint number + 1, then (captures, slot_len)
     pub readback: Readback,     // logits_rows · V floats
     pub max_tokens: usize,
     pub logits_rows: usize,
     pub chunk: usize,
+    /// Checkpoints one forward chunk can capture.
+    pub captures: usize,
+    /// Floats in one whole state (every layer's conv window, then every layer's SSM state).
+    pub slot_len: usize,
 }
 
 /// The recurrent state of every layer on the GPU (the same layout as [`crate::State`]).
 pub(crate) struct StateBuffers {
     pub conv: wgpu::Buffer, // (layers, K−1, E·D)
     pub ssm: wgpu::Buffer,  // (layers, E·D, N)
+    /// Bytes of conv window state in all (0 when K = 1).
+    pub conv_bytes: u64,
 }
 
 impl Activations {
@@ -39,6 +46,10 @@ impl Activations {
         let plane = c.d_inner * c.d_state;
         // All-position logits are computed in blocks of rows that fit one binding (≤ 64 MiB).
         let logits_rows = ((64 << 20).min(ctx.max_binding()) as usize / (4 * c.vocab_size)).clamp(1, t);
+        // Checkpoint captures per forward chunk: up to 64, within 32 MiB and one binding.
+        let slot_len = State::floats(c);
+        let room = (32usize << 20).min(ctx.max_binding() as usize).saturating_sub(4 * t);
+        let captures = (room / (4 * slot_len)).clamp(1, 64);
         let z = |label: &str, len: usize| ctx.storage_zeroed_f32(label, len);
         Ok(Self {
             step: ctx.uniform("step", &Step::default()),
@@ -46,26 +57,30 @@ impl Activations {
             h: z("h", t * c.d_model)?,
             x_norm: z("x_norm", t * c.d_model)?,
             xz: z("xz", t * 2 * c.d_inner)?,
-            u: z("u", t * c.d_inner)?,
+            ud: z("u, delta", 2 * t * c.d_inner)?,
             dbc: z("dbc", t * c.x_proj_dim())?,
-            delta: z("delta", t * c.d_inner)?,
             y: z("y", t * c.d_inner)?,
             chunk_ab: z("chunk_ab", chunks * 2 * plane)?,
             chunk_h0: z("chunk_h0", chunks * plane)?,
             logits: z("logits", logits_rows * c.vocab_size)?,
+            capture: z("checkpoint capture", t + captures * slot_len)?,
             readback: Readback::new(ctx, (logits_rows * c.vocab_size * 4) as u64, "logits readback"),
             max_tokens,
             logits_rows,
             chunk,
+            captures,
+            slot_len,
         })
     }
 }
 
 impl StateBuffers {
     pub fn new(ctx: &GpuContext, c: &Config) -> Result<Self> {
+        let conv_len = c.n_layer * (c.d_conv - 1) * c.d_inner;
         Ok(Self {
-            conv: ctx.storage_zeroed_f32("conv state", c.n_layer * (c.d_conv - 1) * c.d_inner)?,
+            conv: ctx.storage_zeroed_f32("conv state", conv_len)?,
             ssm: ctx.storage_zeroed_f32("ssm state", c.n_layer * c.d_inner * c.d_state)?,
+            conv_bytes: 4 * conv_len as u64,
         })
     }
 }

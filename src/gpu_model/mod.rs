@@ -10,9 +10,10 @@
 mod activations;
 mod encode;
 mod plan;
+mod slots;
 mod weights;
 
-use crate::cpu::{LayerState, Logits, State};
+use crate::cpu::{Logits, State};
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 use crate::kernels::Step;
@@ -21,6 +22,7 @@ use crate::model::{Config, ModelWeights};
 use activations::{Activations, StateBuffers};
 use encode::Head;
 use plan::{Kernels, Plan};
+use slots::Slots;
 use weights::GpuWeights;
 
 /// Which kernel multiplies matrices of many rows (prefill); decode steps always use `gemv`.
@@ -62,6 +64,8 @@ pub struct GpuModel {
     acts: Activations,
     state: StateBuffers,
     plan: Plan,
+    slots: Slots,
+    fingerprint: [u8; 32],
 }
 
 impl GpuModel {
@@ -81,12 +85,19 @@ impl GpuModel {
                 Ok((w, acts, state, plan))
             })
             .await??;
-        Ok(Self { ctx: ctx.clone(), config, kernels, _weights: w, acts, state, plan })
+        let slots = Slots::new(State::bytes(&config) as u64);
+        let fingerprint = weights.fingerprint;
+        Ok(Self { ctx: ctx.clone(), config, kernels, _weights: w, acts, state, plan, slots, fingerprint })
     }
 
     /// The model's hyper-parameters.
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// The model's fingerprint ([`ModelWeights::fingerprint`]).
+    pub fn fingerprint(&self) -> [u8; 32] {
+        self.fingerprint
     }
 
     /// The GPU context the model lives on.
@@ -98,6 +109,18 @@ impl GpuModel {
     /// of every position (T, V) or of the last one (V). Longer inputs than `max_tokens` run in
     /// several chunks. Bad ids fail before anything runs, leaving the state as it was.
     pub async fn forward(&mut self, tokens: &[u32], which: Logits) -> Result<Vec<f32>> {
+        self.forward_capturing(tokens, which, &[]).await
+    }
+
+    /// Like [`GpuModel::forward`], and also writes the state after token `pos` into checkpoint
+    /// slot `slot` for every `(pos, slot)` in `captures` (positions ascending, within
+    /// `tokens`): the states come out of the same scan, not from a split forward pass.
+    pub async fn forward_capturing(
+        &mut self,
+        tokens: &[u32],
+        which: Logits,
+        captures: &[(usize, usize)],
+    ) -> Result<Vec<f32>> {
         let c = &self.config;
         if tokens.is_empty() {
             return Err(Error::InvalidInput("forward needs at least one token".into()));
@@ -108,29 +131,64 @@ impl GpuModel {
                 c.vocab_size
             )));
         }
+        if captures.windows(2).any(|w| w[0].0 >= w[1].0)
+            || captures.last().is_some_and(|l| l.0 >= tokens.len())
+        {
+            return Err(Error::InvalidInput("checkpoint positions must ascend within the tokens".into()));
+        }
+        for &(_, slot) in captures {
+            self.slots.locate(slot)?;
+        }
         let mut out =
             Vec::with_capacity(if which == Logits::All { tokens.len() * c.vocab_size } else { c.vocab_size });
-        let chunks: Vec<&[u32]> = tokens.chunks(self.acts.max_tokens).collect();
-        for (i, chunk) in chunks.iter().enumerate() {
-            let last = i + 1 == chunks.len();
-            match which {
-                Logits::All => out.extend(self.run_chunk(chunk, Head::AllRowsNormalised).await?),
-                Logits::Last if last => out = self.run_chunk(chunk, Head::Last).await?,
-                Logits::Last => {
-                    self.run_chunk(chunk, Head::None).await?;
-                }
+        let (mut start, mut next_capture) = (0, 0);
+        while start < tokens.len() {
+            // A forward chunk: at most max_tokens tokens and at most `captures` checkpoints.
+            let mut end = (start + self.acts.max_tokens).min(tokens.len());
+            let in_chunk = captures[next_capture..].iter().take_while(|(p, _)| *p < end).count();
+            if in_chunk > self.acts.captures {
+                end = captures[next_capture + self.acts.captures - 1].0 + 1;
             }
+            let chunk_captures: Vec<(usize, usize)> = captures[next_capture..]
+                .iter()
+                .take_while(|(p, _)| *p < end)
+                .map(|&(p, slot)| (p - start, slot))
+                .collect();
+            next_capture += chunk_captures.len();
+            let last = end == tokens.len();
+            let head = match which {
+                Logits::All => Head::AllRowsNormalised,
+                Logits::Last if last => Head::Last,
+                Logits::Last => Head::None,
+            };
+            let logits = self.run_chunk(&tokens[start..end], head, &chunk_captures).await?;
+            match which {
+                Logits::All => out.extend(logits),
+                Logits::Last => out = logits,
+            }
+            start = end;
         }
         Ok(out)
     }
 
     /// One chunk of at most `max_tokens` tokens; returns the logits `head` asks for.
-    async fn run_chunk(&mut self, tokens: &[u32], head: Head) -> Result<Vec<f32>> {
+    async fn run_chunk(
+        &mut self,
+        tokens: &[u32],
+        head: Head,
+        captures: &[(usize, usize)],
+    ) -> Result<Vec<f32>> {
         let (c, a) = (&self.config, &self.acts);
         let t = tokens.len() as u32;
         let chunks = t.div_ceil(a.chunk as u32);
         let queue = self.ctx.queue();
         queue.write_buffer(&a.ids, 0, bytemuck::cast_slice(tokens));
+        // The position map read by the kernels: checkpoint number + 1 after token t, else 0.
+        let mut map = vec![0u32; tokens.len()];
+        for (i, &(pos, _)) in captures.iter().enumerate() {
+            map[pos] = i as u32 + 1;
+        }
+        queue.write_buffer(&a.capture, 0, bytemuck::cast_slice(&map));
         queue.write_buffer(
             &a.step,
             0,
@@ -142,6 +200,12 @@ impl GpuModel {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
             let dims = encode::Dims { t, chunks, max_dim };
             encode::body(&mut pass, &self.kernels, c, &self.plan, dims, head);
+        }
+        let slot_bytes = self.slots.slot_bytes;
+        for (i, &(_, slot)) in captures.iter().enumerate() {
+            let (buffer, offset) = self.slots.locate(slot)?;
+            let from = 4 * (a.max_tokens as u64) + i as u64 * slot_bytes;
+            encoder.copy_buffer_to_buffer(&a.capture, from, buffer, offset, slot_bytes);
         }
         queue.submit([encoder.finish()]);
         match head {
@@ -179,28 +243,68 @@ impl GpuModel {
     /// Copies the working state to the CPU.
     pub async fn read_state(&self) -> Result<State> {
         let c = &self.config;
-        let conv_len = (c.d_conv - 1) * c.d_inner;
-        let ssm_len = c.d_inner * c.d_state;
-        let conv = self.ctx.read_f32(&self.state.conv, 0, c.n_layer * conv_len).await?;
-        let ssm = self.ctx.read_f32(&self.state.ssm, 0, c.n_layer * ssm_len).await?;
-        let layers = (0..c.n_layer)
-            .map(|l| LayerState {
-                conv: conv[l * conv_len..(l + 1) * conv_len].to_vec(),
-                ssm: ssm[l * ssm_len..(l + 1) * ssm_len].to_vec(),
-            })
-            .collect();
-        Ok(State { layers })
+        let conv_len = (self.state.conv_bytes / 4) as usize;
+        let mut flat = self.ctx.read_f32(&self.state.conv, 0, conv_len).await?;
+        flat.extend(self.ctx.read_f32(&self.state.ssm, 0, State::floats(c) - conv_len).await?);
+        State::from_flat(c, &flat)
     }
 
     /// Replaces the working state with `state` (which must fit this model).
     pub fn write_state(&mut self, state: &State) -> Result<()> {
         state.check_fits(&self.config)?;
-        let conv: Vec<f32> = state.layers.iter().flat_map(|l| l.conv.iter().copied()).collect();
-        let ssm: Vec<f32> = state.layers.iter().flat_map(|l| l.ssm.iter().copied()).collect();
+        let flat = state.to_flat();
+        let (conv, ssm) = flat.split_at((self.state.conv_bytes / 4) as usize);
         if !conv.is_empty() {
-            self.ctx.queue().write_buffer(&self.state.conv, 0, bytemuck::cast_slice(&conv));
+            self.ctx.queue().write_buffer(&self.state.conv, 0, bytemuck::cast_slice(conv));
         }
-        self.ctx.queue().write_buffer(&self.state.ssm, 0, bytemuck::cast_slice(&ssm));
+        self.ctx.queue().write_buffer(&self.state.ssm, 0, bytemuck::cast_slice(ssm));
+        Ok(())
+    }
+
+    /// Adds `n` checkpoint slots, each holding one whole state; returns their ids.
+    pub fn add_slots(&mut self, n: usize) -> Result<std::ops::Range<usize>> {
+        self.slots.add(&self.ctx, n)
+    }
+
+    /// Copies the working state into slot `slot` (on the GPU: no CPU round trip).
+    pub fn save_state(&mut self, slot: usize) -> Result<()> {
+        self.copy_state(slot, true)
+    }
+
+    /// Replaces the working state with slot `slot`'s (on the GPU).
+    pub fn load_state(&mut self, slot: usize) -> Result<()> {
+        self.copy_state(slot, false)
+    }
+
+    fn copy_state(&mut self, slot: usize, save: bool) -> Result<()> {
+        let (buffer, offset) = self.slots.locate(slot)?;
+        let conv_bytes = self.state.conv_bytes;
+        let ssm_bytes = self.slots.slot_bytes - conv_bytes;
+        let mut encoder = self.ctx.encoder(if save { "save state" } else { "load state" });
+        let parts = [(&self.state.conv, 0, conv_bytes), (&self.state.ssm, conv_bytes, ssm_bytes)];
+        for (live, at, bytes) in parts.into_iter().filter(|p| p.2 > 0) {
+            if save {
+                encoder.copy_buffer_to_buffer(live, 0, buffer, offset + at, bytes);
+            } else {
+                encoder.copy_buffer_to_buffer(buffer, offset + at, live, 0, bytes);
+            }
+        }
+        self.ctx.queue().submit([encoder.finish()]);
+        Ok(())
+    }
+
+    /// A CPU copy of slot `slot`.
+    pub async fn read_slot(&self, slot: usize) -> Result<State> {
+        let (buffer, offset) = self.slots.locate(slot)?;
+        let flat = self.ctx.read_f32(buffer, offset, State::floats(&self.config)).await?;
+        State::from_flat(&self.config, &flat)
+    }
+
+    /// Writes `state` into slot `slot`.
+    pub fn write_slot(&mut self, slot: usize, state: &State) -> Result<()> {
+        state.check_fits(&self.config)?;
+        let (buffer, offset) = self.slots.locate(slot)?;
+        self.ctx.queue().write_buffer(buffer, offset, bytemuck::cast_slice(&state.to_flat()));
         Ok(())
     }
 }

@@ -155,6 +155,9 @@ impl Plan {
         let (d, di, n, r, v) =
             (c.d_model as u32, c.d_inner as u32, c.d_state as u32, c.dt_rank as u32, c.vocab_size as u32);
         let dbc_stride = r + 2 * n;
+        let delta_at = (a.max_tokens * c.d_inner) as u32;
+        let (map_len, slot_len) = (a.max_tokens as u32, a.slot_len as u32);
+        let conv_total = (c.n_layer * (c.d_conv - 1) * c.d_inner) as u32;
         let b = Builder { ctx, k, step: &a.step, dummy: &w.dummy };
         let lin = |x_stride, y_stride| linear::LinearParams { x_stride, y_stride, ..Default::default() };
         let embedding = w
@@ -184,7 +187,9 @@ impl Plan {
                     xz_stride: 2 * di,
                     state_offset: i * (c.d_conv as u32 - 1) * di,
                     has_bias: l.conv_bias.is_some() as u32,
-                    _pad: [0; 3],
+                    map_len,
+                    slot_len,
+                    _pad: 0,
                 };
                 let chunks = scan_chunks::ScanChunksParams {
                     d_inner: di,
@@ -192,7 +197,8 @@ impl Plan {
                     dbc_stride,
                     dt_rank: r,
                     chunk: a.chunk as u32,
-                    _pad: [0; 3],
+                    delta_at,
+                    _pad: [0; 2],
                 };
                 let carry =
                     scan_carry::ScanCarryParams { plane: di * n, state_offset: i * di * n, _pad: [0; 2] };
@@ -204,9 +210,15 @@ impl Plan {
                     chunk: a.chunk as u32,
                     state_offset: i * di * n,
                     xz_stride: 2 * di,
-                    _pad: 0,
+                    delta_at,
+                    map_len,
+                    slot_len,
+                    slot_ssm_at: conv_total + i * di * n,
+                    _pad: [0; 3],
                 };
-                let dt = linear::LinearParams { flags: linear::SOFTPLUS, ..lin(dbc_stride, di) };
+                // Δ lands in the second half of u‖Δ: y_col works as a base offset.
+                let dt =
+                    linear::LinearParams { flags: linear::SOFTPLUS, y_col: delta_at, ..lin(dbc_stride, di) };
                 let out = linear::LinearParams { flags: linear::ACCUMULATE, ..lin(di, d) };
                 LayerPlan {
                     norm: b.call(&k.rms_norm, &norm(0), &[&a.h, &l.norm, &a.x_norm]),
@@ -214,20 +226,23 @@ impl Plan {
                     conv: b.call(
                         &k.conv1d_silu,
                         &conv,
-                        &[&a.xz, &l.conv, l.conv_bias.as_ref().unwrap_or(&w.dummy), &s.conv, &a.u],
+                        &[
+                            &a.xz,
+                            &l.conv,
+                            l.conv_bias.as_ref().unwrap_or(&w.dummy),
+                            &s.conv,
+                            &a.ud,
+                            &a.capture,
+                        ],
                     ),
-                    x_proj: b.linear(&a.u, &l.x_proj, &a.dbc, lin(di, dbc_stride)),
-                    dt_proj: b.linear(&a.dbc, &l.dt_proj, &a.delta, dt),
-                    scan_chunks: b.call(
-                        &k.scan_chunks,
-                        &chunks,
-                        &[&a.u, &a.delta, &a.dbc, &l.a_d, &a.chunk_ab],
-                    ),
+                    x_proj: b.linear(&a.ud, &l.x_proj, &a.dbc, lin(di, dbc_stride)),
+                    dt_proj: b.linear(&a.dbc, &l.dt_proj, &a.ud, dt),
+                    scan_chunks: b.call(&k.scan_chunks, &chunks, &[&a.ud, &a.dbc, &l.a_d, &a.chunk_ab]),
                     scan_carry: b.call(&k.scan_carry, &carry, &[&a.chunk_ab, &s.ssm, &a.chunk_h0]),
                     scan_output: b.call(
                         &k.scan_output,
                         &output,
-                        &[&a.u, &a.delta, &a.dbc, &a.xz, &l.a_d, &a.chunk_h0, &s.ssm, &a.y],
+                        &[&a.ud, &a.dbc, &a.xz, &l.a_d, &a.chunk_h0, &s.ssm, &a.y, &a.capture],
                     ),
                     out_proj: b.linear(&a.y, &l.out_proj, &a.h, out),
                 }

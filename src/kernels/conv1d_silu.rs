@@ -9,13 +9,15 @@ pub const SOURCE: &str = include_str!("../../shaders/conv1d_silu.wgsl");
 /// Largest `conv_kernel` the shader supports (`K_MAX`).
 pub const K_MAX: usize = 8;
 
-/// step, params, xz (T, 2·E·D), weight (E·D, K), bias (E·D), conv state (L, K−1, E·D), u (T, E·D).
+/// step, params, xz (T, 2·E·D), weight (E·D, K), bias (E·D), conv state (L, K−1, E·D),
+/// u‖Δ (2, T_max, E·D), capture (map + checkpoint slots).
 pub const BINDINGS: &[Binding] = &[
     Binding::Uniform,
     Binding::Uniform,
     Binding::Read,
     Binding::Read,
     Binding::Read,
+    Binding::ReadWrite,
     Binding::ReadWrite,
     Binding::ReadWrite,
 ];
@@ -34,8 +36,12 @@ pub struct Conv1dParams {
     pub state_offset: u32,
     /// 1 when there is a bias.
     pub has_bias: u32,
+    /// T_max: length of the position map at the start of the capture buffer.
+    pub map_len: u32,
+    /// Floats per checkpoint slot.
+    pub slot_len: u32,
     /// Padding to 32 bytes.
-    pub _pad: [u32; 3],
+    pub _pad: u32,
 }
 
 /// Workgroups: one invocation per channel.

@@ -9,16 +9,9 @@ pub const SOURCE: &str = include_str!("../../shaders/scan_chunks.wgsl");
 /// Floats of workgroup memory the scan kernels stage B (and C) in (`STAGE`).
 pub const STAGE: usize = 2048;
 
-/// step, params, u (T, E·D), Δ (T, E·D), dbc (T, R+2N), A‖D, chunk a‖b (chunks, 2, E·D, N).
-pub const BINDINGS: &[Binding] = &[
-    Binding::Uniform,
-    Binding::Uniform,
-    Binding::Read,
-    Binding::Read,
-    Binding::Read,
-    Binding::Read,
-    Binding::ReadWrite,
-];
+/// step, params, u‖Δ (2, T_max, E·D), dbc (T, R+2N), A‖D, chunk a‖b (chunks, 2, E·D, N).
+pub const BINDINGS: &[Binding] =
+    &[Binding::Uniform, Binding::Uniform, Binding::Read, Binding::Read, Binding::Read, Binding::ReadWrite];
 
 /// `Params` of the shader.
 #[repr(C)]
@@ -34,8 +27,10 @@ pub struct ScanChunksParams {
     pub dt_rank: u32,
     /// Tokens per chunk.
     pub chunk: u32,
+    /// T_max · E·D: where Δ starts in the u‖Δ buffer.
+    pub delta_at: u32,
     /// Padding to 32 bytes.
-    pub _pad: [u32; 3],
+    pub _pad: [u32; 2],
 }
 
 /// Tokens per scan chunk for state size `d_state`: B‖C of a chunk must fit the staging area.

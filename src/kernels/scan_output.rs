@@ -9,7 +9,8 @@ pub const SOURCE: &str = include_str!("../../shaders/scan_output.wgsl");
 /// Largest `state_size` the shader supports (`N_MAX`).
 pub const N_MAX: usize = 64;
 
-/// step, params, u, Δ, dbc, xz, A‖D, chunk start states, SSM state (L, E·D, N), y (T, E·D).
+/// step, params, u‖Δ, dbc, xz, A‖D, chunk start states, SSM state (L, E·D, N), y (T, E·D),
+/// capture (map + checkpoint slots). Eight storage bindings: WebGPU's guaranteed minimum.
 pub const BINDINGS: &[Binding] = &[
     Binding::Uniform,
     Binding::Uniform,
@@ -18,7 +19,7 @@ pub const BINDINGS: &[Binding] = &[
     Binding::Read,
     Binding::Read,
     Binding::Read,
-    Binding::Read,
+    Binding::ReadWrite,
     Binding::ReadWrite,
     Binding::ReadWrite,
 ];
@@ -41,6 +42,14 @@ pub struct ScanOutputParams {
     pub state_offset: u32,
     /// 2·E·D.
     pub xz_stride: u32,
-    /// Padding to 32 bytes.
-    pub _pad: u32,
+    /// T_max · E·D: where Δ starts in the u‖Δ buffer.
+    pub delta_at: u32,
+    /// T_max: length of the position map at the start of the capture buffer.
+    pub map_len: u32,
+    /// Floats per checkpoint slot.
+    pub slot_len: u32,
+    /// Where this layer's SSM state sits in a slot: L·(K−1)·E·D + layer·E·D·N.
+    pub slot_ssm_at: u32,
+    /// Padding to 48 bytes.
+    pub _pad: [u32; 3],
 }

@@ -53,6 +53,9 @@ impl ModelWeights {
         let embedding = uniform(&mut rng, c.vocab_size * d, 0.02 * 3f32.sqrt());
         let norm_f = around(&mut rng, d, 1.0, 0.1);
         let lm_head = (!c.tie_embeddings).then(|| uniform(&mut rng, c.vocab_size * d, fan(d)));
-        Self { config: c.clone(), embedding, layers, norm_f, lm_head }
+        let mut h = blake3::Hasher::new();
+        h.update(format!("random {seed} {c:?}").as_bytes());
+        let fingerprint = *h.finalize().as_bytes();
+        Self { config: c.clone(), embedding, layers, norm_f, lm_head, fingerprint }
     }
 }

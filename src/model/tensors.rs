@@ -120,6 +120,23 @@ impl TensorStore {
         }
     }
 
+    /// blake3 over `context`, then every tensor's name, dtype, shape and first 4 KiB of data.
+    pub fn fingerprint(&self, context: &str) -> [u8; 32] {
+        let mut h = blake3::Hasher::new();
+        h.update(context.as_bytes());
+        let mut names: Vec<&String> = self.entries.keys().collect();
+        names.sort();
+        for name in names {
+            let e = &self.entries[name];
+            let shard = &self.shards[e.shard];
+            let (start, end) = e.info.data_offsets;
+            let data = &shard.bytes[shard.data_start + start..shard.data_start + end.min(start + 4096)];
+            h.update(format!("{name} {} {:?}", e.info.dtype, e.info.shape).as_bytes());
+            h.update(data);
+        }
+        *h.finalize().as_bytes()
+    }
+
     fn file_names(&self) -> String {
         self.shards.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
     }

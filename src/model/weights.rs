@@ -54,6 +54,10 @@ pub struct ModelWeights {
     /// Untied LM head, when the checkpoint has `lm_head.weight`; else the embedding is used.
     /// (V, D)
     pub lm_head: Option<Vec<f32>>,
+    /// Identifies the model for exported states: blake3 over the config, every tensor's name,
+    /// dtype and shape, and the first bytes of its data (so two fine-tunes of one architecture
+    /// differ).
+    pub fingerprint: [u8; 32],
 }
 
 impl ModelWeights {
@@ -88,7 +92,8 @@ impl ModelWeights {
                 file: "the checkpoint (config says tie_word_embeddings = false)".into(),
             });
         };
-        Ok(Self { config: config.clone(), embedding, layers, norm_f, lm_head })
+        let fingerprint = store.fingerprint(&format!("{config:?}"));
+        Ok(Self { config: config.clone(), embedding, layers, norm_f, lm_head, fingerprint })
     }
 
     /// The LM head matrix: `lm_head.weight` if present, else the tied embedding. (V, D)

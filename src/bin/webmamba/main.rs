@@ -4,10 +4,13 @@
 //! webmamba logits   --model DIR --ids 1,2,3 [--backend cpu|gpu] --out logits.npy
 //! webmamba generate --model DIR --prompt TEXT --max-tokens N [--temperature 0] [--seed S] [--backend cpu|gpu]
 //! webmamba bench    [--model DIR | --shape 130m] [--prompt-tokens N] [--decode-tokens N]
+//! webmamba replay   --model DIR --ops FILE [--checkpoint-interval B] [--retention dense|sparse:K]
+//!                   [--budget BYTES] [--backend cpu|gpu]
 //! ```
 
 mod bench;
 mod npy;
+mod replay;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -64,6 +67,8 @@ enum Command {
     },
     /// Measures prefill and decode speed of each backend, side by side in one run.
     Bench(bench::BenchArgs),
+    /// Runs a JSON list of session operations on one checkpoint cache; prints a JSON line each.
+    Replay(replay::ReplayArgs),
 }
 
 /// Where the forward pass runs.
@@ -128,6 +133,7 @@ fn main() -> Result<()> {
             writeln!(stdout, "{}", stream.finish(&tokenizer)?)?;
         }
         Command::Bench(args) => bench::run(args)?,
+        Command::Replay(args) => replay::run(args)?,
     }
     Ok(())
 }

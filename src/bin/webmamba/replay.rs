@@ -1,0 +1,116 @@
+//! `webmamba replay`: runs a JSON list of session operations against one shared checkpoint
+//! cache and prints one JSON object per operation — for reproducing what a chat app did.
+//!
+//! Ops: `{"append": [ids]}`, `{"append_text": "..."}`, `{"generate": N}` (greedy),
+//! `{"rewind": LEN}`, `{"edit": [ids]}`, `{"new_session": true}`.
+//! Output fields: `op`, `ids` (tokens generated), `prefilled` (tokens this op ran through the
+//! model), `resumed_from` (prefix length of the restored checkpoint, or null), `checkpoints`
+//! (cached positions on this session's history), `history_len`, and `text` for generate.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use serde_json::{Value, json};
+use webmamba::sampling::Sampler;
+use webmamba::{CacheConfig, GenerateOptions, Matmul, Retention, Runtime, Tokenizer};
+
+use crate::{Backend, checkpoint, engine};
+
+/// Options of `webmamba replay`.
+#[derive(Args)]
+pub struct ReplayArgs {
+    /// Model folder.
+    #[arg(long)]
+    model: PathBuf,
+    /// JSON file: an array of operations.
+    #[arg(long)]
+    ops: PathBuf,
+    /// B: tokens per checkpoint block.
+    #[arg(long, default_value_t = 64)]
+    checkpoint_interval: usize,
+    /// `dense` or `sparse:K` (keep every K-th block boundary, plus prompt ends).
+    #[arg(long, default_value = "dense")]
+    retention: String,
+    /// Cache budget in bytes.
+    #[arg(long, default_value_t = 256 << 20)]
+    budget: u64,
+    /// Where to run the model.
+    #[arg(long, value_enum, default_value_t = Backend::Cpu)]
+    backend: Backend,
+}
+
+fn retention(s: &str) -> Result<Retention> {
+    match s.split_once(':') {
+        None if s == "dense" => Ok(Retention::Dense),
+        Some(("sparse", k)) => Ok(Retention::Sparse(k.parse().context("sparse:K needs a number")?)),
+        _ => bail!("--retention must be dense or sparse:K, not {s:?}"),
+    }
+}
+
+fn ids(v: &Value) -> Result<Vec<u32>> {
+    v.as_array()
+        .context("expected an array of token ids")?
+        .iter()
+        .map(|x| x.as_u64().map(|x| x as u32).context("token ids are non-negative integers"))
+        .collect()
+}
+
+pub fn run(a: ReplayArgs) -> Result<()> {
+    let ops: Vec<Value> =
+        serde_json::from_slice(&std::fs::read(&a.ops).with_context(|| a.ops.display().to_string())?)
+            .context("--ops must be a JSON array")?;
+    let checkpoint = checkpoint(&a.model)?;
+    let tokenizer = checkpoint.tokenizer_json.as_deref().map(Tokenizer::from_bytes).transpose()?;
+    let config = CacheConfig {
+        block_size: a.checkpoint_interval,
+        retention: retention(&a.retention)?,
+        budget_bytes: a.budget,
+    };
+    let mut rt = Runtime::new(engine(checkpoint.weights()?, a.backend, Matmul::Auto)?, config)?;
+    let mut session = rt.new_session()?;
+    for op in ops {
+        let (name, arg) = op
+            .as_object()
+            .and_then(|o| o.iter().next())
+            .with_context(|| format!("an op is an object with one key, not {op}"))?;
+        let before = rt.stats(session)?.tokens_prefilled;
+        let mut generated = Vec::new();
+        let mut resumed_from = None;
+        match name.as_str() {
+            "append" => resumed_from = pollster::block_on(rt.append(session, &ids(arg)?))?.resumed_from,
+            "append_text" => {
+                let tok = tokenizer.as_ref().context("append_text needs the model's tokenizer.json")?;
+                let tokens = tok.encode(arg.as_str().context("append_text takes a string")?, false)?;
+                resumed_from = pollster::block_on(rt.append(session, &tokens))?.resumed_from;
+            }
+            "edit" => resumed_from = pollster::block_on(rt.edit(session, &ids(arg)?))?.resumed_from,
+            "rewind" => {
+                let len = arg.as_u64().context("rewind takes a length")? as usize;
+                resumed_from = pollster::block_on(rt.rewind(session, len))?.resumed_from;
+            }
+            "generate" => {
+                let n = arg.as_u64().context("generate takes a token count")? as usize;
+                let options = GenerateOptions { max_tokens: n, stop_at_eos: true };
+                generated =
+                    pollster::block_on(rt.generate(session, &mut Sampler::greedy(), options, |_| true))?;
+            }
+            "new_session" => session = rt.new_session()?,
+            other => bail!("unknown op {other:?}"),
+        }
+        let stats = rt.stats(session)?;
+        let mut line = json!({
+            "op": name,
+            "ids": generated,
+            "prefilled": stats.tokens_prefilled - before.min(stats.tokens_prefilled),
+            "resumed_from": resumed_from,
+            "checkpoints": stats.checkpoints,
+            "history_len": rt.history(session)?.len(),
+        });
+        if let (Some(tok), "generate") = (&tokenizer, name.as_str()) {
+            line["text"] = json!(tok.decode(&generated, true)?);
+        }
+        println!("{line}");
+    }
+    Ok(())
+}

@@ -1,0 +1,378 @@
+//! [`StateCache`]: which recurrent states are kept, under which keys, and which to evict. It is
+//! bookkeeping only: the states themselves live in the engine's checkpoint slots (GPU buffers
+//! for the GPU engine), addressed by slot id, so nothing here touches the device.
+//!
+//! Two kinds of entries:
+//! - **block** entries: the state after `b · B` tokens (B = `block_size`), keyed by the chained
+//!   key of those blocks; kept at every boundary (dense) or every k-th (sparse);
+//! - **prompt-end** entries: the state after the last token of a prompt (any length) plus that
+//!   position's logits, keyed by the chain key of its whole blocks and its tail tokens. Always
+//!   kept (the vLLM v0.31.0rc2 fix); an identical resend hits one and prefills nothing.
+//!
+//! Eviction is LRU over entries no session pins; each live session pins its latest prompt-end.
+//! Bytes in use (state slot + stored logits per entry) never exceed the budget.
+
+pub mod keys;
+
+use std::collections::HashMap;
+
+use crate::error::{Error, Result};
+use keys::Key;
+
+/// Which block boundaries are kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Retention {
+    /// Every block boundary.
+    Dense,
+    /// Every `k`-th block boundary (b·B with b a multiple of k), plus prompt-ends.
+    Sparse(usize),
+}
+
+impl Retention {
+    /// Whether the boundary after block `b` (b ≥ 1) is kept.
+    pub fn keeps(self, b: usize) -> bool {
+        match self {
+            Retention::Dense => true,
+            Retention::Sparse(k) => b.is_multiple_of(k.max(1)),
+        }
+    }
+}
+
+/// Cache settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CacheConfig {
+    /// B: tokens per block; checkpoints sit at multiples of B (and at prompt ends).
+    pub block_size: usize,
+    /// Which boundaries are kept.
+    pub retention: Retention,
+    /// Most bytes the cached states and logits may take.
+    pub budget_bytes: u64,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        Self { block_size: 64, retention: Retention::Dense, budget_bytes: 256 << 20 }
+    }
+}
+
+/// Entry id (index into the entry table).
+pub type EntryId = usize;
+
+/// What an entry holds.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Kind {
+    /// A block boundary state.
+    Block,
+    /// A prompt-end state: `tail` are the tokens after the last whole block, `logits` the
+    /// logits at the last position.
+    PromptEnd { tail: Vec<u32>, logits: Vec<f32> },
+}
+
+/// One cached state.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    /// Tokens of the prefix this state follows.
+    pub len: usize,
+    /// Engine slot holding the state.
+    pub slot: usize,
+    /// Chain key of the whole blocks of the prefix.
+    pub key: Key,
+    /// Block or prompt-end.
+    pub kind: Kind,
+    last_used: u64,
+    pins: usize,
+}
+
+impl Entry {
+    /// Whether it is a prompt-end (with logits).
+    pub fn logits(&self) -> Option<&[f32]> {
+        match &self.kind {
+            Kind::PromptEnd { logits, .. } => Some(logits),
+            Kind::Block => None,
+        }
+    }
+}
+
+/// Counters over the cache's life.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Entries held now.
+    pub entries: usize,
+    /// Bytes they take.
+    pub bytes_used: u64,
+    /// The budget.
+    pub budget_bytes: u64,
+    /// Entries evicted so far.
+    pub evictions: u64,
+}
+
+/// The cache's bookkeeping. See the module documentation.
+pub struct StateCache {
+    config: CacheConfig,
+    slot_bytes: u64,
+    logits_bytes: u64,
+    entries: Vec<Option<Entry>>,
+    blocks: HashMap<Key, EntryId>,
+    ends: HashMap<Key, Vec<EntryId>>,
+    free_slots: Vec<usize>,
+    bytes_used: u64,
+    /// Bytes of slots handed out by `reserve` and not yet inserted or released.
+    bytes_reserved: u64,
+    tick: u64,
+    evictions: u64,
+}
+
+impl StateCache {
+    /// A cache over `slots` (engine slot ids, each `slot_bytes`); prompt-end logits cost
+    /// `logits_bytes`. The budget must hold at least one prompt-end.
+    pub fn new(config: CacheConfig, slots: Vec<usize>, slot_bytes: u64, logits_bytes: u64) -> Result<Self> {
+        if config.block_size == 0 || matches!(config.retention, Retention::Sparse(0)) {
+            return Err(Error::InvalidInput("block size and sparse interval must be at least 1".into()));
+        }
+        if config.budget_bytes < slot_bytes + logits_bytes {
+            return Err(Error::CacheBudget {
+                needed: slot_bytes + logits_bytes,
+                budget: config.budget_bytes,
+                reason: "the budget cannot hold a single prompt-end checkpoint".into(),
+            });
+        }
+        Ok(Self {
+            config,
+            slot_bytes,
+            logits_bytes,
+            entries: Vec::new(),
+            blocks: HashMap::new(),
+            ends: HashMap::new(),
+            free_slots: slots.into_iter().rev().collect(),
+            bytes_used: 0,
+            bytes_reserved: 0,
+            tick: 0,
+            evictions: 0,
+        })
+    }
+
+    /// Slots a budget can use: no more than fit in it as bare states.
+    pub fn slots_for(config: &CacheConfig, slot_bytes: u64) -> usize {
+        (config.budget_bytes / slot_bytes.max(1)) as usize
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &CacheConfig {
+        &self.config
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> CacheStats {
+        CacheStats {
+            entries: self.entries.iter().flatten().count(),
+            bytes_used: self.bytes_used,
+            budget_bytes: self.config.budget_bytes,
+            evictions: self.evictions,
+        }
+    }
+
+    /// An entry.
+    pub fn entry(&self, id: EntryId) -> Option<&Entry> {
+        self.entries.get(id).and_then(Option::as_ref)
+    }
+
+    fn cost(&self, kind: &Kind) -> u64 {
+        self.slot_bytes + if matches!(kind, Kind::PromptEnd { .. }) { self.logits_bytes } else { 0 }
+    }
+
+    /// The longest cached state for a prefix of `tokens` usable to continue them: the state
+    /// after m < n tokens, or after all n tokens only from a prompt-end (whose logits make
+    /// recomputing the last position unnecessary). `keys` is `keys::chain(tokens, B)`.
+    pub fn lookup(&mut self, tokens: &[u32], keys: &[Key]) -> Option<EntryId> {
+        let n = tokens.len();
+        let block = self.config.block_size;
+        for b in (0..keys.len()).rev() {
+            let mut best: Option<(usize, EntryId)> = None;
+            for &id in self.ends.get(&keys[b]).into_iter().flatten() {
+                let e = self.entries[id].as_ref().expect("indexed entries exist");
+                if let Kind::PromptEnd { tail, .. } = &e.kind
+                    && e.len <= n
+                    && tokens[b * block..e.len] == tail[..]
+                    && best.is_none_or(|(len, _)| e.len > len)
+                {
+                    best = Some((e.len, id));
+                }
+            }
+            if best.is_none() && b > 0 && b * block < n {
+                best = self.blocks.get(&keys[b]).map(|&id| (b * block, id));
+            }
+            if let Some((_, id)) = best {
+                self.touch(id);
+                return Some(id);
+            }
+        }
+        None
+    }
+
+    /// Whether the block boundary after block `b` of a prefix with chain key `key` should be
+    /// captured: retention keeps it and it is not cached yet.
+    pub fn wants_block(&self, b: usize, key: &Key) -> bool {
+        b > 0 && self.config.retention.keeps(b) && !self.blocks.contains_key(key)
+    }
+
+    /// Whether a prompt-end for exactly `tokens` (chain `keys`) is cached; returns it.
+    pub fn find_end(&self, tokens: &[u32], keys: &[Key]) -> Option<EntryId> {
+        let b = keys.len() - 1;
+        let tail = &tokens[b * self.config.block_size..];
+        self.ends.get(&keys[b])?.iter().copied().find(|&id| {
+            let e = self.entries[id].as_ref().expect("indexed entries exist");
+            matches!(&e.kind, Kind::PromptEnd { tail: t, .. } if t[..] == *tail)
+        })
+    }
+
+    /// Makes room for and returns a slot for a new entry of `kind`'s cost, evicting least
+    /// recently used unpinned entries. A block entry is optional: `Ok(None)` when no room can
+    /// be made. A prompt-end is not: [`Error::CacheBudget`] then. Nothing is evicted on failure.
+    pub fn reserve(&mut self, prompt_end: bool) -> Result<Option<usize>> {
+        let cost = self.slot_bytes + if prompt_end { self.logits_bytes } else { 0 };
+        let budget = self.config.budget_bytes;
+        let mut victims: Vec<(u64, EntryId)> = self
+            .entries
+            .iter()
+            .enumerate()
+            .filter_map(|(id, e)| e.as_ref().filter(|e| e.pins == 0).map(|e| (e.last_used, id)))
+            .collect();
+        victims.sort_unstable();
+        // How many victims the new entry needs (bytes and a free slot), checked before evicting.
+        let (mut bytes, mut slots, mut needed) =
+            (self.bytes_used + self.bytes_reserved, self.free_slots.len(), 0);
+        while bytes + cost > budget || slots == 0 {
+            let Some(&(_, id)) = victims.get(needed) else {
+                if !prompt_end {
+                    return Ok(None);
+                }
+                return Err(Error::CacheBudget {
+                    needed: cost,
+                    budget,
+                    reason: format!(
+                        "{} bytes are held by checkpoints pinned by live sessions (their latest prompt ends) \
+                         or reserved for this call",
+                        self.bytes_used + self.bytes_reserved
+                    ),
+                });
+            };
+            bytes -= self.cost(&self.entries[id].as_ref().expect("victim exists").kind);
+            slots += 1;
+            needed += 1;
+        }
+        for &(_, id) in &victims[..needed] {
+            self.remove(id);
+            self.evictions += 1;
+        }
+        self.bytes_reserved += cost;
+        Ok(Some(self.free_slots.pop().expect("a slot was made free")))
+    }
+
+    /// Gives back a slot from [`StateCache::reserve`] that ended up unused.
+    pub fn release(&mut self, slot: usize, prompt_end: bool) {
+        self.bytes_reserved -= self.slot_bytes + if prompt_end { self.logits_bytes } else { 0 };
+        self.free_slots.push(slot);
+    }
+
+    /// Records a block entry for the state after `len` tokens (chain key `key`) in `slot`
+    /// (reserved with `reserve(false)`).
+    pub fn insert_block(&mut self, key: Key, len: usize, slot: usize) -> EntryId {
+        let id = self.insert(Entry { len, slot, key, kind: Kind::Block, last_used: 0, pins: 0 });
+        self.blocks.insert(key, id);
+        id
+    }
+
+    /// Records a prompt-end entry for `tokens` (chain `keys`) in `slot` (reserved with
+    /// `reserve(true)`) with its logits.
+    pub fn insert_end(&mut self, tokens: &[u32], keys: &[Key], slot: usize, logits: Vec<f32>) -> EntryId {
+        let b = keys.len() - 1;
+        let tail = tokens[b * self.config.block_size..].to_vec();
+        let key = keys[b];
+        let kind = Kind::PromptEnd { tail, logits };
+        let id = self.insert(Entry { len: tokens.len(), slot, key, kind, last_used: 0, pins: 0 });
+        self.ends.entry(key).or_default().push(id);
+        id
+    }
+
+    /// Inserts an entry into a slot from `reserve` (its reserved bytes become used bytes).
+    fn insert(&mut self, mut e: Entry) -> EntryId {
+        let cost = self.cost(&e.kind);
+        self.bytes_reserved -= cost;
+        self.bytes_used += cost;
+        self.tick += 1;
+        e.last_used = self.tick;
+        match self.entries.iter().position(Option::is_none) {
+            Some(id) => {
+                self.entries[id] = Some(e);
+                id
+            }
+            None => {
+                self.entries.push(Some(e));
+                self.entries.len() - 1
+            }
+        }
+    }
+
+    fn remove(&mut self, id: EntryId) {
+        let e = self.entries[id].take().expect("entry exists");
+        self.bytes_used -= self.cost(&e.kind);
+        self.free_slots.push(e.slot);
+        match e.kind {
+            Kind::Block => {
+                self.blocks.remove(&e.key);
+            }
+            Kind::PromptEnd { .. } => {
+                if let Some(ids) = self.ends.get_mut(&e.key) {
+                    ids.retain(|&x| x != id);
+                    if ids.is_empty() {
+                        self.ends.remove(&e.key);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Marks an entry as just used.
+    pub fn touch(&mut self, id: EntryId) {
+        self.tick += 1;
+        if let Some(e) = self.entries[id].as_mut() {
+            e.last_used = self.tick;
+        }
+    }
+
+    /// Pins (`+1`) or unpins (`−1`) an entry: pinned entries are never evicted.
+    pub fn pin(&mut self, id: EntryId, on: bool) {
+        if let Some(e) = self.entries[id].as_mut() {
+            e.pins = if on { e.pins + 1 } else { e.pins.saturating_sub(1) };
+        }
+    }
+
+    /// Whether an entry is pinned.
+    pub fn is_pinned(&self, id: EntryId) -> bool {
+        self.entry(id).is_some_and(|e| e.pins > 0)
+    }
+
+    /// Positions of every cached state on the path of `tokens` (block boundaries and
+    /// prompt-ends that are prefixes of it), ascending.
+    pub fn positions_on(&self, tokens: &[u32], keys: &[Key]) -> Vec<usize> {
+        let block = self.config.block_size;
+        let mut out = Vec::new();
+        for (b, key) in keys.iter().enumerate() {
+            if b > 0 && self.blocks.contains_key(key) {
+                out.push(b * block);
+            }
+            for &id in self.ends.get(key).into_iter().flatten() {
+                let e = self.entries[id].as_ref().expect("indexed entries exist");
+                if let Kind::PromptEnd { tail, .. } = &e.kind
+                    && e.len <= tokens.len()
+                    && tokens[b * block..e.len] == tail[..]
+                {
+                    out.push(e.len);
+                }
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+}

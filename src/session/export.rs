@@ -1,0 +1,147 @@
+//! Exporting a session's state as bytes (to keep across a reload, or move between tabs) and
+//! importing it back.
+//!
+//! Format, little-endian:
+//! ```text
+//! magic  "WMSTATE\0"                    8 bytes
+//! version u32 = 1
+//! model fingerprint                     32 bytes  (ModelWeights::fingerprint)
+//! token prefix hash                     32 bytes  (blake3 of the tokens)
+//! n_tokens u64, tokens u32 × n_tokens
+//! n_logits u64, logits f32 × n_logits  (the logits after the last token; 0 or V of them)
+//! n_state u64,  state f32 × n_state    (State::to_flat)
+//! checksum                              32 bytes  (blake3 of everything before it)
+//! ```
+
+use crate::cache::keys;
+use crate::cpu::State;
+use crate::error::{Error, Result};
+use crate::session::{Done, Runtime, SessionId};
+
+const MAGIC: &[u8; 8] = b"WMSTATE\0";
+const VERSION: u32 = 1;
+
+fn tokens_hash(tokens: &[u32]) -> [u8; 32] {
+    let mut h = blake3::Hasher::new();
+    h.update(b"webmamba/tokens/v1");
+    for t in tokens {
+        h.update(&t.to_le_bytes());
+    }
+    *h.finalize().as_bytes()
+}
+
+/// A cursor over exported bytes that fails with [`Error::CorruptState`] when they run out.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        if self.0.len() < n {
+            return Err(Error::CorruptState("the data ends early".into()));
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+    fn u64(&mut self) -> Result<u64> {
+        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes")))
+    }
+    fn words(&mut self) -> Result<&'a [u8]> {
+        let n = self.u64()?;
+        let bytes = n.checked_mul(4).filter(|&b| b <= self.0.len() as u64);
+        self.take(bytes.ok_or_else(|| Error::CorruptState("a length field is too large".into()))? as usize)
+    }
+}
+
+impl Runtime {
+    /// The session's history, logits and live state as bytes (see the module documentation).
+    pub async fn export_state(&mut self, id: SessionId) -> Result<Vec<u8>> {
+        let s = self.session(id)?;
+        if !s.live_valid {
+            let history = s.history.clone();
+            self.ensure(id, &history).await?;
+        }
+        self.activate(id)?;
+        let state = self.engine.read_state().await?;
+        let s = self.session(id)?;
+        let logits = s.logits.as_deref().unwrap_or(&[]);
+        let flat = state.to_flat();
+        let mut out = Vec::with_capacity(128 + 4 * (s.history.len() + logits.len() + flat.len()));
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.extend_from_slice(&self.engine.fingerprint());
+        out.extend_from_slice(&tokens_hash(&s.history));
+        out.extend_from_slice(&(s.history.len() as u64).to_le_bytes());
+        out.extend_from_slice(bytemuck::cast_slice(&s.history));
+        out.extend_from_slice(&(logits.len() as u64).to_le_bytes());
+        out.extend_from_slice(bytemuck::cast_slice(logits));
+        out.extend_from_slice(&(flat.len() as u64).to_le_bytes());
+        out.extend_from_slice(bytemuck::cast_slice(&flat));
+        let checksum = *blake3::hash(&out).as_bytes();
+        out.extend_from_slice(&checksum);
+        Ok(out)
+    }
+
+    /// Replaces the session's history and live state with exported ones. Bytes from another
+    /// model or another format version are [`Error::StateMismatch`]; damaged bytes are
+    /// [`Error::CorruptState`]. The session is unchanged when this fails.
+    pub async fn import_state(&mut self, id: SessionId, bytes: &[u8]) -> Result<()> {
+        self.session(id)?;
+        if bytes.len() < 32 + MAGIC.len() {
+            return Err(Error::CorruptState("too short to be an exported state".into()));
+        }
+        let (body, checksum) = bytes.split_at(bytes.len() - 32);
+        if blake3::hash(body).as_bytes() != checksum {
+            return Err(Error::CorruptState("checksum mismatch".into()));
+        }
+        let mut r = Reader(body);
+        if r.take(8)? != MAGIC {
+            return Err(Error::StateMismatch("not a webmamba state".into()));
+        }
+        let version = u32::from_le_bytes(r.take(4)?.try_into().expect("4 bytes"));
+        if version != VERSION {
+            return Err(Error::StateMismatch(format!(
+                "format version {version}; this build reads {VERSION}"
+            )));
+        }
+        if r.take(32)? != self.engine.fingerprint() {
+            return Err(Error::StateMismatch("the state was exported from a different model".into()));
+        }
+        let prefix_hash = r.take(32)?;
+        let tokens: Vec<u32> = bytemuck::pod_collect_to_vec(r.words()?);
+        let logits: Vec<f32> = bytemuck::pod_collect_to_vec(r.words()?);
+        let flat: Vec<f32> = bytemuck::pod_collect_to_vec(r.words()?);
+        if !r.0.is_empty() {
+            return Err(Error::CorruptState("trailing bytes".into()));
+        }
+        if tokens_hash(&tokens) != prefix_hash {
+            return Err(Error::CorruptState("the token prefix hash does not match the tokens".into()));
+        }
+        let c = self.engine.config();
+        if !(logits.is_empty() || logits.len() == c.vocab_size) || tokens.is_empty() != logits.is_empty() {
+            return Err(Error::StateMismatch("the logits do not fit this model".into()));
+        }
+        self.check_tokens(&tokens)?;
+        let state = State::from_flat(c, &flat)
+            .map_err(|_| Error::StateMismatch("the state does not fit this model".into()))?;
+
+        let keys = keys::chain(&tokens, self.cache.config().block_size);
+        let existing = self.cache.find_end(&tokens, &keys);
+        let slot = match (existing, tokens.is_empty()) {
+            (None, false) => self.cache.reserve(true)?,
+            _ => None,
+        };
+        self.activate(id)?;
+        self.engine.write_state(&state)?;
+        let end = match (existing, slot) {
+            (Some(e), _) => Some(e),
+            (None, Some(slot)) => {
+                self.engine.save_state(slot)?;
+                Some(self.cache.insert_end(&tokens, &keys, slot, logits.clone()))
+            }
+            (None, None) => None,
+        };
+        let logits = (!logits.is_empty()).then_some(logits);
+        self.commit(id, Done { history: tokens, keys, logits, end, prefilled: 0, missed: false });
+        Ok(())
+    }
+}
