@@ -18,8 +18,8 @@ pub enum Engine {
         model: Box<CpuModel>,
         /// The working state.
         state: State,
-        /// Checkpoint slots.
-        slots: Vec<State>,
+        /// Checkpoint slots, filled on first use (so an unused budget costs no memory).
+        slots: Vec<Option<State>>,
     },
     /// The WebGPU model (its working state lives in GPU buffers).
     Gpu(Box<GpuModel>),
@@ -85,7 +85,7 @@ impl Engine {
                 let positions: Vec<usize> = captures.iter().map(|c| c.0).collect();
                 let (logits, states) = model.forward_capturing(tokens, state, which, &positions)?;
                 for (&(_, slot), s) in captures.iter().zip(states) {
-                    slots[slot] = s;
+                    slots[slot] = Some(s);
                 }
                 Ok(logits)
             }
@@ -96,9 +96,9 @@ impl Engine {
     /// Adds `n` checkpoint slots (each holds one whole state); returns their ids.
     pub fn add_slots(&mut self, n: usize) -> Result<Range<usize>> {
         match self {
-            Engine::Cpu { model, slots, .. } => {
+            Engine::Cpu { slots, .. } => {
                 let first = slots.len();
-                slots.resize(first + n, State::zeros(model.config()));
+                slots.resize(first + n, None);
                 Ok(first..slots.len())
             }
             Engine::Gpu(m) => m.add_slots(n),
@@ -109,7 +109,7 @@ impl Engine {
     pub fn save_state(&mut self, slot: usize) -> Result<()> {
         match self {
             Engine::Cpu { state, slots, .. } => {
-                *slots.get_mut(slot).ok_or_else(|| no_slot(slot))? = state.clone();
+                *slots.get_mut(slot).ok_or_else(|| no_slot(slot))? = Some(state.clone());
                 Ok(())
             }
             Engine::Gpu(m) => m.save_state(slot),
@@ -120,7 +120,7 @@ impl Engine {
     pub fn load_state(&mut self, slot: usize) -> Result<()> {
         match self {
             Engine::Cpu { state, slots, .. } => {
-                *state = slots.get(slot).ok_or_else(|| no_slot(slot))?.clone();
+                *state = slots.get(slot).and_then(Option::clone).ok_or_else(|| no_slot(slot))?;
                 Ok(())
             }
             Engine::Gpu(m) => m.load_state(slot),
@@ -130,7 +130,7 @@ impl Engine {
     /// A CPU copy of `slot`.
     pub async fn read_slot(&self, slot: usize) -> Result<State> {
         match self {
-            Engine::Cpu { slots, .. } => slots.get(slot).cloned().ok_or_else(|| no_slot(slot)),
+            Engine::Cpu { slots, .. } => slots.get(slot).and_then(Option::clone).ok_or_else(|| no_slot(slot)),
             Engine::Gpu(m) => m.read_slot(slot).await,
         }
     }
@@ -140,7 +140,7 @@ impl Engine {
         match self {
             Engine::Cpu { model, slots, .. } => {
                 new.check_fits(model.config())?;
-                *slots.get_mut(slot).ok_or_else(|| no_slot(slot))? = new.clone();
+                *slots.get_mut(slot).ok_or_else(|| no_slot(slot))? = Some(new.clone());
                 Ok(())
             }
             Engine::Gpu(m) => m.write_slot(slot, new),
@@ -177,5 +177,5 @@ impl Engine {
 }
 
 fn no_slot(slot: usize) -> Error {
-    Error::InvalidInput(format!("no checkpoint slot {slot}"))
+    Error::InvalidInput(format!("no checkpoint slot {slot}, or nothing saved in it"))
 }

@@ -113,6 +113,10 @@ pub enum Error {
     #[error("corrupt state: {0}")]
     CorruptState(String),
 
+    /// A call came in while another call on the same model was still running (JavaScript).
+    #[error("busy: {0}")]
+    Busy(String),
+
     /// No session with this id (closed, or never opened).
     #[error("no session {0}")]
     NoSession(u64),
@@ -153,6 +157,7 @@ impl Error {
             Error::StateMismatch(_) => "StateMismatch",
             Error::CorruptState(_) => "CorruptState",
             Error::NoSession(_) => "NoSession",
+            Error::Busy(_) => "Busy",
             Error::InvalidInput(_) => "InvalidInput",
             Error::LimitExceeded { .. } => "LimitExceeded",
         }

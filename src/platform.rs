@@ -57,3 +57,10 @@ pub async fn browser_adapter_name() -> Option<String> {
     #[cfg(not(target_arch = "wasm32"))]
     None
 }
+
+/// Lets the browser's event loop run (paint, handle a Stop click) between decode steps; a
+/// no-op natively.
+pub async fn yield_now() {
+    #[cfg(target_arch = "wasm32")]
+    gloo_timers::future::TimeoutFuture::new(0).await;
+}

@@ -26,6 +26,11 @@ impl Sampler {
         Self { temperature: 0.0, rng: SmallRng::seed_from_u64(0) }
     }
 
+    /// The temperature (0: greedy).
+    pub fn temperature(&self) -> f32 {
+        self.temperature
+    }
+
     /// The next token id for `logits` (V).
     pub fn sample(&mut self, logits: &[f32]) -> Result<u32> {
         if logits.is_empty() || logits.iter().any(|v| v.is_nan()) {

@@ -486,6 +486,7 @@ impl Runtime {
             if (options.stop_at_eos && Some(token) == eos) || !on_token(token) {
                 break;
             }
+            crate::platform::yield_now().await;
         }
         self.store_end(id)?;
         Ok(out)

@@ -3,6 +3,8 @@
 //! property (see [`crate::Error::code`]); nothing here unwraps, so no panic reaches JS.
 
 mod adapter_info;
+mod model;
+mod session;
 
 use std::rc::Rc;
 
@@ -13,6 +15,8 @@ use crate::gpu::GpuContext;
 use crate::kernels::RmsNorm;
 
 pub use adapter_info::AdapterInfo;
+pub use model::{LoadOptions, Model, ModelInfo};
+pub use session::{GenerateOptions, Outcome, Session, Stats};
 
 /// Installs the panic hook (a bug would otherwise show as `unreachable` with no message).
 #[wasm_bindgen(start)]

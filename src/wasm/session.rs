@@ -1,0 +1,265 @@
+//! [`Session`] for JavaScript: a thin wrapper over a [`crate::session::Runtime`] session.
+//! Text goes in and out through the model's tokenizer; generation streams pieces of text to an
+//! `onToken` callback and can be stopped between tokens with `stop()`.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::future_to_promise;
+
+use crate::error::Result;
+use crate::sampling::Sampler;
+use crate::session::{GenerateOptions as NativeOptions, SessionId};
+use crate::wasm::model::Shared;
+use crate::wasm::to_js;
+
+/// What an operation did: tokens run through the model and the checkpoint it resumed from.
+#[wasm_bindgen]
+#[derive(Clone, Copy, Debug)]
+pub struct Outcome {
+    /// Tokens run through the model.
+    pub prefilled: u32,
+    /// Length of the prefix whose cached checkpoint was restored (undefined if none).
+    #[wasm_bindgen(js_name = resumedFrom)]
+    pub resumed_from: Option<u32>,
+}
+
+impl From<crate::session::Outcome> for Outcome {
+    fn from(o: crate::session::Outcome) -> Self {
+        Outcome { prefilled: o.prefilled as u32, resumed_from: o.resumed_from.map(|r| r as u32) }
+    }
+}
+
+/// A session's counters, its checkpoints and the cache's.
+#[wasm_bindgen(getter_with_clone)]
+#[derive(Clone, Debug)]
+pub struct Stats {
+    /// Tokens run through the model for this session.
+    #[wasm_bindgen(js_name = tokensPrefilled)]
+    pub tokens_prefilled: f64,
+    /// Operations that restored a cached checkpoint.
+    pub hits: f64,
+    /// Operations that started from zeros.
+    pub misses: f64,
+    /// Positions of cached states on this session's history.
+    pub checkpoints: Vec<u32>,
+    /// Bytes of one checkpoint.
+    #[wasm_bindgen(js_name = checkpointBytes)]
+    pub checkpoint_bytes: f64,
+    /// Tokens in the history.
+    #[wasm_bindgen(js_name = historyLength)]
+    pub history_length: u32,
+    /// Entries in the shared cache.
+    #[wasm_bindgen(js_name = cacheEntries)]
+    pub cache_entries: u32,
+    /// Bytes the shared cache uses.
+    #[wasm_bindgen(js_name = cacheBytes)]
+    pub cache_bytes: f64,
+    /// The cache's budget.
+    #[wasm_bindgen(js_name = cacheBudget)]
+    pub cache_budget: f64,
+}
+
+/// Options of [`Session::generate`]. `new GenerateOptions()` gives greedy decoding of 64 tokens.
+#[wasm_bindgen]
+#[derive(Clone, Copy, Debug)]
+pub struct GenerateOptions {
+    /// Most tokens to generate.
+    #[wasm_bindgen(js_name = maxTokens)]
+    pub max_tokens: u32,
+    /// 0: greedy; otherwise sample from softmax(logits / temperature).
+    pub temperature: f32,
+    /// Reseed the sampler (otherwise it continues where it stopped, so stop + continue equals
+    /// one uninterrupted run).
+    pub seed: Option<f64>,
+    /// Stop after the end-of-text token.
+    #[wasm_bindgen(js_name = stopAtEos)]
+    pub stop_at_eos: bool,
+}
+
+#[wasm_bindgen]
+impl GenerateOptions {
+    /// Greedy, 64 tokens, stopping at end-of-text.
+    #[wasm_bindgen(constructor)]
+    pub fn new() -> GenerateOptions {
+        GenerateOptions { max_tokens: 64, temperature: 0.0, seed: None, stop_at_eos: true }
+    }
+}
+
+impl Default for GenerateOptions {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A conversation: a token history and its live state on the model.
+#[wasm_bindgen]
+pub struct Session {
+    shared: Rc<Shared>,
+    id: SessionId,
+    stop: Rc<Cell<bool>>,
+    sampler: Rc<RefCell<Option<Sampler>>>,
+}
+
+impl Session {
+    pub(crate) fn new(shared: Rc<Shared>, id: SessionId) -> Self {
+        Session { shared, id, stop: Rc::new(Cell::new(false)), sampler: Rc::new(RefCell::new(None)) }
+    }
+
+    fn promise<T: Into<JsValue>>(
+        &self,
+        f: impl AsyncFnOnce(Rc<Shared>, SessionId) -> Result<T> + 'static,
+    ) -> js_sys::Promise {
+        let (shared, id) = (Rc::clone(&self.shared), self.id);
+        future_to_promise(async move { f(shared, id).await.map(Into::into).map_err(to_js) })
+    }
+}
+
+#[wasm_bindgen]
+impl Session {
+    /// Feeds `text` after the history; resolves when its state is ready.
+    #[wasm_bindgen(unchecked_return_type = "Promise<Outcome>")]
+    pub fn append(&self, text: String) -> js_sys::Promise {
+        self.promise(async move |shared, id| {
+            let tokens = shared.tokenizer()?.encode(&text, false)?;
+            Ok(Outcome::from(shared.with(async |rt| rt.append(id, &tokens).await).await?))
+        })
+    }
+
+    /// Feeds token ids after the history.
+    #[wasm_bindgen(js_name = appendTokens, unchecked_return_type = "Promise<Outcome>")]
+    pub fn append_tokens(&self, ids: Vec<u32>) -> js_sys::Promise {
+        self.promise(async move |shared, id| {
+            Ok(Outcome::from(shared.with(async |rt| rt.append(id, &ids).await).await?))
+        })
+    }
+
+    /// Generates after the history, calling `onToken(text, id)` for each piece of text as it
+    /// arrives; resolves to the generated text. `stop()` ends it between tokens.
+    #[wasm_bindgen(unchecked_return_type = "Promise<string>")]
+    pub fn generate(
+        &self,
+        options: &GenerateOptions,
+        #[wasm_bindgen(js_name = onToken, unchecked_param_type = "((text: string, id: number) => void) | undefined")]
+        on_token: Option<js_sys::Function>,
+    ) -> js_sys::Promise {
+        let options = *options;
+        let (stop, sampler) = (Rc::clone(&self.stop), Rc::clone(&self.sampler));
+        stop.set(false);
+        self.promise(async move |shared, id| {
+            let mut current = sampler.borrow_mut().take();
+            let reseed = options.seed.is_some()
+                || current.as_ref().is_none_or(|s| s.temperature() != options.temperature);
+            if reseed {
+                current = Some(Sampler::new(options.temperature, options.seed.unwrap_or(0.0) as u64)?);
+            }
+            let mut s = current.expect("a sampler");
+            let tokenizer = shared.tokenizer()?;
+            let mut stream = tokenizer.stream(true);
+            let mut text = String::new();
+            let native =
+                NativeOptions { max_tokens: options.max_tokens as usize, stop_at_eos: options.stop_at_eos };
+            let result = shared
+                .with(async |rt| {
+                    rt.generate(id, &mut s, native, |token| {
+                        if let Ok(Some(piece)) = stream.step(tokenizer, token) {
+                            text.push_str(&piece);
+                            if let Some(f) = &on_token
+                                && f.call2(&JsValue::NULL, &piece.into(), &token.into()).is_err()
+                            {
+                                return false;
+                            }
+                        }
+                        !stop.get()
+                    })
+                    .await
+                })
+                .await;
+            *sampler.borrow_mut() = Some(s);
+            result?;
+            text.push_str(&stream.finish(tokenizer)?);
+            Ok(text)
+        })
+    }
+
+    /// Stops a running `generate` after the current token (the state stays at the last token
+    /// emitted, so `generate` again continues exactly).
+    pub fn stop(&self) {
+        self.stop.set(true);
+    }
+
+    /// Truncates the history to `length` tokens (regenerate, undo), resuming from the nearest
+    /// checkpoint.
+    #[wasm_bindgen(unchecked_return_type = "Promise<Outcome>")]
+    pub fn rewind(&self, length: u32) -> js_sys::Promise {
+        self.promise(async move |shared, id| {
+            Ok(Outcome::from(shared.with(async |rt| rt.rewind(id, length as usize).await).await?))
+        })
+    }
+
+    /// Replaces the history with `text` (an edited prompt), resuming from its longest cached
+    /// prefix.
+    #[wasm_bindgen(unchecked_return_type = "Promise<Outcome>")]
+    pub fn edit(&self, text: String) -> js_sys::Promise {
+        self.promise(async move |shared, id| {
+            let tokens = shared.tokenizer()?.encode(&text, false)?;
+            Ok(Outcome::from(shared.with(async |rt| rt.edit(id, &tokens).await).await?))
+        })
+    }
+
+    /// The history's token ids.
+    pub fn tokens(&self) -> std::result::Result<Vec<u32>, JsValue> {
+        self.shared.with_sync(|rt| Ok(rt.history(self.id)?.to_vec())).map_err(to_js)
+    }
+
+    /// The history as text.
+    pub fn text(&self) -> std::result::Result<String, JsValue> {
+        let tokens = self.tokens()?;
+        self.shared.tokenizer().and_then(|t| t.decode(&tokens, true)).map_err(to_js)
+    }
+
+    /// Counters and checkpoints.
+    pub fn stats(&self) -> std::result::Result<Stats, JsValue> {
+        self.shared
+            .with_sync(|rt| {
+                let s = rt.stats(self.id)?;
+                let c = rt.cache_stats();
+                Ok(Stats {
+                    tokens_prefilled: s.tokens_prefilled as f64,
+                    hits: s.hits as f64,
+                    misses: s.misses as f64,
+                    checkpoints: s.checkpoints.iter().map(|&p| p as u32).collect(),
+                    checkpoint_bytes: s.checkpoint_bytes as f64,
+                    history_length: rt.history(self.id)?.len() as u32,
+                    cache_entries: c.entries as u32,
+                    cache_bytes: c.bytes_used as f64,
+                    cache_budget: c.budget_bytes as f64,
+                })
+            })
+            .map_err(to_js)
+    }
+
+    /// The history, logits and state as bytes (keep them across a reload).
+    #[wasm_bindgen(js_name = exportState, unchecked_return_type = "Promise<Uint8Array>")]
+    pub fn export_state(&self) -> js_sys::Promise {
+        self.promise(async move |shared, id| {
+            let bytes = shared.with(async |rt| rt.export_state(id).await).await?;
+            Ok(js_sys::Uint8Array::from(bytes.as_slice()))
+        })
+    }
+
+    /// Restores exported bytes into this session (typed errors for another model or damage).
+    #[wasm_bindgen(js_name = importState, unchecked_return_type = "Promise<void>")]
+    pub fn import_state(&self, bytes: Vec<u8>) -> js_sys::Promise {
+        self.promise(async move |shared, id| {
+            shared.with(async |rt| rt.import_state(id, &bytes).await).await?;
+            Ok(JsValue::UNDEFINED)
+        })
+    }
+
+    /// Closes the session (its checkpoints become evictable).
+    pub fn close(&self) -> std::result::Result<(), JsValue> {
+        self.shared.with_sync(|rt| rt.close_session(self.id)).map_err(to_js)
+    }
+}
