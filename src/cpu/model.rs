@@ -65,19 +65,7 @@ impl CpuModel {
         positions: &[usize],
     ) -> Result<(Vec<f32>, Vec<State>)> {
         let c = &self.w.config;
-        if positions.windows(2).any(|w| w[0] >= w[1]) || positions.last().is_some_and(|&p| p >= tokens.len())
-        {
-            return Err(Error::InvalidInput("checkpoint positions must ascend within the tokens".into()));
-        }
-        if tokens.is_empty() {
-            return Err(Error::InvalidInput("forward needs at least one token".into()));
-        }
-        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= c.vocab_size) {
-            return Err(Error::InvalidInput(format!(
-                "token id {bad} is outside the vocabulary (size {})",
-                c.vocab_size
-            )));
-        }
+        c.check_forward(tokens, positions.iter().copied())?;
         if state.layers.len() != c.n_layer {
             return Err(Error::InvalidInput(format!(
                 "state has {} layers, the model {}",

@@ -122,20 +122,7 @@ impl GpuModel {
         captures: &[(usize, usize)],
     ) -> Result<Vec<f32>> {
         let c = &self.config;
-        if tokens.is_empty() {
-            return Err(Error::InvalidInput("forward needs at least one token".into()));
-        }
-        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= c.vocab_size) {
-            return Err(Error::InvalidInput(format!(
-                "token id {bad} is outside the vocabulary (size {})",
-                c.vocab_size
-            )));
-        }
-        if captures.windows(2).any(|w| w[0].0 >= w[1].0)
-            || captures.last().is_some_and(|l| l.0 >= tokens.len())
-        {
-            return Err(Error::InvalidInput("checkpoint positions must ascend within the tokens".into()));
-        }
+        c.check_forward(tokens, captures.iter().map(|c| c.0))?;
         for &(_, slot) in captures {
             self.slots.locate(slot)?;
         }

@@ -283,6 +283,34 @@ impl Config {
         Ok(())
     }
 
+    /// Fails unless every id is inside the vocabulary.
+    pub fn check_ids(&self, tokens: &[u32]) -> Result<()> {
+        match tokens.iter().find(|&&t| t as usize >= self.vocab_size) {
+            Some(bad) => Err(Error::InvalidInput(format!(
+                "token id {bad} is outside the vocabulary (size {})",
+                self.vocab_size
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// The checks every forward pass makes before touching any state: at least one token, ids
+    /// inside the vocabulary, checkpoint positions ascending and within the tokens.
+    pub fn check_forward(&self, tokens: &[u32], positions: impl IntoIterator<Item = usize>) -> Result<()> {
+        if tokens.is_empty() {
+            return Err(Error::InvalidInput("forward needs at least one token".into()));
+        }
+        self.check_ids(tokens)?;
+        let mut previous = None;
+        for p in positions {
+            if previous.is_some_and(|q| q >= p) || p >= tokens.len() {
+                return Err(Error::InvalidInput("checkpoint positions must ascend within the tokens".into()));
+            }
+            previous = Some(p);
+        }
+        Ok(())
+    }
+
     /// Width of `x_proj`'s output: Δ (R) ‖ B (N) ‖ C (N).
     pub fn x_proj_dim(&self) -> usize {
         self.dt_rank + 2 * self.d_state

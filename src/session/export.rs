@@ -120,7 +120,7 @@ impl Runtime {
         if !(logits.is_empty() || logits.len() == c.vocab_size) || tokens.is_empty() != logits.is_empty() {
             return Err(Error::StateMismatch("the logits do not fit this model".into()));
         }
-        self.check_tokens(&tokens)?;
+        self.engine.config().check_ids(&tokens)?;
         let state = State::from_flat(c, &flat)
             .map_err(|_| Error::StateMismatch("the state does not fit this model".into()))?;
 

@@ -230,16 +230,6 @@ impl Runtime {
         Ok(())
     }
 
-    fn check_tokens(&self, tokens: &[u32]) -> Result<()> {
-        let vocab = self.engine.config().vocab_size;
-        match tokens.iter().find(|&&t| t as usize >= vocab) {
-            Some(bad) => {
-                Err(Error::InvalidInput(format!("token id {bad} is outside the vocabulary (size {vocab})")))
-            }
-            None => Ok(()),
-        }
-    }
-
     /// Feeds `tokens` after the session's history.
     pub async fn append(&mut self, id: SessionId, tokens: &[u32]) -> Result<Outcome> {
         let mut target = self.session(id)?.history.clone();
@@ -271,7 +261,7 @@ impl Runtime {
     /// logits of its last position. Fails before changing anything when the tokens are bad or
     /// the cache cannot keep the prompt-end checkpoint.
     pub async fn ensure(&mut self, id: SessionId, target: &[u32]) -> Result<Outcome> {
-        self.check_tokens(target)?;
+        self.engine.config().check_ids(target)?;
         self.activate(id)?;
         let block = self.cache.config().block_size;
         let keys = keys::chain(target, block);
