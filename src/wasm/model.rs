@@ -89,28 +89,26 @@ pub struct ModelInfo {
     pub state_bytes: f64,
 }
 
-/// What [`Model`] and its sessions share: the runtime (taken out while a call runs, so a
-/// second concurrent call is a `Busy` error rather than a panic) and the tokenizer.
+/// What [`Model`] and its sessions share: the runtime (taken out while a call runs, see
+/// [`Lease`], so a second concurrent call is a `Busy` error rather than a panic) and the
+/// tokenizer.
 pub(crate) struct Shared {
     pub rt: RefCell<Option<Runtime>>,
     pub tokenizer: Option<Tokenizer>,
 }
 
 impl Shared {
-    /// Runs `f` with the runtime taken out of the cell (no borrow is held across awaits).
-    pub async fn with<T, F: AsyncFnOnce(&mut Runtime) -> Result<T>>(&self, f: F) -> Result<T> {
-        let mut rt = self.take()?;
-        let out = f(&mut rt).await;
-        *self.rt.borrow_mut() = Some(rt);
-        out
-    }
-
     /// Runs a synchronous `f` on the runtime.
     pub fn with_sync<T>(&self, f: impl FnOnce(&mut Runtime) -> Result<T>) -> Result<T> {
         let mut rt = self.take()?;
         let out = f(&mut rt);
         *self.rt.borrow_mut() = Some(rt);
         out
+    }
+
+    /// Whether no call holds the runtime.
+    pub fn is_idle(&self) -> bool {
+        self.rt.try_borrow().is_ok_and(|r| r.is_some())
     }
 
     fn take(&self) -> Result<Runtime> {
@@ -125,6 +123,34 @@ impl Shared {
         self.tokenizer
             .as_ref()
             .ok_or_else(|| Error::Tokenizer("the model was loaded without tokenizer.json".into()))
+    }
+}
+
+/// The runtime, taken out of [`Shared`] for the whole of one asynchronous call. It is taken
+/// when the call is made, not when its future first runs, so a call made while another is
+/// pending is `Busy` on every backend (the CPU one never suspends); dropping the lease — the
+/// call finished, failed or was abandoned — puts the runtime back.
+pub(crate) struct Lease {
+    shared: Rc<Shared>,
+    rt: Option<Runtime>,
+}
+
+impl Lease {
+    pub fn new(shared: &Rc<Shared>) -> Result<Lease> {
+        Ok(Lease { shared: Rc::clone(shared), rt: Some(shared.take()?) })
+    }
+
+    /// The runtime and what else the model shares.
+    pub fn parts(&mut self) -> (&mut Runtime, &Shared) {
+        (self.rt.as_mut().expect("a lease holds the runtime until it is dropped"), &self.shared)
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if let Some(rt) = self.rt.take() {
+            *self.shared.rt.borrow_mut() = Some(rt);
+        }
     }
 }
 

@@ -10,8 +10,8 @@ use wasm_bindgen_futures::future_to_promise;
 
 use crate::error::Result;
 use crate::sampling::Sampler;
-use crate::session::{GenerateOptions as NativeOptions, SessionId};
-use crate::wasm::model::Shared;
+use crate::session::{GenerateOptions as NativeOptions, Runtime, SessionId};
+use crate::wasm::model::{Lease, Shared};
 use crate::wasm::to_js;
 
 /// What an operation did: tokens run through the model and the checkpoint it resumed from.
@@ -109,10 +109,14 @@ impl Session {
 
     fn promise<T: Into<JsValue>>(
         &self,
-        f: impl AsyncFnOnce(Rc<Shared>, SessionId) -> Result<T> + 'static,
+        f: impl AsyncFnOnce(&mut Runtime, &Shared, SessionId) -> Result<T> + 'static,
     ) -> js_sys::Promise {
-        let (shared, id) = (Rc::clone(&self.shared), self.id);
-        future_to_promise(async move { f(shared, id).await.map(Into::into).map_err(to_js) })
+        let (lease, id) = (Lease::new(&self.shared), self.id);
+        future_to_promise(async move {
+            let mut lease = lease.map_err(to_js)?;
+            let (rt, shared) = lease.parts();
+            f(rt, shared, id).await.map(Into::into).map_err(to_js)
+        })
     }
 }
 
@@ -121,17 +125,17 @@ impl Session {
     /// Feeds `text` after the history; resolves when its state is ready.
     #[wasm_bindgen(unchecked_return_type = "Promise<Outcome>")]
     pub fn append(&self, text: String) -> js_sys::Promise {
-        self.promise(async move |shared, id| {
+        self.promise(async move |rt: &mut Runtime, shared: &Shared, id| {
             let tokens = shared.tokenizer()?.encode(&text, false)?;
-            Ok(Outcome::from(shared.with(async |rt| rt.append(id, &tokens).await).await?))
+            Ok(Outcome::from(rt.append(id, &tokens).await?))
         })
     }
 
     /// Feeds token ids after the history.
     #[wasm_bindgen(js_name = appendTokens, unchecked_return_type = "Promise<Outcome>")]
     pub fn append_tokens(&self, ids: Vec<u32>) -> js_sys::Promise {
-        self.promise(async move |shared, id| {
-            Ok(Outcome::from(shared.with(async |rt| rt.append(id, &ids).await).await?))
+        self.promise(async move |rt: &mut Runtime, _: &Shared, id| {
+            Ok(Outcome::from(rt.append(id, &ids).await?))
         })
     }
 
@@ -146,8 +150,10 @@ impl Session {
     ) -> js_sys::Promise {
         let options = *options;
         let (stop, sampler) = (Rc::clone(&self.stop), Rc::clone(&self.sampler));
-        stop.set(false);
-        self.promise(async move |shared, id| {
+        if self.shared.is_idle() {
+            stop.set(false); // not when this call will be Busy: a running generate keeps its stop
+        }
+        self.promise(async move |rt: &mut Runtime, shared: &Shared, id| {
             let mut current = sampler.borrow_mut().take();
             let reseed = options.seed.is_some()
                 || current.as_ref().is_none_or(|s| s.temperature() != options.temperature);
@@ -160,20 +166,17 @@ impl Session {
             let mut text = String::new();
             let native =
                 NativeOptions { max_tokens: options.max_tokens as usize, stop_at_eos: options.stop_at_eos };
-            let result = shared
-                .with(async |rt| {
-                    rt.generate(id, &mut s, native, |token| {
-                        if let Ok(Some(piece)) = stream.step(tokenizer, token) {
-                            text.push_str(&piece);
-                            if let Some(f) = &on_token
-                                && f.call2(&JsValue::NULL, &piece.into(), &token.into()).is_err()
-                            {
-                                return false;
-                            }
+            let result = rt
+                .generate(id, &mut s, native, |token| {
+                    if let Ok(Some(piece)) = stream.step(tokenizer, token) {
+                        text.push_str(&piece);
+                        if let Some(f) = &on_token
+                            && f.call2(&JsValue::NULL, &piece.into(), &token.into()).is_err()
+                        {
+                            return false;
                         }
-                        !stop.get()
-                    })
-                    .await
+                    }
+                    !stop.get()
                 })
                 .await;
             *sampler.borrow_mut() = Some(s);
@@ -193,8 +196,8 @@ impl Session {
     /// checkpoint.
     #[wasm_bindgen(unchecked_return_type = "Promise<Outcome>")]
     pub fn rewind(&self, length: u32) -> js_sys::Promise {
-        self.promise(async move |shared, id| {
-            Ok(Outcome::from(shared.with(async |rt| rt.rewind(id, length as usize).await).await?))
+        self.promise(async move |rt: &mut Runtime, _: &Shared, id| {
+            Ok(Outcome::from(rt.rewind(id, length as usize).await?))
         })
     }
 
@@ -202,9 +205,9 @@ impl Session {
     /// prefix.
     #[wasm_bindgen(unchecked_return_type = "Promise<Outcome>")]
     pub fn edit(&self, text: String) -> js_sys::Promise {
-        self.promise(async move |shared, id| {
+        self.promise(async move |rt: &mut Runtime, shared: &Shared, id| {
             let tokens = shared.tokenizer()?.encode(&text, false)?;
-            Ok(Outcome::from(shared.with(async |rt| rt.edit(id, &tokens).await).await?))
+            Ok(Outcome::from(rt.edit(id, &tokens).await?))
         })
     }
 
@@ -243,8 +246,8 @@ impl Session {
     /// The history, logits and state as bytes (keep them across a reload).
     #[wasm_bindgen(js_name = exportState, unchecked_return_type = "Promise<Uint8Array>")]
     pub fn export_state(&self) -> js_sys::Promise {
-        self.promise(async move |shared, id| {
-            let bytes = shared.with(async |rt| rt.export_state(id).await).await?;
+        self.promise(async move |rt: &mut Runtime, _: &Shared, id| {
+            let bytes = rt.export_state(id).await?;
             Ok(js_sys::Uint8Array::from(bytes.as_slice()))
         })
     }
@@ -252,8 +255,8 @@ impl Session {
     /// Restores exported bytes into this session (typed errors for another model or damage).
     #[wasm_bindgen(js_name = importState, unchecked_return_type = "Promise<void>")]
     pub fn import_state(&self, bytes: Vec<u8>) -> js_sys::Promise {
-        self.promise(async move |shared, id| {
-            shared.with(async |rt| rt.import_state(id, &bytes).await).await?;
+        self.promise(async move |rt: &mut Runtime, _: &Shared, id| {
+            rt.import_state(id, &bytes).await?;
             Ok(JsValue::UNDEFINED)
         })
     }
