@@ -1,9 +1,12 @@
-// The demo page: opens the GPU through webmamba's wasm package, shows the adapter, and runs
-// the proof kernel (RMSNorm) against a float64 reference computed here in JavaScript.
-import init, { Gpu } from './pkg/webmamba.js';
+// The demo: loads the embedded model (www/models/shakespeare-mamba-3m) through webmamba's wasm
+// package, on WebGPU when the browser has it (else on the CPU), and chats with one session.
+// Generate edits the session to the prompt (only what changed is re-read), Stop/Continue pause
+// and resume exactly, Regenerate rewinds to the prompt's end (a kept checkpoint: nothing re-read).
+import init, { Model, LoadOptions, GenerateOptions } from './pkg/webmamba.js';
 
-const ROWS = 256, COLS = 768, EPS = 1e-5, TOLERANCE = 1e-5;
+const MODEL_DIR = 'models/shakespeare-mamba-3m';
 const $ = (id) => document.getElementById(id);
+let model, session, promptLength = 0, generating = false;
 
 function setState(state, message) {
   document.body.dataset.state = state;
@@ -11,88 +14,136 @@ function setState(state, message) {
 }
 
 function fillTable(id, rows) {
-  const body = $(id).tBodies[0];
-  body.replaceChildren(...rows.map(([k, v, cls]) => {
+  $(id).tBodies[0].replaceChildren(...rows.map(([k, v]) => {
     const tr = document.createElement('tr');
-    const th = document.createElement('td');
-    const td = document.createElement('td');
-    th.textContent = k;
-    td.textContent = v;
-    if (cls) td.className = cls;
-    tr.append(th, td);
+    for (const text of [k, v]) {
+      const td = document.createElement('td');
+      td.textContent = text;
+      tr.append(td);
+    }
     return tr;
   }));
 }
 
-// Seeded xorshift so every run checks the same numbers.
-function randomArray(n, seed, scale) {
-  let s = seed >>> 0 || 1;
-  const out = new Float32Array(n);
-  for (let i = 0; i < n; i++) {
-    s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0;
-    out[i] = (s / 2 ** 32 * 2 - 1) * scale;
-  }
-  return out;
+async function fetchBytes(name) {
+  const response = await fetch(`${MODEL_DIR}/${name}`);
+  if (!response.ok) throw new Error(`${name}: HTTP ${response.status}`);
+  return new Uint8Array(await response.arrayBuffer());
 }
 
-function rmsNormReference(x, w, eps) {
-  const cols = w.length, y = new Float64Array(x.length);
-  for (let r = 0; r < x.length / cols; r++) {
-    let ss = 0;
-    for (let i = 0; i < cols; i++) ss += x[r * cols + i] ** 2;
-    const scale = 1 / Math.sqrt(ss / cols + eps);
-    for (let i = 0; i < cols; i++) y[r * cols + i] = x[r * cols + i] * scale * w[i];
-  }
-  return y;
-}
+const mib = (bytes) => `${(bytes / 2 ** 20).toFixed(bytes < 2 ** 20 ? 2 : 1)} MiB`;
 
-async function runProof(gpu) {
-  const x = randomArray(ROWS * COLS, 1234, 3), w = randomArray(COLS, 99, 2);
-  const t0 = performance.now();
-  const y = await gpu.rmsNorm(x, w, EPS);
-  const ms = performance.now() - t0;
-  const ref = rmsNormReference(x, w, EPS);
-  let worst = 0, at = 0;
-  for (let i = 0; i < y.length; i++) {
-    const d = Math.abs(y[i] - ref[i]);
-    if (!(d <= worst)) { worst = d; at = i; }
+function showStats(outcome) {
+  const s = session.stats();
+  if (outcome) {
+    const from = outcome.resumedFrom === undefined ? 'no checkpoint' : `the checkpoint after token ${outcome.resumedFrom}`;
+    $('outcome').textContent = `Prompt: ${outcome.prefilled} token(s) run through the model, resumed from ${from}.`;
+    $('outcome').dataset.prefilled = String(outcome.prefilled);
+    $('outcome').dataset.resumedFrom = String(outcome.resumedFrom ?? '');
   }
-  const ok = worst <= TOLERANCE;
-  fillTable('proof', [
-    ['shape', `${ROWS} × ${COLS} (float32), eps ${EPS}`],
-    ['GPU time', `${ms.toFixed(1)} ms (upload, kernel, readback)`],
-    ['max |GPU − CPU|', `${worst.toExponential(2)} at index ${at}`],
-    ['result', ok ? `PASS (tolerance ${TOLERANCE})` : `FAIL (tolerance ${TOLERANCE})`, ok ? 'pass' : 'fail'],
+  fillTable('checkpoints', [
+    ['history', `${s.historyLength} tokens`],
+    ['checkpoints on it', s.checkpoints.length ? Array.from(s.checkpoints).join(', ') : 'none yet'],
+    ['one checkpoint', mib(s.checkpointBytes)],
+    ['cache', `${s.cacheEntries} checkpoints, ${mib(s.cacheBytes)} of ${mib(s.cacheBudget)}`],
+    ['tokens run (session)', `${s.tokensPrefilled}, ${s.hits} resume(s) from a checkpoint`],
   ]);
-  $('proof').dataset.maxError = String(worst);
-  return ok;
+}
+
+function setBusy(busy) {
+  generating = busy;
+  $('generate').disabled = busy;
+  $('regenerate').disabled = busy || promptLength === 0;
+  $('continue').disabled = busy || promptLength === 0;
+  $('stop').disabled = !busy;
+}
+
+function options(reseed) {
+  const o = new GenerateOptions();
+  o.maxTokens = Number($('max-tokens').value) || 80;
+  o.temperature = Number($('temperature').value) || 0;
+  if (reseed) o.seed = Number($('seed').value) || 0;
+  return o;
+}
+
+async function run(action) {
+  setBusy(true);
+  try {
+    await action();
+    setState('done', `Done (${model.info.backend === 'gpu' ? 'WebGPU' : 'CPU'}).`);
+  } catch (e) {
+    showError(e);
+  } finally {
+    setBusy(false);
+    showStats();
+  }
+}
+
+async function generate(reseed) {
+  const out = $('output').querySelector('.generated');
+  setState('running', 'Generating…');
+  const ids = [];
+  await session.generate(options(reseed), (text, id) => {
+    out.textContent += text;
+    ids.push(id);
+  });
+  $('output').dataset.tokens = (($('output').dataset.tokens || '') + ' ' + ids.join(' ')).trim();
+}
+
+async function onGenerate() {
+  await run(async () => {
+    const prompt = $('prompt').value;
+    setState('running', 'Reading the prompt…');
+    const outcome = await session.edit(prompt);
+    promptLength = session.tokens().length;
+    showStats(outcome);
+    $('output').querySelector('.prompt-text').textContent = prompt;
+    $('output').querySelector('.generated').textContent = '';
+    $('output').dataset.tokens = '';
+    await generate(true);
+  });
+}
+
+async function onRegenerate() {
+  await run(async () => {
+    const outcome = await session.rewind(promptLength);
+    showStats(outcome);
+    $('output').querySelector('.generated').textContent = '';
+    $('output').dataset.tokens = '';
+    await generate(true);
+  });
+}
+
+async function onContinue() {
+  await run(() => generate(false));
 }
 
 async function main() {
-  $('shape').textContent = `a ${ROWS} × ${COLS} matrix of random numbers`;
   try {
     await init();
-    setState('loading', 'Opening the GPU…');
-    const gpu = await Gpu.create();
-    const a = gpu.adapter;
-    fillTable('adapter', [
-      ['adapter', a.name],
-      ['backend', `${a.backend} (${a.deviceType})`],
-      ['shader-f16', a.shaderF16 ? 'yes' : 'no (f32 weights)'],
-      ['timestamp queries', a.timestampQuery ? 'yes' : 'no'],
-      ['max storage binding', `${(a.maxStorageBufferBindingSize / 2 ** 20).toFixed(0)} MiB`],
-      ['max buffer', `${(a.maxBufferSize / 2 ** 20).toFixed(0)} MiB`],
-      ['max workgroup', `${a.maxComputeInvocationsPerWorkgroup} invocations`],
+    setState('loading', 'Downloading the model…');
+    const [config, weights, tokenizer] = await Promise.all(
+      ['config.json', 'model.safetensors', 'tokenizer.json'].map(fetchBytes));
+    setState('loading', `Loading ${mib(weights.length)} of weights…`);
+    model = await Model.load(config, weights, tokenizer, new LoadOptions());
+    session = model.newSession();
+    window.demo = { model, get session() { return session; } }; // for the console (and the smoke test)
+    const info = model.info;
+    fillTable('model', [
+      ['model', `${MODEL_DIR.split('/').pop()}: d_model ${info.dModel}, ${info.layers} layers, vocabulary ${info.vocab}`],
+      ['running on', info.backend === 'gpu' ? `WebGPU — ${info.adapter}` : `the CPU — ${info.adapter}`],
+      ['state size', mib(info.stateBytes)],
     ]);
-    $('adapter').dataset.name = a.name;
-    setState('loading', 'Running the proof kernel…');
-    const run = async () => {
-      const ok = await runProof(gpu);
-      setState(ok ? 'done' : 'error', ok ? 'The GPU kernel matches the CPU.' : 'The GPU kernel does NOT match the CPU.');
-    };
-    await run();
-    $('rerun').disabled = false;
-    $('rerun').onclick = () => run().catch(showError);
+    document.body.dataset.backend = info.backend;
+    $('generate').onclick = onGenerate;
+    $('regenerate').onclick = onRegenerate;
+    $('continue').onclick = onContinue;
+    $('stop').onclick = () => session.stop();
+    setBusy(false);
+    showStats();
+    setState('ready', info.backend === 'gpu'
+      ? 'Ready. Write a prompt and press Generate.'
+      : 'WebGPU is not available in this browser: running on the CPU (slower). Write a prompt and press Generate.');
   } catch (e) {
     showError(e);
   }

@@ -78,7 +78,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         bail!("--prompt-tokens and --decode-tokens must be at least 1");
     }
     let weights = match &a.model {
-        Some(dir) => checkpoint(dir)?.weights()?,
+        Some(dir) => checkpoint(Some(dir))?.weights()?,
         None => ModelWeights::random(&shape_config(a.shape), 1),
     };
     let c = weights.config.clone();

@@ -1,14 +1,16 @@
-//! `webmamba`: the native command-line tool.
+//! `webmamba`: the native command-line tool. Without `--model`, commands use the embedded
+//! default model (shakespeare-mamba-3m).
 //!
 //! ```text
-//! webmamba logits   --model DIR --ids 1,2,3 [--backend cpu|gpu] --out logits.npy
-//! webmamba generate --model DIR --prompt TEXT --max-tokens N [--temperature 0] [--seed S] [--backend cpu|gpu]
+//! webmamba logits   [--model DIR] --ids 1,2,3 [--backend cpu|gpu] --out logits.npy
+//! webmamba generate [--model DIR] --prompt TEXT --max-tokens N [--temperature 0] [--seed S] [--backend cpu|gpu]
 //! webmamba bench    [--model DIR | --shape 130m] [--prompt-tokens N] [--decode-tokens N]
-//! webmamba replay   --model DIR --ops FILE [--checkpoint-interval B] [--retention dense|sparse:K]
+//! webmamba replay   [--model DIR] --ops FILE [--checkpoint-interval B] [--retention dense|sparse:K]
 //!                   [--budget BYTES] [--backend cpu|gpu]
 //! ```
 
 mod bench;
+mod default_model;
 mod npy;
 mod replay;
 
@@ -31,9 +33,10 @@ struct Cli {
 enum Command {
     /// Writes the f32 logits of every position as a .npy of shape [L, vocab].
     Logits {
-        /// Model folder: config.json, model.safetensors (or index + shards).
+        /// Model folder: config.json, model.safetensors (or index + shards). Default: the
+        /// embedded shakespeare-mamba-3m.
         #[arg(long)]
-        model: PathBuf,
+        model: Option<PathBuf>,
         /// Comma-separated token ids.
         #[arg(long, value_delimiter = ',', required = true)]
         ids: Vec<u32>,
@@ -47,8 +50,9 @@ enum Command {
     /// Generates text after a prompt and streams it to stdout.
     Generate {
         /// Model folder: config.json, model.safetensors (or index + shards), tokenizer.json.
+        /// Default: the embedded shakespeare-mamba-3m.
         #[arg(long)]
-        model: PathBuf,
+        model: Option<PathBuf>,
         /// The prompt text.
         #[arg(long)]
         prompt: String,
@@ -92,14 +96,18 @@ pub fn engine(weights: ModelWeights, backend: Backend, matmul: Matmul) -> Result
     })
 }
 
-fn checkpoint(dir: &PathBuf) -> Result<Checkpoint> {
-    Checkpoint::from_dir(dir).with_context(|| format!("loading {}", dir.display()))
+/// The model folder `dir`, or the embedded default model.
+pub fn checkpoint(dir: Option<&PathBuf>) -> Result<Checkpoint> {
+    match dir {
+        Some(dir) => Checkpoint::from_dir(dir).with_context(|| format!("loading {}", dir.display())),
+        None => default_model::checkpoint().context(default_model::NAME),
+    }
 }
 
 fn main() -> Result<()> {
     match Cli::parse().command {
         Command::Logits { model, ids, backend, out } => {
-            let mut e = engine(checkpoint(&model)?.weights()?, backend, Matmul::Auto)?;
+            let mut e = engine(checkpoint(model.as_ref())?.weights()?, backend, Matmul::Auto)?;
             let logits = pollster::block_on(e.forward(&ids, Logits::All))?;
             let vocab = e.config().vocab_size;
             let file = std::fs::File::create(&out).with_context(|| format!("creating {}", out.display()))?;
@@ -107,7 +115,7 @@ fn main() -> Result<()> {
             eprintln!("wrote {} ({} x {vocab}, {} backend)", out.display(), ids.len(), e.name());
         }
         Command::Generate { model, prompt, max_tokens, temperature, seed, backend } => {
-            let checkpoint = checkpoint(&model)?;
+            let checkpoint = checkpoint(model.as_ref())?;
             let json =
                 checkpoint.tokenizer_json.as_deref().context("the model folder has no tokenizer.json")?;
             let tokenizer = Tokenizer::from_bytes(json)?;

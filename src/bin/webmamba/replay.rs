@@ -20,9 +20,9 @@ use crate::{Backend, checkpoint, engine};
 /// Options of `webmamba replay`.
 #[derive(Args)]
 pub struct ReplayArgs {
-    /// Model folder.
+    /// Model folder (default: the embedded shakespeare-mamba-3m).
     #[arg(long)]
-    model: PathBuf,
+    model: Option<PathBuf>,
     /// JSON file: an array of operations.
     #[arg(long)]
     ops: PathBuf,
@@ -60,7 +60,7 @@ pub fn run(a: ReplayArgs) -> Result<()> {
     let ops: Vec<Value> =
         serde_json::from_slice(&std::fs::read(&a.ops).with_context(|| a.ops.display().to_string())?)
             .context("--ops must be a JSON array")?;
-    let checkpoint = checkpoint(&a.model)?;
+    let checkpoint = checkpoint(a.model.as_ref())?;
     let tokenizer = checkpoint.tokenizer_json.as_deref().map(Tokenizer::from_bytes).transpose()?;
     let config = CacheConfig {
         block_size: a.checkpoint_interval,
