@@ -98,25 +98,9 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// Runs a synchronous `f` on the runtime.
-    pub fn with_sync<T>(&self, f: impl FnOnce(&mut Runtime) -> Result<T>) -> Result<T> {
-        let mut rt = self.take()?;
-        let out = f(&mut rt);
-        *self.rt.borrow_mut() = Some(rt);
-        out
-    }
-
     /// Whether no call holds the runtime.
     pub fn is_idle(&self) -> bool {
         self.rt.try_borrow().is_ok_and(|r| r.is_some())
-    }
-
-    fn take(&self) -> Result<Runtime> {
-        self.rt
-            .try_borrow_mut()
-            .ok()
-            .and_then(|mut r| r.take())
-            .ok_or_else(|| Error::Busy("another call on this model is still running; await it first".into()))
     }
 
     pub fn tokenizer(&self) -> Result<&Tokenizer> {
@@ -126,8 +110,8 @@ impl Shared {
     }
 }
 
-/// The runtime, taken out of [`Shared`] for the whole of one asynchronous call. It is taken
-/// when the call is made, not when its future first runs, so a call made while another is
+/// The runtime, taken out of [`Shared`] for the whole of one call. An asynchronous call takes
+/// it when the call is made, not when its future first runs, so a call made while another is
 /// pending is `Busy` on every backend (the CPU one never suspends); dropping the lease — the
 /// call finished, failed or was abandoned — puts the runtime back.
 pub(crate) struct Lease {
@@ -136,13 +120,22 @@ pub(crate) struct Lease {
 }
 
 impl Lease {
+    /// Takes the runtime out of `shared`; `Busy` while another call holds it.
     pub fn new(shared: &Rc<Shared>) -> Result<Lease> {
-        Ok(Lease { shared: Rc::clone(shared), rt: Some(shared.take()?) })
+        let rt = shared.rt.try_borrow_mut().ok().and_then(|mut r| r.take()).ok_or_else(busy)?;
+        Ok(Lease { shared: Rc::clone(shared), rt: Some(rt) })
     }
 
     /// The runtime and what else the model shares.
-    pub fn parts(&mut self) -> (&mut Runtime, &Shared) {
-        (self.rt.as_mut().expect("a lease holds the runtime until it is dropped"), &self.shared)
+    pub fn parts(&mut self) -> Result<(&mut Runtime, &Shared)> {
+        // A lease holds the runtime until it is dropped; an error, not a panic, all the same.
+        Ok((self.rt.as_mut().ok_or_else(busy)?, &self.shared))
+    }
+
+    /// Runs a synchronous `f` on the runtime of `shared`.
+    pub fn run<T>(shared: &Rc<Shared>, f: impl FnOnce(&mut Runtime) -> Result<T>) -> Result<T> {
+        let mut lease = Lease::new(shared)?;
+        f(lease.parts()?.0)
     }
 }
 
@@ -152,6 +145,10 @@ impl Drop for Lease {
             *self.shared.rt.borrow_mut() = Some(rt);
         }
     }
+}
+
+fn busy() -> Error {
+    Error::Busy("another call on this model is still running; await it first".into())
 }
 
 /// A loaded model.
@@ -185,23 +182,18 @@ impl Model {
         let tokenizer = checkpoint.tokenizer_json.as_deref().map(Tokenizer::from_bytes).transpose()?;
         let w = checkpoint.weights()?;
         let gpu_options = GpuModelOptions { max_tokens: o.max_tokens.max(1) as usize, ..Default::default() };
-        let (engine, adapter) = match o.backend.as_str() {
-            "cpu" => (Engine::cpu(w), String::new()),
-            "gpu" => {
-                let ctx = GpuContext::new().await?;
-                let adapter = ctx.summary().to_string();
-                (Engine::gpu(&ctx, &w, gpu_options).await?, adapter)
-            }
-            "auto" => match GpuContext::new().await {
-                Ok(ctx) => {
-                    let adapter = ctx.summary().to_string();
-                    (Engine::gpu(&ctx, &w, gpu_options).await?, adapter)
-                }
-                Err(e) => (Engine::cpu(w), format!("CPU fallback: {e}")),
-            },
+        // The GPU context, or why the CPU runs instead.
+        let gpu = match o.backend.as_str() {
+            "cpu" => Err(String::new()),
+            "gpu" => Ok(GpuContext::new().await?),
+            "auto" => GpuContext::new().await.map_err(|e| format!("CPU fallback: {e}")),
             other => {
                 return Err(Error::InvalidInput(format!("backend must be auto, gpu or cpu, not {other:?}")));
             }
+        };
+        let (engine, adapter) = match gpu {
+            Ok(ctx) => (Engine::gpu(&ctx, &w, gpu_options).await?, ctx.summary().to_string()),
+            Err(why) => (Engine::cpu(w), why),
         };
         let c = engine.config().clone();
         let info = ModelInfo {
@@ -232,7 +224,7 @@ impl Model {
     /// Opens a session (an empty history with its own live state).
     #[wasm_bindgen(js_name = newSession)]
     pub fn new_session(&self) -> std::result::Result<Session, JsValue> {
-        let id = self.shared.with_sync(|rt| rt.new_session()).map_err(to_js)?;
+        let id = Lease::run(&self.shared, |rt| rt.new_session()).map_err(to_js)?;
         Ok(Session::new(Rc::clone(&self.shared), id))
     }
 

@@ -114,7 +114,7 @@ impl Session {
         let (lease, id) = (Lease::new(&self.shared), self.id);
         future_to_promise(async move {
             let mut lease = lease.map_err(to_js)?;
-            let (rt, shared) = lease.parts();
+            let (rt, shared) = lease.parts().map_err(to_js)?;
             f(rt, shared, id).await.map(Into::into).map_err(to_js)
         })
     }
@@ -154,13 +154,13 @@ impl Session {
             stop.set(false); // not when this call will be Busy: a running generate keeps its stop
         }
         self.promise(async move |rt: &mut Runtime, shared: &Shared, id| {
-            let mut current = sampler.borrow_mut().take();
-            let reseed = options.seed.is_some()
-                || current.as_ref().is_none_or(|s| s.temperature() != options.temperature);
-            if reseed {
-                current = Some(Sampler::new(options.temperature, options.seed.unwrap_or(0.0) as u64)?);
-            }
-            let mut s = current.expect("a sampler");
+            // Keep the sampler (and its random stream) unless a seed or another temperature asks
+            // for a new one.
+            let kept = sampler.borrow_mut().take();
+            let mut s = match kept {
+                Some(s) if options.seed.is_none() && s.temperature() == options.temperature => s,
+                _ => Sampler::new(options.temperature, options.seed.unwrap_or(0.0) as u64)?,
+            };
             let tokenizer = shared.tokenizer()?;
             let mut stream = tokenizer.stream(true);
             let mut text = String::new();
@@ -213,7 +213,7 @@ impl Session {
 
     /// The history's token ids.
     pub fn tokens(&self) -> std::result::Result<Vec<u32>, JsValue> {
-        self.shared.with_sync(|rt| Ok(rt.history(self.id)?.to_vec())).map_err(to_js)
+        Lease::run(&self.shared, |rt| Ok(rt.history(self.id)?.to_vec())).map_err(to_js)
     }
 
     /// The history as text.
@@ -224,23 +224,22 @@ impl Session {
 
     /// Counters and checkpoints.
     pub fn stats(&self) -> std::result::Result<Stats, JsValue> {
-        self.shared
-            .with_sync(|rt| {
-                let s = rt.stats(self.id)?;
-                let c = rt.cache_stats();
-                Ok(Stats {
-                    tokens_prefilled: s.tokens_prefilled as f64,
-                    hits: s.hits as f64,
-                    misses: s.misses as f64,
-                    checkpoints: s.checkpoints.iter().map(|&p| p as u32).collect(),
-                    checkpoint_bytes: s.checkpoint_bytes as f64,
-                    history_length: rt.history(self.id)?.len() as u32,
-                    cache_entries: c.entries as u32,
-                    cache_bytes: c.bytes_used as f64,
-                    cache_budget: c.budget_bytes as f64,
-                })
+        Lease::run(&self.shared, |rt| {
+            let s = rt.stats(self.id)?;
+            let c = rt.cache_stats();
+            Ok(Stats {
+                tokens_prefilled: s.tokens_prefilled as f64,
+                hits: s.hits as f64,
+                misses: s.misses as f64,
+                checkpoints: s.checkpoints.iter().map(|&p| p as u32).collect(),
+                checkpoint_bytes: s.checkpoint_bytes as f64,
+                history_length: rt.history(self.id)?.len() as u32,
+                cache_entries: c.entries as u32,
+                cache_bytes: c.bytes_used as f64,
+                cache_budget: c.budget_bytes as f64,
             })
-            .map_err(to_js)
+        })
+        .map_err(to_js)
     }
 
     /// The history, logits and state as bytes (keep them across a reload).
@@ -263,6 +262,6 @@ impl Session {
 
     /// Closes the session (its checkpoints become evictable).
     pub fn close(&self) -> std::result::Result<(), JsValue> {
-        self.shared.with_sync(|rt| rt.close_session(self.id)).map_err(to_js)
+        Lease::run(&self.shared, |rt| rt.close_session(self.id)).map_err(to_js)
     }
 }
