@@ -6,25 +6,11 @@ mod common;
 
 use common::{gpu, log};
 use webmamba::sampling::Sampler;
-use webmamba::{
-    CacheConfig, Checkpoint, Engine, GenerateOptions, GpuContext, GpuModelOptions, Runtime, Tokenizer,
-};
+use webmamba::{CacheConfig, Engine, GenerateOptions, GpuContext, GpuModelOptions, Runtime, Tokenizer};
 
-macro_rules! model_file {
-    ($name:literal) => {
-        include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/www/models/shakespeare-mamba-3m/", $name))
-    };
-}
-
-fn checkpoint() -> Checkpoint {
-    Checkpoint::from_bytes(
-        model_file!("config.json"),
-        vec![("model.safetensors".into(), model_file!("model.safetensors").to_vec())],
-        None,
-        Some(model_file!("tokenizer.json").to_vec()),
-    )
-    .unwrap()
-}
+// The very module the CLI embeds the model with.
+#[path = "../src/bin/webmamba/default_model.rs"]
+mod default_model;
 
 struct Reference {
     prompt: String,
@@ -33,7 +19,11 @@ struct Reference {
 }
 
 fn reference() -> Reference {
-    let v: serde_json::Value = serde_json::from_slice(model_file!("hf_reference.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(include_bytes!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/www/models/shakespeare-mamba-3m/hf_reference.json"
+    )))
+    .unwrap();
     let ids = |k: &str| v[k].as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect();
     Reference {
         prompt: v["prompt"].as_str().unwrap().into(),
@@ -43,7 +33,7 @@ fn reference() -> Reference {
 }
 
 async fn greedy_matches_hf(ctx: Option<&GpuContext>) {
-    let c = checkpoint();
+    let c = default_model::checkpoint().unwrap();
     let tokenizer = Tokenizer::from_bytes(c.tokenizer_json.as_deref().unwrap()).unwrap();
     let r = reference();
     assert_eq!(tokenizer.encode(&r.prompt, false).unwrap(), r.prompt_ids, "tokenizer");
@@ -61,7 +51,7 @@ async fn greedy_matches_hf(ctx: Option<&GpuContext>) {
     let got = rt.generate(s, &mut Sampler::greedy(), options, |_| true).await.unwrap();
     assert_eq!(got, r.greedy_ids[..got.len()], "{name}: greedy tokens vs HF");
     assert!(got.len() == n || got.last() == Some(&0), "{name}: stopped early without end-of-text");
-    log(&format!("[default model] {name}: {:?}", tokenizer.decode(&got, true).unwrap()));
+    log(&format!("[{}] {name}: {:?}", default_model::NAME, tokenizer.decode(&got, true).unwrap()));
 }
 
 dual_test! {
