@@ -1,0 +1,97 @@
+//! [`Runtime::generate`]: decoding after a session's history, one token per forward, keeping
+//! block boundaries reached on the way and the final state as the session's latest prompt-end.
+
+use crate::cache::keys;
+use crate::cpu::Logits;
+use crate::error::{Error, Result};
+use crate::sampling::Sampler;
+use crate::session::{GenerateOptions, Runtime, SessionId};
+
+impl Runtime {
+    /// Generates up to `options.max_tokens` tokens after the history. Each token is fed to the
+    /// model before `on_token` sees it; `on_token` returning `false` stops between steps, with
+    /// the state at the last emitted token, so a later call continues exactly as an
+    /// uninterrupted run would (with the same sampler).
+    pub async fn generate(
+        &mut self,
+        id: SessionId,
+        sampler: &mut Sampler,
+        options: GenerateOptions,
+        mut on_token: impl FnMut(u32) -> bool,
+    ) -> Result<Vec<u32>> {
+        let s = self.session(id)?;
+        if s.history.is_empty() {
+            return Err(Error::InvalidInput("generate needs a prompt: append tokens first".into()));
+        }
+        if !(s.live_valid && s.logits.is_some()) || self.active != Some(id.0) {
+            let history = s.history.clone();
+            self.ensure(id, &history).await?;
+        }
+        let block = self.cache.config().block_size;
+        let eos = self.engine.config().eos_token_id;
+        let mut out = Vec::new();
+        while out.len() < options.max_tokens {
+            let logits = self.session(id)?.logits.as_deref().expect("ensured logits");
+            let token = sampler.sample(logits)?;
+            let fed = self.engine.forward(&[token], Logits::Last).await;
+            let s = self.session_mut(id)?;
+            let logits = match fed {
+                Ok(l) => l,
+                Err(e) => {
+                    s.live_valid = false;
+                    return Err(e);
+                }
+            };
+            s.history.push(token);
+            s.logits = Some(logits);
+            s.prefilled += 1;
+            if s.history.len().is_multiple_of(block) {
+                let next = keys::child(s.keys.last().expect("root"), &s.history[s.history.len() - block..]);
+                s.keys.push(next);
+                self.capture_boundary(id)?;
+            }
+            out.push(token);
+            if (options.stop_at_eos && Some(token) == eos) || !on_token(token) {
+                break;
+            }
+            crate::platform::yield_now().await;
+        }
+        self.store_end(id)?;
+        Ok(out)
+    }
+
+    /// During decode: keep the block boundary just reached if retention wants it and there is
+    /// room (best effort).
+    fn capture_boundary(&mut self, id: SessionId) -> Result<()> {
+        let s = self.session(id)?;
+        let b = s.keys.len() - 1;
+        let (key, len) = (s.keys[b], s.history.len());
+        if self.cache.wants_block(b, &key)
+            && let Some(slot) = self.cache.reserve(false)?
+        {
+            self.engine.save_state(slot)?;
+            self.cache.insert_block(key, len, slot);
+        }
+        Ok(())
+    }
+
+    /// After generating: keep the end of the history as the session's latest prompt-end, if the
+    /// budget allows (best effort: the previous one stays pinned otherwise).
+    fn store_end(&mut self, id: SessionId) -> Result<()> {
+        let s = self.session(id)?;
+        if self.cache.find_end(&s.history, &s.keys).is_some() {
+            return Ok(());
+        }
+        let Ok(Some(slot)) = self.cache.reserve(true) else { return Ok(()) };
+        self.engine.save_state(slot)?;
+        let s = self.sessions.get(&id.0).ok_or(Error::NoSession(id.0))?;
+        let logits = s.logits.clone().expect("logits after generating");
+        let end = self.cache.insert_end(&s.history, &s.keys, slot, logits);
+        self.cache.pin(end, true);
+        let s = self.session_mut(id)?;
+        if let Some(old) = s.pinned.replace(end) {
+            self.cache.pin(old, false);
+        }
+        Ok(())
+    }
+}
