@@ -1,4 +1,5 @@
-// embedding: gathers token embeddings, h[t, :] = E[ids[t], :].
+// embedding: gathers token embeddings, h[t, :] = E[ids[t], :], decoding E from its storage
+// format.
 //
 // E may be split by rows across several buffers (a 130M model's f32 embedding is 154 MB, above
 // the 128 MiB storage binding limit of lavapipe and many phones). One dispatch per part: a part
@@ -15,14 +16,42 @@ struct Params {
     d_model: u32,   // D
     row_start: u32, // first vocabulary row held by this part
     n_rows: u32,    // rows held by this part
-    _pad: u32,
+    w_scales: u32,  // int8: index in w of the first scale, else 0
 }
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read> ids: array<u32>;        // (T)
-@group(0) @binding(3) var<storage, read> table: array<f32>;      // (n_rows, D) this part of E
+@group(0) @binding(3) var<storage, read> w: array<u32>;          // (n_rows, D) this part of E, in W_FORMAT
 @group(0) @binding(4) var<storage, read_write> h: array<f32>;    // (T, D)
+
+// How W is stored (a pipeline-overridable constant: one pipeline per format, one source):
+// 0 = f32 (one per u32), 1 = f16 (two per u32, element 2i in the low half), 2 = int8 (four per
+// u32, element 4i in the low byte, then one f32 scale per 32 weights along a row, from index
+// `scales` of w). Reading halves and bytes out of u32 needs no `shader-f16` feature.
+override W_FORMAT: u32 = 0u;
+
+// Weights i .. i+3 of W, row-major (i a multiple of 4 for f16 and int8).
+fn weight4(i: u32, scales: u32) -> vec4<f32> {
+    if (W_FORMAT == 1u) {
+        return vec4<f32>(unpack2x16float(w[i / 2u]), unpack2x16float(w[i / 2u + 1u]));
+    }
+    if (W_FORMAT == 2u) {
+        return unpack4x8snorm(w[i / 4u]) * bitcast<f32>(w[scales + i / 32u]);
+    }
+    return vec4<f32>(bitcast<f32>(w[i]), bitcast<f32>(w[i + 1u]), bitcast<f32>(w[i + 2u]), bitcast<f32>(w[i + 3u]));
+}
+
+// Weight i of W alone.
+fn weight1(i: u32, scales: u32) -> f32 {
+    if (W_FORMAT == 1u) {
+        return unpack2x16float(w[i / 2u])[i % 2u];
+    }
+    if (W_FORMAT == 2u) {
+        return unpack4x8snorm(w[i / 4u])[i % 4u] * bitcast<f32>(w[scales + i / 32u]);
+    }
+    return bitcast<f32>(w[i]);
+}
 
 @compute @workgroup_size(64)
 fn embedding(@builtin(global_invocation_id) gid: vec3<u32>) {
@@ -35,5 +64,5 @@ fn embedding(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (id < p.row_start || id >= p.row_start + p.n_rows) {
         return;
     }
-    h[t * p.d_model + i] = table[(id - p.row_start) * p.d_model + i];
+    h[t * p.d_model + i] = weight1((id - p.row_start) * p.d_model + i, p.w_scales);
 }

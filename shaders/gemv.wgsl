@@ -1,13 +1,12 @@
 // gemv: the same Y = X · Wᵀ (+ bias, softplus, += Y) as linear.wgsl, for a handful of rows
-// (the single-token decode step). One invocation per (output, row) walks W's row with four
-// accumulators and no barriers: on software adapters barriers cost more than the loads they
+// (the single-token decode step). One invocation per (output, row) walks W's row four weights
+// at a time with no barriers: on software adapters barriers cost more than the loads they
 // would share (see ARCHITECTURE.md). Same parameters and bindings as linear.wgsl, so the two
 // pipelines share bind groups.
 
 const BIAS: u32 = 1u;
 const ACCUMULATE: u32 = 2u;
 const SOFTPLUS: u32 = 4u;
-const LAST_ROW: u32 = 8u;
 
 struct Step {
     t_len: u32,    // T: tokens in this forward call
@@ -20,12 +19,12 @@ struct Params {
     n_in: u32,        // K: input features
     n_out: u32,       // O: outputs (rows of this W part)
     x_stride: u32,    // floats between rows of X
-    x_col: u32,       // first column of X read
+    w_scales: u32,    // int8: index in w of the first scale (= O·K/4), else 0
     x_row_start: u32, // first row of X read
     y_stride: u32,    // floats between rows of Y
     y_col: u32,       // column of Y written for output 0
     rows_max: u32,    // at most this many rows (0: no limit)
-    flags: u32,       // BIAS | ACCUMULATE | SOFTPLUS | LAST_ROW
+    flags: u32,       // BIAS | ACCUMULATE | SOFTPLUS
     _pad0: u32,
     _pad1: u32,
     _pad2: u32,
@@ -34,23 +33,45 @@ struct Params {
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read> x: array<f32>;        // (T, x_stride)
-@group(0) @binding(3) var<storage, read> w: array<f32>;        // (O, K)
+@group(0) @binding(3) var<storage, read> w: array<u32>;        // (O, K) in W_FORMAT (+ scales)
 @group(0) @binding(4) var<storage, read> bias: array<f32>;     // (O), a 1-element dummy without BIAS
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;  // (rows, y_stride)
 
-fn n_rows() -> u32 {
-    if ((p.flags & LAST_ROW) != 0u) {
-        return 1u;
+// How W is stored (a pipeline-overridable constant: one pipeline per format, one source):
+// 0 = f32 (one per u32), 1 = f16 (two per u32, element 2i in the low half), 2 = int8 (four per
+// u32, element 4i in the low byte, then one f32 scale per 32 weights along a row, from index
+// `scales` of w). Reading halves and bytes out of u32 needs no `shader-f16` feature.
+override W_FORMAT: u32 = 0u;
+
+// Weights i .. i+3 of W, row-major (i a multiple of 4 for f16 and int8).
+fn weight4(i: u32, scales: u32) -> vec4<f32> {
+    if (W_FORMAT == 1u) {
+        return vec4<f32>(unpack2x16float(w[i / 2u]), unpack2x16float(w[i / 2u + 1u]));
     }
+    if (W_FORMAT == 2u) {
+        return unpack4x8snorm(w[i / 4u]) * bitcast<f32>(w[scales + i / 32u]);
+    }
+    return vec4<f32>(bitcast<f32>(w[i]), bitcast<f32>(w[i + 1u]), bitcast<f32>(w[i + 2u]), bitcast<f32>(w[i + 3u]));
+}
+
+// Weight i of W alone.
+fn weight1(i: u32, scales: u32) -> f32 {
+    if (W_FORMAT == 1u) {
+        return unpack2x16float(w[i / 2u])[i % 2u];
+    }
+    if (W_FORMAT == 2u) {
+        return unpack4x8snorm(w[i / 4u])[i % 4u] * bitcast<f32>(w[scales + i / 32u]);
+    }
+    return bitcast<f32>(w[i]);
+}
+
+fn n_rows() -> u32 {
     let available = step.t_len - min(p.x_row_start, step.t_len);
     return select(available, min(available, p.rows_max), p.rows_max != 0u);
 }
 
-fn x_row(r: u32) -> u32 {
-    return select(p.x_row_start + r, step.t_len - 1u, (p.flags & LAST_ROW) != 0u);
-}
-
 fn softplus(v: f32) -> f32 {
+    // torch.nn.functional.softplus: v above 20, else log(1 + e^v) (≈ e^v far below 0).
     if (v > 20.0) {
         return v;
     }
@@ -60,30 +81,9 @@ fn softplus(v: f32) -> f32 {
     return log(1.0 + exp(v));
 }
 
-@compute @workgroup_size(64)
-fn gemv(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let o = gid.x;
-    let r = gid.y;
-    if (o >= p.n_out || r >= n_rows()) {
-        return;
-    }
-    let xb = x_row(r) * p.x_stride + p.x_col;
-    let wb = o * p.n_in;
-    var a0 = 0.0;
-    var a1 = 0.0;
-    var a2 = 0.0;
-    var a3 = 0.0;
-    var k = 0u;
-    for (; k + 4u <= p.n_in; k += 4u) {
-        a0 += x[xb + k] * w[wb + k];
-        a1 += x[xb + k + 1u] * w[wb + k + 1u];
-        a2 += x[xb + k + 2u] * w[wb + k + 2u];
-        a3 += x[xb + k + 3u] * w[wb + k + 3u];
-    }
-    for (; k < p.n_in; k++) {
-        a0 += x[xb + k] * w[wb + k];
-    }
-    var v = (a0 + a1) + (a2 + a3);
+// Y[r, y_col + o] = acc (+ bias[o]) (softplus) (+ Y[r, y_col + o]).
+fn store(r: u32, o: u32, acc: f32) {
+    var v = acc;
     if ((p.flags & BIAS) != 0u) {
         v += bias[o];
     }
@@ -95,4 +95,26 @@ fn gemv(@builtin(global_invocation_id) gid: vec3<u32>) {
         v += y[at];
     }
     y[at] = v;
+}
+
+@compute @workgroup_size(64)
+fn gemv(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let o = gid.x;
+    let r = gid.y;
+    if (o >= p.n_out || r >= n_rows()) {
+        return;
+    }
+    let xb = (p.x_row_start + r) * p.x_stride;
+    let wb = o * p.n_in;
+    var acc = vec4<f32>(0.0);
+    var k = 0u;
+    for (; k + 4u <= p.n_in; k += 4u) {
+        let a = vec4<f32>(x[xb + k], x[xb + k + 1u], x[xb + k + 2u], x[xb + k + 3u]);
+        acc += a * weight4(wb + k, p.w_scales);
+    }
+    var tail = 0.0;
+    for (; k < p.n_in; k++) {
+        tail += x[xb + k] * weight1(wb + k, p.w_scales);
+    }
+    store(r, o, (acc.x + acc.y) + (acc.z + acc.w) + tail);
 }

@@ -2,19 +2,18 @@
 // PyTorch's `nn.Linear` for the prefill path (many rows), tiled in workgroup memory.
 //
 // Each 8×8 workgroup computes a 32×32 tile of Y (32 rows × 32 outputs); each invocation a 4×4
-// block. K is walked in slices of 32: both operand slices are staged in workgroup memory, then
-// every invocation does 4×4 multiply-adds per k from there.
+// block. K is walked in slices of 32: both operand slices are staged in workgroup memory (W
+// decoded from its storage format to f32 on the way), then every invocation does 4×4
+// multiply-adds per k from there.
 //
-// Rows: all T rows from x_row_start (at most rows_max if it is not 0), or with LAST_ROW only row
-// T-1 (written as Y's row 0). W may be one part of a row-split matrix: output o of the part is
-// Y column y_col + o.
+// Rows: all T rows from x_row_start (at most rows_max if it is not 0). W may be one part of a
+// row-split matrix: output o of the part is Y column y_col + o.
 
 const TILE: u32 = 32u; // rows and outputs per workgroup
 const BK: u32 = 32u;   // K per slice
 const BIAS: u32 = 1u;
 const ACCUMULATE: u32 = 2u;
 const SOFTPLUS: u32 = 4u;
-const LAST_ROW: u32 = 8u;
 
 struct Step {
     t_len: u32,    // T: tokens in this forward call
@@ -27,12 +26,12 @@ struct Params {
     n_in: u32,        // K: input features
     n_out: u32,       // O: outputs (rows of this W part)
     x_stride: u32,    // floats between rows of X
-    x_col: u32,       // first column of X read
+    w_scales: u32,    // int8: index in w of the first scale (= O·K/4), else 0
     x_row_start: u32, // first row of X read
     y_stride: u32,    // floats between rows of Y
     y_col: u32,       // column of Y written for output 0
     rows_max: u32,    // at most this many rows (0: no limit)
-    flags: u32,       // BIAS | ACCUMULATE | SOFTPLUS | LAST_ROW
+    flags: u32,       // BIAS | ACCUMULATE | SOFTPLUS
     _pad0: u32,
     _pad1: u32,
     _pad2: u32,
@@ -41,23 +40,44 @@ struct Params {
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read> x: array<f32>;        // (T, x_stride)
-@group(0) @binding(3) var<storage, read> w: array<f32>;        // (O, K)
+@group(0) @binding(3) var<storage, read> w: array<u32>;        // (O, K) in W_FORMAT (+ scales)
 @group(0) @binding(4) var<storage, read> bias: array<f32>;     // (O), a 1-element dummy without BIAS
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;  // (rows, y_stride)
 
 var<workgroup> xs: array<f32, 1024>; // (TILE rows, BK) slice of X
 var<workgroup> ws: array<f32, 1024>; // (TILE outputs, BK) slice of W
 
-fn n_rows() -> u32 {
-    if ((p.flags & LAST_ROW) != 0u) {
-        return 1u;
+// How W is stored (a pipeline-overridable constant: one pipeline per format, one source):
+// 0 = f32 (one per u32), 1 = f16 (two per u32, element 2i in the low half), 2 = int8 (four per
+// u32, element 4i in the low byte, then one f32 scale per 32 weights along a row, from index
+// `scales` of w). Reading halves and bytes out of u32 needs no `shader-f16` feature.
+override W_FORMAT: u32 = 0u;
+
+// Weights i .. i+3 of W, row-major (i a multiple of 4 for f16 and int8).
+fn weight4(i: u32, scales: u32) -> vec4<f32> {
+    if (W_FORMAT == 1u) {
+        return vec4<f32>(unpack2x16float(w[i / 2u]), unpack2x16float(w[i / 2u + 1u]));
     }
-    let available = step.t_len - min(p.x_row_start, step.t_len);
-    return select(available, min(available, p.rows_max), p.rows_max != 0u);
+    if (W_FORMAT == 2u) {
+        return unpack4x8snorm(w[i / 4u]) * bitcast<f32>(w[scales + i / 32u]);
+    }
+    return vec4<f32>(bitcast<f32>(w[i]), bitcast<f32>(w[i + 1u]), bitcast<f32>(w[i + 2u]), bitcast<f32>(w[i + 3u]));
 }
 
-fn x_row(r: u32) -> u32 {
-    return select(p.x_row_start + r, step.t_len - 1u, (p.flags & LAST_ROW) != 0u);
+// Weight i of W alone.
+fn weight1(i: u32, scales: u32) -> f32 {
+    if (W_FORMAT == 1u) {
+        return unpack2x16float(w[i / 2u])[i % 2u];
+    }
+    if (W_FORMAT == 2u) {
+        return unpack4x8snorm(w[i / 4u])[i % 4u] * bitcast<f32>(w[scales + i / 32u]);
+    }
+    return bitcast<f32>(w[i]);
+}
+
+fn n_rows() -> u32 {
+    let available = step.t_len - min(p.x_row_start, step.t_len);
+    return select(available, min(available, p.rows_max), p.rows_max != 0u);
 }
 
 fn softplus(v: f32) -> f32 {
@@ -69,6 +89,22 @@ fn softplus(v: f32) -> f32 {
         return exp(v);
     }
     return log(1.0 + exp(v));
+}
+
+// Y[r, y_col + o] = acc (+ bias[o]) (softplus) (+ Y[r, y_col + o]).
+fn store(r: u32, o: u32, acc: f32) {
+    var v = acc;
+    if ((p.flags & BIAS) != 0u) {
+        v += bias[o];
+    }
+    if ((p.flags & SOFTPLUS) != 0u) {
+        v = softplus(v);
+    }
+    let at = r * p.y_stride + p.y_col + o;
+    if ((p.flags & ACCUMULATE) != 0u) {
+        v += y[at];
+    }
+    y[at] = v;
 }
 
 @compute @workgroup_size(8, 8)
@@ -88,14 +124,31 @@ fn linear(
             let k = k0 + i % BK;
             var xv = 0.0;
             if (row0 + r < rows && k < p.n_in) {
-                xv = x[x_row(row0 + r) * p.x_stride + p.x_col + k];
+                xv = x[(p.x_row_start + row0 + r) * p.x_stride + k];
             }
             xs[i] = xv;
-            var wv = 0.0;
-            if (out0 + r < p.n_out && k < p.n_in) {
-                wv = w[(out0 + r) * p.n_in + k];
+        }
+        // W four at a time: (TILE outputs, BK / 4) groups of 4.
+        for (var i = li; i < TILE * BK / 4u; i += 64u) {
+            let o = i / (BK / 4u);
+            let kk = (i % (BK / 4u)) * 4u;
+            let k = k0 + kk;
+            var wv = vec4<f32>(0.0);
+            if (out0 + o < p.n_out) {
+                let at = (out0 + o) * p.n_in + k;
+                if (k + 4u <= p.n_in) {
+                    wv = weight4(at, p.w_scales);
+                } else {
+                    for (var j = 0u; j < 4u; j++) {
+                        if (k + j < p.n_in) {
+                            wv[j] = weight1(at + j, p.w_scales);
+                        }
+                    }
+                }
             }
-            ws[i] = wv;
+            for (var j = 0u; j < 4u; j++) {
+                ws[o * BK + kk + j] = wv[j];
+            }
         }
         workgroupBarrier();
         for (var k = 0u; k < BK; k++) {
@@ -119,18 +172,7 @@ fn linear(
         for (var j = 0u; j < 4u; j++) {
             let o = out0 + lid.x * 4u + j;
             if (r < rows && o < p.n_out) {
-                var v = acc[i * 4u + j];
-                if ((p.flags & BIAS) != 0u) {
-                    v += bias[o];
-                }
-                if ((p.flags & SOFTPLUS) != 0u) {
-                    v = softplus(v);
-                }
-                let at = r * p.y_stride + p.y_col + o;
-                if ((p.flags & ACCUMULATE) != 0u) {
-                    v += y[at];
-                }
-                y[at] = v;
+                store(r, o, acc[i * 4u + j]);
             }
         }
     }

@@ -8,7 +8,6 @@ const TILE: u32 = 32u; // rows and outputs per workgroup (8×8 invocations × 4�
 const BIAS: u32 = 1u;
 const ACCUMULATE: u32 = 2u;
 const SOFTPLUS: u32 = 4u;
-const LAST_ROW: u32 = 8u;
 
 struct Step {
     t_len: u32,    // T: tokens in this forward call
@@ -21,12 +20,12 @@ struct Params {
     n_in: u32,        // K: input features
     n_out: u32,       // O: outputs (rows of this W part)
     x_stride: u32,    // floats between rows of X
-    x_col: u32,       // first column of X read
+    w_scales: u32,    // int8: index in w of the first scale (= O·K/4), else 0
     x_row_start: u32, // first row of X read
     y_stride: u32,    // floats between rows of Y
     y_col: u32,       // column of Y written for output 0
     rows_max: u32,    // at most this many rows (0: no limit)
-    flags: u32,       // BIAS | ACCUMULATE | SOFTPLUS | LAST_ROW
+    flags: u32,       // BIAS | ACCUMULATE | SOFTPLUS
     _pad0: u32,
     _pad1: u32,
     _pad2: u32,
@@ -35,21 +34,41 @@ struct Params {
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read> x: array<f32>;        // (T, x_stride)
-@group(0) @binding(3) var<storage, read> w: array<f32>;        // (O, K)
+@group(0) @binding(3) var<storage, read> w: array<u32>;        // (O, K) in W_FORMAT (+ scales)
 @group(0) @binding(4) var<storage, read> bias: array<f32>;     // (O), a 1-element dummy without BIAS
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;  // (rows, y_stride)
 
+// How W is stored (a pipeline-overridable constant: one pipeline per format, one source):
+// 0 = f32 (one per u32), 1 = f16 (two per u32, element 2i in the low half), 2 = int8 (four per
+// u32, element 4i in the low byte, then one f32 scale per 32 weights along a row, from index
+// `scales` of w). Reading halves and bytes out of u32 needs no `shader-f16` feature.
+override W_FORMAT: u32 = 0u;
 
-fn n_rows() -> u32 {
-    if ((p.flags & LAST_ROW) != 0u) {
-        return 1u;
+// Weights i .. i+3 of W, row-major (i a multiple of 4 for f16 and int8).
+fn weight4(i: u32, scales: u32) -> vec4<f32> {
+    if (W_FORMAT == 1u) {
+        return vec4<f32>(unpack2x16float(w[i / 2u]), unpack2x16float(w[i / 2u + 1u]));
     }
-    let available = step.t_len - min(p.x_row_start, step.t_len);
-    return select(available, min(available, p.rows_max), p.rows_max != 0u);
+    if (W_FORMAT == 2u) {
+        return unpack4x8snorm(w[i / 4u]) * bitcast<f32>(w[scales + i / 32u]);
+    }
+    return vec4<f32>(bitcast<f32>(w[i]), bitcast<f32>(w[i + 1u]), bitcast<f32>(w[i + 2u]), bitcast<f32>(w[i + 3u]));
 }
 
-fn x_row(r: u32) -> u32 {
-    return select(p.x_row_start + r, step.t_len - 1u, (p.flags & LAST_ROW) != 0u);
+// Weight i of W alone.
+fn weight1(i: u32, scales: u32) -> f32 {
+    if (W_FORMAT == 1u) {
+        return unpack2x16float(w[i / 2u])[i % 2u];
+    }
+    if (W_FORMAT == 2u) {
+        return unpack4x8snorm(w[i / 4u])[i % 4u] * bitcast<f32>(w[scales + i / 32u]);
+    }
+    return bitcast<f32>(w[i]);
+}
+
+fn n_rows() -> u32 {
+    let available = step.t_len - min(p.x_row_start, step.t_len);
+    return select(available, min(available, p.rows_max), p.rows_max != 0u);
 }
 
 fn softplus(v: f32) -> f32 {
@@ -63,10 +82,8 @@ fn softplus(v: f32) -> f32 {
     return log(1.0 + exp(v));
 }
 
-fn store(r: u32, o: u32, rows: u32, acc: f32) {
-    if (r >= rows || o >= p.n_out) {
-        return;
-    }
+// Y[r, y_col + o] = acc (+ bias[o]) (softplus) (+ Y[r, y_col + o]).
+fn store(r: u32, o: u32, acc: f32) {
     var v = acc;
     if ((p.flags & BIAS) != 0u) {
         v += bias[o];
@@ -89,29 +106,37 @@ fn linear_direct(
     let rows = n_rows();
     let r0 = wid.y * TILE + lid.y * 4u;
     let o0 = wid.x * TILE + lid.x * 4u;
-    let x0 = x_row(min(r0, rows - 1u)) * p.x_stride + p.x_col;
-    let x1 = x_row(min(r0 + 1u, rows - 1u)) * p.x_stride + p.x_col;
-    let x2 = x_row(min(r0 + 2u, rows - 1u)) * p.x_stride + p.x_col;
-    let x3 = x_row(min(r0 + 3u, rows - 1u)) * p.x_stride + p.x_col;
-    let w0 = min(o0, p.n_out - 1u) * p.n_in;
-    let w1 = min(o0 + 1u, p.n_out - 1u) * p.n_in;
-    let w2 = min(o0 + 2u, p.n_out - 1u) * p.n_in;
-    let w3 = min(o0 + 3u, p.n_out - 1u) * p.n_in;
-    var acc0 = vec4<f32>(0.0);
-    var acc1 = vec4<f32>(0.0);
-    var acc2 = vec4<f32>(0.0);
-    var acc3 = vec4<f32>(0.0);
-    for (var k = 0u; k < p.n_in; k++) {
-        let b = vec4<f32>(w[w0 + k], w[w1 + k], w[w2 + k], w[w3 + k]);
-        acc0 += x[x0 + k] * b;
-        acc1 += x[x1 + k] * b;
-        acc2 += x[x2 + k] * b;
-        acc3 += x[x3 + k] * b;
+    // Rows and outputs past the end repeat the last one (computed, never stored).
+    var xr: array<u32, 4>;
+    var wr: array<u32, 4>;
+    for (var i = 0u; i < 4u; i++) {
+        xr[i] = (p.x_row_start + min(r0 + i, rows - 1u)) * p.x_stride;
+        wr[i] = min(o0 + i, p.n_out - 1u) * p.n_in;
     }
-    let accs = array<vec4<f32>, 4>(acc0, acc1, acc2, acc3);
+    var acc: array<vec4<f32>, 4>; // acc[i][j]: row r0 + i, output o0 + j
+    var k = 0u;
+    for (; k + 4u <= p.n_in; k += 4u) {
+        let b0 = weight4(wr[0] + k, p.w_scales);
+        let b1 = weight4(wr[1] + k, p.w_scales);
+        let b2 = weight4(wr[2] + k, p.w_scales);
+        let b3 = weight4(wr[3] + k, p.w_scales);
+        for (var i = 0u; i < 4u; i++) {
+            let a = vec4<f32>(x[xr[i] + k], x[xr[i] + k + 1u], x[xr[i] + k + 2u], x[xr[i] + k + 3u]);
+            acc[i] += vec4<f32>(dot(a, b0), dot(a, b1), dot(a, b2), dot(a, b3));
+        }
+    }
+    for (; k < p.n_in; k++) {
+        let b = vec4<f32>(weight1(wr[0] + k, p.w_scales), weight1(wr[1] + k, p.w_scales),
+                          weight1(wr[2] + k, p.w_scales), weight1(wr[3] + k, p.w_scales));
+        for (var i = 0u; i < 4u; i++) {
+            acc[i] += x[xr[i] + k] * b;
+        }
+    }
     for (var i = 0u; i < 4u; i++) {
         for (var j = 0u; j < 4u; j++) {
-            store(r0 + i, o0 + j, rows, accs[i][j]);
+            if (r0 + i < rows && o0 + j < p.n_out) {
+                store(r0 + i, o0 + j, acc[i][j]);
+            }
         }
     }
 }

@@ -8,7 +8,7 @@ use crate::cpu::{CpuModel, Logits, State};
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 use crate::gpu_model::{GpuModel, GpuModelOptions};
-use crate::model::{Config, ModelWeights};
+use crate::model::{Checkpoint, Config, ModelWeights};
 
 /// A model and its working state, on the CPU or the GPU.
 pub enum Engine {
@@ -32,9 +32,9 @@ impl Engine {
         Engine::Cpu { model: Box::new(CpuModel::new(weights)), state, slots: Vec::new() }
     }
 
-    /// The GPU model on `ctx`.
-    pub async fn gpu(ctx: &GpuContext, weights: &ModelWeights, options: GpuModelOptions) -> Result<Self> {
-        Ok(Engine::Gpu(Box::new(GpuModel::new(ctx, weights, options).await?)))
+    /// `checkpoint` streamed onto the GPU of `ctx`.
+    pub async fn gpu(ctx: &GpuContext, checkpoint: &Checkpoint, options: GpuModelOptions) -> Result<Self> {
+        Ok(Engine::Gpu(Box::new(GpuModel::load(ctx, checkpoint, options).await?)))
     }
 
     /// The model's hyper-parameters.
@@ -45,7 +45,7 @@ impl Engine {
         }
     }
 
-    /// The model's fingerprint ([`ModelWeights::fingerprint`]).
+    /// The model's fingerprint ([`ModelWeights::fingerprint`]; the same on both backends).
     pub fn fingerprint(&self) -> [u8; 32] {
         match self {
             Engine::Cpu { model, .. } => model.weights().fingerprint,

@@ -125,6 +125,17 @@ pub enum Error {
     #[error("invalid input: {0}")]
     InvalidInput(String),
 
+    /// A model does not fit in the memory it must go into (wasm32's 4 GiB, the GPU's memory).
+    #[error("{what} need {} ({needed} bytes), but {limit}", gb(*needed))]
+    OutOfMemory {
+        /// What needs the memory ("the weights on the CPU backend", ...).
+        what: String,
+        /// Bytes needed.
+        needed: u64,
+        /// What limits it, in words with the numbers.
+        limit: String,
+    },
+
     /// A request exceeds one of the device's limits (binding size, workgroup count, ...).
     #[error("{what} is {requested} but this device allows at most {limit}")]
     LimitExceeded {
@@ -160,8 +171,14 @@ impl Error {
             Error::Busy(_) => "Busy",
             Error::InvalidInput(_) => "InvalidInput",
             Error::LimitExceeded { .. } => "LimitExceeded",
+            Error::OutOfMemory { .. } => "OutOfMemory",
         }
     }
+}
+
+/// `bytes` as gigabytes with two decimals ("1.61 GB").
+pub fn gb(bytes: u64) -> String {
+    format!("{:.2} GB", bytes as f64 / 1e9)
 }
 
 /// `Result` with the crate's [`Error`].

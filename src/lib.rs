@@ -1,7 +1,8 @@
 //! webmamba: Mamba state-space language models on WebGPU, in the browser (wasm32) and natively.
 //!
 //! Layout (see ARCHITECTURE.md):
-//! - [`model`]: config, checkpoint files, named tensors, weights (+ the symbol glossary);
+//! - [`model`]: config, checkpoint headers and layout, weights in memory (+ the symbol glossary);
+//! - [`load`]: streaming a checkpoint's weights into a backend, with progress;
 //! - [`cpu`]: the reference forward pass and recurrent state;
 //! - [`tokenizer`], [`sampling`]: text in, token ids out;
 //! - [`gpu`]: device context, buffers, pipelines, readback;
@@ -17,6 +18,7 @@ pub mod error;
 pub mod gpu;
 pub mod gpu_model;
 pub mod kernels;
+pub mod load;
 pub mod model;
 mod platform;
 pub mod sampling;
@@ -30,7 +32,8 @@ pub use cpu::{CpuModel, Logits, State};
 pub use engine::Engine;
 pub use error::{Error, Result};
 pub use gpu::GpuContext;
-pub use gpu_model::{GpuModel, GpuModelOptions, Matmul};
-pub use model::{Checkpoint, Config, ModelWeights};
+pub use gpu_model::{ConversionStats, GpuMemory, GpuModel, GpuModelOptions, Matmul, WeightFormat};
+pub use load::{Phase, Progress, Reporter};
+pub use model::{Checkpoint, Config, Matrix, ModelWeights};
 pub use session::{GenerateOptions, Outcome, Runtime, SessionId, SessionStats};
 pub use tokenizer::Tokenizer;

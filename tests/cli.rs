@@ -40,6 +40,10 @@ fn logits_command_writes_hf_logits_as_npy_on_both_backends() {
             let ids = r.ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
             let out = tmp.join(format!("{}-{backend}.npy", f.name));
             let dir = fixture_dir(f.name);
+            // GPU weights in the format that holds the file exactly: f16 (the default) for
+            // f16/bf16 files, f32 for f32 files.
+            let f32_file = f.checkpoint().layout.planned().any(|p| p.dtype == safetensors::Dtype::F32);
+            let weights = if f32_file { "f32" } else { "f16" };
             let run = webmamba(&[
                 "logits",
                 "--model",
@@ -48,6 +52,8 @@ fn logits_command_writes_hf_logits_as_npy_on_both_backends() {
                 &ids,
                 "--backend",
                 backend,
+                "--weights",
+                weights,
                 "--out",
                 out.to_str().unwrap(),
             ]);

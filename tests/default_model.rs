@@ -37,10 +37,9 @@ async fn greedy_matches_hf(ctx: Option<&GpuContext>) {
     let tokenizer = Tokenizer::from_bytes(c.tokenizer_json.as_deref().unwrap()).unwrap();
     let r = reference();
     assert_eq!(tokenizer.encode(&r.prompt, false).unwrap(), r.prompt_ids, "tokenizer");
-    let w = c.weights().unwrap();
     let engine = match ctx {
-        Some(ctx) => Engine::gpu(ctx, &w, GpuModelOptions::default()).await.unwrap(),
-        None => Engine::cpu(w),
+        Some(ctx) => Engine::gpu(ctx, &c, GpuModelOptions::default()).await.unwrap(),
+        None => Engine::cpu(c.weights().unwrap()),
     };
     let name = engine.name();
     let mut rt = Runtime::new(engine, CacheConfig::default()).unwrap();

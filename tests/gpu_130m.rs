@@ -9,8 +9,9 @@ mod common;
 
 use common::{assert_close, gpu, log};
 use rand::{Rng, SeedableRng, rngs::SmallRng};
+use safetensors::Dtype;
 use webmamba::cpu::ops::argmax;
-use webmamba::{Config, CpuModel, GpuModel, GpuModelOptions, Logits, ModelWeights, State};
+use webmamba::{Checkpoint, Config, CpuModel, GpuModel, GpuModelOptions, Logits, State, WeightFormat};
 
 fn mamba_130m_shape() -> Config {
     Config::from_json(
@@ -25,22 +26,17 @@ fn gpu_matches_cpu_on_a_130m_shaped_model() {
     let Some(ctx) = pollster::block_on(gpu("gpu_matches_cpu_on_a_130m_shaped_model")) else { return };
     let config = mamba_130m_shape();
     let t0 = std::time::Instant::now();
-    let weights = ModelWeights::random(&config, 130);
-    let params: usize = weights.embedding.len()
-        + weights
-            .layers
-            .iter()
-            .map(|l| {
-                l.in_proj.len()
-                    + l.x_proj.len()
-                    + l.dt_proj.len()
-                    + l.out_proj.len()
-                    + l.conv.len()
-                    + l.a_log.len()
-            })
-            .sum::<usize>();
-    log(&format!("[130m] {:.1}M parameters, random weights in {:.1?}", params as f64 / 1e6, t0.elapsed()));
-    let mut gpu = pollster::block_on(GpuModel::new(&ctx, &weights, GpuModelOptions::default())).unwrap();
+    let checkpoint = Checkpoint::random(&config, 130, Dtype::F32).unwrap();
+    let weights = checkpoint.weights().unwrap();
+    log(&format!(
+        "[130m] {:.1}M parameters, random weights in {:.1?}",
+        weights.parameters() as f64 / 1e6,
+        t0.elapsed()
+    ));
+    // f32 storage: the 154 MB embedding is split on adapters that bind at most 128 MiB.
+    let options = GpuModelOptions { weights: WeightFormat::F32, ..Default::default() };
+    let mut gpu = pollster::block_on(GpuModel::load(&ctx, &checkpoint, options)).unwrap();
+    drop(checkpoint);
     let cpu = CpuModel::new(weights);
 
     let mut rng = SmallRng::seed_from_u64(300);

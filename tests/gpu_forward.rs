@@ -1,23 +1,32 @@
 //! The GPU forward pass against HF transformers (the fixtures) and the CPU reference, natively
-//! (lavapipe) and in headless Chromium (SwiftShader), and the allocation-free decode step.
+//! (lavapipe) and in headless Chromium (SwiftShader), in every weight format, and the
+//! allocation-free decode step.
 
 mod common;
 
 use common::fixtures::{self, Fixture};
 use common::{assert_close, gpu, log};
 use rand::{Rng, SeedableRng, rngs::SmallRng};
-use webmamba::{CpuModel, GpuContext, GpuModel, GpuModelOptions, Logits, Matmul, State};
+use webmamba::{CpuModel, GpuContext, GpuModel, GpuModelOptions, Logits, Matmul, State, WeightFormat};
+
+async fn load_gpu(ctx: &GpuContext, f: &Fixture, options: GpuModelOptions) -> GpuModel {
+    GpuModel::load(ctx, &f.checkpoint(), options).await.unwrap_or_else(|e| panic!("{}: {e}", f.name))
+}
 
 async fn load_with(ctx: &GpuContext, f: &Fixture, max_tokens: usize, matmul: Matmul) -> (CpuModel, GpuModel) {
-    let w = f.checkpoint().weights().unwrap();
-    let gpu = GpuModel::new(ctx, &w, GpuModelOptions { max_tokens, matmul })
-        .await
-        .unwrap_or_else(|e| panic!("{}: {e}", f.name));
-    (CpuModel::new(w), gpu)
+    let options = GpuModelOptions { max_tokens, matmul, weights: exact_format(f), ..Default::default() };
+    (CpuModel::new(f.checkpoint().weights().unwrap()), load_gpu(ctx, f, options).await)
 }
 
 async fn load(ctx: &GpuContext, f: &Fixture, max_tokens: usize) -> (CpuModel, GpuModel) {
     load_with(ctx, f, max_tokens, Matmul::Auto).await
+}
+
+/// The smallest GPU format that holds the fixture's weights exactly: f16 for f16/bf16 files
+/// (bf16 → f16 is exact in f16's normal range), f32 for f32 files.
+fn exact_format(f: &Fixture) -> WeightFormat {
+    let has_f32 = f.checkpoint().layout.planned().any(|p| p.dtype == safetensors::Dtype::F32);
+    if has_f32 { WeightFormat::F32 } else { WeightFormat::F16 }
 }
 
 fn random_ids(seed: u64, n: usize, vocab: usize) -> Vec<u32> {
@@ -30,13 +39,65 @@ dual_test! {
         let Some(ctx) = gpu("gpu_logits_match_hf_at_every_position").await else { return };
         for matmul in [Matmul::Tiled, Matmul::Direct] {
             for f in fixtures::all() {
-                let (_, mut m) = load_with(&ctx, &f, 512, matmul).await;
-                let r = f.reference();
-                let logits = m.forward(&r.ids, Logits::All).await.unwrap();
-                assert_close(&format!("{} ({matmul:?} matmul): GPU vs HF logits", f.name), &logits, &r.logits, 1e-4, 0.0);
+                // f32 storage everywhere; f16 storage wherever it is exact (bf16/f16 files).
+                let mut formats = vec![WeightFormat::F32];
+                formats.extend((exact_format(&f) == WeightFormat::F16).then_some(WeightFormat::F16));
+                for weights in formats {
+                    let options = GpuModelOptions { max_tokens: 512, matmul, weights, ..Default::default() };
+                    let mut m = load_gpu(&ctx, &f, options).await;
+                    let r = f.reference();
+                    let logits = m.forward(&r.ids, Logits::All).await.unwrap();
+                    let what = format!("{} ({matmul:?} matmul, {} weights): GPU vs HF logits", f.name, weights.name());
+                    assert_close(&what, &logits, &r.logits, 1e-4, 0.0);
+                }
             }
         }
         assert!(ctx.take_uncaptured_error().is_none());
+    }
+
+    async fn rounded_weight_formats_keep_hf_greedy_tokens() {
+        // f16 storage of an f32 file and int8 storage of any file round the weights: the logits
+        // move (reported), HF's greedy continuation must not.
+        let Some(ctx) = gpu("rounded_weight_formats_keep_hf_greedy_tokens").await else { return };
+        for f in fixtures::all() {
+            let r = f.reference();
+            for weights in [WeightFormat::F16, WeightFormat::Int8] {
+                if weights == exact_format(&f) {
+                    continue;
+                }
+                let mut m = load_gpu(&ctx, &f, GpuModelOptions { weights, ..Default::default() }).await;
+                let logits = m.forward(&r.ids, Logits::All).await.unwrap();
+                let worst = logits.iter().zip(&r.logits).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+                m.reset_state();
+                let mut last = m.forward(&r.prompt_ids, Logits::Last).await.unwrap();
+                let mut greedy = Vec::new();
+                for _ in 0..r.greedy_ids.len() {
+                    let next = webmamba::cpu::ops::argmax(&last).unwrap() as u32;
+                    greedy.push(next);
+                    last = m.forward(&[next], Logits::Last).await.unwrap();
+                }
+                log(&format!("[{}] {} weights ({:?}): max |Δlogit| vs HF {worst:e}", f.name, weights.name(), m.memory().weight_format));
+                assert_eq!(greedy, r.greedy_ids, "{}: {} weights: greedy tokens vs HF", f.name, weights.name());
+            }
+        }
+    }
+
+    async fn split_matrices_in_every_format_equal_unsplit_ones() {
+        // Buffers capped at 4 KiB: the embedding/LM head (and more) split into many parts.
+        let Some(ctx) = gpu("split_matrices_in_every_format_equal_unsplit_ones").await else { return };
+        let f = fixtures::all().into_iter().find(|f| f.name == "medium-bf16").unwrap();
+        let ids = f.reference().ids;
+        for weights in WeightFormat::ALL {
+            let options = GpuModelOptions { weights, ..Default::default() };
+            let whole = load_gpu(&ctx, &f, options).await.forward(&ids, Logits::All).await.unwrap();
+            let split_options = GpuModelOptions { max_binding_bytes: Some(4096), ..options };
+            let mut split = load_gpu(&ctx, &f, split_options).await;
+            assert!(split.memory().weights >= load_gpu(&ctx, &f, options).await.memory().weights);
+            let got = split.forward(&ids, Logits::All).await.unwrap();
+            assert_close(&format!("{}: 4 KiB parts vs whole matrices", weights.name()), &got, &whole, 1e-5, 1e-5);
+            let next = split.forward(&[1], Logits::Last).await.unwrap();
+            assert_eq!(next.len(), split.config().vocab_size);
+        }
     }
 
     async fn gpu_matches_cpu_across_scan_chunks_forward_chunks_and_decode() {

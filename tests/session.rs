@@ -15,12 +15,12 @@ use webmamba::{
 const GEN: usize = 6;
 
 async fn engine(f: &Fixture, ctx: Option<&GpuContext>) -> Engine {
-    let w = f.checkpoint().weights().unwrap();
+    let c = f.checkpoint();
     match ctx {
         Some(ctx) => {
-            Engine::gpu(ctx, &w, GpuModelOptions { max_tokens: 256, ..Default::default() }).await.unwrap()
+            Engine::gpu(ctx, &c, GpuModelOptions { max_tokens: 256, ..Default::default() }).await.unwrap()
         }
-        None => Engine::cpu(w),
+        None => Engine::cpu(c.weights().unwrap()),
     }
 }
 

@@ -19,8 +19,11 @@ fn every_shader_parses_and_validates() {
         let module = naga::front::wgsl::parse_str(&source)
             .unwrap_or_else(|e| panic!("{}: {}", path.display(), e.emit_to_string(&source)));
         // The capabilities every WebGPU implementation has (no f16, no subgroups): a shader
-        // needing more must be gated on a device feature, not validated here.
-        naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::empty())
+        // needing more must be gated on a device feature, not validated here. WGSL's
+        // pack/unpack2x16float are core WebGPU; naga names them as a capability only because
+        // some of its other targets (old GLSL/HLSL) lack them.
+        let core = naga::valid::Capabilities::SHADER_FLOAT16_IN_FLOAT32;
+        naga::valid::Validator::new(naga::valid::ValidationFlags::all(), core)
             .validate(&module)
             .unwrap_or_else(|e| panic!("{}: {}", path.display(), e.emit_to_string(&source)));
         assert!(
@@ -65,5 +68,22 @@ fn shared_declarations_are_identical() {
     assert_eq!(params.len(), 3);
     for (name, text) in &params {
         assert_eq!(*text, params[0].1, "{name}: linear Params differ from {}", params[0].0);
+    }
+    // How weights are decoded (f32 / packed f16 / int8 + scales) must be the same everywhere.
+    let weight_readers: Vec<_> = shaders
+        .iter()
+        .filter_map(|(n, s)| {
+            let start = s.find("override W_FORMAT")?;
+            let end = start + s[start..].find("fn weight1")?;
+            Some((n, &s[start..end + s[end..].find("\n}")?]))
+        })
+        .collect();
+    assert_eq!(weight_readers.len(), 4, "embedding, linear, linear_direct and gemv read weights");
+    for (name, text) in &weight_readers {
+        assert_eq!(
+            *text, weight_readers[0].1,
+            "{name}: weight decoding differs from {}",
+            weight_readers[0].0
+        );
     }
 }

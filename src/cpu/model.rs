@@ -75,11 +75,11 @@ impl CpuModel {
         }
         let d = c.d_model;
         // h: the residual stream, (T, D)
-        let mut h: Vec<f32> = tokens
-            .iter()
-            .flat_map(|&t| &self.w.embedding[t as usize * d..(t as usize + 1) * d])
-            .copied()
-            .collect();
+        let mut h: Vec<f32> = Vec::with_capacity(tokens.len() * d);
+        let mut scratch = vec![0.0; d];
+        for &t in tokens {
+            h.extend_from_slice(self.w.embedding.row(t as usize, &mut scratch));
+        }
         let mut snapshots = vec![State::zeros(c); positions.len()];
         for (i, ((layer, a), st)) in self.w.layers.iter().zip(&self.a).zip(&mut state.layers).enumerate() {
             let x = rms_norm(&h, &layer.norm, c.norm_eps);
@@ -90,7 +90,7 @@ impl CpuModel {
             Logits::All => &h[..],
             Logits::Last => &h[h.len() - d..],
         };
-        let logits = linear(&rms_norm(last, &self.w.norm_f, c.norm_eps), self.w.lm_head(), None, d);
+        let logits = linear(&rms_norm(last, &self.w.norm_f, c.norm_eps), self.w.lm_head(), None);
         Ok((logits, snapshots))
     }
 
@@ -110,7 +110,7 @@ impl CpuModel {
         let t_len = x.len() / d;
 
         // [xs | z] = x · W_inᵀ (+ b_in): (T, 2·E·D)
-        let xz = linear(x, &w.in_proj, w.in_proj_bias.as_deref(), d);
+        let xz = linear(x, &w.in_proj, w.in_proj_bias.as_deref());
 
         // u = silu(conv1d(xs) + b_conv): causal depthwise conv over [window ‖ xs]. (T, E·D)
         // window: the carried K−1 inputs followed by this call's xs, (K−1+T, E·D).
@@ -135,10 +135,10 @@ impl CpuModel {
         }
 
         // [δ | B | C] = u · W_xᵀ: (T, R + 2N); Δ = softplus(δ · W_dtᵀ + b_dt): (T, E·D)
-        let dbc = linear(&u, &w.x_proj, None, di);
+        let dbc = linear(&u, &w.x_proj, None);
         let delta_in: Vec<f32> = dbc.chunks_exact(r + 2 * n).flat_map(|row| &row[..r]).copied().collect();
         let delta: Vec<f32> =
-            linear(&delta_in, &w.dt_proj, Some(&w.dt_proj_bias), r).into_iter().map(softplus).collect();
+            linear(&delta_in, &w.dt_proj, Some(&w.dt_proj_bias)).into_iter().map(softplus).collect();
 
         // Selective scan, sequential in t:
         //   h_t = exp(Δ_t A) ⊙ h_{t−1} + (Δ_t u_t) B_t,   y_t = h_t · C_t + D u_t,
@@ -168,6 +168,6 @@ impl CpuModel {
         }
 
         // out = y · W_outᵀ (+ b_out): (T, D)
-        linear(&y, &w.out_proj, w.out_proj_bias.as_deref(), di)
+        linear(&y, &w.out_proj, w.out_proj_bias.as_deref())
     }
 }

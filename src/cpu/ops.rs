@@ -1,6 +1,8 @@
 //! Plain f32 building blocks of the CPU reference, written for clarity first and for
 //! auto-vectorisation second (contiguous inner loops, several accumulators).
 
+use crate::model::Matrix;
+
 /// `Σ a[i]·b[i]` with eight independent accumulators so the compiler can vectorise it.
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     debug_assert_eq!(a.len(), b.len());
@@ -17,12 +19,17 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
 }
 
 /// `y = x · Wᵀ (+ bias)`: x (T, in), w (out, in), bias (out) → y (T, out). PyTorch's `Linear`.
-pub fn linear(x: &[f32], w: &[f32], bias: Option<&[f32]>, n_in: usize) -> Vec<f32> {
-    let n_out = w.len() / n_in;
-    let mut y = Vec::with_capacity(x.len() / n_in * n_out);
-    for row in x.chunks_exact(n_in) {
-        for (o, w_row) in w.chunks_exact(n_in).enumerate() {
-            y.push(dot(row, w_row) + bias.map_or(0.0, |b| b[o]));
+/// Each row of W is converted to f32 once (if it is stored as f16/bf16) and used for every row
+/// of x.
+pub fn linear(x: &[f32], w: &Matrix, bias: Option<&[f32]>) -> Vec<f32> {
+    let (n_in, n_out) = (w.cols, w.rows);
+    let mut y = vec![0.0; x.len() / n_in * n_out];
+    let mut scratch = vec![0.0; n_in];
+    for o in 0..n_out {
+        let w_row = w.row(o, &mut scratch);
+        let b = bias.map_or(0.0, |b| b[o]);
+        for (t, row) in x.chunks_exact(n_in).enumerate() {
+            y[t * n_out + o] = dot(row, w_row) + b;
         }
     }
     y

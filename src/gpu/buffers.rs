@@ -73,6 +73,13 @@ impl GpuContext {
         Ok(self.create_buffer(label, bytes, STORAGE))
     }
 
+    /// A zeroed storage buffer of `bytes` bytes (rounded up to 4, at least 4).
+    pub fn storage_zeroed_bytes(&self, label: &str, bytes: u64) -> Result<wgpu::Buffer> {
+        let bytes = bytes.max(1).div_ceil(4) * 4;
+        self.check_storage_binding(bytes)?;
+        Ok(self.create_buffer(label, bytes, STORAGE))
+    }
+
     /// A uniform buffer holding `value` (rewritable in place with `queue().write_buffer`).
     pub fn uniform<T: bytemuck::Pod>(&self, label: &str, value: &T) -> wgpu::Buffer {
         self.create_buffer_init(

@@ -205,6 +205,30 @@ impl GpuContext {
         self.uncaptured.lock().ok().and_then(|mut slot| slot.take())
     }
 
+    /// Submits what the queue holds (buffer writes included) and waits until the GPU has done
+    /// it: bounds the staging memory a long run of `write_buffer` calls can pile up.
+    pub async fn flush(&self) -> Result<()> {
+        let (tx, rx) = futures_channel::oneshot::channel();
+        self.queue.on_submitted_work_done(move || {
+            // The receiver only disappears if the awaiting future was dropped: nothing to do.
+            let _ = tx.send(());
+        });
+        self.queue.submit([]);
+        #[cfg(not(target_arch = "wasm32"))]
+        self.flush_blocking()?;
+        rx.await.map_err(|_| Error::Gpu { context: "flushing the queue".into(), message: "dropped".into() })
+    }
+
+    /// Natively: submits and blocks until the GPU is idle (no await needed).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn flush_blocking(&self) -> Result<()> {
+        self.queue.submit([]);
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map(|_| ())
+            .map_err(|e| Error::Gpu { context: "flushing the queue".into(), message: e.to_string() })
+    }
+
     /// Runs `f` inside validation and out-of-memory error scopes and turns any error WebGPU
     /// reports into [`Error::Gpu`] with `context` (e.g. "creating pipeline rms_norm").
     pub async fn scoped<T>(&self, context: &str, f: impl FnOnce() -> T) -> Result<T> {

@@ -7,5 +7,5 @@ mod pipeline;
 mod readback;
 
 pub use context::{AdapterSummary, GpuContext};
-pub use pipeline::{Binding, Kernel, grid_2d};
+pub use pipeline::{Binding, Kernel, bind_group_layout, dispatch, grid_2d};
 pub use readback::Readback;

@@ -50,12 +50,7 @@ impl Kernel {
         source: &str,
         bindings: &[Binding],
     ) -> Result<Self> {
-        let entries: Vec<_> = bindings.iter().enumerate().map(|(i, b)| b.entry(i as u32)).collect();
-        let layout = ctx.device().create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some(name),
-            entries: &entries,
-        });
-        Self::with_layout(ctx, name, source, layout).await
+        Self::with_layout(ctx, name, source, bind_group_layout(ctx, name, bindings)).await
     }
 
     /// Compiles `source` (entry point `name`) against an existing layout, so bind groups made
@@ -65,6 +60,18 @@ impl Kernel {
         name: &'static str,
         source: &str,
         layout: wgpu::BindGroupLayout,
+    ) -> Result<Self> {
+        Self::with_constants(ctx, name, source, layout, &[]).await
+    }
+
+    /// Like [`Kernel::with_layout`], with values for the shader's pipeline-overridable
+    /// constants (`override W_FORMAT: u32` ...): one pipeline per variant, from one source.
+    pub async fn with_constants(
+        ctx: &GpuContext,
+        name: &'static str,
+        source: &str,
+        layout: wgpu::BindGroupLayout,
+        constants: &[(&str, f64)],
     ) -> Result<Self> {
         ctx.counters.pipelines.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let device = ctx.device();
@@ -83,7 +90,7 @@ impl Kernel {
                 layout: Some(&pipeline_layout),
                 module: &module,
                 entry_point: Some(name),
-                compilation_options: wgpu::PipelineCompilationOptions::default(),
+                compilation_options: wgpu::PipelineCompilationOptions { constants, ..Default::default() },
                 cache: None,
             });
             Kernel { name, layout, pipeline }
@@ -103,10 +110,27 @@ impl Kernel {
         bind_group: &wgpu::BindGroup,
         groups: (u32, u32, u32),
     ) {
-        pass.set_pipeline(&self.pipeline);
-        pass.set_bind_group(0, bind_group, &[]);
-        pass.dispatch_workgroups(groups.0, groups.1, groups.2);
+        dispatch(pass, &self.pipeline, bind_group, groups);
     }
+}
+
+/// A bind-group layout for `bindings`, numbered in order (for kernels that share one).
+pub fn bind_group_layout(ctx: &GpuContext, name: &str, bindings: &[Binding]) -> wgpu::BindGroupLayout {
+    let entries: Vec<_> = bindings.iter().enumerate().map(|(i, b)| b.entry(i as u32)).collect();
+    ctx.device()
+        .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(name), entries: &entries })
+}
+
+/// Records one dispatch of `pipeline` with `bind_group` over `groups` workgroups.
+pub fn dispatch(
+    pass: &mut wgpu::ComputePass<'_>,
+    pipeline: &wgpu::ComputePipeline,
+    bind_group: &wgpu::BindGroup,
+    groups: (u32, u32, u32),
+) {
+    pass.set_pipeline(pipeline);
+    pass.set_bind_group(0, bind_group, &[]);
+    pass.dispatch_workgroups(groups.0, groups.1, groups.2);
 }
 
 /// Splits `n` workgroups over a 2-D grid whose dimensions stay within `max_per_dim`;

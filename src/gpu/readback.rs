@@ -26,6 +26,11 @@ impl Readback {
         Self { staging, capacity }
     }
 
+    /// Bytes it can read at once.
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
     /// Copies `len` f32 values starting at byte `offset` of `src` (which needs `COPY_SRC`) to
     /// the CPU. Everything submitted before this call finishes first.
     pub async fn read_f32(

@@ -74,7 +74,34 @@ impl Activations {
     }
 }
 
+impl Activations {
+    /// Bytes of every activation buffer (the readback staging buffer included).
+    pub fn bytes(&self) -> u64 {
+        [
+            &self.ids,
+            &self.h,
+            &self.x_norm,
+            &self.xz,
+            &self.ud,
+            &self.dbc,
+            &self.y,
+            &self.chunk_ab,
+            &self.chunk_h0,
+        ]
+        .iter()
+        .chain([&self.logits, &self.capture].iter())
+        .map(|b| b.size())
+        .sum::<u64>()
+            + self.readback.capacity()
+    }
+}
+
 impl StateBuffers {
+    /// Bytes of the working state.
+    pub fn bytes(&self) -> u64 {
+        self.conv.size() + self.ssm.size()
+    }
+
     pub fn new(ctx: &GpuContext, c: &Config) -> Result<Self> {
         let conv_len = c.n_layer * (c.d_conv - 1) * c.d_inner;
         Ok(Self {

@@ -1,6 +1,7 @@
 //! Recording a forward chunk into a compute pass by walking the [`Plan`]: only dispatches,
 //! nothing is created here. Dispatch sizes depend on T (this chunk's tokens).
 
+use crate::gpu::dispatch;
 use crate::gpu_model::plan::{Kernels, LayerPlan, LinearCall, Plan};
 use crate::kernels::{conv1d_silu, embedding, linear, rms_norm, scan_carry, scan_chunks};
 use crate::model::Config;
@@ -17,12 +18,13 @@ pub(crate) enum Head {
 }
 
 /// Records the LM head (or any linear call) over `rows` rows.
-pub(crate) fn linear(pass: &mut wgpu::ComputePass<'_>, k: &Kernels, call: &LinearCall, rows: u32) {
-    for (c, n_out) in &call.parts {
+pub(crate) fn linear(pass: &mut wgpu::ComputePass<'_>, call: &LinearCall, rows: u32) {
+    for part in &call.parts {
+        let bind_group = &part.call.bind_group;
         if rows <= linear::GEMV_MAX_ROWS {
-            k.gemv.dispatch(pass, &c.bind_group, linear::gemv_groups(rows, *n_out));
+            dispatch(pass, &part.gemv, bind_group, linear::gemv_groups(rows, part.n_out));
         } else {
-            k.linear.dispatch(pass, &c.bind_group, linear::gemm_groups(rows, *n_out));
+            dispatch(pass, &part.gemm, bind_group, linear::gemm_groups(rows, part.n_out));
         }
     }
 }
@@ -42,16 +44,16 @@ fn layer(pass: &mut wgpu::ComputePass<'_>, k: &Kernels, c: &Config, l: &LayerPla
     let (di, n) = (c.d_inner as u32, c.d_state as u32);
     let Dims { t, chunks, max_dim } = d;
     k.rms_norm.dispatch(pass, &l.norm.bind_group, rms_norm::groups(t, max_dim));
-    linear(pass, k, &l.in_proj, t);
+    linear(pass, &l.in_proj, t);
     k.conv1d_silu.dispatch(pass, &l.conv.bind_group, conv1d_silu::groups(di));
-    linear(pass, k, &l.x_proj, t);
-    linear(pass, k, &l.dt_proj, t);
+    linear(pass, &l.x_proj, t);
+    linear(pass, &l.dt_proj, t);
     if chunks > 1 {
         k.scan_chunks.dispatch(pass, &l.scan_chunks.bind_group, scan_chunks::groups(di, chunks));
         k.scan_carry.dispatch(pass, &l.scan_carry.bind_group, scan_carry::groups(di * n));
     }
     k.scan_output.dispatch(pass, &l.scan_output.bind_group, scan_chunks::groups(di, chunks));
-    linear(pass, k, &l.out_proj, t);
+    linear(pass, &l.out_proj, t);
 }
 
 /// Records embedding → every layer → norm_f (→ LM head for `Head::Last`) for T tokens.
@@ -64,8 +66,8 @@ pub(crate) fn body(
     head: Head,
 ) {
     let Dims { t, max_dim, .. } = d;
-    for call in &plan.embedding {
-        k.embedding.dispatch(pass, &call.bind_group, embedding::groups(t, c.d_model as u32));
+    for (call, pipeline) in &plan.embedding {
+        dispatch(pass, pipeline, &call.bind_group, embedding::groups(t, c.d_model as u32));
     }
     for l in &plan.layers {
         layer(pass, k, c, l, d);
@@ -74,7 +76,7 @@ pub(crate) fn body(
         Head::None => {}
         Head::Last => {
             k.rms_norm.dispatch(pass, &plan.norm_last.bind_group, rms_norm::groups(1, max_dim));
-            linear(pass, k, &plan.head_last, 1);
+            linear(pass, &plan.head_last, 1);
         }
         Head::AllRowsNormalised => {
             k.rms_norm.dispatch(pass, &plan.norm_all.bind_group, rms_norm::groups(t, max_dim));

@@ -9,20 +9,27 @@
 
 mod activations;
 mod encode;
+mod format;
 mod plan;
 mod slots;
+mod upload;
 mod weights;
+
+pub use format::{ConversionStats, WeightFormat};
+pub use upload::FLUSH_BYTES;
 
 use crate::cpu::{Logits, State};
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 use crate::kernels::Step;
-use crate::model::{Config, ModelWeights};
+use crate::load::Reporter;
+use crate::model::{Checkpoint, Config, Layout};
 
 use activations::{Activations, StateBuffers};
 use encode::Head;
 use plan::{Kernels, Plan};
 use slots::Slots;
+use upload::Upload;
 use weights::GpuWeights;
 
 /// Which kernel multiplies matrices of many rows (prefill); decode steps always use `gemv`.
@@ -45,12 +52,36 @@ pub struct GpuModelOptions {
     pub max_tokens: usize,
     /// The prefill matmul kernel.
     pub matmul: Matmul,
+    /// How weight matrices are stored (f16 by default: exact for bf16/f16 checkpoints).
+    pub weights: WeightFormat,
+    /// Caps each weight buffer below the device's storage-binding limit, so matrices split
+    /// into more parts (for devices that report more than they handle well, and for tests of
+    /// the split path on any device). `None`: the device's limit.
+    pub max_binding_bytes: Option<u64>,
 }
 
 impl Default for GpuModelOptions {
     fn default() -> Self {
-        Self { max_tokens: 512, matmul: Matmul::Auto }
+        Self { max_tokens: 512, matmul: Matmul::Auto, weights: WeightFormat::F16, max_binding_bytes: None }
     }
+}
+
+/// GPU memory a loaded model uses, by category, and how its weights are stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GpuMemory {
+    /// The format of the model's largest matrix (the embedding); a matrix whose width does not
+    /// divide the format's block falls back (see [`WeightFormat::for_cols`]).
+    pub weight_format: WeightFormat,
+    /// Bytes of weight buffers.
+    pub weights: u64,
+    /// Bytes of activation buffers (sized for `max_tokens`), readback included.
+    pub activations: u64,
+    /// Bytes of the working state.
+    pub state: u64,
+    /// Bytes of checkpoint slots allocated so far.
+    pub slots: u64,
+    /// What f16 storage could not hold exactly.
+    pub conversion: ConversionStats,
 }
 
 /// A model loaded on the GPU, with one recurrent state (the "working state") that every
@@ -66,28 +97,94 @@ pub struct GpuModel {
     plan: Plan,
     slots: Slots,
     fingerprint: [u8; 32],
+    memory: GpuMemory,
+}
+
+/// A model whose buffers exist and whose weights are streaming in: [`GpuModel::begin`] makes
+/// it, a checkpoint stream fills [`Loading::sink`], [`Loading::finish`] compiles and plans.
+pub(crate) struct Loading<'a> {
+    ctx: &'a GpuContext,
+    config: Config,
+    options: GpuModelOptions,
+    pub(crate) sink: Upload<'a>,
+    acts: Activations,
+    state: StateBuffers,
 }
 
 impl GpuModel {
-    /// Uploads `weights` and builds every pipeline and bind group.
-    pub async fn new(ctx: &GpuContext, weights: &ModelWeights, options: GpuModelOptions) -> Result<Self> {
-        let config = weights.config.clone();
+    /// Streams `checkpoint`'s weights onto the GPU — each piece converted to
+    /// `options.weights` and written before the next is read — then compiles the kernels and
+    /// builds every bind group.
+    pub async fn load(ctx: &GpuContext, checkpoint: &Checkpoint, options: GpuModelOptions) -> Result<Self> {
+        Self::load_reporting(ctx, checkpoint, options, &mut Reporter::silent()).await
+    }
+
+    /// Like [`GpuModel::load`], reporting progress.
+    pub async fn load_reporting(
+        ctx: &GpuContext,
+        checkpoint: &Checkpoint,
+        options: GpuModelOptions,
+        reporter: &mut Reporter,
+    ) -> Result<Self> {
+        let mut loading = Self::begin(ctx, &checkpoint.config, &checkpoint.layout, options).await?;
+        let fingerprint = checkpoint.stream(&mut loading.sink, reporter)?;
+        loading.finish(fingerprint, reporter).await
+    }
+
+    /// Checks the model against the device and allocates every buffer (weights zeroed), so a
+    /// model that cannot fit fails here, before any weight byte is read.
+    pub(crate) async fn begin<'a>(
+        ctx: &'a GpuContext,
+        config: &Config,
+        layout: &Layout,
+        options: GpuModelOptions,
+    ) -> Result<Loading<'a>> {
         if options.max_tokens == 0 {
             return Err(Error::InvalidInput("max_tokens must be at least 1".into()));
         }
-        let kernels = Kernels::new(ctx, options.matmul).await?;
-        let (w, acts, state, plan) = ctx
-            .scoped("uploading the model", || -> Result<_> {
-                let w = GpuWeights::upload(ctx, weights)?;
-                let acts = Activations::new(ctx, &config, options.max_tokens)?;
-                let state = StateBuffers::new(ctx, &config)?;
-                let plan = Plan::new(ctx, &config, &kernels, &w, &acts, &state)?;
-                Ok((w, acts, state, plan))
+        let allocated = ctx
+            .scoped("allocating the model's GPU buffers", || -> Result<_> {
+                let w =
+                    GpuWeights::allocate(ctx, config, layout, options.weights, options.max_binding_bytes)?;
+                let acts = Activations::new(ctx, config, options.max_tokens)?;
+                let state = StateBuffers::new(ctx, config)?;
+                Ok((w, acts, state))
             })
-            .await??;
-        let slots = Slots::new(State::bytes(&config) as u64);
-        let fingerprint = weights.fingerprint;
-        Ok(Self { ctx: ctx.clone(), config, kernels, _weights: w, acts, state, plan, slots, fingerprint })
+            .await;
+        let (w, acts, state) = match allocated {
+            Ok(inner) => inner?,
+            Err(Error::Gpu { message, .. }) => {
+                // What was asked for, computed again without the device.
+                let weights: u64 = layout
+                    .planned()
+                    .map(|p| {
+                        options
+                            .weights
+                            .for_cols(p.cols)
+                            .bytes(p.rows, p.cols)
+                            .min(4 * (p.rows * p.cols) as u64)
+                    })
+                    .sum();
+                return Err(Error::OutOfMemory {
+                    what: format!(
+                        "the model's GPU buffers (weights in {} ~{}, plus activations for {} tokens)",
+                        options.weights.name(),
+                        crate::error::gb(weights),
+                        options.max_tokens
+                    ),
+                    needed: weights,
+                    limit: format!("the device refused them: {message}"),
+                });
+            }
+            Err(other) => return Err(other),
+        };
+        let a_len = config.d_inner * config.d_state;
+        Ok(Loading { ctx, config: config.clone(), options, sink: Upload::new(ctx, w, a_len), acts, state })
+    }
+
+    /// GPU memory by category, and the weight format.
+    pub fn memory(&self) -> GpuMemory {
+        GpuMemory { slots: self.slots.bytes(), ..self.memory }
     }
 
     /// The model's hyper-parameters.
@@ -95,7 +192,7 @@ impl GpuModel {
         &self.config
     }
 
-    /// The model's fingerprint ([`ModelWeights::fingerprint`]).
+    /// The model's fingerprint ([`crate::ModelWeights::fingerprint`]).
     pub fn fingerprint(&self) -> [u8; 32] {
         self.fingerprint
     }
@@ -211,7 +308,7 @@ impl GpuModel {
             let mut encoder = self.ctx.encoder("lm head");
             {
                 let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
-                encode::linear(&mut pass, &self.kernels, block, rows as u32);
+                encode::linear(&mut pass, block, rows as u32);
             }
             queue.submit([encoder.finish()]);
             out.extend(a.readback.read_f32(&self.ctx, &a.logits, 0, rows * c.vocab_size).await?);
@@ -293,5 +390,43 @@ impl GpuModel {
         let (buffer, offset) = self.slots.locate(slot)?;
         self.ctx.queue().write_buffer(buffer, offset, bytemuck::cast_slice(&state.to_flat()));
         Ok(())
+    }
+}
+
+impl Loading<'_> {
+    /// After every weight was streamed in: waits for the uploads, compiles the kernels (one set
+    /// per weight format in use) and builds every bind group.
+    pub async fn finish(self, fingerprint: [u8; 32], reporter: &mut Reporter) -> Result<GpuModel> {
+        let Loading { ctx, config, options, sink, acts, state } = self;
+        ctx.flush().await?;
+        let (w, conversion) = (sink.weights, sink.stats);
+        let mut formats: Vec<WeightFormat> = w.matrices().map(|m| m.format).collect();
+        formats.sort();
+        formats.dedup();
+        let kernels = Kernels::new(ctx, options.matmul, &formats, reporter).await?;
+        let plan = ctx
+            .scoped("building the forward pass", || Plan::new(ctx, &config, &kernels, &w, &acts, &state))
+            .await??;
+        let memory = GpuMemory {
+            weight_format: w.embedding.format,
+            weights: w.bytes(),
+            activations: acts.bytes(),
+            state: state.bytes(),
+            slots: 0,
+            conversion,
+        };
+        let slots = Slots::new(State::bytes(&config) as u64);
+        Ok(GpuModel {
+            ctx: ctx.clone(),
+            config,
+            kernels,
+            _weights: w,
+            acts,
+            state,
+            plan,
+            slots,
+            fingerprint,
+            memory,
+        })
     }
 }

@@ -3,22 +3,31 @@
 //! only walks this plan (see `encode.rs`).
 
 use crate::error::{Error, Result};
-use crate::gpu::{GpuContext, Kernel};
+use crate::gpu::{GpuContext, Kernel, bind_group_layout};
 use crate::gpu_model::Matmul;
 use crate::gpu_model::activations::{Activations, StateBuffers};
+use crate::gpu_model::format::WeightFormat;
 use crate::gpu_model::weights::{GpuWeights, SplitMatrix};
 use crate::kernels::{
     conv1d_silu, embedding, gemv, linear, linear_direct, rms_norm, scan_carry, scan_chunks, scan_output,
 };
+use crate::load::{Phase, Reporter};
 use crate::model::Config;
 
-/// The compiled pipelines.
-pub(crate) struct Kernels {
+/// The pipelines that read weights, for one weight format (the shaders' `W_FORMAT`).
+pub(crate) struct WeightKernels {
+    pub format: WeightFormat,
     pub embedding: Kernel,
-    pub rms_norm: Kernel,
     /// The many-rows matmul: `linear` (workgroup-memory tiles) or `linear_direct`.
     pub linear: Kernel,
     pub gemv: Kernel,
+}
+
+/// The compiled pipelines.
+pub(crate) struct Kernels {
+    /// One set per weight format the model's matrices use.
+    pub weights: Vec<WeightKernels>,
+    pub rms_norm: Kernel,
     pub conv1d_silu: Kernel,
     pub scan_chunks: Kernel,
     pub scan_carry: Kernel,
@@ -26,27 +35,63 @@ pub(crate) struct Kernels {
 }
 
 impl Kernels {
-    pub async fn new(ctx: &GpuContext, matmul: Matmul) -> Result<Self> {
+    /// Compiles every kernel, the weight-reading ones once per format in `formats`, reporting
+    /// each pipeline as it is done.
+    pub async fn new(
+        ctx: &GpuContext,
+        matmul: Matmul,
+        formats: &[WeightFormat],
+        reporter: &mut Reporter,
+    ) -> Result<Self> {
         let direct = match matmul {
             Matmul::Auto => ctx.summary().device_type == "Cpu",
             Matmul::Tiled => false,
             Matmul::Direct => true,
         };
-        let linear = if direct {
-            Kernel::new(ctx, "linear_direct", linear_direct::SOURCE, linear::BINDINGS).await?
-        } else {
-            Kernel::new(ctx, "linear", linear::SOURCE, linear::BINDINGS).await?
+        let (linear_name, linear_source) =
+            if direct { ("linear_direct", linear_direct::SOURCE) } else { ("linear", linear::SOURCE) };
+        let total = (5 + 3 * formats.len()) as u64;
+        let mut done = 0;
+        let mut tick = |reporter: &mut Reporter| {
+            done += 1;
+            reporter.report(Phase::Compile, "kernels", done, total);
         };
-        let gemv = Kernel::with_layout(ctx, "gemv", gemv::SOURCE, linear.layout.clone()).await?;
+        let embedding_layout = bind_group_layout(ctx, "embedding", embedding::BINDINGS);
+        let linear_layout = bind_group_layout(ctx, linear_name, linear::BINDINGS);
+        let mut weights = Vec::new();
+        for &format in formats {
+            let c = [("W_FORMAT", format.shader_value())];
+            let embedding =
+                Kernel::with_constants(ctx, "embedding", embedding::SOURCE, embedding_layout.clone(), &c)
+                    .await?;
+            tick(reporter);
+            let linear =
+                Kernel::with_constants(ctx, linear_name, linear_source, linear_layout.clone(), &c).await?;
+            tick(reporter);
+            let gemv = Kernel::with_constants(ctx, "gemv", gemv::SOURCE, linear_layout.clone(), &c).await?;
+            tick(reporter);
+            weights.push(WeightKernels { format, embedding, linear, gemv });
+        }
+        let mut compile = async |name, source, bindings| {
+            let k = Kernel::new(ctx, name, source, bindings).await;
+            tick(reporter);
+            k
+        };
         Ok(Self {
-            embedding: Kernel::new(ctx, "embedding", embedding::SOURCE, embedding::BINDINGS).await?,
-            rms_norm: Kernel::new(ctx, "rms_norm", rms_norm::SOURCE, rms_norm::BINDINGS).await?,
-            linear,
-            gemv,
-            conv1d_silu: Kernel::new(ctx, "conv1d_silu", conv1d_silu::SOURCE, conv1d_silu::BINDINGS).await?,
-            scan_chunks: Kernel::new(ctx, "scan_chunks", scan_chunks::SOURCE, scan_chunks::BINDINGS).await?,
-            scan_carry: Kernel::new(ctx, "scan_carry", scan_carry::SOURCE, scan_carry::BINDINGS).await?,
-            scan_output: Kernel::new(ctx, "scan_output", scan_output::SOURCE, scan_output::BINDINGS).await?,
+            weights,
+            rms_norm: compile("rms_norm", rms_norm::SOURCE, rms_norm::BINDINGS).await?,
+            conv1d_silu: compile("conv1d_silu", conv1d_silu::SOURCE, conv1d_silu::BINDINGS).await?,
+            scan_chunks: compile("scan_chunks", scan_chunks::SOURCE, scan_chunks::BINDINGS).await?,
+            scan_carry: compile("scan_carry", scan_carry::SOURCE, scan_carry::BINDINGS).await?,
+            scan_output: compile("scan_output", scan_output::SOURCE, scan_output::BINDINGS).await?,
+        })
+    }
+
+    /// The weight-reading kernels for `format`.
+    fn for_format(&self, format: WeightFormat) -> Result<&WeightKernels> {
+        self.weights.iter().find(|k| k.format == format).ok_or_else(|| Error::Gpu {
+            context: "building the forward pass".into(),
+            message: format!("no kernels compiled for {} weights", format.name()),
         })
     }
 }
@@ -57,9 +102,18 @@ pub(crate) struct Call {
     _params: wgpu::Buffer,
 }
 
-/// One linear layer: a call per part of its weight matrix, with that part's output count.
+/// One part of a linear layer's weight matrix: its call, its outputs, and the pipelines of its
+/// weight format (the tiled or direct GEMM for many rows, the GEMV for one).
+pub(crate) struct LinearPart {
+    pub call: Call,
+    pub n_out: u32,
+    pub gemm: wgpu::ComputePipeline,
+    pub gemv: wgpu::ComputePipeline,
+}
+
+/// One linear layer: a call per part of its weight matrix.
 pub(crate) struct LinearCall {
-    pub parts: Vec<(Call, u32)>,
+    pub parts: Vec<LinearPart>,
 }
 
 /// The calls of one Mamba block, in dispatch order.
@@ -77,7 +131,8 @@ pub(crate) struct LayerPlan {
 
 /// The whole forward pass.
 pub(crate) struct Plan {
-    pub embedding: Vec<Call>,
+    /// A call per part of the embedding, with the pipeline of its weight format.
+    pub embedding: Vec<(Call, wgpu::ComputePipeline)>,
     pub layers: Vec<LayerPlan>,
     /// norm_f over all T rows (for all-position logits) / over row T−1 only.
     pub norm_all: Call,
@@ -107,14 +162,15 @@ impl Builder<'_> {
         Call { bind_group: kernel.bind(self.ctx, &all), _params: params }
     }
 
-    /// A linear call per part of `w`: `template` with the part's size, column and bias.
+    /// A linear call per part of `w`: `template` with the part's size, column, bias and scales.
     fn linear(
         &self,
         x: &wgpu::Buffer,
         w: &SplitMatrix,
         y: &wgpu::Buffer,
         template: linear::LinearParams,
-    ) -> LinearCall {
+    ) -> Result<LinearCall> {
+        let kernels = self.k.for_format(w.format)?;
         let parts = w
             .parts
             .iter()
@@ -122,16 +178,27 @@ impl Builder<'_> {
                 let mut p = template;
                 p.n_in = w.cols as u32;
                 p.n_out = part.rows as u32;
+                p.w_scales = scales_at(w, part.rows);
                 p.y_col = template.y_col + part.row_start as u32;
                 if part.bias.is_some() {
                     p.flags |= linear::BIAS;
                 }
                 let bias = part.bias.as_ref().unwrap_or(self.dummy);
-                (self.call(&self.k.linear, &p, &[x, &part.buffer, bias, y]), part.rows as u32)
+                LinearPart {
+                    call: self.call(&kernels.linear, &p, &[x, &part.buffer, bias, y]),
+                    n_out: part.rows as u32,
+                    gemm: kernels.linear.pipeline.clone(),
+                    gemv: kernels.gemv.pipeline.clone(),
+                }
             })
             .collect();
-        LinearCall { parts }
+        Ok(LinearCall { parts })
     }
+}
+
+/// Where an int8 part's scales start in its buffer, in u32 (after rows · cols quant bytes).
+fn scales_at(w: &SplitMatrix, rows: usize) -> u32 {
+    if w.format == WeightFormat::Int8 { (rows * w.cols / 4) as u32 } else { 0 }
 }
 
 impl Plan {
@@ -160,6 +227,7 @@ impl Plan {
         let conv_total = (c.n_layer * (c.d_conv - 1) * c.d_inner) as u32;
         let b = Builder { ctx, k, step: &a.step, dummy: &w.dummy };
         let lin = |x_stride, y_stride| linear::LinearParams { x_stride, y_stride, ..Default::default() };
+        let embedding_kernel = &k.for_format(w.embedding.format)?.embedding;
         let embedding = w
             .embedding
             .parts
@@ -169,9 +237,12 @@ impl Plan {
                     d_model: d,
                     row_start: part.row_start as u32,
                     n_rows: part.rows as u32,
-                    _pad: 0,
+                    w_scales: scales_at(&w.embedding, part.rows),
                 };
-                b.call(&k.embedding, &p, &[&a.ids, &part.buffer, &a.h])
+                (
+                    b.call(embedding_kernel, &p, &[&a.ids, &part.buffer, &a.h]),
+                    embedding_kernel.pipeline.clone(),
+                )
             })
             .collect();
         let norm = |flags| rms_norm::RmsNormParams { cols: d, eps: c.norm_eps, flags, _pad: 0 };
@@ -179,7 +250,7 @@ impl Plan {
             .layers
             .iter()
             .enumerate()
-            .map(|(i, l)| {
+            .map(|(i, l)| -> Result<LayerPlan> {
                 let i = i as u32;
                 let conv = conv1d_silu::Conv1dParams {
                     d_inner: di,
@@ -220,9 +291,9 @@ impl Plan {
                 let dt =
                     linear::LinearParams { flags: linear::SOFTPLUS, y_col: delta_at, ..lin(dbc_stride, di) };
                 let out = linear::LinearParams { flags: linear::ACCUMULATE, ..lin(di, d) };
-                LayerPlan {
+                Ok(LayerPlan {
                     norm: b.call(&k.rms_norm, &norm(0), &[&a.h, &l.norm, &a.x_norm]),
-                    in_proj: b.linear(&a.x_norm, &l.in_proj, &a.xz, lin(d, 2 * di)),
+                    in_proj: b.linear(&a.x_norm, &l.in_proj, &a.xz, lin(d, 2 * di))?,
                     conv: b.call(
                         &k.conv1d_silu,
                         &conv,
@@ -235,8 +306,8 @@ impl Plan {
                             &a.capture,
                         ],
                     ),
-                    x_proj: b.linear(&a.ud, &l.x_proj, &a.dbc, lin(di, dbc_stride)),
-                    dt_proj: b.linear(&a.dbc, &l.dt_proj, &a.ud, dt),
+                    x_proj: b.linear(&a.ud, &l.x_proj, &a.dbc, lin(di, dbc_stride))?,
+                    dt_proj: b.linear(&a.dbc, &l.dt_proj, &a.ud, dt)?,
                     scan_chunks: b.call(&k.scan_chunks, &chunks, &[&a.ud, &a.dbc, &l.a_d, &a.chunk_ab]),
                     scan_carry: b.call(&k.scan_carry, &carry, &[&a.chunk_ab, &s.ssm, &a.chunk_h0]),
                     scan_output: b.call(
@@ -244,13 +315,13 @@ impl Plan {
                         &output,
                         &[&a.ud, &a.dbc, &a.xz, &l.a_d, &a.chunk_h0, &s.ssm, &a.y, &a.capture],
                     ),
-                    out_proj: b.linear(&a.y, &l.out_proj, &a.h, out),
-                }
+                    out_proj: b.linear(&a.y, &l.out_proj, &a.h, out)?,
+                })
             })
-            .collect();
+            .collect::<Result<Vec<_>>>()?;
         let head = w.lm_head();
         let head_last =
-            b.linear(&a.x_norm, head, &a.logits, linear::LinearParams { rows_max: 1, ..lin(d, v) });
+            b.linear(&a.x_norm, head, &a.logits, linear::LinearParams { rows_max: 1, ..lin(d, v) })?;
         let head_blocks = (0..a.max_tokens.div_ceil(a.logits_rows))
             .map(|block| {
                 let p = linear::LinearParams {
@@ -260,7 +331,7 @@ impl Plan {
                 };
                 b.linear(&a.x_norm, head, &a.logits, p)
             })
-            .collect();
+            .collect::<Result<Vec<_>>>()?;
         Ok(Self {
             embedding,
             layers,

@@ -21,6 +21,11 @@ impl Slots {
         Self { buffers: Vec::new(), table: Vec::new(), slot_bytes }
     }
 
+    /// Bytes of every slot buffer.
+    pub fn bytes(&self) -> u64 {
+        self.buffers.iter().map(wgpu::Buffer::size).sum()
+    }
+
     /// Adds `n` slots (new slab buffers) and returns their ids.
     pub fn add(&mut self, ctx: &GpuContext, n: usize) -> Result<Range<usize>> {
         let first = self.table.len();

@@ -1,4 +1,6 @@
-//! Model weights on the GPU, uploaded once at load in f32.
+//! Model weights on the GPU: every buffer allocated from the checkpoint's headers before any
+//! weight byte is read, then filled piece by piece as the checkpoint streams in
+//! (`upload.rs`). Matrices are stored in a [`WeightFormat`]; small tensors in f32.
 //!
 //! Every matrix is a [`SplitMatrix`]: its rows are spread over as many buffers as it takes to
 //! keep each binding within the device's `maxStorageBufferBindingSize` (a 130M model's f32
@@ -7,13 +9,14 @@
 
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
-use crate::model::{LayerWeights, ModelWeights};
+use crate::gpu_model::format::{Encoded, WeightFormat};
+use crate::model::{Config, Layout, Part, Role};
 
 /// Rows [row_start, row_start + rows) of a matrix, in one buffer.
 pub(crate) struct MatrixPart {
-    /// (rows, cols) f32.
+    /// (rows, cols) in the matrix's format; int8: the quants, then (rows, cols / 32) scales.
     pub buffer: wgpu::Buffer,
-    /// The part's slice of the matrix's bias, if it has one. (rows)
+    /// The part's slice of the matrix's bias, if it has one. (rows) f32
     pub bias: Option<wgpu::Buffer>,
     pub row_start: usize,
     pub rows: usize,
@@ -23,45 +26,81 @@ pub(crate) struct MatrixPart {
 pub(crate) struct SplitMatrix {
     pub parts: Vec<MatrixPart>,
     pub cols: usize,
+    pub format: WeightFormat,
 }
 
 impl SplitMatrix {
-    /// Uploads `data` (rows, cols) and an optional `bias` (rows).
-    pub fn upload(
+    /// Allocates a (rows, cols) matrix in `asked.for_cols(cols)`, with a bias of `rows` if
+    /// `has_bias`.
+    fn allocate(
         ctx: &GpuContext,
         label: &str,
-        data: &[f32],
-        cols: usize,
-        bias: Option<&[f32]>,
+        (rows, cols): (usize, usize),
+        (asked, max_binding): (WeightFormat, u64),
+        has_bias: bool,
     ) -> Result<Self> {
-        let rows = data.len() / cols;
-        let row_bytes = (cols * 4) as u64;
-        let per_part = (ctx.max_binding() / row_bytes) as usize;
+        let format = asked.for_cols(cols);
+        let row_bytes = format.bytes(1, cols);
+        // int8 parts hold whole rows of quants and scales: rows · (cols + cols / 8) bytes.
+        let per_part = (max_binding / row_bytes) as usize;
         if per_part == 0 {
             return Err(Error::LimitExceeded {
                 what: "one matrix row (bytes)",
                 requested: row_bytes,
-                limit: ctx.max_binding(),
+                limit: max_binding,
             });
         }
         let mut parts = Vec::new();
         for row_start in (0..rows).step_by(per_part) {
             let n = per_part.min(rows - row_start);
-            let name = format!("{label} rows {row_start}..{}", row_start + n);
+            let name = format!("{label} rows {row_start}..{} ({})", row_start + n, format.name());
             parts.push(MatrixPart {
-                buffer: ctx.storage_from_f32(&name, &data[row_start * cols..(row_start + n) * cols])?,
-                bias: bias
-                    .map(|b| ctx.storage_from_f32(&format!("{name} bias"), &b[row_start..row_start + n]))
-                    .transpose()?,
+                buffer: ctx.storage_zeroed_bytes(&name, format.bytes(n, cols))?,
+                bias: has_bias.then(|| ctx.storage_zeroed_f32(&format!("{name} bias"), n)).transpose()?,
                 row_start,
                 rows: n,
             });
         }
-        Ok(Self { parts, cols })
+        Ok(Self { parts, cols, format })
+    }
+
+    /// Writes `rows` rows starting at row `first`, encoded in this matrix's format.
+    pub fn write_rows(&self, ctx: &GpuContext, first: usize, rows: usize, e: &Encoded) {
+        let values_per_row = e.values.len() / rows.max(1);
+        let scales_per_row = e.scales.len() / rows.max(1);
+        for part in &self.parts {
+            let (from, to) = (first.max(part.row_start), (first + rows).min(part.row_start + part.rows));
+            if from >= to {
+                continue;
+            }
+            let (local, src) = ((from - part.row_start) as u64, from - first);
+            let values = &e.values[src * values_per_row..(to - first) * values_per_row];
+            ctx.queue().write_buffer(&part.buffer, local * values_per_row as u64, values);
+            if scales_per_row > 0 {
+                let scales_at = part.rows as u64 * values_per_row as u64;
+                let scales = &e.scales[src * scales_per_row..(to - first) * scales_per_row];
+                ctx.queue().write_buffer(&part.buffer, scales_at + local * scales_per_row as u64, scales);
+            }
+        }
+    }
+
+    /// Writes the bias (rows) into the parts' bias buffers.
+    pub fn write_bias(&self, ctx: &GpuContext, bias: &[f32]) {
+        for part in &self.parts {
+            if let Some(b) = &part.bias {
+                let slice = &bias[part.row_start..part.row_start + part.rows];
+                ctx.queue().write_buffer(b, 0, bytemuck::cast_slice(slice));
+            }
+        }
+    }
+
+    /// Bytes of its buffers (with biases).
+    pub fn bytes(&self) -> u64 {
+        self.parts.iter().map(|p| p.buffer.size() + p.bias.as_ref().map_or(0, wgpu::Buffer::size)).sum()
     }
 }
 
-/// One block's weights on the GPU (shapes as in [`LayerWeights`]).
+/// One block's weights on the GPU (shapes as in [`crate::model::LayerWeights`]).
 pub(crate) struct GpuLayer {
     pub norm: wgpu::Buffer,              // (D)
     pub in_proj: SplitMatrix,            // (2·E·D, D), bias (2·E·D)
@@ -84,24 +123,42 @@ pub(crate) struct GpuWeights {
 }
 
 impl GpuWeights {
-    pub fn upload(ctx: &GpuContext, w: &ModelWeights) -> Result<Self> {
-        let c = &w.config;
-        let layers = w
-            .layers
-            .iter()
-            .enumerate()
-            .map(|(i, l)| upload_layer(ctx, i, l, c.d_model, c.d_inner, c.dt_rank))
+    /// Allocates (zeroed) every buffer the model's weights need, matrices in `format`, each
+    /// buffer at most `max_binding` bytes (else the device's limit).
+    pub fn allocate(
+        ctx: &GpuContext,
+        c: &Config,
+        layout: &Layout,
+        format: WeightFormat,
+        max_binding: Option<u64>,
+    ) -> Result<Self> {
+        let (d, di, n, k, r, v) = (c.d_model, c.d_inner, c.d_state, c.d_conv, c.dt_rank, c.vocab_size);
+        let max_binding = max_binding.unwrap_or(u64::MAX).min(ctx.max_binding());
+        let z = |label: &str, len: usize| ctx.storage_zeroed_f32(label, len);
+        let m =
+            |label: &str, shape, bias| SplitMatrix::allocate(ctx, label, shape, (format, max_binding), bias);
+        let layers = (0..c.n_layer)
+            .map(|i| {
+                let name = |s: &str| format!("layers.{i}.{s}");
+                let has = |part| layout.get(Role::Layer(i, part)).is_some();
+                Ok(GpuLayer {
+                    norm: z(&name("norm"), d)?,
+                    in_proj: m(&name("in_proj"), (2 * di, d), has(Part::InProjBias))?,
+                    conv: z(&name("conv1d"), di * k)?,
+                    conv_bias: has(Part::ConvBias).then(|| z(&name("conv1d.bias"), di)).transpose()?,
+                    x_proj: m(&name("x_proj"), (r + 2 * n, di), false)?,
+                    dt_proj: m(&name("dt_proj"), (di, r), true)?,
+                    a_d: z(&name("A,D"), di * n + di)?,
+                    out_proj: m(&name("out_proj"), (d, di), has(Part::OutProjBias))?,
+                })
+            })
             .collect::<Result<Vec<_>>>()?;
         Ok(Self {
-            embedding: SplitMatrix::upload(ctx, "embedding", &w.embedding, c.d_model, None)?,
-            lm_head: w
-                .lm_head
-                .as_ref()
-                .map(|h| SplitMatrix::upload(ctx, "lm_head", h, c.d_model, None))
-                .transpose()?,
+            embedding: m("embedding", (v, d), false)?,
+            lm_head: layout.get(Role::LmHead).map(|_| m("lm_head", (v, d), false)).transpose()?,
             layers,
-            norm_f: ctx.storage_from_f32("norm_f", &w.norm_f)?,
-            dummy: ctx.storage_zeroed_f32("absent input", 1)?,
+            norm_f: z("norm_f", d)?,
+            dummy: z("absent input", 1)?,
         })
     }
 
@@ -109,26 +166,20 @@ impl GpuWeights {
     pub fn lm_head(&self) -> &SplitMatrix {
         self.lm_head.as_ref().unwrap_or(&self.embedding)
     }
-}
 
-fn upload_layer(
-    ctx: &GpuContext,
-    i: usize,
-    l: &LayerWeights,
-    d: usize,
-    di: usize,
-    r: usize,
-) -> Result<GpuLayer> {
-    let name = |s: &str| format!("layers.{i}.{s}");
-    let a_d: Vec<f32> = l.a_log.iter().map(|v| -v.exp()).chain(l.d.iter().copied()).collect();
-    Ok(GpuLayer {
-        norm: ctx.storage_from_f32(&name("norm"), &l.norm)?,
-        in_proj: SplitMatrix::upload(ctx, &name("in_proj"), &l.in_proj, d, l.in_proj_bias.as_deref())?,
-        conv: ctx.storage_from_f32(&name("conv1d"), &l.conv)?,
-        conv_bias: l.conv_bias.as_ref().map(|b| ctx.storage_from_f32(&name("conv1d.bias"), b)).transpose()?,
-        x_proj: SplitMatrix::upload(ctx, &name("x_proj"), &l.x_proj, di, None)?,
-        dt_proj: SplitMatrix::upload(ctx, &name("dt_proj"), &l.dt_proj, r, Some(&l.dt_proj_bias))?,
-        a_d: ctx.storage_from_f32(&name("A,D"), &a_d)?,
-        out_proj: SplitMatrix::upload(ctx, &name("out_proj"), &l.out_proj, di, l.out_proj_bias.as_deref())?,
-    })
+    /// Every matrix, for listing formats and bytes.
+    pub fn matrices(&self) -> impl Iterator<Item = &SplitMatrix> {
+        let layers = self.layers.iter().flat_map(|l| [&l.in_proj, &l.x_proj, &l.dt_proj, &l.out_proj]);
+        std::iter::once(&self.embedding).chain(self.lm_head.as_ref()).chain(layers)
+    }
+
+    /// Bytes of every weight buffer.
+    pub fn bytes(&self) -> u64 {
+        let vectors = |l: &GpuLayer| {
+            l.norm.size() + l.conv.size() + l.conv_bias.as_ref().map_or(0, wgpu::Buffer::size) + l.a_d.size()
+        };
+        self.matrices().map(SplitMatrix::bytes).sum::<u64>()
+            + self.layers.iter().map(vectors).sum::<u64>()
+            + self.norm_f.size()
+    }
 }

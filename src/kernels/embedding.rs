@@ -6,7 +6,7 @@ use crate::gpu::Binding;
 /// WGSL source.
 pub const SOURCE: &str = include_str!("../../shaders/embedding.wgsl");
 
-/// step, params, ids (T), table part (rows, D), h (T, D).
+/// step, params, ids (T), table part (rows, D) in its storage format (`W_FORMAT` override), h (T, D).
 pub const BINDINGS: &[Binding] =
     &[Binding::Uniform, Binding::Uniform, Binding::Read, Binding::Read, Binding::ReadWrite];
 
@@ -20,8 +20,8 @@ pub struct EmbeddingParams {
     pub row_start: u32,
     /// Rows in this part.
     pub n_rows: u32,
-    /// Padding to 16 bytes.
-    pub _pad: u32,
+    /// int8 weights: index (in u32) of the part's first scale, after its quants; else 0.
+    pub w_scales: u32,
 }
 
 /// Workgroups for T tokens of width D (64 columns per workgroup, one token per row).

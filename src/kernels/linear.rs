@@ -7,7 +7,8 @@ use crate::gpu::Binding;
 /// WGSL source of the tiled GEMM.
 pub const SOURCE: &str = include_str!("../../shaders/linear.wgsl");
 
-/// step, params, x (T, x_stride), w (O, K), bias (O), y (rows, y_stride).
+/// step, params, x (T, x_stride), w (O, K) in its storage format (`W_FORMAT` override; int8:
+/// then the scales), bias (O), y (rows, y_stride).
 pub const BINDINGS: &[Binding] =
     &[Binding::Uniform, Binding::Uniform, Binding::Read, Binding::Read, Binding::Read, Binding::ReadWrite];
 
@@ -17,8 +18,6 @@ pub const BIAS: u32 = 1;
 pub const ACCUMULATE: u32 = 2;
 /// Apply softplus (Δ after `dt_proj`).
 pub const SOFTPLUS: u32 = 4;
-/// Only X's row T−1, written as Y's row 0.
-pub const LAST_ROW: u32 = 8;
 
 /// Rows up to which the GEMV pipeline is used instead of the tiled GEMM.
 pub const GEMV_MAX_ROWS: u32 = 1;
@@ -36,8 +35,8 @@ pub struct LinearParams {
     pub n_out: u32,
     /// Floats between rows of X.
     pub x_stride: u32,
-    /// First column of X read.
-    pub x_col: u32,
+    /// int8 weights: index (in u32) of the part's first scale, after its quants; else 0.
+    pub w_scales: u32,
     /// First row of X read.
     pub x_row_start: u32,
     /// Floats between rows of Y.
@@ -46,7 +45,7 @@ pub struct LinearParams {
     pub y_col: u32,
     /// At most this many rows (0: all T rows from `x_row_start`).
     pub rows_max: u32,
-    /// `BIAS | ACCUMULATE | SOFTPLUS | LAST_ROW`.
+    /// `BIAS | ACCUMULATE | SOFTPLUS`.
     pub flags: u32,
     /// Padding to 48 bytes.
     pub _pad: [u32; 3],

@@ -1,21 +1,28 @@
-//! [`Checkpoint`]: the files of a Hugging Face model folder, held in memory — `config.json`,
-//! `model.safetensors` (or `model.safetensors.index.json` and its shards) and, optionally,
-//! `tokenizer.json`. In a browser the app fetches these as `ArrayBuffer`s and passes the bytes;
-//! natively [`Checkpoint::from_dir`] reads a folder.
+//! [`Checkpoint`]: a Hugging Face model folder opened for loading — `config.json`,
+//! `tokenizer.json` when present, and the headers of `model.safetensors` (or of the shards
+//! `model.safetensors.index.json` names), checked against the config ([`Layout`]). The weights
+//! themselves are read later, streamed into the backend that runs them:
+//! [`Checkpoint::weights`] for the CPU, [`crate::GpuModel::load`] for the GPU.
 
 use crate::error::Result;
+use crate::load::files::Files;
+use crate::load::host::HostSink;
+use crate::load::progress::Reporter;
+use crate::load::stream::{Sink, TensorStream};
 use crate::model::config::Config;
-use crate::model::tensors::TensorStore;
+use crate::model::header::parse_index;
+use crate::model::layout::Layout;
 use crate::model::weights::ModelWeights;
 
-/// A parsed checkpoint: its config, its tensors and, if present, its tokenizer JSON.
+/// A checkpoint whose headers have been read and checked.
 pub struct Checkpoint {
     /// The hyper-parameters from `config.json`.
     pub config: Config,
-    /// All tensors, by name.
-    pub tensors: TensorStore,
+    /// Every file's tensors and what the model uses them for.
+    pub layout: Layout,
     /// `tokenizer.json`, when the checkpoint has one.
     pub tokenizer_json: Option<Vec<u8>>,
+    files: Files,
 }
 
 impl Checkpoint {
@@ -28,43 +35,57 @@ impl Checkpoint {
         tokenizer_json: Option<Vec<u8>>,
     ) -> Result<Self> {
         let config = Config::from_json(config_json)?;
-        let tensors = match index_json {
-            Some(index) => TensorStore::from_index(index, safetensors)?,
-            None => TensorStore::from_files(safetensors)?,
-        };
-        Ok(Self { config, tensors, tokenizer_json })
+        let names: Vec<String> = safetensors.iter().map(|(n, _)| n.clone()).collect();
+        let files = Files::Memory(safetensors);
+        let weight_map = index_json.map(parse_index).transpose()?;
+        let headers = names.iter().map(|n| files.header(n)).collect::<Result<Vec<_>>>()?;
+        let layout = Layout::new(&config, headers, weight_map.as_ref())?;
+        Ok(Self { config, layout, tokenizer_json, files })
     }
 
-    /// Reads a model folder: `config.json`, then `model.safetensors.index.json` with its shards
-    /// if it exists, else `model.safetensors`, and `tokenizer.json` if it exists.
+    /// Opens a model folder: `config.json`, then `model.safetensors.index.json` with its
+    /// shards if it exists, else `model.safetensors`, and `tokenizer.json` if it exists. Only
+    /// headers are read here.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn from_dir(dir: impl AsRef<std::path::Path>) -> Result<Self> {
+        use crate::error::Error;
+        use crate::model::header::shard_names;
         let dir = dir.as_ref();
-        let read = |name: &str| {
-            let path = dir.join(name);
-            std::fs::read(&path)
-                .map_err(|e| crate::Error::Io { path: path.display().to_string(), reason: e.to_string() })
+        let files = Files::Dir(dir.to_path_buf());
+        let config_json = files.read_small("config.json")?.ok_or_else(|| Error::Io {
+            path: dir.join("config.json").display().to_string(),
+            reason: "not found".into(),
+        })?;
+        let config = Config::from_json(&config_json)?;
+        let tokenizer_json = files.read_small("tokenizer.json")?;
+        let (names, weight_map) = match files.read_small("model.safetensors.index.json")? {
+            Some(index) => {
+                let map = parse_index(&index)?;
+                (shard_names(&map), Some(map))
+            }
+            None => (vec!["model.safetensors".to_string()], None),
         };
-        let config = read("config.json")?;
-        let tokenizer = dir.join("tokenizer.json").exists().then(|| read("tokenizer.json")).transpose()?;
-        if dir.join("model.safetensors.index.json").exists() {
-            let index = read("model.safetensors.index.json")?;
-            let mut shards: Vec<String> = crate::model::tensors::parse_index(&index)?.into_values().collect();
-            shards.sort();
-            shards.dedup();
-            let files = shards
-                .into_iter()
-                .map(|name| read(&name).map(|bytes| (name, bytes)))
-                .collect::<Result<Vec<_>>>()?;
-            Self::from_bytes(&config, files, Some(&index), tokenizer)
-        } else {
-            let weights = read("model.safetensors")?;
-            Self::from_bytes(&config, vec![("model.safetensors".into(), weights)], None, tokenizer)
-        }
+        let headers = names.iter().map(|n| files.header(n)).collect::<Result<Vec<_>>>()?;
+        let layout = Layout::new(&config, headers, weight_map.as_ref())?;
+        Ok(Self { config, layout, tokenizer_json, files })
     }
 
-    /// Reads and checks every weight the config implies.
+    /// Reads every weight into memory for the CPU backend (matrices kept as stored).
     pub fn weights(&self) -> Result<ModelWeights> {
-        ModelWeights::load(&self.config, &self.tensors)
+        self.weights_reporting(&mut Reporter::silent())
+    }
+
+    /// Like [`Checkpoint::weights`], reporting progress.
+    pub fn weights_reporting(&self, reporter: &mut Reporter) -> Result<ModelWeights> {
+        let mut sink = HostSink::new(&self.layout)?;
+        let fingerprint = self.stream(&mut sink, reporter)?;
+        sink.finish(&self.config, &self.layout, fingerprint)
+    }
+
+    /// Streams every file's data into `sink`; returns the model's fingerprint.
+    pub(crate) fn stream(&self, sink: &mut dyn Sink, reporter: &mut Reporter) -> Result<[u8; 32]> {
+        let mut stream = TensorStream::new(&self.layout, reporter);
+        self.files.stream(&self.layout, &mut stream, sink)?;
+        Ok(stream.fingerprint(&self.config))
     }
 }

@@ -311,6 +311,28 @@ impl Config {
         Ok(())
     }
 
+    /// This config as a Hugging Face `config.json` (`MambaForCausalLM`) that parses back to it.
+    pub fn to_hf_json(&self) -> String {
+        serde_json::json!({
+            "architectures": ["MambaForCausalLM"],
+            "model_type": "mamba",
+            "vocab_size": self.vocab_size,
+            "hidden_size": self.d_model,
+            "num_hidden_layers": self.n_layer,
+            "intermediate_size": self.d_inner,
+            "expand": self.d_inner as f64 / self.d_model as f64,
+            "state_size": self.d_state,
+            "conv_kernel": self.d_conv,
+            "time_step_rank": self.dt_rank,
+            "use_bias": self.use_bias,
+            "use_conv_bias": self.use_conv_bias,
+            "layer_norm_epsilon": self.norm_eps,
+            "tie_word_embeddings": self.tie_embeddings,
+            "eos_token_id": self.eos_token_id,
+        })
+        .to_string()
+    }
+
     /// Width of `x_proj`'s output: Δ (R) ‖ B (N) ‖ C (N).
     pub fn x_proj_dim(&self) -> usize {
         self.dt_rank + 2 * self.d_state

@@ -1,5 +1,6 @@
 //! The Mamba model as data: hyper-parameters ([`Config`]), checkpoint files ([`Checkpoint`]),
-//! named tensors ([`TensorStore`]) and weights ([`ModelWeights`]).
+//! safetensors headers ([`FileHeader`]), what each tensor is to the model ([`Layout`]) and the
+//! weights in memory ([`ModelWeights`], matrices as stored: [`Matrix`]).
 //!
 //! # Glossary (code name ↔ paper symbol, Gu & Dao 2023, Algorithm 2)
 //! | code | symbol | meaning |
@@ -23,11 +24,18 @@
 
 mod checkpoint;
 mod config;
+mod header;
+mod layout;
+mod matrix;
 mod random;
-mod tensors;
 mod weights;
 
 pub use checkpoint::Checkpoint;
 pub use config::Config;
-pub use tensors::{Scope, TensorStore};
+pub use header::{FileHeader, TensorEntry, parse_index, shard_names};
+pub use layout::{Layout, Part, Planned, Role};
+pub use matrix::{Matrix, MatrixData};
+pub use random::word_level_tokenizer;
+#[cfg(not(target_arch = "wasm32"))]
+pub use random::write_random_checkpoint;
 pub use weights::{LayerWeights, ModelWeights};

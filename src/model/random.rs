@@ -1,5 +1,8 @@
-//! [`ModelWeights::random`]: a seeded random model of any shape, for tests and benchmarks at
-//! real sizes (e.g. the 130M shape) without shipping weights.
+//! Seeded random checkpoints of any shape, for tests and benchmarks at real sizes (the 130M or
+//! 790M shape) without shipping weights: [`Checkpoint::random`] in memory, and natively
+//! [`write_random_checkpoint`], a model folder in the Hugging Face layout (config.json, sharded
+//! safetensors in f32/f16/bf16, a word-level tokenizer.json) written tensor by tensor, so a
+//! 1.6 GB checkpoint needs one tensor's worth of memory.
 //!
 //! Scales follow Mamba's initialisation so activations stay in the range of a trained model:
 //! PyTorch's default `Linear` init (uniform ±1/√fan_in), `out_proj` divided by √n_layer (the
@@ -8,54 +11,222 @@
 //! channel differs, so indexing bugs show.
 
 use rand::{Rng, SeedableRng, rngs::SmallRng};
+use safetensors::Dtype;
 
+use crate::error::{Error, Result};
+use crate::model::checkpoint::Checkpoint;
 use crate::model::config::Config;
-use crate::model::weights::{LayerWeights, ModelWeights};
 
-fn uniform(rng: &mut SmallRng, n: usize, bound: f32) -> Vec<f32> {
-    (0..n).map(|_| rng.random_range(-bound..=bound)).collect()
+/// One tensor to generate: its name, shape and how to fill it.
+struct Spec {
+    name: String,
+    shape: Vec<usize>,
+    fill: Fill,
 }
 
-fn around(rng: &mut SmallRng, n: usize, center: f32, spread: f32) -> Vec<f32> {
-    (0..n).map(|_| center + rng.random_range(-spread..=spread)).collect()
+#[derive(Clone, Copy)]
+enum Fill {
+    /// Uniform in ±bound.
+    Uniform(f32),
+    /// Uniform in center ± spread.
+    Around(f32, f32),
+    /// Δ's bias: the inverse softplus of a log-uniform step in [0.001, 0.1].
+    DtBias,
+    /// A_log: log(n + 1) for state index n, ± 0.1.
+    ALog(usize),
 }
 
-impl ModelWeights {
-    /// Random weights of the shape `config` describes, the same for the same `seed`.
-    pub fn random(config: &Config, seed: u64) -> Self {
-        let c = config;
-        let mut rng = SmallRng::seed_from_u64(seed);
-        let (d, di, n, k, r) = (c.d_model, c.d_inner, c.d_state, c.d_conv, c.dt_rank);
-        let fan = |x: usize| 1.0 / (x as f32).sqrt();
-        let layers = (0..c.n_layer)
-            .map(|_| {
-                let dt: Vec<f32> =
-                    (0..di).map(|_| (rng.random_range(0.001f32.ln()..0.1f32.ln())).exp()).collect();
-                LayerWeights {
-                    norm: around(&mut rng, d, 1.0, 0.1),
-                    in_proj: uniform(&mut rng, 2 * di * d, fan(d)),
-                    in_proj_bias: c.use_bias.then(|| uniform(&mut rng, 2 * di, fan(d))),
-                    conv: uniform(&mut rng, di * k, fan(k)),
-                    conv_bias: c.use_conv_bias.then(|| uniform(&mut rng, di, fan(k))),
-                    x_proj: uniform(&mut rng, (r + 2 * n) * di, fan(di)),
-                    dt_proj: uniform(&mut rng, di * r, fan(r)),
-                    // inverse softplus: softplus(bias) = dt
-                    dt_proj_bias: dt.iter().map(|&v| v + (-(-v).exp_m1()).ln()).collect(),
-                    a_log: (0..di * n)
-                        .map(|i| ((i % n + 1) as f32).ln() + rng.random_range(-0.1..0.1))
-                        .collect(),
-                    d: around(&mut rng, di, 1.0, 0.1),
-                    out_proj: uniform(&mut rng, d * di, fan(di) / (c.n_layer as f32).sqrt()),
-                    out_proj_bias: c.use_bias.then(|| uniform(&mut rng, d, fan(di))),
-                }
-            })
-            .collect();
-        let embedding = uniform(&mut rng, c.vocab_size * d, 0.02 * 3f32.sqrt());
-        let norm_f = around(&mut rng, d, 1.0, 0.1);
-        let lm_head = (!c.tie_embeddings).then(|| uniform(&mut rng, c.vocab_size * d, fan(d)));
-        let mut h = blake3::Hasher::new();
-        h.update(format!("random {seed} {c:?}").as_bytes());
-        let fingerprint = *h.finalize().as_bytes();
-        Self { config: c.clone(), embedding, layers, norm_f, lm_head, fingerprint }
+/// Every tensor of a Hugging Face `MambaForCausalLM` of shape `c`, in the order they are
+/// generated and written.
+fn specs(c: &Config) -> Vec<Spec> {
+    let (d, di, n, k, r, v) = (c.d_model, c.d_inner, c.d_state, c.d_conv, c.dt_rank, c.vocab_size);
+    let fan = |x: usize| 1.0 / (x as f32).sqrt();
+    let mut out = Vec::new();
+    let mut add = |name: String, shape: Vec<usize>, fill| out.push(Spec { name, shape, fill });
+    for i in 0..c.n_layer {
+        let p = |leaf: &str| format!("backbone.layers.{i}.{leaf}");
+        add(p("norm.weight"), vec![d], Fill::Around(1.0, 0.1));
+        add(p("mixer.in_proj.weight"), vec![2 * di, d], Fill::Uniform(fan(d)));
+        if c.use_bias {
+            add(p("mixer.in_proj.bias"), vec![2 * di], Fill::Uniform(fan(d)));
+        }
+        add(p("mixer.conv1d.weight"), vec![di, 1, k], Fill::Uniform(fan(k)));
+        if c.use_conv_bias {
+            add(p("mixer.conv1d.bias"), vec![di], Fill::Uniform(fan(k)));
+        }
+        add(p("mixer.x_proj.weight"), vec![r + 2 * n, di], Fill::Uniform(fan(di)));
+        add(p("mixer.dt_proj.weight"), vec![di, r], Fill::Uniform(fan(r)));
+        add(p("mixer.dt_proj.bias"), vec![di], Fill::DtBias);
+        add(p("mixer.A_log"), vec![di, n], Fill::ALog(n));
+        add(p("mixer.D"), vec![di], Fill::Around(1.0, 0.1));
+        add(p("mixer.out_proj.weight"), vec![d, di], Fill::Uniform(fan(di) / (c.n_layer as f32).sqrt()));
+        if c.use_bias {
+            add(p("mixer.out_proj.bias"), vec![d], Fill::Uniform(fan(di)));
+        }
     }
+    add("backbone.embeddings.weight".into(), vec![v, d], Fill::Uniform(0.02 * 3f32.sqrt()));
+    add("backbone.norm_f.weight".into(), vec![d], Fill::Around(1.0, 0.1));
+    if !c.tie_embeddings {
+        add("lm_head.weight".into(), vec![v, d], Fill::Uniform(fan(d)));
+    }
+    out
+}
+
+/// The values of `spec`, from `rng`.
+fn generate(rng: &mut SmallRng, spec: &Spec) -> Vec<f32> {
+    let len: usize = spec.shape.iter().product();
+    match spec.fill {
+        Fill::Uniform(bound) => (0..len).map(|_| rng.random_range(-bound..=bound)).collect(),
+        Fill::Around(center, spread) => {
+            (0..len).map(|_| center + rng.random_range(-spread..=spread)).collect()
+        }
+        Fill::DtBias => (0..len)
+            .map(|_| {
+                let dt = rng.random_range(0.001f32.ln()..0.1f32.ln()).exp();
+                dt + (-(-dt).exp_m1()).ln() // inverse softplus: softplus(bias) = dt
+            })
+            .collect(),
+        Fill::ALog(n) => (0..len).map(|i| ((i % n + 1) as f32).ln() + rng.random_range(-0.1..0.1)).collect(),
+    }
+}
+
+/// `values` as little-endian bytes of `dtype` (F32, F16 or BF16).
+fn encode(values: &[f32], dtype: Dtype) -> Result<Vec<u8>> {
+    Ok(match dtype {
+        Dtype::F32 => bytemuck::cast_slice(values).to_vec(),
+        Dtype::F16 => values.iter().flat_map(|&v| half::f16::from_f32(v).to_le_bytes()).collect(),
+        Dtype::BF16 => values.iter().flat_map(|&v| half::bf16::from_f32(v).to_le_bytes()).collect(),
+        other => {
+            return Err(Error::InvalidInput(format!("random checkpoints are F32, F16 or BF16, not {other}")));
+        }
+    })
+}
+
+/// A safetensors header (8-byte length + JSON) for `specs` stored as `dtype`, data in order.
+fn header(specs: &[&Spec], dtype: Dtype) -> Vec<u8> {
+    let mut table = serde_json::Map::new();
+    let mut at = 0usize;
+    for s in specs {
+        let bytes = s.shape.iter().product::<usize>() * (dtype.bitsize() / 8);
+        table.insert(
+            s.name.clone(),
+            serde_json::json!({ "dtype": dtype.to_string(), "shape": s.shape, "data_offsets": [at, at + bytes] }),
+        );
+        at += bytes;
+    }
+    let mut json = serde_json::Value::Object(table).to_string().into_bytes();
+    // Pad with spaces to 8 bytes, as the safetensors writer does.
+    json.resize(json.len().div_ceil(8) * 8, b' ');
+    let mut out = (json.len() as u64).to_le_bytes().to_vec();
+    out.extend(json);
+    out
+}
+
+impl Checkpoint {
+    /// A seeded random model of shape `config` in memory, stored as `dtype` (F32, F16 or BF16),
+    /// in one `model.safetensors`, without a tokenizer.
+    pub fn random(config: &Config, seed: u64, dtype: Dtype) -> Result<Checkpoint> {
+        let specs = specs(config);
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let mut file = header(&specs.iter().collect::<Vec<_>>(), dtype);
+        for spec in &specs {
+            file.extend(encode(&generate(&mut rng, spec), dtype)?);
+        }
+        Checkpoint::from_bytes(
+            config.to_hf_json().as_bytes(),
+            vec![("model.safetensors".into(), file)],
+            None,
+            None,
+        )
+    }
+}
+
+/// A word-level `tokenizer.json` of `vocab` tokens (`t0`, `t1`, …; whitespace-separated), for
+/// random checkpoints of any vocabulary.
+pub fn word_level_tokenizer(vocab: usize) -> String {
+    let words: serde_json::Map<String, serde_json::Value> =
+        (0..vocab).map(|i| (format!("t{i}"), serde_json::Value::from(i))).collect();
+    serde_json::json!({
+        "version": "1.0",
+        "added_tokens": [],
+        "normalizer": null,
+        "pre_tokenizer": { "type": "WhitespaceSplit" },
+        "post_processor": null,
+        "decoder": null,
+        "model": { "type": "WordLevel", "vocab": words, "unk_token": "t0" }
+    })
+    .to_string()
+}
+
+/// Writes a seeded random model of shape `config` to folder `dir` in the Hugging Face layout:
+/// `config.json`, `tokenizer.json` (word-level), and the weights as `dtype` in `shards` files
+/// (`model-0000i-of-0000n.safetensors` with `model.safetensors.index.json` when more than one,
+/// else `model.safetensors`), one tensor in memory at a time. With `zeros`, every weight is 0
+/// and the data sections are left as holes (sparse files: instant, no disk): for tests of
+/// models too large to load. Returns the bytes of weights.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn write_random_checkpoint(
+    dir: &std::path::Path,
+    config: &Config,
+    seed: u64,
+    dtype: Dtype,
+    shards: usize,
+    zeros: bool,
+) -> Result<u64> {
+    use std::io::Write;
+    let io = |path: &std::path::Path, e: std::io::Error| Error::Io {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    };
+    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    let write =
+        |name: &str, bytes: &[u8]| std::fs::write(dir.join(name), bytes).map_err(|e| io(&dir.join(name), e));
+    write("config.json", config.to_hf_json().as_bytes())?;
+    write("tokenizer.json", word_level_tokenizer(config.vocab_size).as_bytes())?;
+    let specs = specs(config);
+    let bytes_of = |s: &Spec| (s.shape.iter().product::<usize>() * (dtype.bitsize() / 8)) as u64;
+    let total: u64 = specs.iter().map(bytes_of).sum();
+    // Cut the tensor list into `shards` runs of about equal bytes.
+    let shards = shards.clamp(1, specs.len());
+    let mut groups: Vec<Vec<&Spec>> = vec![Vec::new(); shards];
+    let mut at = 0u64;
+    for s in &specs {
+        let g = ((at * shards as u64) / total.max(1)) as usize;
+        groups[g.min(shards - 1)].push(s);
+        at += bytes_of(s);
+    }
+    groups.retain(|g| !g.is_empty());
+    let n = groups.len();
+    let name = |i: usize| {
+        if n == 1 {
+            "model.safetensors".to_string()
+        } else {
+            format!("model-{:05}-of-{n:05}.safetensors", i + 1)
+        }
+    };
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut weight_map = serde_json::Map::new();
+    for (i, group) in groups.iter().enumerate() {
+        let path = dir.join(name(i));
+        let mut file = std::io::BufWriter::new(std::fs::File::create(&path).map_err(|e| io(&path, e))?);
+        let head = header(group, dtype);
+        file.write_all(&head).map_err(|e| io(&path, e))?;
+        for spec in group {
+            if !zeros {
+                file.write_all(&encode(&generate(&mut rng, spec), dtype)?).map_err(|e| io(&path, e))?;
+            }
+            weight_map.insert(spec.name.clone(), name(i).into());
+        }
+        let mut file = file.into_inner().map_err(|e| io(&path, e.into_error()))?;
+        if zeros {
+            let data: u64 = group.iter().map(|s| bytes_of(s)).sum();
+            file.set_len(head.len() as u64 + data).map_err(|e| io(&path, e))?;
+        }
+        file.flush().map_err(|e| io(&path, e))?;
+    }
+    if n > 1 {
+        let index = serde_json::json!({ "metadata": { "total_size": total }, "weight_map": weight_map });
+        write("model.safetensors.index.json", index.to_string().as_bytes())?;
+    }
+    Ok(total)
 }

@@ -3,8 +3,11 @@
 //! property (see [`crate::Error::code`]); nothing here unwraps, so no panic reaches JS.
 
 mod adapter_info;
+mod loader;
 mod model;
+mod options;
 mod session;
+mod web_source;
 
 use std::rc::Rc;
 

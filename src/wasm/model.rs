@@ -6,18 +6,22 @@ use std::rc::Rc;
 
 use wasm_bindgen::prelude::*;
 
-use crate::cache::{CacheConfig, Retention};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
-use crate::gpu_model::GpuModelOptions;
+use crate::gpu_model::{GpuModel, GpuModelOptions, Matmul};
+use crate::load::host::HostSink;
 use crate::model::Checkpoint;
 use crate::session::Runtime;
 use crate::tokenizer::Tokenizer;
+use crate::wasm::loader;
+use crate::wasm::options::{DEFAULT_BLOCK_SIZE, DEFAULT_BUDGET_BYTES, DEFAULT_MAX_TOKENS, LoadConfig};
 use crate::wasm::session::Session;
 use crate::wasm::to_js;
+use crate::wasm::web_source::{self, WebSource};
 
-/// How to load a model. `new LoadOptions()` gives the defaults; set fields to change them.
+/// How to load a model. `new LoadOptions()` gives the defaults; set fields to change them. Every
+/// loader also takes a plain object with the same fields (and `weights`, `cache`, `onProgress`).
 #[wasm_bindgen]
 #[derive(Clone, Debug)]
 pub struct LoadOptions {
@@ -43,10 +47,10 @@ impl LoadOptions {
     pub fn new() -> LoadOptions {
         LoadOptions {
             backend: "auto".into(),
-            block_size: 64,
+            block_size: DEFAULT_BLOCK_SIZE,
             sparse_every: 0,
-            budget_bytes: 64.0 * 1048576.0,
-            max_tokens: 256,
+            budget_bytes: DEFAULT_BUDGET_BYTES,
+            max_tokens: DEFAULT_MAX_TOKENS,
         }
     }
 
@@ -87,6 +91,66 @@ pub struct ModelInfo {
     /// Bytes of one recurrent state (one checkpoint).
     #[wasm_bindgen(js_name = stateBytes)]
     pub state_bytes: f64,
+    /// How weight matrices are stored: "f32", "f16" or "int8" on the GPU; on the CPU the
+    /// checkpoint's dtype ("bf16", "f16", "f32": kept as stored).
+    #[wasm_bindgen(js_name = weightFormat)]
+    pub weight_format: String,
+    /// Bytes the weights take (GPU buffers, or memory on the CPU).
+    #[wasm_bindgen(js_name = weightBytes)]
+    pub weight_bytes: f64,
+    /// GPU bytes of activation buffers (0 on the CPU).
+    #[wasm_bindgen(js_name = activationBytes)]
+    pub activation_bytes: f64,
+    /// GPU bytes of the working state and the checkpoint-cache slots (0 on the CPU).
+    #[wasm_bindgen(js_name = stateSlotBytes)]
+    pub state_slot_bytes: f64,
+    /// f16 storage: nonzero weights below f16's normal range (rounded; 0 for f32/int8).
+    #[wasm_bindgen(js_name = f16Subnormal)]
+    pub f16_subnormal: f64,
+    /// f16 storage: weights beyond ±65504 (clamped).
+    #[wasm_bindgen(js_name = f16Overflow)]
+    pub f16_overflow: f64,
+    /// What went wrong without stopping the load (e.g. the offline cache is full).
+    pub warnings: Vec<String>,
+}
+
+impl ModelInfo {
+    fn new(rt: &Runtime, adapter: String, warnings: Vec<String>) -> Self {
+        let e = rt.engine();
+        let c = e.config();
+        let mut info = ModelInfo {
+            backend: e.name().into(),
+            adapter,
+            d_model: c.d_model as u32,
+            layers: c.n_layer as u32,
+            vocab: c.vocab_size as u32,
+            state_bytes: crate::cpu::State::bytes(c) as f64,
+            weight_format: String::new(),
+            weight_bytes: 0.0,
+            activation_bytes: 0.0,
+            state_slot_bytes: 0.0,
+            f16_subnormal: 0.0,
+            f16_overflow: 0.0,
+            warnings,
+        };
+        match e {
+            Engine::Gpu(m) => {
+                let mem = m.memory();
+                info.weight_format = mem.weight_format.name().into();
+                info.weight_bytes = mem.weights as f64;
+                info.activation_bytes = mem.activations as f64;
+                info.state_slot_bytes = (mem.state + mem.slots) as f64;
+                info.f16_subnormal = mem.conversion.f16_subnormal as f64;
+                info.f16_overflow = mem.conversion.f16_overflow as f64;
+            }
+            Engine::Cpu { model, .. } => {
+                let w = model.weights();
+                info.weight_format = w.embedding.dtype_name().into();
+                info.weight_bytes = w.bytes() as f64;
+            }
+        }
+        info
+    }
 }
 
 /// What [`Model`] and its sessions share: the runtime (taken out while a call runs, see
@@ -158,60 +222,132 @@ pub struct Model {
     info: ModelInfo,
 }
 
+#[wasm_bindgen(typescript_custom_section)]
+const LOAD_TYPES: &str = r#"
+/** A loading progress event: monotone per (phase, file), the last one has loaded == total. */
+export interface LoadProgress {
+  phase: "download" | "upload" | "compile";
+  file: string;
+  loaded: number;
+  total: number;
+  /** Set when something failed without stopping the load (e.g. the offline cache is full). */
+  warning?: string;
+}
+/** Options of Model.fromUrl / fromFiles / load; every field is optional. */
+export interface ModelLoadOptions {
+  backend?: "auto" | "gpu" | "cpu";
+  weights?: "auto" | "f32" | "f16" | "int8";
+  cache?: boolean;
+  onProgress?: (event: LoadProgress) => void;
+  maxTokens?: number;
+  blockSize?: number;
+  sparseEvery?: number;
+  budgetBytes?: number;
+}
+"#;
+
 #[wasm_bindgen]
 impl Model {
-    /// Loads a Hugging Face Mamba checkpoint from its files' bytes: `config.json`,
-    /// `model.safetensors` and (for text in and out) `tokenizer.json`.
+    /// Loads a Hugging Face Mamba folder from a URL — any static host, or the Hub's
+    /// `https://huggingface.co/<repo>/resolve/main/`: `config.json`, `tokenizer.json`, and
+    /// `model.safetensors` or `model.safetensors.index.json` + shards, streamed into the GPU
+    /// (or memory) piece by piece, kept in the offline cache unless `cache: false`.
+    #[wasm_bindgen(js_name = fromUrl, unchecked_return_type = "Promise<Model>")]
+    pub fn from_url(
+        #[wasm_bindgen(js_name = baseUrl)] base_url: String,
+        #[wasm_bindgen(unchecked_param_type = "ModelLoadOptions | undefined")] options: JsValue,
+    ) -> js_sys::Promise {
+        wasm_bindgen_futures::future_to_promise(async move {
+            let o = LoadConfig::parse(&options).map_err(to_js)?;
+            let source = WebSource::url(&base_url, o.cache).await.map_err(to_js)?;
+            Self::load_source(source, o).await.map(Into::into).map_err(to_js)
+        })
+    }
+
+    /// Loads a model folder the user picked (`<input type="file" webkitdirectory>`'s
+    /// `FileList`, or an array of `File`s), read piece by piece with `File.slice`.
+    #[wasm_bindgen(js_name = fromFiles, unchecked_return_type = "Promise<Model>")]
+    pub fn from_files(
+        #[wasm_bindgen(unchecked_param_type = "FileList | File[]")] files: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "ModelLoadOptions | undefined")] options: JsValue,
+    ) -> js_sys::Promise {
+        wasm_bindgen_futures::future_to_promise(async move {
+            let o = LoadConfig::parse(&options).map_err(to_js)?;
+            let source = WebSource::files(&files).map_err(to_js)?;
+            Self::load_source(source, o).await.map(Into::into).map_err(to_js)
+        })
+    }
+
+    /// Deletes the offline copies of the files under `baseUrl`; resolves to how many.
+    #[wasm_bindgen(js_name = clearCache, unchecked_return_type = "Promise<number>")]
+    pub fn clear_cache(#[wasm_bindgen(js_name = baseUrl)] base_url: String) -> js_sys::Promise {
+        wasm_bindgen_futures::future_to_promise(async move {
+            web_source::clear_cache(&base_url).await.map(Into::into).map_err(to_js)
+        })
+    }
+
+    /// Loads a checkpoint from its files' bytes (for callers that already hold them):
+    /// `config.json`, `model.safetensors` and (for text in and out) `tokenizer.json`.
     pub async fn load(
         config: Vec<u8>,
         weights: Vec<u8>,
         tokenizer: Option<Vec<u8>>,
-        options: &LoadOptions,
+        #[wasm_bindgen(unchecked_param_type = "LoadOptions | ModelLoadOptions | undefined")] options: JsValue,
     ) -> std::result::Result<Model, JsValue> {
-        Self::load_inner(config, weights, tokenizer, options.clone()).await.map_err(to_js)
+        let o = LoadConfig::parse(&options).map_err(to_js)?;
+        Self::load_bytes(config, weights, tokenizer, o).await.map_err(to_js)
     }
 
-    async fn load_inner(
+    async fn load_bytes(
         config: Vec<u8>,
         weights: Vec<u8>,
         tokenizer: Option<Vec<u8>>,
-        o: LoadOptions,
+        o: LoadConfig,
     ) -> Result<Model> {
         let checkpoint =
             Checkpoint::from_bytes(&config, vec![("model.safetensors".into(), weights)], None, tokenizer)?;
-        let tokenizer = checkpoint.tokenizer_json.as_deref().map(Tokenizer::from_bytes).transpose()?;
-        let w = checkpoint.weights()?;
-        let gpu_options = GpuModelOptions { max_tokens: o.max_tokens.max(1) as usize, ..Default::default() };
-        // The GPU context, or why the CPU runs instead.
-        let gpu = match o.backend.as_str() {
-            "cpu" => Err(String::new()),
-            "gpu" => Ok(GpuContext::new().await?),
-            "auto" => GpuContext::new().await.map_err(|e| format!("CPU fallback: {e}")),
-            other => {
-                return Err(Error::InvalidInput(format!("backend must be auto, gpu or cpu, not {other:?}")));
+        let mut reporter = o.reporter();
+        let (engine, adapter) = match gpu_context(&o.backend).await? {
+            Ok(ctx) => {
+                let m = GpuModel::load_reporting(&ctx, &checkpoint, gpu_options(&o), &mut reporter).await?;
+                (Engine::Gpu(Box::new(m)), ctx.summary().to_string())
+            }
+            Err(why) => (Engine::cpu(checkpoint.weights_reporting(&mut reporter)?), why),
+        };
+        Self::assemble(engine, adapter, checkpoint.tokenizer_json.as_deref(), o, reporter.warnings().to_vec())
+    }
+
+    async fn load_source(source: WebSource, o: LoadConfig) -> Result<Model> {
+        let mut reporter = o.reporter();
+        let opened = loader::open(&source, &mut reporter).await?;
+        let (engine, adapter) = match gpu_context(&o.backend).await? {
+            Ok(ctx) => {
+                let mut loading =
+                    GpuModel::begin(&ctx, &opened.config, &opened.layout, gpu_options(&o)).await?;
+                let fingerprint =
+                    loader::stream(&source, &opened, &mut loading.sink, Some(&ctx), &mut reporter).await?;
+                let m = loading.finish(fingerprint, &mut reporter).await?;
+                (Engine::Gpu(Box::new(m)), ctx.summary().to_string())
+            }
+            Err(why) => {
+                let mut sink = HostSink::new(&opened.layout)?;
+                let fingerprint = loader::stream(&source, &opened, &mut sink, None, &mut reporter).await?;
+                (Engine::cpu(sink.finish(&opened.config, &opened.layout, fingerprint)?), why)
             }
         };
-        let (engine, adapter) = match gpu {
-            Ok(ctx) => (Engine::gpu(&ctx, &w, gpu_options).await?, ctx.summary().to_string()),
-            Err(why) => (Engine::cpu(w), why),
-        };
-        let c = engine.config().clone();
-        let info = ModelInfo {
-            backend: engine.name().into(),
-            adapter,
-            d_model: c.d_model as u32,
-            layers: c.n_layer as u32,
-            vocab: c.vocab_size as u32,
-            state_bytes: crate::cpu::State::bytes(&c) as f64,
-        };
-        let retention =
-            if o.sparse_every == 0 { Retention::Dense } else { Retention::Sparse(o.sparse_every as usize) };
-        let cache = CacheConfig {
-            block_size: o.block_size as usize,
-            retention,
-            budget_bytes: o.budget_bytes.max(0.0) as u64,
-        };
-        let rt = Runtime::new(engine, cache)?;
+        Self::assemble(engine, adapter, opened.tokenizer_json.as_deref(), o, reporter.warnings().to_vec())
+    }
+
+    fn assemble(
+        engine: Engine,
+        adapter: String,
+        tokenizer_json: Option<&[u8]>,
+        o: LoadConfig,
+        warnings: Vec<String>,
+    ) -> Result<Model> {
+        let tokenizer = tokenizer_json.map(Tokenizer::from_bytes).transpose()?;
+        let rt = Runtime::new(engine, o.cache_config)?;
+        let info = ModelInfo::new(&rt, adapter, warnings);
         Ok(Model { shared: Rc::new(Shared { rt: RefCell::new(Some(rt)), tokenizer }), info })
     }
 
@@ -236,5 +372,24 @@ impl Model {
     /// Text of `ids`.
     pub fn decode(&self, ids: &[u32]) -> std::result::Result<String, JsValue> {
         self.shared.tokenizer().and_then(|t| t.decode(ids, true)).map_err(to_js)
+    }
+}
+
+/// The GPU context, or why the CPU runs instead (`Err` inside `Ok`); a GPU the caller insisted
+/// on that is missing is an error.
+async fn gpu_context(backend: &str) -> Result<std::result::Result<GpuContext, String>> {
+    Ok(match backend {
+        "cpu" => Err(String::new()),
+        "gpu" => Ok(GpuContext::new().await?),
+        _ => GpuContext::new().await.map_err(|e| format!("CPU fallback: {e}")),
+    })
+}
+
+fn gpu_options(o: &LoadConfig) -> GpuModelOptions {
+    GpuModelOptions {
+        max_tokens: o.max_tokens as usize,
+        matmul: Matmul::Auto,
+        weights: o.weights,
+        max_binding_bytes: None,
     }
 }

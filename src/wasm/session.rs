@@ -216,6 +216,12 @@ impl Session {
         Lease::run(&self.shared, |rt| Ok(rt.history(self.id)?.to_vec())).map_err(to_js)
     }
 
+    /// The logits after the history's last token (V), `undefined` before any token: for
+    /// scoring, or for a sampler of your own.
+    pub fn logits(&self) -> std::result::Result<Option<Vec<f32>>, JsValue> {
+        Lease::run(&self.shared, |rt| Ok(rt.logits(self.id)?.map(<[f32]>::to_vec))).map_err(to_js)
+    }
+
     /// The history as text.
     pub fn text(&self) -> std::result::Result<String, JsValue> {
         let tokens = self.tokens()?;

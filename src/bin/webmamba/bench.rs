@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
-use webmamba::{Config, Logits, Matmul, ModelWeights};
+use webmamba::{Checkpoint, Logits, Matmul};
 
-use crate::{Backend, checkpoint, engine};
+use crate::shapes::Shape;
+use crate::{Backend, Weights, checkpoint, engine};
 
 /// Options of `webmamba bench`.
 #[derive(Args)]
@@ -17,9 +18,12 @@ pub struct BenchArgs {
     /// Model folder to benchmark (else a seeded random model of `--shape`).
     #[arg(long)]
     model: Option<PathBuf>,
-    /// Shape of the random model when no `--model` is given.
+    /// Shape of the random model (f32 weights) when no `--model` is given.
     #[arg(long, value_enum, default_value_t = Shape::Mamba130m)]
     shape: Shape,
+    /// How the GPU stores weight matrices.
+    #[arg(long, value_enum, default_value_t = Weights::F16)]
+    weights: Weights,
     /// Prompt length for the prefill measurement.
     #[arg(long, default_value_t = 128)]
     prompt_tokens: usize,
@@ -34,37 +38,11 @@ pub struct BenchArgs {
     matmul: MatmulArg,
 }
 
-/// Random model shapes.
-#[derive(Clone, Copy, ValueEnum)]
-enum Shape {
-    /// mamba-130m: d_model 768, 24 layers, d_state 16, vocab 50280.
-    #[value(name = "130m")]
-    Mamba130m,
-    /// mamba-370m: d_model 1024, 48 layers.
-    #[value(name = "370m")]
-    Mamba370m,
-}
-
 #[derive(Clone, Copy, ValueEnum)]
 enum MatmulArg {
     Auto,
     Tiled,
     Direct,
-}
-
-fn shape_config(shape: Shape) -> Config {
-    let (d, layers) = match shape {
-        Shape::Mamba130m => (768, 24),
-        Shape::Mamba370m => (1024, 48),
-    };
-    Config::from_json(
-        format!(
-            r#"{{"model_type":"mamba","vocab_size":50280,"hidden_size":{d},"num_hidden_layers":{layers},
-                "state_size":16,"expand":2,"conv_kernel":4}}"#
-        )
-        .as_bytes(),
-    )
-    .expect("a valid built-in config")
 }
 
 struct Row {
@@ -77,11 +55,11 @@ pub fn run(a: BenchArgs) -> Result<()> {
     if a.prompt_tokens == 0 || a.decode_tokens == 0 {
         bail!("--prompt-tokens and --decode-tokens must be at least 1");
     }
-    let weights = match &a.model {
-        Some(dir) => checkpoint(Some(dir))?.weights()?,
-        None => ModelWeights::random(&shape_config(a.shape), 1),
+    let checkpoint = match &a.model {
+        Some(dir) => checkpoint(Some(dir))?,
+        None => Checkpoint::random(&a.shape.config(), 1, safetensors::Dtype::F32)?,
     };
-    let c = weights.config.clone();
+    let c = checkpoint.config.clone();
     let matmul = match a.matmul {
         MatmulArg::Auto => Matmul::Auto,
         MatmulArg::Tiled => Matmul::Tiled,
@@ -94,7 +72,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     );
     let mut rows = Vec::new();
     for &backend in &a.backends {
-        let mut e = engine(weights.clone(), backend, matmul)?;
+        let mut e = engine(&checkpoint, backend, matmul, a.weights)?;
         // Warm-up: pipelines compile lazily on some drivers.
         pollster::block_on(e.forward(&prompt[..1], Logits::Last))?;
         e.reset();

@@ -7,12 +7,16 @@
 //! webmamba bench    [--model DIR | --shape 130m] [--prompt-tokens N] [--decode-tokens N]
 //! webmamba replay   [--model DIR] --ops FILE [--checkpoint-interval B] [--retention dense|sparse:K]
 //!                   [--budget BYTES] [--backend cpu|gpu]
+//! webmamba random   --shape 790m [--dtype bf16] [--shards 4] [--seed S] [--zeros] --out DIR
 //! ```
+//! `logits`, `generate` and `replay` also take `--weights f32|f16|int8` (GPU weight storage).
 
 mod bench;
 mod default_model;
 mod npy;
+mod progress;
 mod replay;
+mod shapes;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -20,7 +24,9 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use webmamba::sampling::Sampler;
-use webmamba::{Checkpoint, Engine, GpuContext, GpuModelOptions, Logits, Matmul, ModelWeights, Tokenizer};
+use webmamba::{
+    Checkpoint, Engine, GpuContext, GpuModel, GpuModelOptions, Logits, Matmul, Tokenizer, WeightFormat,
+};
 
 #[derive(Parser)]
 #[command(name = "webmamba", version, about = "Mamba language models on WebGPU and the CPU")]
@@ -43,6 +49,9 @@ enum Command {
         /// Where to run the forward pass.
         #[arg(long, value_enum, default_value_t = Backend::Cpu)]
         backend: Backend,
+        /// How the GPU stores weight matrices.
+        #[arg(long, value_enum, default_value_t = Weights::F16)]
+        weights: Weights,
         /// Output .npy path.
         #[arg(long)]
         out: PathBuf,
@@ -68,6 +77,32 @@ enum Command {
         /// Where to run the forward pass.
         #[arg(long, value_enum, default_value_t = Backend::Cpu)]
         backend: Backend,
+        /// How the GPU stores weight matrices.
+        #[arg(long, value_enum, default_value_t = Weights::F16)]
+        weights: Weights,
+    },
+    /// Writes a seeded random model of a published shape as a Hugging Face folder (for
+    /// loading tests and benchmarks at real sizes).
+    Random {
+        /// The shape.
+        #[arg(long, value_enum)]
+        shape: shapes::Shape,
+        /// Storage dtype of the weights.
+        #[arg(long, value_enum, default_value_t = Dtype::Bf16)]
+        dtype: Dtype,
+        /// Number of safetensors shards (1: model.safetensors).
+        #[arg(long, default_value_t = 1)]
+        shards: usize,
+        /// Seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// All weights zero, written as sparse files (instant): for tests of models too large
+        /// to load.
+        #[arg(long)]
+        zeros: bool,
+        /// The folder to write.
+        #[arg(long)]
+        out: PathBuf,
     },
     /// Measures prefill and decode speed of each backend, side by side in one run.
     Bench(bench::BenchArgs),
@@ -84,14 +119,56 @@ pub enum Backend {
     Gpu,
 }
 
-/// Loads `weights` onto `backend`.
-pub fn engine(weights: ModelWeights, backend: Backend, matmul: Matmul) -> Result<Engine> {
+/// How the GPU stores weight matrices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Weights {
+    /// 4 bytes per weight.
+    F32,
+    /// 2 bytes per weight (exact for bf16/f16 checkpoints).
+    F16,
+    /// 1 byte + an f32 scale per 32 weights.
+    Int8,
+}
+
+impl From<Weights> for WeightFormat {
+    fn from(w: Weights) -> Self {
+        match w {
+            Weights::F32 => WeightFormat::F32,
+            Weights::F16 => WeightFormat::F16,
+            Weights::Int8 => WeightFormat::Int8,
+        }
+    }
+}
+
+/// Storage dtypes of random checkpoints.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Dtype {
+    F32,
+    F16,
+    Bf16,
+}
+
+impl From<Dtype> for safetensors::Dtype {
+    fn from(d: Dtype) -> Self {
+        match d {
+            Dtype::F32 => safetensors::Dtype::F32,
+            Dtype::F16 => safetensors::Dtype::F16,
+            Dtype::Bf16 => safetensors::Dtype::BF16,
+        }
+    }
+}
+
+/// Streams `checkpoint`'s weights onto `backend` (a progress bar for large models).
+pub fn engine(checkpoint: &Checkpoint, backend: Backend, matmul: Matmul, weights: Weights) -> Result<Engine> {
+    let mut reporter = progress::reporter(checkpoint);
     Ok(match backend {
-        Backend::Cpu => Engine::cpu(weights),
+        Backend::Cpu => Engine::cpu(checkpoint.weights_reporting(&mut reporter)?),
         Backend::Gpu => pollster::block_on(async {
             let ctx = GpuContext::new().await?;
             eprintln!("gpu: {}", ctx.summary());
-            Engine::gpu(&ctx, &weights, GpuModelOptions { matmul, ..Default::default() }).await
+            let options = GpuModelOptions { matmul, weights: weights.into(), ..Default::default() };
+            let model = GpuModel::load_reporting(&ctx, checkpoint, options, &mut reporter).await?;
+            Ok::<_, webmamba::Error>(Engine::Gpu(Box::new(model)))
         })?,
     })
 }
@@ -106,20 +183,20 @@ pub fn checkpoint(dir: Option<&PathBuf>) -> Result<Checkpoint> {
 
 fn main() -> Result<()> {
     match Cli::parse().command {
-        Command::Logits { model, ids, backend, out } => {
-            let mut e = engine(checkpoint(model.as_ref())?.weights()?, backend, Matmul::Auto)?;
+        Command::Logits { model, ids, backend, weights, out } => {
+            let mut e = engine(&checkpoint(model.as_ref())?, backend, Matmul::Auto, weights)?;
             let logits = pollster::block_on(e.forward(&ids, Logits::All))?;
             let vocab = e.config().vocab_size;
             let file = std::fs::File::create(&out).with_context(|| format!("creating {}", out.display()))?;
             npy::write_f32_2d(std::io::BufWriter::new(file), &logits, ids.len(), vocab)?;
             eprintln!("wrote {} ({} x {vocab}, {} backend)", out.display(), ids.len(), e.name());
         }
-        Command::Generate { model, prompt, max_tokens, temperature, seed, backend } => {
+        Command::Generate { model, prompt, max_tokens, temperature, seed, backend, weights } => {
             let checkpoint = checkpoint(model.as_ref())?;
             let json =
                 checkpoint.tokenizer_json.as_deref().context("the model folder has no tokenizer.json")?;
             let tokenizer = Tokenizer::from_bytes(json)?;
-            let mut e = engine(checkpoint.weights()?, backend, Matmul::Auto)?;
+            let mut e = engine(&checkpoint, backend, Matmul::Auto, weights)?;
             let eos = e.config().eos_token_id;
             let ids = tokenizer.encode(&prompt, true)?;
             let mut sampler = Sampler::new(temperature, seed)?;
@@ -139,6 +216,17 @@ fn main() -> Result<()> {
                 logits = pollster::block_on(e.forward(&[next], Logits::Last))?;
             }
             writeln!(stdout, "{}", stream.finish(&tokenizer)?)?;
+        }
+        Command::Random { shape, dtype, shards, seed, zeros, out } => {
+            let config = shape.config();
+            let bytes =
+                webmamba::model::write_random_checkpoint(&out, &config, seed, dtype.into(), shards, zeros)?;
+            eprintln!(
+                "wrote {} ({:?}, {:.2} GB of {dtype:?} weights)",
+                out.display(),
+                shape,
+                bytes as f64 / 1e9
+            );
         }
         Command::Bench(args) => bench::run(args)?,
         Command::Replay(args) => replay::run(args)?,

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use webmamba::sampling::Sampler;
 use webmamba::{CacheConfig, GenerateOptions, Matmul, Retention, Runtime, Tokenizer};
 
-use crate::{Backend, checkpoint, engine};
+use crate::{Backend, Weights, checkpoint, engine};
 
 /// Options of `webmamba replay`.
 #[derive(Args)]
@@ -38,6 +38,9 @@ pub struct ReplayArgs {
     /// Where to run the model.
     #[arg(long, value_enum, default_value_t = Backend::Cpu)]
     backend: Backend,
+    /// How the GPU stores weight matrices.
+    #[arg(long, value_enum, default_value_t = Weights::F16)]
+    weights: Weights,
 }
 
 fn retention(s: &str) -> Result<Retention> {
@@ -67,7 +70,7 @@ pub fn run(a: ReplayArgs) -> Result<()> {
         retention: retention(&a.retention)?,
         budget_bytes: a.budget,
     };
-    let mut rt = Runtime::new(engine(checkpoint.weights()?, a.backend, Matmul::Auto)?, config)?;
+    let mut rt = Runtime::new(engine(&checkpoint, a.backend, Matmul::Auto, a.weights)?, config)?;
     let mut session = rt.new_session()?;
     for op in ops {
         let (name, arg) = op

@@ -1,0 +1,207 @@
+//! [`WeightFormat`]: how weight matrices are stored on the GPU, and the conversion of a piece of
+//! rows from the checkpoint's dtype into it. Every format is read through `array<u32>` in the
+//! shaders, so none needs the optional `shader-f16` feature (absent on SwiftShader and many
+//! devices):
+//! - `f32`: one float per u32 (`bitcast<f32>`);
+//! - `f16`: two halves per u32, element 2i in the low half (`unpack2x16float`) — the byte layout
+//!   of an f16 array, so an f16 checkpoint uploads as is;
+//! - `int8`: four signed bytes per u32, element 4i in the low byte (`unpack4x8snorm` gives
+//!   q/127), then one f32 scale per group of 32 weights along a row (the group's largest |w|,
+//!   so w ≈ q/127 · scale): GGUF's Q8_0 with an f32 scale. A part's scales follow its quants.
+//!
+//! Activations, the state and every accumulation stay f32.
+
+use half::{bf16, f16};
+use safetensors::Dtype;
+
+use crate::error::{Error, Result};
+
+/// Weights per int8 scale (along a row).
+pub const INT8_GROUP: usize = 32;
+
+/// How weight matrices are stored on the GPU (small tensors — norms, biases, A, D, the conv
+/// kernel — are always f32).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WeightFormat {
+    /// 4 bytes per weight.
+    F32,
+    /// 2 bytes per weight: exact for f16 and bf16 checkpoints in f16's normal range.
+    #[default]
+    F16,
+    /// 1 byte per weight + an f32 scale per 32 (1.125 bytes).
+    Int8,
+}
+
+impl WeightFormat {
+    /// All formats, in the order of their shader value.
+    pub const ALL: [WeightFormat; 3] = [WeightFormat::F32, WeightFormat::F16, WeightFormat::Int8];
+
+    /// `"f32"`, `"f16"` or `"int8"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            WeightFormat::F32 => "f32",
+            WeightFormat::F16 => "f16",
+            WeightFormat::Int8 => "int8",
+        }
+    }
+
+    /// Parses `"f32"`, `"f16"`, `"int8"`, or `"auto"` (= f16).
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "f32" => Ok(WeightFormat::F32),
+            "f16" | "auto" => Ok(WeightFormat::F16),
+            "int8" => Ok(WeightFormat::Int8),
+            other => {
+                Err(Error::InvalidInput(format!("weights must be auto, f32, f16 or int8, not {other:?}")))
+            }
+        }
+    }
+
+    /// The format a matrix of `cols` columns gets when this one is asked for: the shaders read
+    /// f16 four at a time (cols % 4 == 0) and int8 in whole groups (cols % 32 == 0); a matrix
+    /// that does not divide falls back to f16, then f32. Real Mamba sizes all divide.
+    pub fn for_cols(self, cols: usize) -> Self {
+        match self {
+            WeightFormat::Int8 if cols.is_multiple_of(INT8_GROUP) => WeightFormat::Int8,
+            WeightFormat::Int8 | WeightFormat::F16 if cols.is_multiple_of(4) => WeightFormat::F16,
+            _ => WeightFormat::F32,
+        }
+    }
+
+    /// Bytes of `rows` rows of `cols` weights (int8: the quants, then the scales).
+    pub fn bytes(self, rows: usize, cols: usize) -> u64 {
+        let n = (rows * cols) as u64;
+        match self {
+            WeightFormat::F32 => 4 * n,
+            WeightFormat::F16 => 2 * n,
+            WeightFormat::Int8 => n + 4 * n / INT8_GROUP as u64,
+        }
+    }
+
+    /// The value of the shaders' `W_FORMAT` override.
+    pub(crate) fn shader_value(self) -> f64 {
+        match self {
+            WeightFormat::F32 => 0.0,
+            WeightFormat::F16 => 1.0,
+            WeightFormat::Int8 => 2.0,
+        }
+    }
+}
+
+/// Values f16 storage could not hold exactly (f16 keeps bf16's 8 significant bits only between
+/// 6.1e-5 and 65504).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ConversionStats {
+    /// Nonzero values below f16's normal range (stored as f16 subnormals or zero: rounded).
+    pub f16_subnormal: u64,
+    /// Values above 65504 in magnitude (clamped to ±65504).
+    pub f16_overflow: u64,
+}
+
+/// A piece of rows in a storage format: the elements, and (int8) their scales.
+pub(crate) struct Encoded {
+    pub values: Vec<u8>,
+    pub scales: Vec<u8>,
+}
+
+/// Values of `bytes` (little-endian `dtype`: F32, F16 or BF16) as f32.
+pub(crate) fn to_f32(dtype: Dtype, bytes: &[u8]) -> Vec<f32> {
+    match dtype {
+        Dtype::F16 => bytes.chunks_exact(2).map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
+        Dtype::BF16 => bytes.chunks_exact(2).map(|b| bf16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
+        _ => bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
+    }
+}
+
+/// Converts whole rows of `cols` weights from `dtype` bytes to `format`.
+pub(crate) fn encode(
+    format: WeightFormat,
+    dtype: Dtype,
+    bytes: &[u8],
+    cols: usize,
+    stats: &mut ConversionStats,
+) -> Encoded {
+    let values = match (format, dtype) {
+        (WeightFormat::F16, Dtype::F16) => bytes.to_vec(),
+        (WeightFormat::F32, Dtype::F32) => bytes.to_vec(),
+        (WeightFormat::F32, _) => bytemuck::cast_slice(&to_f32(dtype, bytes)).to_vec(),
+        (WeightFormat::F16, _) => {
+            to_f32(dtype, bytes).into_iter().flat_map(|v| to_f16(v, stats).to_le_bytes()).collect()
+        }
+        (WeightFormat::Int8, _) => return quantize(&to_f32(dtype, bytes), cols),
+    };
+    Encoded { values, scales: Vec::new() }
+}
+
+/// `v` as f16, counting what f16 cannot hold exactly; overflow clamps to ±65504.
+fn to_f16(v: f32, stats: &mut ConversionStats) -> f16 {
+    let a = v.abs();
+    if a > f16::MAX.to_f32() && a.is_finite() {
+        stats.f16_overflow += 1;
+        return f16::from_f32(v.clamp(f16::MIN.to_f32(), f16::MAX.to_f32()));
+    }
+    if a != 0.0 && a < f16::MIN_POSITIVE.to_f32() {
+        stats.f16_subnormal += 1;
+    }
+    f16::from_f32(v)
+}
+
+/// Symmetric int8 per group of 32 along each row: scale = max |w|, q = round(127 · w / scale).
+fn quantize(values: &[f32], cols: usize) -> Encoded {
+    debug_assert!(cols.is_multiple_of(INT8_GROUP));
+    let mut quants = Vec::with_capacity(values.len());
+    let mut scales = Vec::with_capacity(values.len() / INT8_GROUP * 4);
+    for group in values.chunks_exact(INT8_GROUP) {
+        let scale = group.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        let inv = if scale > 0.0 { 127.0 / scale } else { 0.0 };
+        quants.extend(group.iter().map(|v| (v * inv).round().clamp(-127.0, 127.0) as i8 as u8));
+        scales.extend(scale.to_le_bytes());
+    }
+    Encoded { values: quants, scales }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_fall_back_when_columns_do_not_divide() {
+        assert_eq!(WeightFormat::Int8.for_cols(64), WeightFormat::Int8);
+        assert_eq!(WeightFormat::Int8.for_cols(48), WeightFormat::F16);
+        assert_eq!(WeightFormat::Int8.for_cols(5), WeightFormat::F32);
+        assert_eq!(WeightFormat::F16.for_cols(6), WeightFormat::F32);
+        assert_eq!(WeightFormat::F32.for_cols(64), WeightFormat::F32);
+        assert_eq!(WeightFormat::Int8.bytes(2, 64), 128 + 16);
+    }
+
+    #[test]
+    fn bf16_to_f16_is_exact_in_the_normal_range_and_counts_the_rest() {
+        let values = [1.0f32, -3.140625, 1e-3, 65280.0, 1e-6, 1e6, 0.0];
+        let bytes: Vec<u8> = values.iter().flat_map(|&v| bf16::from_f32(v).to_le_bytes()).collect();
+        let mut stats = ConversionStats::default();
+        let out = encode(WeightFormat::F16, Dtype::BF16, &bytes, values.len(), &mut stats);
+        let back = to_f32(Dtype::F16, &out.values);
+        let exact = to_f32(Dtype::BF16, &bytes);
+        for i in [0, 1, 2, 3, 6] {
+            assert_eq!(back[i], exact[i], "value {i}");
+        }
+        assert_eq!(back[5], 65504.0, "overflow clamps");
+        assert_eq!(stats, ConversionStats { f16_subnormal: 1, f16_overflow: 1 });
+    }
+
+    #[test]
+    fn int8_groups_round_to_within_half_a_step() {
+        let values: Vec<f32> = (0..64).map(|i| ((i * 37 % 64) as f32 - 31.5) / 10.0).collect();
+        let bytes: Vec<u8> = bytemuck::cast_slice(&values).to_vec();
+        let e = encode(WeightFormat::Int8, Dtype::F32, &bytes, 64, &mut ConversionStats::default());
+        assert_eq!((e.values.len(), e.scales.len()), (64, 8));
+        for (g, group) in values.chunks(32).enumerate() {
+            let scale = f32::from_le_bytes(e.scales[4 * g..4 * g + 4].try_into().unwrap());
+            assert_eq!(scale, group.iter().fold(0.0f32, |m, v| m.max(v.abs())));
+            for (j, &v) in group.iter().enumerate() {
+                let q = e.values[32 * g + j] as i8 as f32;
+                assert!((q / 127.0 * scale - v).abs() <= scale / 254.0 + 1e-6, "{v} -> {q}");
+            }
+        }
+    }
+}

@@ -1,0 +1,126 @@
+//! [`Files`]: a checkpoint's files where they can be read synchronously — bytes in memory (what
+//! a caller that already has them passes), or a folder on disk (natively). Headers are read
+//! first, with their sizes; then [`Files::stream`] reads each file's data section in pieces of
+//! [`READ_BYTES`] into a [`TensorStream`]. Nothing reads a whole file at once.
+
+use crate::error::{Error, Result};
+use crate::load::progress::Phase;
+use crate::load::stream::{Sink, TensorStream};
+use crate::model::{FileHeader, Layout};
+
+/// Bytes read from a file at a time.
+pub const READ_BYTES: usize = 4 << 20;
+
+/// Where a checkpoint's files are.
+pub(crate) enum Files {
+    /// In memory, as (file name, bytes).
+    Memory(Vec<(String, Vec<u8>)>),
+    /// A model folder (natively).
+    #[cfg(not(target_arch = "wasm32"))]
+    Dir(std::path::PathBuf),
+}
+
+impl Files {
+    /// Reads a small whole file (`config.json`, `tokenizer.json`, the index); `None` when absent.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn read_small(&self, name: &str) -> Result<Option<Vec<u8>>> {
+        match self {
+            Files::Memory(files) => Ok(files.iter().find(|(n, _)| n == name).map(|(_, b)| b.clone())),
+            #[cfg(not(target_arch = "wasm32"))]
+            Files::Dir(dir) => {
+                let path = dir.join(name);
+                if !path.is_file() {
+                    return Ok(None);
+                }
+                std::fs::read(&path).map(Some).map_err(|e| io(&path, e))
+            }
+        }
+    }
+
+    /// Reads the header of safetensors file `name`.
+    pub fn header(&self, name: &str) -> Result<FileHeader> {
+        let size = self.size(name)?;
+        let mut first8 = vec![0; 8.min(size as usize)];
+        self.read_at(name, 0, &mut first8)?;
+        let len = FileHeader::header_len(name, &first8, Some(size))?;
+        let mut json = vec![0; len as usize];
+        self.read_at(name, 8, &mut json)?;
+        FileHeader::parse(name, &json, Some(size))
+    }
+
+    /// Streams the data section of every file of `layout`, in order, into `sink`.
+    pub fn stream(&self, layout: &Layout, stream: &mut TensorStream<'_>, sink: &mut dyn Sink) -> Result<()> {
+        let mut buf = vec![0; READ_BYTES];
+        for (f, header) in layout.files.iter().enumerate() {
+            stream.begin_file(f);
+            let mut at = header.data_start;
+            while at < header.size {
+                let n = ((header.size - at) as usize).min(READ_BYTES);
+                self.read_at(&header.name, at, &mut buf[..n])?;
+                at += n as u64;
+                stream.reporter().report(Phase::Download, &header.name, at, header.size);
+                stream.feed(sink, &buf[..n])?;
+            }
+            stream.end_file()?;
+        }
+        Ok(())
+    }
+
+    fn size(&self, name: &str) -> Result<u64> {
+        match self {
+            Files::Memory(files) => files
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, b)| b.len() as u64)
+                .ok_or_else(|| Error::Io { path: name.into(), reason: "not among the files given".into() }),
+            #[cfg(not(target_arch = "wasm32"))]
+            Files::Dir(dir) => {
+                let path = dir.join(name);
+                let meta = std::fs::metadata(&path).map_err(|e| io(&path, e))?;
+                if !meta.is_file() {
+                    return Err(Error::Io {
+                        path: path.display().to_string(),
+                        reason: "not a regular file".into(),
+                    });
+                }
+                Ok(meta.len())
+            }
+        }
+    }
+
+    /// Fills `buf` from `name` at `offset`.
+    fn read_at(&self, name: &str, offset: u64, buf: &mut [u8]) -> Result<()> {
+        match self {
+            Files::Memory(files) => {
+                let bytes = &files
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .ok_or_else(|| Error::Io {
+                        path: name.into(),
+                        reason: "not among the files given".into(),
+                    })?
+                    .1;
+                let range = offset as usize..offset as usize + buf.len();
+                buf.copy_from_slice(
+                    bytes
+                        .get(range)
+                        .ok_or_else(|| Error::Io { path: name.into(), reason: "read past the end".into() })?,
+                );
+                Ok(())
+            }
+            #[cfg(not(target_arch = "wasm32"))]
+            Files::Dir(dir) => {
+                use std::io::{Read, Seek, SeekFrom};
+                let path = dir.join(name);
+                let mut file = std::fs::File::open(&path).map_err(|e| io(&path, e))?;
+                file.seek(SeekFrom::Start(offset)).map_err(|e| io(&path, e))?;
+                file.read_exact(buf).map_err(|e| io(&path, e))
+            }
+        }
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn io(path: &std::path::Path, e: std::io::Error) -> Error {
+    Error::Io { path: path.display().to_string(), reason: e.to_string() }
+}

@@ -1,0 +1,19 @@
+//! Loading a checkpoint's weights by streaming: headers first (everything is checked and every
+//! buffer reserved before a weight byte is read), then each file's data section in bounded
+//! pieces, each converted and stored before the next is read. One path for every source (bytes
+//! in memory, a folder, and in the browser `fetch` streams, the offline cache or picked files)
+//! and every destination (GPU buffers in f32/f16/int8, or memory for the CPU backend).
+//!
+//! - [`stream`]: bytes → pieces of whole rows of each tensor → a [`stream::Sink`];
+//! - [`files`]: the synchronous sources (memory, a folder);
+//! - [`host`]: the CPU backend's sink;
+//! - [`progress`]: progress events (download / upload / compile) and warnings.
+//!
+//! The GPU's sink is `crate::gpu_model::upload`; the browser's sources are in `crate::wasm`.
+
+pub(crate) mod files;
+pub(crate) mod host;
+pub mod progress;
+pub(crate) mod stream;
+
+pub use progress::{Phase, Progress, Reporter};

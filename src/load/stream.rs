@@ -1,0 +1,155 @@
+//! [`TensorStream`]: turns the bytes of a checkpoint's files, as they arrive (a network stream,
+//! file reads), into pieces of whole rows of each tensor the model uses, handed to a [`Sink`]
+//! that converts and stores them (GPU buffers, or memory for the CPU backend) before the next
+//! piece is read. At most one piece (≈ [`PIECE_BYTES`]) is held at a time, so loading needs the
+//! same small amount of memory whatever the model's size.
+//!
+//! It also keeps the first 4 KiB of every tensor for the model's fingerprint.
+
+use std::collections::BTreeMap;
+
+use crate::error::{Error, Result};
+use crate::load::progress::{Phase, Reporter};
+use crate::model::{Config, Layout, Planned};
+
+/// Bytes of source data gathered before they are handed on (rounded to whole rows, at least
+/// one row).
+pub const PIECE_BYTES: usize = 4 << 20;
+
+/// Bytes of each tensor that go into the fingerprint.
+const FINGERPRINT_PREFIX: u64 = 4096;
+
+/// Where converted weights go.
+pub(crate) trait Sink {
+    /// Rows `first_row ..` of `tensor` as stored (little-endian `tensor.dtype`), whole rows.
+    fn rows(&mut self, tensor: &Planned, first_row: usize, bytes: &[u8]) -> Result<()>;
+}
+
+/// Walks the data sections of a layout's files in order (see the module doc).
+pub(crate) struct TensorStream<'a> {
+    layout: &'a Layout,
+    /// The file being read (its index in `layout.files`).
+    file: usize,
+    /// Bytes of its data section consumed.
+    pos: u64,
+    /// The tensor `pos` is in.
+    tensor: usize,
+    /// Bytes of the current tensor gathered but not handed on (less than a piece).
+    staged: Vec<u8>,
+    /// Rows of the current tensor handed on.
+    rows_done: usize,
+    /// The first bytes of every tensor, by name.
+    prefixes: BTreeMap<String, Vec<u8>>,
+    reporter: &'a mut Reporter,
+}
+
+impl<'a> TensorStream<'a> {
+    /// A stream over `layout`'s files, reporting "upload" progress through `reporter`.
+    pub fn new(layout: &'a Layout, reporter: &'a mut Reporter) -> Self {
+        Self {
+            layout,
+            file: usize::MAX,
+            pos: 0,
+            tensor: 0,
+            staged: Vec::new(),
+            rows_done: 0,
+            prefixes: BTreeMap::new(),
+            reporter,
+        }
+    }
+
+    /// Starts file `file` (its data section; the header is the reader's to skip).
+    pub fn begin_file(&mut self, file: usize) {
+        self.file = file;
+        self.pos = 0;
+        self.tensor = 0;
+        self.staged.clear();
+        self.rows_done = 0;
+    }
+
+    /// The next `bytes` of the current file's data section.
+    pub fn feed(&mut self, sink: &mut dyn Sink, mut bytes: &[u8]) -> Result<()> {
+        let header = &self.layout.files[self.file];
+        while !bytes.is_empty() {
+            // Past the tensors already complete (and any empty ones).
+            while header.tensors.get(self.tensor).is_some_and(|t| t.end <= self.pos) {
+                self.tensor += 1;
+                self.rows_done = 0;
+            }
+            let Some(entry) = header.tensors.get(self.tensor) else {
+                return Err(Error::Safetensors {
+                    file: header.name.clone(),
+                    reason: "more data than the header describes".into(),
+                });
+            };
+            let within = self.pos - entry.start;
+            let take = ((entry.end - self.pos) as usize).min(bytes.len());
+            let (now, rest) = bytes.split_at(take);
+            if within < FINGERPRINT_PREFIX {
+                let keep = now.len().min((FINGERPRINT_PREFIX - within) as usize);
+                self.prefixes.entry(entry.name.clone()).or_default().extend_from_slice(&now[..keep]);
+            }
+            if let Some(planned) = &self.layout.roles[self.file][self.tensor] {
+                self.staged.extend_from_slice(now);
+                let done = self.pos + take as u64 == entry.end;
+                if done || self.staged.len() >= PIECE_BYTES.max(planned.row_bytes()) {
+                    self.hand_on(sink, planned, done)?;
+                }
+            }
+            self.pos += take as u64;
+            bytes = rest;
+            self.reporter.report(Phase::Upload, &header.name, self.pos, header.size - header.data_start);
+        }
+        Ok(())
+    }
+
+    /// Hands the whole rows gathered so far (all of them when the tensor is `done`) to `sink`.
+    fn hand_on(&mut self, sink: &mut dyn Sink, planned: &Planned, done: bool) -> Result<()> {
+        let row_bytes = planned.row_bytes().max(1);
+        let rows = self.staged.len() / row_bytes;
+        if rows > 0 {
+            sink.rows(planned, self.rows_done, &self.staged[..rows * row_bytes])?;
+            self.rows_done += rows;
+            self.staged.drain(..rows * row_bytes);
+        }
+        if done {
+            self.staged.clear();
+        }
+        Ok(())
+    }
+
+    /// Ends the current file; fails unless its whole data section was read.
+    pub fn end_file(&mut self) -> Result<()> {
+        let header = &self.layout.files[self.file];
+        let expected = header.size - header.data_start;
+        if self.pos != expected {
+            return Err(Error::Safetensors {
+                file: header.name.clone(),
+                reason: format!(
+                    "file is truncated: its data section ended after {} of {expected} bytes",
+                    self.pos
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// The model's fingerprint: blake3 over the config, then every tensor's name, dtype, shape
+    /// and first 4 KiB, in name order (so two fine-tunes of one architecture differ).
+    pub fn fingerprint(&self, config: &Config) -> [u8; 32] {
+        let mut h = blake3::Hasher::new();
+        h.update(format!("{config:?}").as_bytes());
+        let mut entries: Vec<_> = self.layout.files.iter().flat_map(|f| &f.tensors).collect();
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        for e in entries {
+            h.update(format!("{} {} {:?}", e.name, e.dtype, e.shape).as_bytes());
+            h.update(self.prefixes.get(&e.name).map_or(&[][..], Vec::as_slice));
+        }
+        *h.finalize().as_bytes()
+    }
+
+    /// The progress reporter (for drivers that report downloads through the same callback).
+    pub fn reporter(&mut self) -> &mut Reporter {
+        self.reporter
+    }
+}

@@ -1,0 +1,216 @@
+//! [`Layout`]: where every tensor of a checkpoint lives (file, byte range, dtype) and what it is
+//! to the model ([`Role`]), checked against the config from the headers alone — before a single
+//! weight byte is read. A missing tensor, a wrong shape or dtype, or a shard that disagrees with
+//! the index is a typed error here, so a loader never allocates for a model it cannot load.
+//!
+//! Both tensor layouts are accepted:
+//! - Hugging Face: `backbone.embeddings.weight`, `backbone.layers.N.{norm,mixer.*}`,
+//!   `backbone.norm_f.weight`, optional `lm_head.weight`;
+//! - original state-spaces: the same but `backbone.embedding.weight`.
+//!
+//! Shapes use the glossary of [`crate::model`]: D = d_model, E·D = d_inner, N = d_state,
+//! K = d_conv, R = dt_rank, V = vocab.
+
+use std::collections::{BTreeMap, HashMap};
+
+use safetensors::Dtype;
+
+use crate::error::{Error, Result};
+use crate::model::config::Config;
+use crate::model::header::FileHeader;
+
+/// One tensor of a Mamba block (`backbone.layers.N.…`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Part {
+    /// `norm.weight` (D)
+    Norm,
+    /// `mixer.in_proj.weight` (2·E·D, D)
+    InProj,
+    /// `mixer.in_proj.bias` (2·E·D)
+    InProjBias,
+    /// `mixer.conv1d.weight` (E·D, 1, K)
+    Conv,
+    /// `mixer.conv1d.bias` (E·D)
+    ConvBias,
+    /// `mixer.x_proj.weight` (R + 2N, E·D)
+    XProj,
+    /// `mixer.dt_proj.weight` (E·D, R)
+    DtProj,
+    /// `mixer.dt_proj.bias` (E·D)
+    DtProjBias,
+    /// `mixer.A_log` (E·D, N)
+    ALog,
+    /// `mixer.D` (E·D)
+    D,
+    /// `mixer.out_proj.weight` (D, E·D)
+    OutProj,
+    /// `mixer.out_proj.bias` (D)
+    OutProjBias,
+}
+
+/// What a tensor is to the model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Role {
+    /// Token embeddings (V, D); also the LM head when tied.
+    Embedding,
+    /// One tensor of block `layer`.
+    Layer(usize, Part),
+    /// Final RMSNorm gain (D).
+    NormF,
+    /// Untied LM head (V, D).
+    LmHead,
+}
+
+/// A tensor the model uses, as found in the checkpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Planned {
+    /// What it is.
+    pub role: Role,
+    /// Full name in the checkpoint.
+    pub name: String,
+    /// Stored element type (F32, F16 or BF16).
+    pub dtype: Dtype,
+    /// First dimension (1 for a vector).
+    pub rows: usize,
+    /// Product of the other dimensions (the vector's length for a vector).
+    pub cols: usize,
+}
+
+impl Planned {
+    /// Bytes of one row as stored.
+    pub fn row_bytes(&self) -> usize {
+        self.cols * self.dtype.bitsize() / 8
+    }
+
+    /// Bytes of the whole tensor as stored.
+    pub fn bytes(&self) -> u64 {
+        (self.rows * self.row_bytes()) as u64
+    }
+}
+
+/// Every file's header, and for each tensor in it the role it plays (or none).
+#[derive(Clone, Debug)]
+pub struct Layout {
+    /// The safetensors files, in the order their data is read.
+    pub files: Vec<FileHeader>,
+    /// `roles[f][t]`: the role of `files[f].tensors[t]`, `None` when the model does not use it.
+    pub roles: Vec<Vec<Option<Planned>>>,
+}
+
+impl Layout {
+    /// Checks `files` against `config` (and against the index's `weight_map` for a sharded
+    /// checkpoint): every tensor the model needs exists once, with its shape and a float dtype.
+    pub fn new(
+        config: &Config,
+        files: Vec<FileHeader>,
+        weight_map: Option<&BTreeMap<String, String>>,
+    ) -> Result<Self> {
+        let mut by_name: HashMap<&str, (usize, usize)> = HashMap::new();
+        for (f, file) in files.iter().enumerate() {
+            for (t, tensor) in file.tensors.iter().enumerate() {
+                if by_name.insert(&tensor.name, (f, t)).is_some() {
+                    return Err(Error::Safetensors {
+                        file: file.name.clone(),
+                        reason: format!("tensor {} appears in more than one file", tensor.name),
+                    });
+                }
+            }
+        }
+        let file_names = || files.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ");
+        if let Some(map) = weight_map {
+            for (tensor, shard) in map {
+                match by_name.get(tensor.as_str()) {
+                    Some(&(f, _)) if files[f].name == *shard => {}
+                    Some(&(f, _)) => {
+                        return Err(Error::Safetensors {
+                            file: shard.clone(),
+                            reason: format!(
+                                "the index puts {tensor} in {shard} but it is in {}",
+                                files[f].name
+                            ),
+                        });
+                    }
+                    None => return Err(Error::MissingTensor { tensor: tensor.clone(), file: shard.clone() }),
+                }
+            }
+        }
+        let mut roles: Vec<Vec<Option<Planned>>> =
+            files.iter().map(|f| vec![None; f.tensors.len()]).collect();
+        let has = |name: &str| by_name.contains_key(name);
+        for (role, name, shape) in wanted(config, has("backbone.embedding.weight"), has("lm_head.weight"))? {
+            let &(f, t) = by_name
+                .get(name.as_str())
+                .ok_or_else(|| Error::MissingTensor { tensor: name.clone(), file: file_names() })?;
+            let entry = &files[f].tensors[t];
+            if entry.shape != shape {
+                return Err(Error::ShapeMismatch { tensor: name, expected: shape, got: entry.shape.clone() });
+            }
+            if !matches!(entry.dtype, Dtype::F32 | Dtype::F16 | Dtype::BF16) {
+                return Err(Error::UnsupportedDtype { tensor: name, dtype: entry.dtype.to_string() });
+            }
+            let rows = if shape.len() > 1 { shape[0] } else { 1 };
+            let cols = shape.iter().product::<usize>() / rows.max(1);
+            roles[f][t] = Some(Planned { role, name, dtype: entry.dtype, rows, cols });
+        }
+        Ok(Self { files, roles })
+    }
+
+    /// Every tensor the model uses.
+    pub fn planned(&self) -> impl Iterator<Item = &Planned> {
+        self.roles.iter().flatten().flatten()
+    }
+
+    /// The tensor playing `role`, if any.
+    pub fn get(&self, role: Role) -> Option<&Planned> {
+        self.planned().find(|p| p.role == role)
+    }
+
+    /// Bytes of every tensor the model uses, as stored.
+    pub fn weight_bytes(&self) -> u64 {
+        self.planned().map(Planned::bytes).sum()
+    }
+
+    /// Bytes of every file.
+    pub fn file_bytes(&self) -> u64 {
+        self.files.iter().map(|f| f.size).sum()
+    }
+}
+
+/// Every tensor the config implies, as (role, name, shape), in the order the old loader read
+/// them: embedding, blocks, final norm, LM head.
+fn wanted(c: &Config, original_layout: bool, has_lm_head: bool) -> Result<Vec<(Role, String, Vec<usize>)>> {
+    let (d, di, n, k, r, v) = (c.d_model, c.d_inner, c.d_state, c.d_conv, c.dt_rank, c.vocab_size);
+    let embedding = if original_layout { "backbone.embedding.weight" } else { "backbone.embeddings.weight" };
+    let mut out = vec![(Role::Embedding, embedding.to_string(), vec![v, d])];
+    for i in 0..c.n_layer {
+        let parts: [(Part, &str, Vec<usize>, bool); 12] = [
+            (Part::Norm, "norm.weight", vec![d], true),
+            (Part::InProj, "mixer.in_proj.weight", vec![2 * di, d], true),
+            (Part::InProjBias, "mixer.in_proj.bias", vec![2 * di], c.use_bias),
+            (Part::Conv, "mixer.conv1d.weight", vec![di, 1, k], true),
+            (Part::ConvBias, "mixer.conv1d.bias", vec![di], c.use_conv_bias),
+            (Part::XProj, "mixer.x_proj.weight", vec![r + 2 * n, di], true),
+            (Part::DtProj, "mixer.dt_proj.weight", vec![di, r], true),
+            (Part::DtProjBias, "mixer.dt_proj.bias", vec![di], true),
+            (Part::ALog, "mixer.A_log", vec![di, n], true),
+            (Part::D, "mixer.D", vec![di], true),
+            (Part::OutProj, "mixer.out_proj.weight", vec![d, di], true),
+            (Part::OutProjBias, "mixer.out_proj.bias", vec![d], c.use_bias),
+        ];
+        for (part, leaf, shape, present) in parts {
+            if present {
+                out.push((Role::Layer(i, part), format!("backbone.layers.{i}.{leaf}"), shape));
+            }
+        }
+    }
+    out.push((Role::NormF, "backbone.norm_f.weight".into(), vec![d]));
+    if has_lm_head {
+        out.push((Role::LmHead, "lm_head.weight".into(), vec![v, d]));
+    } else if !c.tie_embeddings {
+        return Err(Error::MissingTensor {
+            tensor: "lm_head.weight".into(),
+            file: "the checkpoint (config says tie_word_embeddings = false)".into(),
+        });
+    }
+    Ok(out)
+}

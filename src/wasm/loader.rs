@@ -1,0 +1,119 @@
+//! The browser's side of the streaming load ([`crate::load`]): reads a [`WebSource`]'s
+//! `config.json`, `tokenizer.json` and index, then each safetensors header through a Range
+//! request (everything is checked and every buffer allocated before a weight byte arrives),
+//! then streams each file into the same [`TensorStream`] and sinks the native loaders use.
+//! With a GPU, the queue is awaited every [`FLUSH_BYTES`] so written pieces never pile up.
+
+use crate::error::{Error, Result};
+use crate::gpu::GpuContext;
+use crate::gpu_model::FLUSH_BYTES;
+use crate::load::stream::{Sink, TensorStream};
+use crate::load::{Phase, Reporter};
+use crate::model::{Config, FileHeader, Layout, parse_index, shard_names};
+use crate::wasm::web_source::WebSource;
+
+/// Bytes asked for when reading a header: enough for the headers of models with thousands of
+/// tensors; a larger header costs a second request.
+const HEAD_BYTES: u64 = 64 << 10;
+
+/// A checkpoint whose headers are read and checked.
+pub(crate) struct Opened {
+    pub config: Config,
+    pub tokenizer_json: Option<Vec<u8>>,
+    pub layout: Layout,
+}
+
+/// Reads the small files and every header of the folder `source`.
+pub(crate) async fn open(source: &WebSource, reporter: &mut Reporter) -> Result<Opened> {
+    let mut small = async |name: &str| -> Result<Option<Vec<u8>>> {
+        let bytes = source.read_small(name).await?;
+        if let Some(b) = &bytes {
+            reporter.report(Phase::Download, name, b.len() as u64, b.len() as u64);
+        }
+        Ok(bytes)
+    };
+    let config_json = small("config.json").await?.ok_or_else(|| Error::Io {
+        path: "config.json".into(),
+        reason: "the model folder has no config.json".into(),
+    })?;
+    let config = Config::from_json(&config_json)?;
+    let tokenizer_json = small("tokenizer.json").await?;
+    let (names, weight_map) = match small("model.safetensors.index.json").await? {
+        Some(index) => {
+            let map = parse_index(&index)?;
+            (shard_names(&map), Some(map))
+        }
+        None => (vec!["model.safetensors".to_string()], None),
+    };
+    let mut headers = Vec::with_capacity(names.len());
+    for name in &names {
+        let (mut head, size) = source.read_head(name, HEAD_BYTES).await?;
+        let len = FileHeader::header_len(name, &head[..head.len().min(8)], size)?;
+        if (head.len() as u64) < 8 + len {
+            head = source.read_head(name, 8 + len).await?.0;
+        }
+        let json = head.get(8..8 + len as usize).ok_or_else(|| Error::Safetensors {
+            file: name.clone(),
+            reason: format!("file is truncated inside its {len}-byte header"),
+        })?;
+        headers.push(FileHeader::parse(name, json, size)?);
+    }
+    let layout = Layout::new(&config, headers, weight_map.as_ref())?;
+    Ok(Opened { config, tokenizer_json, layout })
+}
+
+/// Streams every file of `opened` into `sink`; with `ctx`, waits for the GPU queue every
+/// [`FLUSH_BYTES`]. Returns the model's fingerprint.
+pub(crate) async fn stream(
+    source: &WebSource,
+    opened: &Opened,
+    sink: &mut dyn Sink,
+    ctx: Option<&GpuContext>,
+    reporter: &mut Reporter,
+) -> Result<[u8; 32]> {
+    let layout = &opened.layout;
+    let mut warnings = Vec::new();
+    let fingerprint = {
+        let mut stream = TensorStream::new(layout, reporter);
+        let mut since_flush = 0u64;
+        for (f, header) in layout.files.iter().enumerate() {
+            let name = &header.name;
+            let mut file = source
+                .open(name)
+                .await?
+                .ok_or_else(|| Error::Io { path: name.clone(), reason: "the file disappeared".into() })?;
+            if let Some(size) = file.size.filter(|&s| s != header.size) {
+                return Err(Error::Safetensors {
+                    file: name.clone(),
+                    reason: format!("the file has {size} bytes now, its header described {}", header.size),
+                });
+            }
+            stream.begin_file(f);
+            let mut at = 0u64;
+            while let Some(piece) = file.reader.next(name).await? {
+                let start = at;
+                at += piece.len() as u64;
+                stream.reporter().report(Phase::Download, name, at.min(header.size), header.size);
+                let skip = (header.data_start.saturating_sub(start) as usize).min(piece.len());
+                if let Err(e) = stream.feed(sink, &piece[skip..]) {
+                    file.reader.cancel().await;
+                    return Err(e);
+                }
+                since_flush += piece.len() as u64;
+                if let Some(ctx) = ctx.filter(|_| since_flush >= FLUSH_BYTES) {
+                    ctx.flush().await?;
+                    since_flush = 0;
+                }
+            }
+            stream.end_file()?;
+            if let Some(w) = source.finish_cache_write(name, file.cache_write).await {
+                warnings.push((name.clone(), header.size, w));
+            }
+        }
+        stream.fingerprint(&opened.config)
+    };
+    for (name, size, warning) in warnings {
+        reporter.warn(Phase::Download, &name, size, format!("{name}: {warning}"));
+    }
+    Ok(fingerprint)
+}

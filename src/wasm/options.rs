@@ -1,0 +1,123 @@
+//! Load options as JavaScript passes them: a plain object (`{ backend: "gpu", weights: "int8",
+//! onProgress }`) or a [`super::LoadOptions`] instance (its getters read the same way), every
+//! field optional. Wrong types are `InvalidInput` errors naming the field.
+
+use js_sys::{Function, Object, Reflect};
+use wasm_bindgen::{JsCast, JsValue};
+
+use crate::cache::{CacheConfig, Retention};
+use crate::error::{Error, Result};
+use crate::gpu_model::WeightFormat;
+use crate::load::{Progress, Reporter};
+
+/// Defaults shared by every loader (and by `new LoadOptions()`).
+pub const DEFAULT_BLOCK_SIZE: u32 = 64;
+/// Default checkpoint-cache budget: 64 MiB.
+pub const DEFAULT_BUDGET_BYTES: f64 = 64.0 * 1048576.0;
+/// Default tokens per GPU forward chunk.
+pub const DEFAULT_MAX_TOKENS: u32 = 256;
+
+/// Everything a loader needs to know, parsed.
+pub(crate) struct LoadConfig {
+    /// "auto", "gpu" or "cpu".
+    pub backend: String,
+    pub weights: WeightFormat,
+    /// Keep downloads in the Cache API.
+    pub cache: bool,
+    pub max_tokens: u32,
+    pub cache_config: CacheConfig,
+    pub on_progress: Option<Function>,
+}
+
+impl LoadConfig {
+    /// Parses `options` (undefined/null: all defaults).
+    pub fn parse(options: &JsValue) -> Result<Self> {
+        let field = |name: &str| -> Result<Option<JsValue>> {
+            if options.is_undefined() || options.is_null() {
+                return Ok(None);
+            }
+            if !options.is_object() {
+                return Err(Error::InvalidInput("load options must be an object".into()));
+            }
+            let v = Reflect::get(options, &name.into())
+                .map_err(|_| Error::InvalidInput(format!("options.{name} could not be read")))?;
+            Ok((!v.is_undefined() && !v.is_null()).then_some(v))
+        };
+        let string = |name: &str, default: &str| -> Result<String> {
+            match field(name)? {
+                None => Ok(default.into()),
+                Some(v) => v.as_string().ok_or_else(|| wrong(name, "a string")),
+            }
+        };
+        let number = |name: &str, default: f64| -> Result<f64> {
+            match field(name)? {
+                None => Ok(default),
+                Some(v) => v.as_f64().filter(|n| *n >= 0.0).ok_or_else(|| wrong(name, "a number ≥ 0")),
+            }
+        };
+        let whole = |name: &str, default: u32| -> Result<u32> {
+            let n = number(name, default as f64)?;
+            if n.fract() != 0.0 || n > u32::MAX as f64 {
+                return Err(wrong(name, "a whole number"));
+            }
+            Ok(n as u32)
+        };
+        let backend = string("backend", "auto")?;
+        if !matches!(backend.as_str(), "auto" | "gpu" | "cpu") {
+            return Err(Error::InvalidInput(format!("backend must be auto, gpu or cpu, not {backend:?}")));
+        }
+        let sparse_every = whole("sparseEvery", 0)? as usize;
+        let cache = match field("cache")? {
+            None => true,
+            Some(v) => v.as_bool().ok_or_else(|| wrong("cache", "true or false"))?,
+        };
+        let on_progress = match field("onProgress")? {
+            None => None,
+            Some(v) => Some(v.dyn_into::<Function>().map_err(|_| wrong("onProgress", "a function"))?),
+        };
+        Ok(Self {
+            backend,
+            weights: WeightFormat::parse(&string("weights", "auto")?)?,
+            cache,
+            max_tokens: whole("maxTokens", DEFAULT_MAX_TOKENS)?.max(1),
+            cache_config: CacheConfig {
+                block_size: whole("blockSize", DEFAULT_BLOCK_SIZE)? as usize,
+                retention: if sparse_every == 0 { Retention::Dense } else { Retention::Sparse(sparse_every) },
+                budget_bytes: number("budgetBytes", DEFAULT_BUDGET_BYTES)?.min(u64::MAX as f64) as u64,
+            },
+            on_progress,
+        })
+    }
+
+    /// A reporter that calls `onProgress({ phase, file, loaded, total, warning? })`.
+    pub fn reporter(&self) -> Reporter {
+        let Some(f) = self.on_progress.clone() else { return Reporter::silent() };
+        Reporter::new(move |p: &Progress| {
+            // A throwing callback must not break the load: it is the page's bug, logged.
+            if let Err(e) = f.call1(&JsValue::NULL, &event(p)) {
+                web_sys::console::error_2(&"webmamba: onProgress threw:".into(), &e);
+            }
+        })
+    }
+}
+
+/// The JS object of a progress event.
+fn event(p: &Progress) -> JsValue {
+    let o = Object::new();
+    let set = |k: &str, v: JsValue| {
+        // Setting a property on a fresh plain object cannot fail.
+        let _ = Reflect::set(&o, &k.into(), &v);
+    };
+    set("phase", p.phase.name().into());
+    set("file", p.file.as_str().into());
+    set("loaded", (p.loaded as f64).into());
+    set("total", (p.total as f64).into());
+    if let Some(w) = &p.warning {
+        set("warning", w.as_str().into());
+    }
+    o.into()
+}
+
+fn wrong(name: &str, what: &str) -> Error {
+    Error::InvalidInput(format!("options.{name} must be {what}"))
+}

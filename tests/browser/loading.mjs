@@ -1,0 +1,253 @@
+#!/usr/bin/env node
+// Loading real checkpoints in headless Chromium through the npm package (www/pkg, built by
+// `npm run build:demo`), served by scripts/serve.mjs (Range, HEAD, ETag; it counts the bytes
+// it sends):
+//   1. fixtures, single-file (medium-bf16) and sharded (original-sharded), through
+//      Model.fromUrl, Model.fromFiles and the bytes entry Model.load, on WebGPU (SwiftShader)
+//      and on the CPU: the same logits whatever the path, within 1e-4 of HF transformers'
+//      (reference.safetensors), and HF's greedy tokens;
+//   2. progress events: monotone per (phase, file), each file's last one has loaded == total;
+//   3. the offline cache: after a page reload a second fromUrl gets 0 weight bytes from the
+//      server; Model.clearCache empties it; cache: false stores nothing;
+//   4. typed errors: a folder that is not there, bad options, a model too large for the CPU
+//      backend in wasm32 (a 2.8B-shaped checkpoint of sparse zeros: OutOfMemory before any
+//      weight byte is downloaded);
+//   5. with WEBMAMBA_BIG=1 (or --big): a random bf16 checkpoint at mamba-790m's shape in 4
+//      shards (1.6 GB, written at test time by `webmamba random`, not committed), loaded with
+//      weights "f16": wasm memory stays <= 256 MiB, progress reaches the total, a prefill and a
+//      decode step run, and after a reload the second load gets 0 weight bytes.
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chromium } from 'playwright-core';
+import { serve } from '../../scripts/serve.mjs';
+
+const BIG = process.env.WEBMAMBA_BIG === '1' || process.argv.includes('--big');
+const ARGS = ['--no-sandbox', '--enable-unsafe-webgpu', '--disable-background-networking',
+  '--disable-component-update', '--disable-sync', '--disable-quic', '--no-first-run'];
+const MIB = 2 ** 20;
+let failures = 0;
+
+function check(cond, message) {
+  if (cond) console.log(`loading: ok: ${message}`);
+  else { failures += 1; console.error(`loading: FAIL: ${message}`); }
+}
+
+/** HF's outputs for a fixture: ids, logits (L, V), prompt_ids, greedy_ids. */
+function reference(name) {
+  const bytes = readFileSync(`tests/fixtures/${name}/reference.safetensors`);
+  const len = Number(bytes.readBigUInt64LE(0));
+  const header = JSON.parse(bytes.subarray(8, 8 + len).toString());
+  const data = (key) => {
+    const { dtype, data_offsets: [a, b] } = header[key];
+    const slice = bytes.subarray(8 + len + a, 8 + len + b);
+    const copy = new Uint8Array(slice).buffer;
+    return dtype === 'F32' ? Array.from(new Float32Array(copy)) : Array.from(new Int32Array(copy));
+  };
+  return { ids: data('ids'), logits: data('logits'), promptIds: data('prompt_ids'), greedyIds: data('greedy_ids') };
+}
+
+/** Runs in the page: loads a model by `how`, feeds `ids`, returns its last logits and greedy ids. */
+async function probe(page, how, url, options, ids, promptIds, greedy) {
+  return page.evaluate(async ({ how, url, options, ids, promptIds, greedy }) => {
+    const { Model } = window.webmamba;
+    const events = [];
+    const o = { ...options, onProgress: (e) => events.push(e) };
+    let model;
+    if (how === 'url') model = await Model.fromUrl(url, o);
+    else if (how === 'files') model = await Model.fromFiles(document.getElementById('files').files, o);
+    else {
+      const get = async (f) => new Uint8Array(await (await fetch(url + f)).arrayBuffer());
+      model = await Model.load(await get('config.json'), await get('model.safetensors'), await get('tokenizer.json'), o);
+    }
+    const s = model.newSession();
+    await s.appendTokens(new Uint32Array(ids));
+    const logits = Array.from(s.logits());
+    const g = model.newSession();
+    await g.appendTokens(new Uint32Array(promptIds));
+    const opts = new window.webmamba.GenerateOptions();
+    opts.maxTokens = greedy; opts.stopAtEos = false;
+    await g.generate(opts);
+    const out = Array.from(g.tokens()).slice(promptIds.length);
+    const info = model.info;
+    return { logits, greedy: out, events, backend: info.backend, weightFormat: info.weightFormat,
+      weightBytes: info.weightBytes, warnings: info.warnings, memory: window.wasmMemory() };
+  }, { how, url, options, ids, promptIds, greedy });
+}
+
+/** Progress events are monotone per (phase, file) and each file's last event reaches its total;
+ *  kernels compile on the GPU only. */
+function checkProgress(events, label, gpu = true) {
+  const last = new Map();
+  let monotone = true;
+  for (const e of events) {
+    const key = `${e.phase} ${e.file}`;
+    if (last.has(key) && e.loaded < last.get(key).loaded) monotone = false;
+    last.set(key, e);
+  }
+  const unfinished = [...last.values()].filter((e) => e.loaded !== e.total);
+  const phases = new Set(events.map((e) => e.phase));
+  const wanted = gpu ? ['download', 'upload', 'compile'] : ['download', 'upload'];
+  check(monotone && unfinished.length === 0 && wanted.every((p) => phases.has(p)),
+    `${label}: ${events.length} progress events, monotone, every file reaches its total (${[...phases].join('/')})`);
+}
+
+const maxDiff = (a, b) => a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i])), 0);
+const weightBytesSent = (server, prefix) => [...server.sent].filter(([p]) => p.startsWith(prefix) && p.endsWith('.safetensors'))
+  .reduce((n, [, b]) => n + b, 0);
+
+async function fixtures(page, server, base) {
+  for (const [name, files] of [
+    ['medium-bf16', ['config.json', 'tokenizer.json', 'model.safetensors']],
+    ['original-sharded', ['config.json', 'tokenizer.json', 'model.safetensors.index.json',
+      'model-00001-of-00002.safetensors', 'model-00002-of-00002.safetensors']],
+  ]) {
+    const r = reference(name);
+    const vocab = r.logits.length / r.ids.length;
+    const hfLast = r.logits.slice(-vocab);
+    const url = `${base}/fixtures/${name}/`;
+    const weights = name.includes('bf16') ? 'f16' : 'f32'; // the format that holds the file exactly
+    await page.setInputFiles('#files', files.map((f) => `tests/fixtures/${name}/${f}`));
+    const runs = {};
+    for (const [how, backend] of [['url', 'gpu'], ['files', 'gpu'], ['url', 'cpu'], ['files', 'cpu'], ['bytes', 'gpu']]) {
+      if (how === 'bytes' && files.length > 3) continue; // the bytes entry takes one weights file
+      const got = await probe(page, how, url, { backend, weights, cache: false }, r.ids, r.promptIds, r.greedyIds.length);
+      runs[`${how}/${backend}`] = got;
+      const d = maxDiff(got.logits, hfLast);
+      check(got.backend === backend && d <= 1e-4, `${name} ${how}/${backend} (${got.weightFormat}): last logits vs HF max |diff| ${d.toExponential(2)}`);
+      check(JSON.stringify(got.greedy) === JSON.stringify(r.greedyIds),
+        `${name} ${how}/${backend}: HF's ${r.greedyIds.length} greedy tokens (${JSON.stringify(got.greedy)} vs ${JSON.stringify(r.greedyIds)})`);
+      checkProgress(got.events, `${name} ${how}/${backend}`, backend === 'gpu');
+    }
+    for (const backend of ['gpu', 'cpu']) {
+      const same = Object.entries(runs).filter(([k]) => k.endsWith(backend)).map(([, v]) => v.logits);
+      check(same.every((l) => maxDiff(l, same[0]) === 0), `${name} ${backend}: ${same.length} load paths give identical logits`);
+    }
+  }
+}
+
+async function loadUrl(page, url, options) {
+  return page.evaluate(async ({ url, options }) => {
+    const events = [];
+    try {
+      const model = await window.webmamba.Model.fromUrl(url, { ...options, onProgress: (e) => events.push(e) });
+      const s = model.newSession();
+      const t0 = performance.now();
+      await s.appendTokens(new Uint32Array([1, 2, 3, 4, 5, 6, 7, 8]));
+      const prefillMs = performance.now() - t0;
+      const opts = new window.webmamba.GenerateOptions();
+      opts.maxTokens = 1; opts.stopAtEos = false;
+      const t1 = performance.now();
+      await s.generate(opts);
+      const ids = Array.from(s.tokens()).slice(8);
+      const decodeMs = performance.now() - t1;
+      const logits = Array.from(s.logits());
+      const info = model.info;
+      return { ok: true, events, ids, finite: logits.every(Number.isFinite), memory: window.wasmMemory(), prefillMs, decodeMs,
+        info: { backend: info.backend, weightFormat: info.weightFormat, weightBytes: info.weightBytes,
+          activationBytes: info.activationBytes, warnings: info.warnings, f16Subnormal: info.f16Subnormal, f16Overflow: info.f16Overflow } };
+    } catch (e) {
+      return { ok: false, name: e.name, code: e.code, message: String(e.message ?? e), events, memory: window.wasmMemory() };
+    }
+  }, { url, options });
+}
+
+async function reload(page) {
+  await page.reload();
+  await page.evaluate(() => window.ready);
+}
+
+async function cache(page, server, base) {
+  const url = `${base}/fixtures/medium-bf16/`;
+  await page.evaluate((u) => window.webmamba.Model.clearCache(u), url);
+  const prefix = '/fixtures/medium-bf16/';
+  const before = weightBytesSent(server, prefix);
+  const first = await loadUrl(page, url, {});
+  const firstBytes = weightBytesSent(server, prefix) - before;
+  await reload(page);
+  const mid = weightBytesSent(server, prefix);
+  const second = await loadUrl(page, url, {});
+  const secondBytes = weightBytesSent(server, prefix) - mid;
+  check(first.ok && second.ok && JSON.stringify(first.ids) === JSON.stringify(second.ids),
+    `cache: both loads work and agree (${first.message ?? ''}${second.message ?? ''})`);
+  check(firstBytes > 0 && secondBytes === 0, `cache: first load got ${firstBytes} weight bytes, the second (after a reload) ${secondBytes}`);
+  const cleared = await page.evaluate((u) => window.webmamba.Model.clearCache(u), url);
+  check(cleared >= 3, `clearCache removed ${cleared} files`);
+  const mid2 = weightBytesSent(server, prefix);
+  const third = await loadUrl(page, url, { cache: false });
+  const again = await page.evaluate((u) => window.webmamba.Model.clearCache(u), url);
+  check(third.ok && weightBytesSent(server, prefix) - mid2 > 0 && again === 0,
+    `after clearCache the weights are downloaded again; cache: false stored nothing (${again} entries)`);
+}
+
+async function errors(page, base, bigCpu) {
+  const missing = await loadUrl(page, `${base}/fixtures/no-such-model/`, {});
+  check(!missing.ok && missing.name === 'WebMambaError' && missing.code === 'Io', `a missing folder is a typed error: ${missing.code}: ${missing.message}`);
+  const bad = await loadUrl(page, `${base}/fixtures/medium-bf16/`, { weights: 'int4' });
+  check(!bad.ok && bad.code === 'InvalidInput', `bad options are InvalidInput: ${bad.message}`);
+  const huge = await loadUrl(page, bigCpu, { backend: 'cpu' });
+  check(!huge.ok && huge.code === 'OutOfMemory' && /GB/.test(huge.message), `a 2.8B-shaped model on the CPU backend: ${huge.code}: ${huge.message}`);
+  check(!huge.events.some((e) => e.phase === 'upload'), 'it failed before any weight byte was used');
+}
+
+async function big(page, server, base) {
+  const dir = 'target/browser-test/mamba-790m-bf16';
+  if (!existsSync(`${dir}/model.safetensors.index.json`)) {
+    console.log('loading: writing a random 790M-shaped bf16 checkpoint (4 shards) ...');
+    execFileSync('target/debug/webmamba', ['random', '--shape', '790m', '--dtype', 'bf16', '--shards', '4', '--out', dir], { stdio: 'inherit' });
+  }
+  const url = `${base}/big/mamba-790m-bf16/`;
+  await page.evaluate((u) => window.webmamba.Model.clearCache(u), url);
+  const t0 = Date.now();
+  const first = await loadUrl(page, url, { weights: 'f16' });
+  const loadS = (Date.now() - t0) / 1000;
+  const sentFirst = weightBytesSent(server, '/big/');
+  console.log(`loading: 790M: ${JSON.stringify({ ...first, events: first.events.length })}`);
+  check(first.ok && first.finite && first.ids.length === 1, `790M f16: loads, a prefill of 8 tokens (${first.prefillMs?.toFixed(0)} ms) and a decode step (${first.decodeMs?.toFixed(0)} ms) run with finite logits (${loadS.toFixed(0)} s in all)`);
+  check(first.memory <= 256 * MIB, `790M f16: wasm memory ${(first.memory / MIB).toFixed(0)} MiB <= 256 MiB`);
+  checkProgress(first.events, '790M');
+  await reload(page);
+  const t1 = Date.now();
+  const second = await loadUrl(page, url, { weights: 'f16' });
+  const sentSecond = weightBytesSent(server, '/big/') - sentFirst;
+  check(second.ok && sentFirst > 1.5e9 && sentSecond === 0,
+    `790M after a reload: ${sentSecond} weight bytes from the server (first load ${(sentFirst / 1e9).toFixed(2)} GB), loaded from the cache in ${((Date.now() - t1) / 1000).toFixed(0)} s, wasm memory ${(second.memory / MIB).toFixed(0)} MiB`);
+  await page.evaluate((u) => window.webmamba.Model.clearCache(u), url);
+}
+
+if (!existsSync('www/pkg/webmamba.js')) throw new Error('run `npm run build:demo` first');
+execFileSync('cargo', ['build', '--features', 'cli', '--quiet'], { stdio: 'inherit' });
+const bigCpuDir = 'target/browser-test/mamba-2.8b-zeros';
+if (!existsSync(`${bigCpuDir}/model.safetensors.index.json`)) {
+  execFileSync('target/debug/webmamba', ['random', '--shape', '2.8b', '--zeros', '--shards', '3', '--out', bigCpuDir], { stdio: 'inherit' });
+}
+const server = await serve('tests/browser', 0, { mounts: { '/pkg/': 'www/pkg', '/fixtures/': 'tests/fixtures', '/big/': 'target/browser-test' } });
+const base = `http://127.0.0.1:${server.address().port}`;
+// A persistent profile (a fresh one each run), as a user's browser has: Playwright's default
+// contexts are incognito-like, whose Cache API lives in memory with a small quota.
+const profile = mkdtempSync(join(tmpdir(), 'webmamba-profile-'));
+const browser = await chromium.launchPersistentContext(profile, { executablePath: '/usr/bin/chromium', args: ARGS });
+try {
+  const page = browser.pages()[0] ?? await browser.newPage();
+  const pageErrors = [];
+  page.on('pageerror', (e) => pageErrors.push(String(e)));
+  page.on('console', (m) => { if (m.type() === 'error') console.log(`loading: console: ${m.text()}`); });
+  await page.goto(`${base}/loading.html`);
+  await page.evaluate(() => window.ready);
+  await fixtures(page, server, base);
+  await cache(page, server, base);
+  await errors(page, base, `${base}/big/mamba-2.8b-zeros/`);
+  if (BIG) await big(page, server, base);
+  else console.log('loading: the 790M-shaped load is opt-in: WEBMAMBA_BIG=1 node tests/browser/loading.mjs');
+  check(pageErrors.length === 0, `no uncaught page errors ${JSON.stringify(pageErrors)}`);
+} finally {
+  await browser.close();
+  server.close();
+  rmSync(profile, { recursive: true, force: true });
+}
+if (failures) {
+  console.error(`loading: ${failures} check(s) failed`);
+  process.exit(1);
+}
+console.log('loading: all checks passed');
