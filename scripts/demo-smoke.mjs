@@ -5,7 +5,9 @@
 //      time" gives exactly HF transformers' greedy tokens (www/models/*/hf_reference.json), and
 //      Regenerate resumes from the prompt-end checkpoint (0 tokens re-read) with the same text;
 //   2. without WebGPU (no --enable-unsafe-webgpu) the page says so, falls back to the CPU, and
-//      still gives HF's tokens.
+//      still gives HF's tokens;
+//   3. the page loads the model with Model.fromUrl (a progress bar), and after a reload from the
+//      offline cache (the server sends no weight bytes).
 // Screenshots: target/demo.png, target/demo-no-webgpu.png.
 import { mkdir, readFile } from 'node:fs/promises';
 import { chromium } from 'playwright-core';
@@ -91,6 +93,15 @@ async function visit(url, args, screenshot, expectBackend) {
     check(api.text === 'To be, or not to be the question' && api.prefilledAfter > 0,
       `the session survives failed calls: ${JSON.stringify(api.text)}`);
     await page.screenshot({ path: screenshot, fullPage: true });
+    // The model came through Model.fromUrl with a progress bar; a reload reads it from the
+    // offline cache: no weight bytes from the server.
+    const weights = '/models/shakespeare-mamba-3m/model.safetensors';
+    const before = server.sent.get(weights) ?? 0;
+    await page.reload();
+    const reloaded = await waitFor(page, ['ready', 'error']);
+    const progress = await page.evaluate(() => document.getElementById('progress').value);
+    check(reloaded.state === 'ready' && before > 0 && (server.sent.get(weights) ?? 0) === before && progress === 1,
+      `after a reload the model loads from the offline cache (${(server.sent.get(weights) ?? 0) - before} more weight bytes; progress bar at ${progress})`);
     check(pageErrors.length === 0, `no uncaught page errors ${JSON.stringify(pageErrors)}`);
     return ready;
   } finally {

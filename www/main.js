@@ -1,8 +1,9 @@
 // The demo: loads the embedded model (www/models/shakespeare-mamba-3m) through webmamba's wasm
-// package, on WebGPU when the browser has it (else on the CPU), and chats with one session.
+// package with Model.fromUrl (streamed, with a progress bar, kept in the offline cache), on
+// WebGPU when the browser has it (else on the CPU), and chats with one session.
 // Generate edits the session to the prompt (only what changed is re-read), Stop/Continue pause
 // and resume exactly, Regenerate rewinds to the prompt's end (a kept checkpoint: nothing re-read).
-import init, { Model, LoadOptions, GenerateOptions } from './pkg/webmamba.js';
+import init, { Model, GenerateOptions } from './pkg/webmamba.js';
 
 const MODEL_DIR = 'models/shakespeare-mamba-3m';
 const $ = (id) => document.getElementById(id);
@@ -25,10 +26,18 @@ function fillTable(id, rows) {
   }));
 }
 
-async function fetchBytes(name) {
-  const response = await fetch(`${MODEL_DIR}/${name}`);
-  if (!response.ok) throw new Error(`${name}: HTTP ${response.status}`);
-  return new Uint8Array(await response.arrayBuffer());
+/** The progress bar: bytes downloaded and uploaded over all files, then kernels compiled. */
+function progressBar() {
+  const seen = new Map(); // "phase file" -> { loaded, total }
+  return (e) => {
+    seen.set(`${e.phase} ${e.file}`, e);
+    const bytes = [...seen.values()].filter((p) => p.phase !== 'compile');
+    const [loaded, total] = bytes.reduce(([l, t], p) => [l + p.loaded, t + p.total], [0, 0]);
+    $('progress').value = e.phase === 'compile' ? e.loaded / e.total : total ? loaded / total : 0;
+    const what = { download: 'Downloading', upload: 'Uploading to the GPU', compile: 'Compiling kernels' }[e.phase];
+    setState('loading', e.phase === 'compile' ? `${what} (${e.loaded}/${e.total})…` : `${what} ${e.file}: ${mib(e.loaded)} of ${mib(e.total)}…`);
+    if (e.warning) console.warn(e.warning);
+  };
 }
 
 const mib = (bytes) => `${(bytes / 2 ** 20).toFixed(bytes < 2 ** 20 ? 2 : 1)} MiB`;
@@ -122,16 +131,16 @@ async function main() {
   try {
     await init();
     setState('loading', 'Downloading the model…');
-    const [config, weights, tokenizer] = await Promise.all(
-      ['config.json', 'model.safetensors', 'tokenizer.json'].map(fetchBytes));
-    setState('loading', `Loading ${mib(weights.length)} of weights…`);
-    model = await Model.load(config, weights, tokenizer, new LoadOptions());
+    // Streams the files into the GPU (or memory) and keeps them in the offline cache.
+    model = await Model.fromUrl(MODEL_DIR, { onProgress: progressBar() });
     session = model.newSession();
     window.demo = { model, get session() { return session; } }; // for the console (and the smoke test)
     const info = model.info;
     fillTable('model', [
       ['model', `${MODEL_DIR.split('/').pop()}: d_model ${info.dModel}, ${info.layers} layers, vocabulary ${info.vocab}`],
       ['running on', info.backend === 'gpu' ? `WebGPU — ${info.adapter}` : `the CPU — ${info.adapter}`],
+      ['weights', `${info.weightFormat}, ${mib(info.weightBytes)}${info.backend === 'gpu'
+        ? ` on the GPU (+ ${mib(info.activationBytes)} activations, ${mib(info.stateSlotBytes)} state and checkpoints)` : ' in memory'}`],
       ['state size', mib(info.stateBytes)],
     ]);
     document.body.dataset.backend = info.backend;
