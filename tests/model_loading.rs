@@ -143,3 +143,75 @@ dual_test! {
         }
     }
 }
+
+/// Native folders: a sharded random checkpoint written by `write_random_checkpoint` streams
+/// from disk to the same weights as the same seed in memory, on the CPU and the GPU; shard names
+/// that leave the folder are refused before anything is opened.
+#[cfg(not(target_arch = "wasm32"))]
+mod folders {
+    use super::*;
+    use webmamba::{CpuModel, GpuModel, GpuModelOptions, Logits, State, WeightFormat};
+
+    fn small_config() -> Config {
+        config(
+            r#"{"model_type":"mamba","vocab_size":500,"hidden_size":64,"num_hidden_layers":3,
+                "state_size":8,"expand":2,"conv_kernel":4,"time_step_rank":4}"#,
+        )
+        .unwrap()
+    }
+
+    fn temp_dir(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("webmamba-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    #[test]
+    fn a_sharded_folder_streams_to_the_same_weights_as_memory() {
+        let (c, dir) = (small_config(), temp_dir("sharded"));
+        webmamba::model::write_random_checkpoint(&dir, &c, 7, Dtype::BF16, 3, false).unwrap();
+        assert!(
+            dir.join("model-00003-of-00003.safetensors").is_file()
+                && dir.join("model.safetensors.index.json").is_file()
+        );
+        let from_disk = Checkpoint::from_dir(&dir).unwrap();
+        assert_eq!(from_disk.layout.files.len(), 3);
+        let in_memory = Checkpoint::random(&c, 7, Dtype::BF16).unwrap();
+        let (disk, memory) = (from_disk.weights().unwrap(), in_memory.weights().unwrap());
+        assert_eq!(disk.embedding, memory.embedding);
+        assert_eq!(disk.layers[2].out_proj, memory.layers[2].out_proj);
+        assert_eq!(disk.layers[1].a_log, memory.layers[1].a_log);
+        assert_eq!(disk.embedding.dtype_name(), "bf16", "kept as stored");
+        let ids: Vec<u32> = (0..40).map(|i| (i * 37) % 500).collect();
+        let cpu = CpuModel::new(disk);
+        let want = cpu.forward(&ids, &mut State::zeros(&c), Logits::All).unwrap();
+        if let Some(ctx) =
+            pollster::block_on(common::gpu("a_sharded_folder_streams_to_the_same_weights_as_memory"))
+        {
+            let options = GpuModelOptions { weights: WeightFormat::F16, ..Default::default() };
+            let mut gpu = pollster::block_on(GpuModel::load(&ctx, &from_disk, options)).unwrap();
+            let got = pollster::block_on(gpu.forward(&ids, Logits::All)).unwrap();
+            common::assert_close("sharded folder: GPU (f16) vs CPU", &got, &want, 1e-4, 0.0);
+            assert_eq!(gpu.fingerprint(), cpu.weights().fingerprint, "one fingerprint for one checkpoint");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn shard_names_must_stay_inside_the_folder() {
+        let (c, dir) = (small_config(), temp_dir("escape"));
+        webmamba::model::write_random_checkpoint(&dir, &c, 7, Dtype::BF16, 2, false).unwrap();
+        let index = dir.join("model.safetensors.index.json");
+        let good = std::fs::read_to_string(&index).unwrap();
+        for bad in ["../outside.safetensors", "/etc/passwd", "/dev/zero", "sub/dir.safetensors", "..", ""] {
+            let json = good.replace("model-00002-of-00002.safetensors", bad);
+            std::fs::write(&index, json).unwrap();
+            let e = Checkpoint::from_dir(&dir).err().expect(bad);
+            assert!(
+                matches!(&e, Error::Safetensors { reason, .. } if reason.contains("file name")),
+                "{bad:?}: {e}"
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

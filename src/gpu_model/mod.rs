@@ -10,6 +10,7 @@
 mod activations;
 mod encode;
 mod format;
+mod load;
 mod plan;
 mod slots;
 mod upload;
@@ -19,17 +20,15 @@ pub use format::{ConversionStats, WeightFormat};
 pub use upload::FLUSH_BYTES;
 
 use crate::cpu::{Logits, State};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::gpu::GpuContext;
 use crate::kernels::Step;
-use crate::load::Reporter;
-use crate::model::{Checkpoint, Config, Layout};
+use crate::model::Config;
 
 use activations::{Activations, StateBuffers};
 use encode::Head;
 use plan::{Kernels, Plan};
 use slots::Slots;
-use upload::Upload;
 use weights::GpuWeights;
 
 /// Which kernel multiplies matrices of many rows (prefill); decode steps always use `gemv`.
@@ -100,88 +99,7 @@ pub struct GpuModel {
     memory: GpuMemory,
 }
 
-/// A model whose buffers exist and whose weights are streaming in: [`GpuModel::begin`] makes
-/// it, a checkpoint stream fills [`Loading::sink`], [`Loading::finish`] compiles and plans.
-pub(crate) struct Loading<'a> {
-    ctx: &'a GpuContext,
-    config: Config,
-    options: GpuModelOptions,
-    pub(crate) sink: Upload<'a>,
-    acts: Activations,
-    state: StateBuffers,
-}
-
 impl GpuModel {
-    /// Streams `checkpoint`'s weights onto the GPU — each piece converted to
-    /// `options.weights` and written before the next is read — then compiles the kernels and
-    /// builds every bind group.
-    pub async fn load(ctx: &GpuContext, checkpoint: &Checkpoint, options: GpuModelOptions) -> Result<Self> {
-        Self::load_reporting(ctx, checkpoint, options, &mut Reporter::silent()).await
-    }
-
-    /// Like [`GpuModel::load`], reporting progress.
-    pub async fn load_reporting(
-        ctx: &GpuContext,
-        checkpoint: &Checkpoint,
-        options: GpuModelOptions,
-        reporter: &mut Reporter,
-    ) -> Result<Self> {
-        let mut loading = Self::begin(ctx, &checkpoint.config, &checkpoint.layout, options).await?;
-        let fingerprint = checkpoint.stream(&mut loading.sink, reporter)?;
-        loading.finish(fingerprint, reporter).await
-    }
-
-    /// Checks the model against the device and allocates every buffer (weights zeroed), so a
-    /// model that cannot fit fails here, before any weight byte is read.
-    pub(crate) async fn begin<'a>(
-        ctx: &'a GpuContext,
-        config: &Config,
-        layout: &Layout,
-        options: GpuModelOptions,
-    ) -> Result<Loading<'a>> {
-        if options.max_tokens == 0 {
-            return Err(Error::InvalidInput("max_tokens must be at least 1".into()));
-        }
-        let allocated = ctx
-            .scoped("allocating the model's GPU buffers", || -> Result<_> {
-                let w =
-                    GpuWeights::allocate(ctx, config, layout, options.weights, options.max_binding_bytes)?;
-                let acts = Activations::new(ctx, config, options.max_tokens)?;
-                let state = StateBuffers::new(ctx, config)?;
-                Ok((w, acts, state))
-            })
-            .await;
-        let (w, acts, state) = match allocated {
-            Ok(inner) => inner?,
-            Err(Error::Gpu { message, .. }) => {
-                // What was asked for, computed again without the device.
-                let weights: u64 = layout
-                    .planned()
-                    .map(|p| {
-                        options
-                            .weights
-                            .for_cols(p.cols)
-                            .bytes(p.rows, p.cols)
-                            .min(4 * (p.rows * p.cols) as u64)
-                    })
-                    .sum();
-                return Err(Error::OutOfMemory {
-                    what: format!(
-                        "the model's GPU buffers (weights in {} ~{}, plus activations for {} tokens)",
-                        options.weights.name(),
-                        crate::error::gb(weights),
-                        options.max_tokens
-                    ),
-                    needed: weights,
-                    limit: format!("the device refused them: {message}"),
-                });
-            }
-            Err(other) => return Err(other),
-        };
-        let a_len = config.d_inner * config.d_state;
-        Ok(Loading { ctx, config: config.clone(), options, sink: Upload::new(ctx, w, a_len), acts, state })
-    }
-
     /// GPU memory by category, and the weight format.
     pub fn memory(&self) -> GpuMemory {
         GpuMemory { slots: self.slots.bytes(), ..self.memory }
@@ -390,43 +308,5 @@ impl GpuModel {
         let (buffer, offset) = self.slots.locate(slot)?;
         self.ctx.queue().write_buffer(buffer, offset, bytemuck::cast_slice(&state.to_flat()));
         Ok(())
-    }
-}
-
-impl Loading<'_> {
-    /// After every weight was streamed in: waits for the uploads, compiles the kernels (one set
-    /// per weight format in use) and builds every bind group.
-    pub async fn finish(self, fingerprint: [u8; 32], reporter: &mut Reporter) -> Result<GpuModel> {
-        let Loading { ctx, config, options, sink, acts, state } = self;
-        ctx.flush().await?;
-        let (w, conversion) = (sink.weights, sink.stats);
-        let mut formats: Vec<WeightFormat> = w.matrices().map(|m| m.format).collect();
-        formats.sort();
-        formats.dedup();
-        let kernels = Kernels::new(ctx, options.matmul, &formats, reporter).await?;
-        let plan = ctx
-            .scoped("building the forward pass", || Plan::new(ctx, &config, &kernels, &w, &acts, &state))
-            .await??;
-        let memory = GpuMemory {
-            weight_format: w.embedding.format,
-            weights: w.bytes(),
-            activations: acts.bytes(),
-            state: state.bytes(),
-            slots: 0,
-            conversion,
-        };
-        let slots = Slots::new(State::bytes(&config) as u64);
-        Ok(GpuModel {
-            ctx: ctx.clone(),
-            config,
-            kernels,
-            _weights: w,
-            acts,
-            state,
-            plan,
-            slots,
-            fingerprint,
-            memory,
-        })
     }
 }

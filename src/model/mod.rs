@@ -26,7 +26,7 @@ mod checkpoint;
 mod config;
 mod header;
 mod layout;
-mod matrix;
+pub(crate) mod matrix;
 mod random;
 mod weights;
 

@@ -26,11 +26,13 @@ pub(crate) struct Opened {
 /// Reads the small files and every header of the folder `source`.
 pub(crate) async fn open(source: &WebSource, reporter: &mut Reporter) -> Result<Opened> {
     let mut small = async |name: &str| -> Result<Option<Vec<u8>>> {
-        let bytes = source.read_small(name).await?;
-        if let Some(b) = &bytes {
-            reporter.report(Phase::Download, name, b.len() as u64, b.len() as u64);
+        let Some((bytes, warning)) = source.read_small(name).await? else { return Ok(None) };
+        let len = bytes.len() as u64;
+        reporter.report(Phase::Download, name, len, len);
+        if let Some(w) = warning {
+            reporter.warn(Phase::Download, name, len, format!("{name}: {w}"));
         }
-        Ok(bytes)
+        Ok(Some(bytes))
     };
     let config_json = small("config.json").await?.ok_or_else(|| Error::Io {
         path: "config.json".into(),

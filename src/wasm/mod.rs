@@ -3,6 +3,7 @@
 //! property (see [`crate::Error::code`]); nothing here unwraps, so no panic reaches JS.
 
 mod adapter_info;
+mod info;
 mod loader;
 mod model;
 mod options;
@@ -18,7 +19,8 @@ use crate::gpu::GpuContext;
 use crate::kernels::RmsNorm;
 
 pub use adapter_info::AdapterInfo;
-pub use model::{LoadOptions, Model, ModelInfo};
+pub use info::ModelInfo;
+pub use model::{LoadOptions, Model};
 pub use session::{GenerateOptions, Outcome, Session, Stats};
 
 /// Installs the panic hook (a bug would otherwise show as `unreachable` with no message).

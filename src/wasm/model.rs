@@ -14,6 +14,7 @@ use crate::load::host::HostSink;
 use crate::model::Checkpoint;
 use crate::session::Runtime;
 use crate::tokenizer::Tokenizer;
+use crate::wasm::info::ModelInfo;
 use crate::wasm::loader;
 use crate::wasm::options::{DEFAULT_BLOCK_SIZE, DEFAULT_BUDGET_BYTES, DEFAULT_MAX_TOKENS, LoadConfig};
 use crate::wasm::session::Session;
@@ -70,86 +71,6 @@ impl LoadOptions {
 impl Default for LoadOptions {
     fn default() -> Self {
         Self::new()
-    }
-}
-
-/// What a loaded model is and where it runs.
-#[wasm_bindgen(getter_with_clone)]
-#[derive(Clone, Debug)]
-pub struct ModelInfo {
-    /// "gpu" or "cpu".
-    pub backend: String,
-    /// The GPU adapter ("" on the CPU), and why the CPU was chosen if it was.
-    pub adapter: String,
-    /// Width of the residual stream.
-    #[wasm_bindgen(js_name = dModel)]
-    pub d_model: u32,
-    /// Blocks.
-    pub layers: u32,
-    /// Vocabulary size.
-    pub vocab: u32,
-    /// Bytes of one recurrent state (one checkpoint).
-    #[wasm_bindgen(js_name = stateBytes)]
-    pub state_bytes: f64,
-    /// How weight matrices are stored: "f32", "f16" or "int8" on the GPU; on the CPU the
-    /// checkpoint's dtype ("bf16", "f16", "f32": kept as stored).
-    #[wasm_bindgen(js_name = weightFormat)]
-    pub weight_format: String,
-    /// Bytes the weights take (GPU buffers, or memory on the CPU).
-    #[wasm_bindgen(js_name = weightBytes)]
-    pub weight_bytes: f64,
-    /// GPU bytes of activation buffers (0 on the CPU).
-    #[wasm_bindgen(js_name = activationBytes)]
-    pub activation_bytes: f64,
-    /// GPU bytes of the working state and the checkpoint-cache slots (0 on the CPU).
-    #[wasm_bindgen(js_name = stateSlotBytes)]
-    pub state_slot_bytes: f64,
-    /// f16 storage: nonzero weights below f16's normal range (rounded; 0 for f32/int8).
-    #[wasm_bindgen(js_name = f16Subnormal)]
-    pub f16_subnormal: f64,
-    /// f16 storage: weights beyond ±65504 (clamped).
-    #[wasm_bindgen(js_name = f16Overflow)]
-    pub f16_overflow: f64,
-    /// What went wrong without stopping the load (e.g. the offline cache is full).
-    pub warnings: Vec<String>,
-}
-
-impl ModelInfo {
-    fn new(rt: &Runtime, adapter: String, warnings: Vec<String>) -> Self {
-        let e = rt.engine();
-        let c = e.config();
-        let mut info = ModelInfo {
-            backend: e.name().into(),
-            adapter,
-            d_model: c.d_model as u32,
-            layers: c.n_layer as u32,
-            vocab: c.vocab_size as u32,
-            state_bytes: crate::cpu::State::bytes(c) as f64,
-            weight_format: String::new(),
-            weight_bytes: 0.0,
-            activation_bytes: 0.0,
-            state_slot_bytes: 0.0,
-            f16_subnormal: 0.0,
-            f16_overflow: 0.0,
-            warnings,
-        };
-        match e {
-            Engine::Gpu(m) => {
-                let mem = m.memory();
-                info.weight_format = mem.weight_format.name().into();
-                info.weight_bytes = mem.weights as f64;
-                info.activation_bytes = mem.activations as f64;
-                info.state_slot_bytes = (mem.state + mem.slots) as f64;
-                info.f16_subnormal = mem.conversion.f16_subnormal as f64;
-                info.f16_overflow = mem.conversion.f16_overflow as f64;
-            }
-            Engine::Cpu { model, .. } => {
-                let w = model.weights();
-                info.weight_format = w.embedding.dtype_name().into();
-                info.weight_bytes = w.bytes() as f64;
-            }
-        }
-        info
     }
 }
 

@@ -91,17 +91,16 @@ impl WebSource {
         Ok(WebSource::Files(picked))
     }
 
-    /// A whole small file (config, tokenizer, index); `None` when the folder has no such file.
-    pub async fn read_small(&self, name: &str) -> Result<Option<Vec<u8>>> {
+    /// A whole small file (config, tokenizer, index) and the warning of its cache write, if it
+    /// failed; `None` when the folder has no such file.
+    pub async fn read_small(&self, name: &str) -> Result<Option<(Vec<u8>, Option<String>)>> {
         let Some(mut opened) = self.open(name).await? else { return Ok(None) };
         let mut out = Vec::with_capacity(opened.size.unwrap_or(0) as usize);
         while let Some(piece) = opened.reader.next(name).await? {
             out.extend(piece);
         }
-        if let Some(warning) = self.finish_cache_write(name, opened.cache_write).await {
-            web_sys::console::warn_1(&format!("webmamba: {name}: {warning}").into());
-        }
-        Ok(Some(out))
+        let warning = self.finish_cache_write(name, opened.cache_write).await;
+        Ok(Some((out, warning)))
     }
 
     /// The first `len` bytes of `name` (fewer if it is shorter) and its size when known.
@@ -155,12 +154,9 @@ impl WebSource {
                     other => other?,
                 };
                 let size = header_u64(&response, "content-length");
-                let cache_write = match cache {
-                    Some(cache) => match response.clone() {
-                        Ok(copy) => Some(cache.put_with_str(&url, &copy)),
-                        Err(_) => None,
-                    },
-                    None => None,
+                let cache_write = match (cache, response.clone()) {
+                    (Some(cache), Ok(copy)) => Some(write_through(cache, &url, copy)),
+                    _ => None,
                 };
                 Ok(Some(Opened { reader: body_reader(&response, name)?, size, cache_write }))
             }
@@ -248,6 +244,24 @@ impl Reader {
             let _ = JsFuture::from(reader.cancel()).await;
         }
     }
+}
+
+/// Starts `cache.put(url, copy)`, where `copy` is a clone of the response being read: the two
+/// halves of the body stream together. If the write fails early (a full quota), the copy's half
+/// is cancelled, or it would keep the rest of the file in memory. The promise still rejects.
+fn write_through(cache: &Cache, url: &str, copy: Response) -> Promise {
+    let body = copy.body();
+    let put = cache.put_with_str(url, &copy);
+    let on_failure = Closure::once_into_js(move |_: JsValue| {
+        if let Some(body) = body.filter(|b| !b.locked()) {
+            let _ = body.cancel();
+        }
+    });
+    // `put.catch(on_failure)`: a handler beside the awaited promise, which still rejects.
+    if let Ok(catch) = Reflect::get(&put, &"catch".into()).and_then(|c| c.dyn_into::<js_sys::Function>()) {
+        let _ = catch.call1(&put, &on_failure);
+    }
+    put
 }
 
 /// Deletes every cached file under `base`; resolves to how many there were.

@@ -172,8 +172,28 @@ async function cache(page, server, base) {
   check(first.ok && second.ok && JSON.stringify(first.ids) === JSON.stringify(second.ids),
     `cache: both loads work and agree (${first.message ?? ''}${second.message ?? ''})`);
   check(firstBytes > 0 && secondBytes === 0, `cache: first load got ${firstBytes} weight bytes, the second (after a reload) ${secondBytes}`);
+  // A cache that refuses every write (a full quota, simulated): warnings, and the load works.
+  await page.evaluate((u) => window.webmamba.Model.clearCache(u), url);
+  const refused = await page.evaluate(async (u) => {
+    const put = Cache.prototype.put;
+    Cache.prototype.put = () => Promise.reject(new DOMException('quota exceeded (simulated)', 'QuotaExceededError'));
+    const events = [];
+    try {
+      const m = await window.webmamba.Model.fromUrl(u, { onProgress: (e) => events.push(e) });
+      return { ok: true, warnings: m.info.warnings, inProgress: events.filter((e) => e.warning).length };
+    } catch (e) {
+      return { ok: false, message: String(e.message ?? e) };
+    } finally {
+      Cache.prototype.put = put;
+    }
+  }, url);
+  check(refused.ok && refused.warnings.length === 3 && refused.inProgress === 3 && /quota exceeded/.test(refused.warnings[0]),
+    `a refused cache write is a warning and the load succeeds: ${JSON.stringify(refused)}`);
   const cleared = await page.evaluate((u) => window.webmamba.Model.clearCache(u), url);
-  check(cleared >= 3, `clearCache removed ${cleared} files`);
+  check(cleared === 0, `nothing was cached by the refused writes (${cleared} entries)`);
+  const fourth = await loadUrl(page, url, {});
+  const cachedAgain = await page.evaluate((u) => window.webmamba.Model.clearCache(u), url);
+  check(fourth.ok && cachedAgain === 3, `clearCache removed the ${cachedAgain} cached files`);
   const mid2 = weightBytesSent(server, prefix);
   const third = await loadUrl(page, url, { cache: false });
   const again = await page.evaluate((u) => window.webmamba.Model.clearCache(u), url);

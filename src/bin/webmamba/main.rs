@@ -168,6 +168,15 @@ pub fn engine(checkpoint: &Checkpoint, backend: Backend, matmul: Matmul, weights
             eprintln!("gpu: {}", ctx.summary());
             let options = GpuModelOptions { matmul, weights: weights.into(), ..Default::default() };
             let model = GpuModel::load_reporting(&ctx, checkpoint, options, &mut reporter).await?;
+            let m = model.memory();
+            let mb = |b: u64| b as f64 / 1e6;
+            eprintln!(
+                "gpu memory: weights {:.1} MB ({}), activations {:.1} MB, state {:.1} MB",
+                mb(m.weights),
+                m.weight_format.name(),
+                mb(m.activations),
+                mb(m.state)
+            );
             Ok::<_, webmamba::Error>(Engine::Gpu(Box::new(model)))
         })?,
     })
