@@ -43,10 +43,12 @@ function parseRange(header, size) {
 
 /**
  * Starts serving `dir` (and `mounts`: URL prefix → folder, e.g. { '/pkg/': 'www/pkg' });
- * resolves to the http.Server once it listens (port 0 = any free port). `server.sent` maps
- * each URL path to the body bytes sent for it; `server.log` lists every request.
+ * resolves to the http.Server once it listens (port 0 = any free port). `redirect(path)` may
+ * return another path to answer with a 302 there (as the Hugging Face Hub redirects
+ * `…/resolve/main/<file>` to its CDN). `server.sent` maps each URL path to the body bytes sent
+ * for it; `server.log` lists every request.
  */
-export function serve(dir, port = 8080, { mounts = {} } = {}) {
+export function serve(dir, port = 8080, { mounts = {}, redirect = () => null } = {}) {
   const roots = [...Object.entries(mounts).map(([p, d]) => [p, resolve(d)]), ['/', resolve(dir)]];
   const sent = new Map();
   const log = [];
@@ -54,6 +56,13 @@ export function serve(dir, port = 8080, { mounts = {} } = {}) {
     const path = decodeURIComponent(new URL(req.url, 'http://x').pathname);
     const entry = { method: req.method, path, range: req.headers.range ?? null, status: 0, bytes: 0 };
     log.push(entry);
+    const to = redirect(path);
+    if (to) {
+      entry.status = 302;
+      res.writeHead(302, { location: to, 'cache-control': 'no-store' });
+      res.end();
+      return;
+    }
     try {
       const [prefix, root] = roots.find(([p]) => path.startsWith(p));
       let file = resolveIn(root, path.slice(prefix.length - 1));

@@ -3,7 +3,8 @@
 // `npm run build:demo`), served by scripts/serve.mjs (Range, HEAD, ETag; it counts the bytes
 // it sends):
 //   1. fixtures, single-file (medium-bf16) and sharded (original-sharded), through
-//      Model.fromUrl, Model.fromFiles and the bytes entry Model.load, on WebGPU (SwiftShader)
+//      Model.fromUrl (also in the Hub's form, `…/resolve/main/`, answered with redirects as the
+//      Hub does), Model.fromFiles and the bytes entry Model.load, on WebGPU (SwiftShader)
 //      and on the CPU: the same logits whatever the path, within 1e-4 of HF transformers'
 //      (reference.safetensors), and HF's greedy tokens;
 //   2. progress events: monotone per (phase, file), each file's last one has loaded == total;
@@ -110,9 +111,11 @@ async function fixtures(page, server, base) {
     const weights = name.includes('bf16') ? 'f16' : 'f32'; // the format that holds the file exactly
     await page.setInputFiles('#files', files.map((f) => `tests/fixtures/${name}/${f}`));
     const runs = {};
-    for (const [how, backend] of [['url', 'gpu'], ['files', 'gpu'], ['url', 'cpu'], ['files', 'cpu'], ['bytes', 'gpu']]) {
+    const hubUrl = `${base}/hub/${name}/resolve/main/`;
+    for (const [how, backend] of [['url', 'gpu'], ['hub', 'gpu'], ['files', 'gpu'], ['url', 'cpu'], ['files', 'cpu'], ['bytes', 'gpu']]) {
       if (how === 'bytes' && files.length > 3) continue; // the bytes entry takes one weights file
-      const got = await probe(page, how, url, { backend, weights, cache: false }, r.ids, r.promptIds, r.greedyIds.length);
+      const [kind, from] = how === 'hub' ? ['url', hubUrl] : [how, url];
+      const got = await probe(page, kind, from, { backend, weights, cache: false }, r.ids, r.promptIds, r.greedyIds.length);
       runs[`${how}/${backend}`] = got;
       const d = maxDiff(got.logits, hfLast);
       check(got.backend === backend && d <= 1e-4, `${name} ${how}/${backend} (${got.weightFormat}): last logits vs HF max |diff| ${d.toExponential(2)}`);
@@ -172,6 +175,15 @@ async function cache(page, server, base) {
   check(first.ok && second.ok && JSON.stringify(first.ids) === JSON.stringify(second.ids),
     `cache: both loads work and agree (${first.message ?? ''}${second.message ?? ''})`);
   check(firstBytes > 0 && secondBytes === 0, `cache: first load got ${firstBytes} weight bytes, the second (after a reload) ${secondBytes}`);
+  // The same through the Hub's URL form (redirects): cached under the URL asked for.
+  const hubUrl = `${base}/hub/medium-bf16/resolve/main/`;
+  const hubFirst = await loadUrl(page, hubUrl, {});
+  await reload(page);
+  const beforeHub = weightBytesSent(server, prefix);
+  const hubSecond = await loadUrl(page, hubUrl, {});
+  check(hubFirst.ok && hubSecond.ok && weightBytesSent(server, prefix) === beforeHub,
+    `cache: through .../resolve/main/ redirects too, a reload downloads no weight bytes`);
+  await page.evaluate((u) => window.webmamba.Model.clearCache(u), hubUrl);
   // A cache that refuses every write (a full quota, simulated): warnings, and the load works.
   await page.evaluate((u) => window.webmamba.Model.clearCache(u), url);
   const refused = await page.evaluate(async (u) => {
@@ -242,7 +254,13 @@ const bigCpuDir = 'target/browser-test/mamba-2.8b-zeros';
 if (!existsSync(`${bigCpuDir}/model.safetensors.index.json`)) {
   execFileSync('target/debug/webmamba', ['random', '--shape', '2.8b', '--zeros', '--shards', '3', '--out', bigCpuDir], { stdio: 'inherit' });
 }
-const server = await serve('tests/browser', 0, { mounts: { '/pkg/': 'www/pkg', '/fixtures/': 'tests/fixtures', '/big/': 'target/browser-test' } });
+// `/hub/<name>/resolve/main/<file>` answers like the Hugging Face Hub: a 302 to the file.
+const hub = (path) => {
+  const m = /^\/hub\/([^/]+)\/resolve\/main\/(.+)$/.exec(path);
+  return m ? `/fixtures/${m[1]}/${m[2]}` : null;
+};
+const server = await serve('tests/browser', 0,
+  { mounts: { '/pkg/': 'www/pkg', '/fixtures/': 'tests/fixtures', '/big/': 'target/browser-test' }, redirect: hub });
 const base = `http://127.0.0.1:${server.address().port}`;
 // A persistent profile (a fresh one each run), as a user's browser has: Playwright's default
 // contexts are incognito-like, whose Cache API lives in memory with a small quota.
