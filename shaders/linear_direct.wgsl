@@ -106,32 +106,44 @@ fn linear_direct(
     let rows = n_rows();
     let r0 = wid.y * TILE + lid.y * 4u;
     let o0 = wid.x * TILE + lid.x * 4u;
-    // Rows and outputs past the end repeat the last one (computed, never stored).
-    var xr: array<u32, 4>;
-    var wr: array<u32, 4>;
-    for (var i = 0u; i < 4u; i++) {
-        xr[i] = (p.x_row_start + min(r0 + i, rows - 1u)) * p.x_stride;
-        wr[i] = min(o0 + i, p.n_out - 1u) * p.n_in;
-    }
-    var acc: array<vec4<f32>, 4>; // acc[i][j]: row r0 + i, output o0 + j
+    // Rows and outputs past the end repeat the last one (computed, never stored). Registers
+    // are spelled out one by one: software adapters keep indexed arrays in memory.
+    let x0 = (p.x_row_start + min(r0, rows - 1u)) * p.x_stride;
+    let x1 = (p.x_row_start + min(r0 + 1u, rows - 1u)) * p.x_stride;
+    let x2 = (p.x_row_start + min(r0 + 2u, rows - 1u)) * p.x_stride;
+    let x3 = (p.x_row_start + min(r0 + 3u, rows - 1u)) * p.x_stride;
+    let w0 = min(o0, p.n_out - 1u) * p.n_in;
+    let w1 = min(o0 + 1u, p.n_out - 1u) * p.n_in;
+    let w2 = min(o0 + 2u, p.n_out - 1u) * p.n_in;
+    let w3 = min(o0 + 3u, p.n_out - 1u) * p.n_in;
+    var acc0 = vec4<f32>(0.0); // row r0, outputs o0 .. o0 + 3
+    var acc1 = vec4<f32>(0.0);
+    var acc2 = vec4<f32>(0.0);
+    var acc3 = vec4<f32>(0.0);
     var k = 0u;
     for (; k + 4u <= p.n_in; k += 4u) {
-        let b0 = weight4(wr[0] + k, p.w_scales);
-        let b1 = weight4(wr[1] + k, p.w_scales);
-        let b2 = weight4(wr[2] + k, p.w_scales);
-        let b3 = weight4(wr[3] + k, p.w_scales);
-        for (var i = 0u; i < 4u; i++) {
-            let a = vec4<f32>(x[xr[i] + k], x[xr[i] + k + 1u], x[xr[i] + k + 2u], x[xr[i] + k + 3u]);
-            acc[i] += vec4<f32>(dot(a, b0), dot(a, b1), dot(a, b2), dot(a, b3));
-        }
+        let b0 = weight4(w0 + k, p.w_scales);
+        let b1 = weight4(w1 + k, p.w_scales);
+        let b2 = weight4(w2 + k, p.w_scales);
+        let b3 = weight4(w3 + k, p.w_scales);
+        let a0 = vec4<f32>(x[x0 + k], x[x0 + k + 1u], x[x0 + k + 2u], x[x0 + k + 3u]);
+        let a1 = vec4<f32>(x[x1 + k], x[x1 + k + 1u], x[x1 + k + 2u], x[x1 + k + 3u]);
+        let a2 = vec4<f32>(x[x2 + k], x[x2 + k + 1u], x[x2 + k + 2u], x[x2 + k + 3u]);
+        let a3 = vec4<f32>(x[x3 + k], x[x3 + k + 1u], x[x3 + k + 2u], x[x3 + k + 3u]);
+        acc0 += vec4<f32>(dot(a0, b0), dot(a0, b1), dot(a0, b2), dot(a0, b3));
+        acc1 += vec4<f32>(dot(a1, b0), dot(a1, b1), dot(a1, b2), dot(a1, b3));
+        acc2 += vec4<f32>(dot(a2, b0), dot(a2, b1), dot(a2, b2), dot(a2, b3));
+        acc3 += vec4<f32>(dot(a3, b0), dot(a3, b1), dot(a3, b2), dot(a3, b3));
     }
     for (; k < p.n_in; k++) {
-        let b = vec4<f32>(weight1(wr[0] + k, p.w_scales), weight1(wr[1] + k, p.w_scales),
-                          weight1(wr[2] + k, p.w_scales), weight1(wr[3] + k, p.w_scales));
-        for (var i = 0u; i < 4u; i++) {
-            acc[i] += x[xr[i] + k] * b;
-        }
+        let b = vec4<f32>(weight1(w0 + k, p.w_scales), weight1(w1 + k, p.w_scales),
+                          weight1(w2 + k, p.w_scales), weight1(w3 + k, p.w_scales));
+        acc0 += x[x0 + k] * b;
+        acc1 += x[x1 + k] * b;
+        acc2 += x[x2 + k] * b;
+        acc3 += x[x3 + k] * b;
     }
+    let acc = array<vec4<f32>, 4>(acc0, acc1, acc2, acc3);
     for (var i = 0u; i < 4u; i++) {
         for (var j = 0u; j < 4u; j++) {
             if (r0 + i < rows && o0 + j < p.n_out) {
