@@ -34,8 +34,9 @@ function progressBar() {
     const bytes = [...seen.values()].filter((p) => p.phase !== 'compile');
     const [loaded, total] = bytes.reduce(([l, t], p) => [l + p.loaded, t + p.total], [0, 0]);
     $('progress').value = e.phase === 'compile' ? e.loaded / e.total : total ? loaded / total : 0;
-    const what = { download: 'Downloading', upload: 'Uploading to the GPU', compile: 'Compiling kernels' }[e.phase];
-    setState('loading', e.phase === 'compile' ? `${what} (${e.loaded}/${e.total})…` : `${what} ${e.file}: ${mib(e.loaded)} of ${mib(e.total)}…`);
+    // Downloading and storing interleave piece by piece: the text follows the download.
+    if (e.phase === 'compile') setState('loading', `Compiling kernels (${e.loaded}/${e.total})…`);
+    else if (e.phase === 'download') setState('loading', `Loading ${e.file}: ${mib(e.loaded)} of ${mib(e.total)}…`);
     if (e.warning) console.warn(e.warning);
   };
 }
