@@ -170,9 +170,9 @@ impl Layout {
         self.planned().map(Planned::bytes).sum()
     }
 
-    /// Bytes of every file.
-    pub fn file_bytes(&self) -> u64 {
-        self.files.iter().map(|f| f.size).sum()
+    /// Bytes of every file's data section (what streams through a sink).
+    pub fn data_bytes(&self) -> u64 {
+        self.files.iter().map(|f| f.size - f.data_start).sum()
     }
 }
 

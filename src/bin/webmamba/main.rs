@@ -160,7 +160,7 @@ impl From<Dtype> for safetensors::Dtype {
 
 /// Streams `checkpoint`'s weights onto `backend` (a progress bar for large models).
 pub fn engine(checkpoint: &Checkpoint, backend: Backend, matmul: Matmul, weights: Weights) -> Result<Engine> {
-    let mut reporter = progress::reporter(checkpoint);
+    let mut reporter = progress::reporter(checkpoint, backend == Backend::Gpu);
     Ok(match backend {
         Backend::Cpu => Engine::cpu(checkpoint.weights_reporting(&mut reporter)?),
         Backend::Gpu => pollster::block_on(async {

@@ -1,6 +1,6 @@
 //! A progress bar (indicatif, on stderr, drawn only when stderr is a terminal) over loading a
-//! checkpoint: the bytes of its weight files as they are converted and stored, then the kernels
-//! as they compile.
+//! checkpoint: the bytes of its weights as they are converted and stored, then (GPU) the
+//! kernels as they compile.
 
 use std::collections::HashMap;
 
@@ -10,9 +10,10 @@ use webmamba::{Checkpoint, Phase, Reporter};
 /// Below this many bytes of weights, loading is quick: no bar.
 const QUIET_BELOW: u64 = 64 << 20;
 
-/// A [`Reporter`] that draws a bar for `checkpoint` (or nothing for a small one).
-pub fn reporter(checkpoint: &Checkpoint) -> Reporter {
-    let total = checkpoint.layout.file_bytes();
+/// A [`Reporter`] that draws a bar for `checkpoint` (or nothing for a small one); with `gpu`,
+/// the bar stays up while the kernels compile.
+pub fn reporter(checkpoint: &Checkpoint, gpu: bool) -> Reporter {
+    let total = checkpoint.layout.data_bytes();
     if total < QUIET_BELOW {
         return Reporter::silent();
     }
@@ -26,7 +27,11 @@ pub fn reporter(checkpoint: &Checkpoint) -> Reporter {
     Reporter::new(move |p| match p.phase {
         Phase::Upload => {
             per_file.insert(p.file.clone(), p.loaded);
-            bar.set_position(per_file.values().sum());
+            let done: u64 = per_file.values().sum();
+            bar.set_position(done);
+            if done == total && !gpu {
+                bar.finish_and_clear();
+            }
         }
         Phase::Compile => {
             bar.set_message("compiling kernels");
