@@ -81,6 +81,17 @@ pub enum Error {
         dtype: String,
     },
 
+    /// A weight is NaN or infinite: the model would compute NaN logits.
+    #[error(
+        "tensor {tensor} holds a non-finite value (NaN or ±Inf) at element {index}: the checkpoint is damaged"
+    )]
+    NonFiniteWeight {
+        /// Full tensor name.
+        tensor: String,
+        /// Index of the first such element (row-major).
+        index: u64,
+    },
+
     /// `tokenizer.json` could not be loaded, or encoding/decoding failed.
     #[error("tokenizer: {0}")]
     Tokenizer(String),
@@ -162,6 +173,7 @@ impl Error {
             Error::Safetensors { .. } => "Safetensors",
             Error::MissingTensor { .. } => "MissingTensor",
             Error::UnsupportedDtype { .. } => "UnsupportedDtype",
+            Error::NonFiniteWeight { .. } => "NonFiniteWeight",
             Error::Tokenizer(_) => "Tokenizer",
             Error::Io { .. } => "Io",
             Error::CacheBudget { .. } => "CacheBudget",

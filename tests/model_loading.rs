@@ -92,11 +92,23 @@ dual_test! {
         expect("missing tensor", load(config, missing),
             &|e| matches!(e, Error::MissingTensor { tensor, .. } if tensor == "backbone.layers.0.mixer.D"));
 
+        let non_finite = rebuilt(|t| {
+            let x = t.iter_mut().find(|t| t.0 == "backbone.layers.1.mixer.x_proj.weight").unwrap();
+            x.3[4 * 37..4 * 38].copy_from_slice(&f32::NAN.to_le_bytes());
+        });
+        expect("NaN weight", load(config, non_finite.clone()),
+            &|e| matches!(e, Error::NonFiniteWeight { tensor, index } if tensor == "backbone.layers.1.mixer.x_proj.weight" && *index == 37));
+        if let Some(ctx) = common::gpu("broken_checkpoints_give_distinct_typed_errors").await {
+            let c = Checkpoint::from_bytes(config, vec![("model.safetensors".into(), non_finite)], None, None).unwrap();
+            let e = webmamba::GpuModel::load(&ctx, &c, Default::default()).await.err().expect("NaN weight on the GPU");
+            assert_eq!(e.code(), "NonFiniteWeight", "{e}");
+        }
+
         let other_model = String::from_utf8(config.to_vec()).unwrap().replace("\"mamba\"", "\"llama\"");
         expect("unknown model_type", load(other_model.as_bytes(), good.clone()),
             &|e| matches!(e, Error::UnsupportedModel(m) if m.contains("llama")));
 
-        assert_eq!(messages.len(), 6);
+        assert_eq!(messages.len(), 7);
         load(config, good).expect("the untouched file still loads");
     }
 

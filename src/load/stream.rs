@@ -8,6 +8,8 @@
 
 use std::collections::BTreeMap;
 
+use safetensors::Dtype;
+
 use crate::error::{Error, Result};
 use crate::load::progress::{Phase, Reporter};
 use crate::model::{Config, Layout, Planned};
@@ -108,6 +110,13 @@ impl<'a> TensorStream<'a> {
         let row_bytes = planned.row_bytes().max(1);
         let rows = self.staged.len() / row_bytes;
         if rows > 0 {
+            let piece = &self.staged[..rows * row_bytes];
+            if let Some(i) = first_non_finite(planned.dtype, piece) {
+                return Err(Error::NonFiniteWeight {
+                    tensor: planned.name.clone(),
+                    index: (self.rows_done * planned.cols + i) as u64,
+                });
+            }
             sink.rows(planned, self.rows_done, &self.staged[..rows * row_bytes])?;
             self.rows_done += rows;
             self.staged.drain(..rows * row_bytes);
@@ -151,5 +160,17 @@ impl<'a> TensorStream<'a> {
     /// The progress reporter (for drivers that report downloads through the same callback).
     pub fn reporter(&mut self) -> &mut Reporter {
         self.reporter
+    }
+}
+
+/// The index of the first NaN or ±Inf among `bytes` (little-endian `dtype`: F32, F16 or BF16):
+/// all exponent bits set. A model with such a weight computes NaN logits.
+fn first_non_finite(dtype: Dtype, bytes: &[u8]) -> Option<usize> {
+    match dtype {
+        Dtype::F32 => bytes
+            .chunks_exact(4)
+            .position(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) & 0x7f80_0000 == 0x7f80_0000),
+        Dtype::F16 => bytes.chunks_exact(2).position(|b| u16::from_le_bytes([b[0], b[1]]) & 0x7c00 == 0x7c00),
+        _ => bytes.chunks_exact(2).position(|b| u16::from_le_bytes([b[0], b[1]]) & 0x7f80 == 0x7f80),
     }
 }
