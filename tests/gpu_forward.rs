@@ -169,6 +169,27 @@ dual_test! {
         assert_eq!(after, before, "a decode step created GPU objects");
     }
 
+    async fn a_model_the_kernels_cannot_run_is_refused_before_any_allocation() {
+        // State sizes above the kernels' N_MAX (64); from 1025 on the scan's chunk length was 0
+        // and sizing the activations divided by it (a panic natively, a trap in the browser).
+        let Some(ctx) = gpu("a_model_the_kernels_cannot_run_is_refused_before_any_allocation").await else { return };
+        for state_size in [65, 1025, 4096] {
+            let json = format!(
+                r#"{{"model_type":"mamba","vocab_size":16,"hidden_size":8,"num_hidden_layers":1,
+                    "state_size":{state_size},"expand":2,"conv_kernel":4,"time_step_rank":1}}"#
+            );
+            let config = webmamba::Config::from_json(json.as_bytes()).unwrap();
+            let c = webmamba::Checkpoint::random(&config, 1, safetensors::Dtype::F32).unwrap();
+            let before = ctx.object_counts();
+            let e = GpuModel::load(&ctx, &c, GpuModelOptions::default()).await.err().expect("refused");
+            assert_eq!(e.code(), "UnsupportedModel", "state_size {state_size}: {e}");
+            assert_eq!(ctx.object_counts().buffers, before.buffers, "nothing allocated");
+            // The CPU reference runs it.
+            let logits = CpuModel::new(c.weights().unwrap()).forward(&[1, 2, 3], &mut State::zeros(&config), Logits::Last).unwrap();
+            assert!(logits.iter().all(|v| v.is_finite()));
+        }
+    }
+
     async fn bad_tokens_fail_and_leave_the_gpu_state_alone() {
         let Some(ctx) = gpu("bad_tokens_fail_and_leave_the_gpu_state_alone").await else { return };
         let f = &fixtures::all()[0];

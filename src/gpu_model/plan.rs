@@ -201,6 +201,21 @@ fn scales_at(w: &SplitMatrix, rows: usize) -> u32 {
     if w.format == WeightFormat::Int8 { (rows * w.cols / 4) as u32 } else { 0 }
 }
 
+/// Fails unless the kernels can run a model of shape `c`: conv width and state size within what
+/// the shaders' fixed-size arrays hold (checked before anything is allocated).
+pub(crate) fn check_supported(c: &Config) -> Result<()> {
+    if c.d_conv > conv1d_silu::K_MAX || c.d_state > scan_output::N_MAX {
+        return Err(Error::UnsupportedModel(format!(
+            "conv_kernel {} / state_size {}: the GPU kernels support at most {} / {}",
+            c.d_conv,
+            c.d_state,
+            conv1d_silu::K_MAX,
+            scan_output::N_MAX
+        )));
+    }
+    Ok(())
+}
+
 impl Plan {
     pub fn new(
         ctx: &GpuContext,
@@ -210,15 +225,6 @@ impl Plan {
         a: &Activations,
         s: &StateBuffers,
     ) -> Result<Self> {
-        if c.d_conv > conv1d_silu::K_MAX || c.d_state > scan_output::N_MAX {
-            return Err(Error::UnsupportedModel(format!(
-                "conv_kernel {} / state_size {}: the GPU kernels support at most {} / {}",
-                c.d_conv,
-                c.d_state,
-                conv1d_silu::K_MAX,
-                scan_output::N_MAX
-            )));
-        }
         let (d, di, n, r, v) =
             (c.d_model as u32, c.d_inner as u32, c.d_state as u32, c.dt_rank as u32, c.vocab_size as u32);
         let dbc_stride = r + 2 * n;

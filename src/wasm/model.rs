@@ -228,35 +228,46 @@ impl Model {
         let checkpoint =
             Checkpoint::from_bytes(&config, vec![("model.safetensors".into(), weights)], None, tokenizer)?;
         let mut reporter = o.reporter();
-        let (engine, adapter) = match gpu_context(&o.backend).await? {
+        let why = match gpu_context(&o.backend).await? {
             Ok(ctx) => {
-                let m = GpuModel::load_reporting(&ctx, &checkpoint, gpu_options(&o), &mut reporter).await?;
-                (Engine::Gpu(Box::new(m)), ctx.summary().to_string())
+                match GpuModel::load_reporting(&ctx, &checkpoint, gpu_options(&o), &mut reporter).await {
+                    Ok(m) => {
+                        let (engine, adapter) = (Engine::Gpu(Box::new(m)), ctx.summary().to_string());
+                        let tokenizer = checkpoint.tokenizer_json.as_deref();
+                        return Self::assemble(engine, adapter, tokenizer, o, reporter.warnings().to_vec());
+                    }
+                    Err(e) => fallback(&o, e)?,
+                }
             }
-            Err(why) => (Engine::cpu(checkpoint.weights_reporting(&mut reporter)?), why),
+            Err(why) => why,
         };
-        Self::assemble(engine, adapter, checkpoint.tokenizer_json.as_deref(), o, reporter.warnings().to_vec())
+        let engine = Engine::cpu(checkpoint.weights_reporting(&mut reporter)?);
+        Self::assemble(engine, why, checkpoint.tokenizer_json.as_deref(), o, reporter.warnings().to_vec())
     }
 
     async fn load_source(source: WebSource, o: LoadConfig) -> Result<Model> {
         let mut reporter = o.reporter();
         let opened = loader::open(&source, &mut reporter).await?;
-        let (engine, adapter) = match gpu_context(&o.backend).await? {
-            Ok(ctx) => {
-                let mut loading =
-                    GpuModel::begin(&ctx, &opened.config, &opened.layout, gpu_options(&o)).await?;
-                let fingerprint =
-                    loader::stream(&source, &opened, &mut loading.sink, Some(&ctx), &mut reporter).await?;
-                let m = loading.finish(fingerprint, &mut reporter).await?;
-                (Engine::Gpu(Box::new(m)), ctx.summary().to_string())
-            }
-            Err(why) => {
-                let mut sink = HostSink::new(&opened.layout)?;
-                let fingerprint = loader::stream(&source, &opened, &mut sink, None, &mut reporter).await?;
-                (Engine::cpu(sink.finish(&opened.config, &opened.layout, fingerprint)?), why)
-            }
+        let why = match gpu_context(&o.backend).await? {
+            // Everything a GPU can refuse is refused here, before any weight byte is read.
+            Ok(ctx) => match GpuModel::begin(&ctx, &opened.config, &opened.layout, gpu_options(&o)).await {
+                Ok(mut loading) => {
+                    let fingerprint =
+                        loader::stream(&source, &opened, &mut loading.sink, Some(&ctx), &mut reporter)
+                            .await?;
+                    let m = loading.finish(fingerprint, &mut reporter).await?;
+                    let (engine, adapter) = (Engine::Gpu(Box::new(m)), ctx.summary().to_string());
+                    let tokenizer = opened.tokenizer_json.as_deref();
+                    return Self::assemble(engine, adapter, tokenizer, o, reporter.warnings().to_vec());
+                }
+                Err(e) => fallback(&o, e)?,
+            },
+            Err(why) => why,
         };
-        Self::assemble(engine, adapter, opened.tokenizer_json.as_deref(), o, reporter.warnings().to_vec())
+        let mut sink = HostSink::new(&opened.layout)?;
+        let fingerprint = loader::stream(&source, &opened, &mut sink, None, &mut reporter).await?;
+        let engine = Engine::cpu(sink.finish(&opened.config, &opened.layout, fingerprint)?);
+        Self::assemble(engine, why, opened.tokenizer_json.as_deref(), o, reporter.warnings().to_vec())
     }
 
     fn assemble(
@@ -304,6 +315,18 @@ async fn gpu_context(backend: &str) -> Result<std::result::Result<GpuContext, St
         "gpu" => Ok(GpuContext::new().await?),
         _ => GpuContext::new().await.map_err(|e| format!("CPU fallback: {e}")),
     })
+}
+
+/// With backend "auto", a model the GPU cannot run (a kernel limit, a binding limit, GPU memory)
+/// runs on the CPU instead; the reason is returned for `model.info.adapter`. Otherwise the error.
+fn fallback(o: &LoadConfig, e: Error) -> Result<String> {
+    let gpu_cannot_run =
+        matches!(e, Error::UnsupportedModel(_) | Error::LimitExceeded { .. } | Error::OutOfMemory { .. });
+    if o.backend == "auto" && gpu_cannot_run {
+        Ok(format!("CPU fallback: the GPU cannot run this model: {e}"))
+    } else {
+        Err(e)
+    }
 }
 
 fn gpu_options(o: &LoadConfig) -> GpuModelOptions {

@@ -18,7 +18,7 @@
 //      weights "f16": wasm memory stays <= 256 MiB, progress reaches the total, a prefill and a
 //      decode step run, and after a reload the second load gets 0 weight bytes.
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
@@ -148,6 +148,7 @@ async function loadUrl(page, url, options) {
       const logits = Array.from(s.logits());
       const info = model.info;
       return { ok: true, events, ids, finite: logits.every(Number.isFinite), memory: window.wasmMemory(), prefillMs, decodeMs,
+        adapter: model.info.adapter,
         info: { backend: info.backend, weightFormat: info.weightFormat, weightBytes: info.weightBytes,
           activationBytes: info.activationBytes, warnings: info.warnings, f16Subnormal: info.f16Subnormal, f16Overflow: info.f16Overflow } };
     } catch (e) {
@@ -213,7 +214,48 @@ async function cache(page, server, base) {
     `after clearCache the weights are downloaded again; cache: false stored nothing (${again} entries)`);
 }
 
+/** A tiny HF Mamba folder whose state_size (1025) the GPU kernels cannot run (N_MAX is 64):
+ *  written here, f32 weights of small random values. */
+function writeWideStateModel(dir) {
+  const [v, d, n, di, k] = [16, 8, 1025, 16, 4];
+  const tensors = [
+    ['backbone.embeddings.weight', [v, d]], ['backbone.layers.0.norm.weight', [d], 1],
+    ['backbone.layers.0.mixer.in_proj.weight', [2 * di, d]], ['backbone.layers.0.mixer.conv1d.weight', [di, 1, k]],
+    ['backbone.layers.0.mixer.conv1d.bias', [di]], ['backbone.layers.0.mixer.x_proj.weight', [1 + 2 * n, di]],
+    ['backbone.layers.0.mixer.dt_proj.weight', [di, 1]], ['backbone.layers.0.mixer.dt_proj.bias', [di]],
+    ['backbone.layers.0.mixer.A_log', [di, n]], ['backbone.layers.0.mixer.D', [di], 1],
+    ['backbone.layers.0.mixer.out_proj.weight', [d, di]], ['backbone.norm_f.weight', [d], 1],
+  ];
+  let seed = 1;
+  const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31 - 0.5) * 0.2;
+  const header = {};
+  const parts = [];
+  let at = 0;
+  for (const [name, shape, constant] of tensors) {
+    const values = new Float32Array(shape.reduce((a, b) => a * b, 1)).map(() => constant ?? random());
+    header[name] = { dtype: 'F32', shape, data_offsets: [at, at + values.byteLength] };
+    at += values.byteLength;
+    parts.push(Buffer.from(values.buffer));
+  }
+  const json = Buffer.from(JSON.stringify(header).padEnd(Math.ceil(JSON.stringify(header).length / 8) * 8));
+  const length = Buffer.alloc(8);
+  length.writeBigUInt64LE(BigInt(json.length));
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(`${dir}/model.safetensors`, Buffer.concat([length, json, ...parts]));
+  writeFileSync(`${dir}/config.json`, JSON.stringify({ model_type: 'mamba', vocab_size: v, hidden_size: d,
+    num_hidden_layers: 1, state_size: n, expand: 2, conv_kernel: k, time_step_rank: 1 }));
+  copyFileSync('tests/fixtures/tiny-f32/tokenizer.json', `${dir}/tokenizer.json`);
+}
+
 async function errors(page, base, bigCpu) {
+  // A model the GPU cannot run: "gpu" is a typed error, "auto" runs it on the CPU and says why.
+  writeWideStateModel('target/browser-test/state-1025');
+  const wide = `${base}/big/state-1025/`;
+  const strict = await loadUrl(page, wide, { backend: 'gpu', cache: false });
+  check(!strict.ok && strict.code === 'UnsupportedModel', `state_size 1025 on backend "gpu": ${strict.code}: ${strict.message}`);
+  const auto = await loadUrl(page, wide, { cache: false });
+  check(auto.ok && auto.finite && auto.info.backend === 'cpu' && /cannot run this model/.test(auto.adapter),
+    `state_size 1025 on backend "auto" falls back to the CPU: ${auto.adapter ?? auto.message}`);
   const missing = await loadUrl(page, `${base}/fixtures/no-such-model/`, {});
   check(!missing.ok && missing.name === 'WebMambaError' && missing.code === 'Io', `a missing folder is a typed error: ${missing.code}: ${missing.message}`);
   const bad = await loadUrl(page, `${base}/fixtures/medium-bf16/`, { weights: 'int4' });
