@@ -133,6 +133,14 @@ fn cli_mistakes_are_clear_errors() {
         assert!(!bad_id.status.success());
         assert!(String::from_utf8_lossy(&bad_id.stderr).contains("outside the vocabulary"), "{backend}");
     }
+
+    // replay: an id past u32 is refused, not wrapped to 0 (4294967296 used to run as id 0).
+    let ops = std::env::temp_dir().join(format!("webmamba-replay-bad-{}.json", std::process::id()));
+    std::fs::write(&ops, r#"[{"append": [1, 4294967296]}]"#).unwrap();
+    let wrapped = webmamba(&["replay", "--model", dir.to_str().unwrap(), "--ops", ops.to_str().unwrap()]);
+    std::fs::remove_file(&ops).unwrap();
+    let stderr = String::from_utf8_lossy(&wrapped.stderr);
+    assert!(!wrapped.status.success() && stderr.contains("4294967296"), "{stderr}");
 }
 
 #[test]

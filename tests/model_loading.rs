@@ -149,6 +149,13 @@ dual_test! {
             (r#"{"model_type":"mamba","hidden_size":8,"num_hidden_layers":1}"#, "Config"),
             (r#"{"model_type":"mamba","vocab_size":10,"hidden_size":0,"num_hidden_layers":1}"#, "Config"),
             ("not json", "Config"),
+            // Sizes that used to wrap (or saturate) into misleading numbers.
+            (r#"{"model_type":"mamba","vocab_size":10,"hidden_size":8,"num_hidden_layers":1,"state_size":9223372036854775808}"#, "Config"),
+            (r#"{"model_type":"mamba","vocab_size":10,"hidden_size":8,"num_hidden_layers":1,"expand":1e30}"#, "Config"),
+            (r#"{"model_type":"mamba","vocab_size":10,"hidden_size":8,"num_hidden_layers":1,"expand":-2}"#, "Config"),
+            (r#"{"model_type":"mamba","vocab_size":4294967296,"hidden_size":8,"num_hidden_layers":1}"#, "Config"),
+            (r#"{"d_model":8,"n_layer":1,"vocab_size":18446744073709551615,"ssm_cfg":{}}"#, "Config"),
+            (r#"{"model_type":"mamba","vocab_size":10,"hidden_size":65536,"num_hidden_layers":100000}"#, "Config"),
         ] {
             let e = config(bad).expect_err(bad);
             assert_eq!(e.code(), kind, "{bad}: {e}");

@@ -167,6 +167,15 @@ fn layer_default() -> String {
     "Mamba1".into()
 }
 
+/// E·D = int(expand × D), as HF computes it; `expand` must be a positive finite number.
+fn inner_width(expand: f64, d_model: usize) -> Result<usize> {
+    let width = expand * d_model as f64;
+    if !(expand.is_finite() && expand > 0.0 && width < u32::MAX as f64) {
+        return Err(Error::Config(format!("expand {expand} × hidden_size {d_model} is not a usable width")));
+    }
+    Ok(width as usize)
+}
+
 impl Config {
     /// Parses `config.json` bytes in either format and checks the result.
     pub fn from_json(bytes: &[u8]) -> Result<Self> {
@@ -204,7 +213,7 @@ impl Config {
         }
         // HF recomputes intermediate_size = int(expand * hidden_size) whatever config.json
         // says; a file where the two disagree is ambiguous, so refuse it.
-        let d_inner = (c.expand * c.hidden_size as f64) as usize;
+        let d_inner = inner_width(c.expand, c.hidden_size)?;
         if let Some(n) = c.intermediate_size.filter(|&n| n != d_inner) {
             return Err(Error::Config(format!(
                 "intermediate_size {n} disagrees with expand {} × hidden_size {} = {d_inner}",
@@ -246,14 +255,17 @@ impl Config {
             return Err(Error::UnsupportedModel("rms_norm = false (LayerNorm blocks)".into()));
         }
         let multiple = c.pad_vocab_size_multiple.max(1);
+        let vocab_size = c.vocab_size.div_ceil(multiple).checked_mul(multiple).ok_or_else(|| {
+            Error::Config(format!("vocab_size {} padded to a multiple of {multiple} overflows", c.vocab_size))
+        })?;
         Ok(Config {
             d_model: c.d_model,
             n_layer: c.n_layer,
-            d_inner: (c.ssm_cfg.expand * c.d_model as f64) as usize,
+            d_inner: inner_width(c.ssm_cfg.expand, c.d_model)?,
             d_state: c.ssm_cfg.d_state,
             d_conv: c.ssm_cfg.d_conv,
             dt_rank: c.ssm_cfg.dt_rank.resolve(c.d_model, "ssm_cfg.dt_rank")?,
-            vocab_size: c.vocab_size.div_ceil(multiple) * multiple,
+            vocab_size,
             use_bias: c.ssm_cfg.bias,
             use_conv_bias: c.ssm_cfg.conv_bias,
             norm_eps: c.norm_epsilon,
@@ -279,6 +291,35 @@ impl Config {
         }
         if !(self.norm_eps.is_finite() && self.norm_eps >= 0.0) {
             return Err(Error::Config(format!("layer_norm_epsilon {} is not usable", self.norm_eps)));
+        }
+        // Every tensor and the whole state must be countable in u32 (what GPU indices hold; a
+        // 2.8B model's largest tensor has 129M elements): sizes from a hostile config must not
+        // wrap into small, misleading numbers.
+        let (d, di, n, k, r, v) =
+            (self.d_model, self.d_inner, self.d_state, self.d_conv, self.dt_rank, self.vocab_size);
+        let mul = |a: usize, b: usize| a.checked_mul(b);
+        let state = mul(di, n)
+            .zip(mul(di, k - 1))
+            .and_then(|(a, b)| a.checked_add(b))
+            .and_then(|s| mul(s, self.n_layer));
+        let counts = [
+            ("embedding (vocab_size × hidden_size)", mul(v, d)),
+            ("in_proj (2 × intermediate_size × hidden_size)", mul(2, di).and_then(|x| mul(x, d))),
+            (
+                "x_proj ((time_step_rank + 2 × state_size) × intermediate_size)",
+                mul(2, n).and_then(|x| x.checked_add(r)).and_then(|x| mul(x, di)),
+            ),
+            ("dt_proj (intermediate_size × time_step_rank)", mul(di, r)),
+            ("A_log (intermediate_size × state_size)", mul(di, n)),
+            ("conv1d (intermediate_size × conv_kernel)", mul(di, k)),
+            ("the recurrent state (layers × intermediate_size × (state_size + conv_kernel − 1))", state),
+        ];
+        for (what, count) in counts {
+            if count.is_none_or(|c| c > u32::MAX as usize) {
+                return Err(Error::Config(format!(
+                    "{what} would have more than 2^32 elements: these sizes are not a model webmamba can hold"
+                )));
+            }
         }
         Ok(())
     }

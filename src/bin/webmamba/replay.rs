@@ -55,7 +55,11 @@ fn ids(v: &Value) -> Result<Vec<u32>> {
     v.as_array()
         .context("expected an array of token ids")?
         .iter()
-        .map(|x| x.as_u64().map(|x| x as u32).context("token ids are non-negative integers"))
+        .map(|x| {
+            x.as_u64()
+                .and_then(|x| u32::try_from(x).ok())
+                .with_context(|| format!("token ids are integers from 0 to {}, not {x}", u32::MAX))
+        })
         .collect()
 }
 
