@@ -183,6 +183,29 @@ async fn long_history_short_follow_up(ctx: Option<&GpuContext>) {
     log(&format!("[session] 2048+16: {:?}, stats {:?}", out, rt.stats(b).unwrap()));
 }
 
+/// The smallest budget the runtime accepts serves turn after turn: one prompt-end's worth is
+/// refused at construction (it used to be accepted, and the second turn failed with
+/// CacheBudget); two prompt-ends' worth serves three turns.
+async fn the_smallest_budget_serves_every_turn(ctx: Option<&GpuContext>) {
+    let f = &fixtures::all()[3];
+    let one = {
+        let e = engine(f, ctx).await;
+        let c = e.config();
+        webmamba::State::bytes(c) as u64 + 4 * c.vocab_size as u64
+    };
+    let small = |budget_bytes| CacheConfig { block_size: 4, retention: Retention::Dense, budget_bytes };
+    let e = Runtime::new(engine(f, ctx).await, small(one)).err().expect("one prompt-end is too small");
+    assert_eq!(e.code(), "CacheBudget", "{e}");
+    let mut rt = Runtime::new(engine(f, ctx).await, small(2 * one)).unwrap();
+    let s = rt.new_session().unwrap();
+    for turn in 0..3u32 {
+        rt.append(s, &[1 + turn, 2, 3, 4, 5, 6, 7]).await.unwrap_or_else(|e| panic!("turn {turn}: {e}"));
+        let out = rt.generate(s, &mut Sampler::greedy(), options(3), |_| true).await.unwrap();
+        assert_eq!(out.len(), 3, "turn {turn}");
+    }
+    assert!(rt.cache_stats().bytes_used <= 2 * one);
+}
+
 /// Eviction never drops a live session's pinned prompt-end and never exceeds the budget; a
 /// prompt-end that cannot be kept is a typed error that changes nothing.
 async fn eviction_respects_pins_and_budget(ctx: Option<&GpuContext>) {
@@ -265,6 +288,8 @@ dual_test! {
     async fn cpu_prompt_end_survives_sparse_retention() { prompt_end_survives_sparse_retention(None).await }
     async fn cpu_long_history_short_follow_up() { long_history_short_follow_up(None).await }
     async fn cpu_eviction_respects_pins_and_budget() { eviction_respects_pins_and_budget(None).await }
+
+    async fn cpu_the_smallest_budget_serves_every_turn() { the_smallest_budget_serves_every_turn(None).await }
     async fn cpu_export_import() { export_import(None).await }
 
     async fn gpu_resume_equivalence() {

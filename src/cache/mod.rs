@@ -124,16 +124,20 @@ pub struct StateCache {
 
 impl StateCache {
     /// A cache over `slots` (engine slot ids, each `slot_bytes`); prompt-end logits cost
-    /// `logits_bytes`. The budget must hold at least one prompt-end.
+    /// `logits_bytes`. The budget must hold two prompt-ends: a session's latest stays pinned
+    /// while its next one is stored, so with room for one only a second turn would fail.
     pub fn new(config: CacheConfig, slots: Vec<usize>, slot_bytes: u64, logits_bytes: u64) -> Result<Self> {
         if config.block_size == 0 || matches!(config.retention, Retention::Sparse(0)) {
             return Err(Error::InvalidInput("block size and sparse interval must be at least 1".into()));
         }
-        if config.budget_bytes < slot_bytes + logits_bytes {
+        let minimum = 2 * (slot_bytes + logits_bytes);
+        if config.budget_bytes < minimum || slots.len() < 2 {
             return Err(Error::CacheBudget {
-                needed: slot_bytes + logits_bytes,
+                needed: minimum,
                 budget: config.budget_bytes,
-                reason: "the budget cannot hold a single prompt-end checkpoint".into(),
+                reason: "the budget must hold two prompt-end checkpoints (a session's latest stays kept \
+                         while its next one is stored)"
+                    .into(),
             });
         }
         Ok(Self {
