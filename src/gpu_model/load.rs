@@ -71,15 +71,17 @@ impl GpuModel {
         let (w, acts, state) = match allocated {
             Ok(inner) => inner?,
             Err(Error::Gpu { message, .. }) => {
-                // What was asked for, computed again without the device.
+                // What was asked for, computed again without the device: matrices in their
+                // format, vectors in f32.
                 let weights: u64 = layout
                     .planned()
                     .map(|p| {
-                        options
-                            .weights
-                            .for_cols(p.cols)
-                            .bytes(p.rows, p.cols)
-                            .min(4 * (p.rows * p.cols) as u64)
+                        let format = if p.role.is_matrix() {
+                            options.weights.for_cols(p.cols)
+                        } else {
+                            WeightFormat::F32
+                        };
+                        format.bytes(p.rows, p.cols)
                     })
                     .sum();
                 return Err(Error::OutOfMemory {

@@ -25,8 +25,7 @@ impl Files {
     #[cfg(not(target_arch = "wasm32"))]
     pub fn read_small(&self, name: &str) -> Result<Option<Vec<u8>>> {
         match self {
-            Files::Memory(files) => Ok(files.iter().find(|(n, _)| n == name).map(|(_, b)| b.clone())),
-            #[cfg(not(target_arch = "wasm32"))]
+            Files::Memory(_) => Ok(self.in_memory(name).ok().map(<[u8]>::to_vec)),
             Files::Dir(dir) => {
                 let path = dir.join(name);
                 if !path.is_file() {
@@ -66,13 +65,21 @@ impl Files {
         Ok(())
     }
 
+    /// The bytes of in-memory file `name`.
+    fn in_memory(&self, name: &str) -> Result<&[u8]> {
+        let not_given = || Error::Io { path: name.into(), reason: "not among the files given".into() };
+        match self {
+            Files::Memory(files) => {
+                files.iter().find(|(n, _)| n == name).map(|(_, b)| b.as_slice()).ok_or_else(not_given)
+            }
+            #[cfg(not(target_arch = "wasm32"))]
+            Files::Dir(_) => Err(not_given()),
+        }
+    }
+
     fn size(&self, name: &str) -> Result<u64> {
         match self {
-            Files::Memory(files) => files
-                .iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, b)| b.len() as u64)
-                .ok_or_else(|| Error::Io { path: name.into(), reason: "not among the files given".into() }),
+            Files::Memory(_) => Ok(self.in_memory(name)?.len() as u64),
             #[cfg(not(target_arch = "wasm32"))]
             Files::Dir(dir) => {
                 let path = dir.join(name);
@@ -91,15 +98,8 @@ impl Files {
     /// Fills `buf` from `name` at `offset`.
     fn read_at(&self, name: &str, offset: u64, buf: &mut [u8]) -> Result<()> {
         match self {
-            Files::Memory(files) => {
-                let bytes = &files
-                    .iter()
-                    .find(|(n, _)| n == name)
-                    .ok_or_else(|| Error::Io {
-                        path: name.into(),
-                        reason: "not among the files given".into(),
-                    })?
-                    .1;
+            Files::Memory(_) => {
+                let bytes = self.in_memory(name)?;
                 let range = offset as usize..offset as usize + buf.len();
                 buf.copy_from_slice(
                     bytes

@@ -19,19 +19,9 @@ enum Building {
     BF16(Vec<bf16>),
 }
 
-/// Whether a role is a weight matrix (kept as stored) rather than a small vector (f32).
-fn is_matrix(role: Role) -> bool {
-    matches!(
-        role,
-        Role::Embedding
-            | Role::LmHead
-            | Role::Layer(_, Part::InProj | Part::XProj | Part::DtProj | Part::OutProj)
-    )
-}
-
 /// Bytes `planned` takes in memory here.
 fn host_bytes(p: &Planned) -> u64 {
-    if is_matrix(p.role) { p.bytes() } else { 4 * (p.rows * p.cols) as u64 }
+    if p.role.is_matrix() { p.bytes() } else { 4 * (p.rows * p.cols) as u64 }
 }
 
 /// Weights in memory, as they stream in.
@@ -52,7 +42,7 @@ impl HostSink {
         let mut tensors = HashMap::new();
         for p in layout.planned() {
             let n = p.rows * p.cols;
-            let building = match (is_matrix(p.role), p.dtype) {
+            let building = match (p.role.is_matrix(), p.dtype) {
                 (true, Dtype::F16) => Building::F16(reserve(n).ok_or_else(oom)?),
                 (true, Dtype::BF16) => Building::BF16(reserve(n).ok_or_else(oom)?),
                 _ => Building::F32(reserve(n).ok_or_else(oom)?),

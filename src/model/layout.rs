@@ -61,6 +61,19 @@ pub enum Role {
     LmHead,
 }
 
+impl Role {
+    /// Whether this is a weight matrix (stored as the file has it on the CPU, in the weight
+    /// format on the GPU) rather than a small vector (always f32).
+    pub fn is_matrix(self) -> bool {
+        matches!(
+            self,
+            Role::Embedding
+                | Role::LmHead
+                | Role::Layer(_, Part::InProj | Part::XProj | Part::DtProj | Part::OutProj)
+        )
+    }
+}
+
 /// A tensor the model uses, as found in the checkpoint.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Planned {
