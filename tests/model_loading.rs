@@ -216,6 +216,69 @@ mod folders {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// A hostile folder's links and special files: a link out of the folder (to a valid copy of
+    /// the shard, so only the policy can refuse it), to `/dev/zero`, a FIFO (opening one blocks
+    /// until a writer comes), a folder where a file should be. Links inside the folder and the
+    /// Hugging Face cache's `snapshots/<rev>/x -> ../../blobs/<hash>` keep working.
+    #[test]
+    fn only_regular_files_inside_the_folder_are_read() {
+        use std::os::unix::fs::symlink;
+        let (c, root) = (small_config(), temp_dir("links"));
+        let dir = root.join("model");
+        webmamba::model::write_random_checkpoint(&dir, &c, 7, Dtype::BF16, 2, false).unwrap();
+        let want = Checkpoint::from_dir(&dir).unwrap().weights().unwrap();
+        let shard = dir.join("model-00002-of-00002.safetensors");
+        let outside = root.join("elsewhere.safetensors");
+        std::fs::rename(&shard, &outside).unwrap();
+        let refused = |what: &str, needle: &str| {
+            let e = Checkpoint::from_dir(&dir).err().unwrap_or_else(|| panic!("{what}: accepted"));
+            assert!(matches!(&e, Error::Io { reason, .. } if reason.contains(needle)), "{what}: {e}");
+        };
+
+        symlink(&outside, &shard).unwrap();
+        refused("a link out of the folder", "outside the model folder");
+        std::fs::remove_file(&shard).unwrap();
+        symlink("/dev/zero", &shard).unwrap();
+        refused("a link to /dev/zero", "outside the model folder");
+        std::fs::remove_file(&shard).unwrap();
+        let fifo = std::process::Command::new("mkfifo").arg(&shard).status().unwrap();
+        assert!(fifo.success());
+        refused("a FIFO", "not a regular file");
+        std::fs::remove_file(&shard).unwrap();
+        std::fs::create_dir(&shard).unwrap();
+        refused("a folder", "not a regular file");
+        std::fs::remove_dir(&shard).unwrap();
+        let _ = std::fs::remove_file(dir.join("tokenizer.json"));
+        symlink("/etc/hostname", dir.join("tokenizer.json")).unwrap();
+        std::fs::rename(&outside, &shard).unwrap();
+        refused("tokenizer.json linked out of the folder", "outside the model folder");
+        std::fs::remove_file(dir.join("tokenizer.json")).unwrap();
+
+        // A link inside the folder is followed.
+        std::fs::create_dir(dir.join("store")).unwrap();
+        std::fs::rename(&shard, dir.join("store/shard")).unwrap();
+        symlink("store/shard", &shard).unwrap();
+        assert_eq!(Checkpoint::from_dir(&dir).unwrap().weights().unwrap().embedding, want.embedding);
+
+        // The Hugging Face cache: every file of snapshots/<rev>/ links into ../../blobs/.
+        let repo = root.join("models--webmamba--test");
+        let (blobs, snapshot) = (repo.join("blobs"), repo.join("snapshots/0123abc"));
+        std::fs::create_dir_all(&blobs).unwrap();
+        std::fs::create_dir_all(&snapshot).unwrap();
+        for (i, entry) in std::fs::read_dir(&dir).unwrap().enumerate() {
+            let path = entry.unwrap().path();
+            if path.is_file() {
+                let blob = blobs.join(format!("blob{i}"));
+                std::fs::copy(&path, &blob).unwrap();
+                symlink(format!("../../blobs/blob{i}"), snapshot.join(path.file_name().unwrap())).unwrap();
+            }
+        }
+        let cached = Checkpoint::from_dir(&snapshot).unwrap().weights().unwrap();
+        assert_eq!(cached.embedding, want.embedding);
+        assert_eq!(cached.layers[2].out_proj, want.layers[2].out_proj);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
     #[test]
     fn shard_names_must_stay_inside_the_folder() {
         let (c, dir) = (small_config(), temp_dir("escape"));

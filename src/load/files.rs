@@ -2,6 +2,12 @@
 //! a caller that already has them passes), or a folder on disk (natively). Headers are read
 //! first, with their sizes; then [`Files::stream`] reads each file's data section in pieces of
 //! [`READ_BYTES`] into a [`TensorStream`]. Nothing reads a whole file at once.
+//!
+//! A model folder may come from anyone, so every file is opened through [`open_in`]: it must be
+//! a regular file (not a device, FIFO or folder: `/dev/zero` would be read without end,
+//! `/dev/stdin` would hang), and a symbolic link must resolve inside the folder — or, for the
+//! Hugging Face cache's layout (`snapshots/<rev>/x -> ../../blobs/<hash>`), inside the same
+//! repository's `blobs/` — so a hostile folder cannot make us read any other file.
 
 use crate::error::{Error, Result};
 use crate::load::progress::Phase;
@@ -10,6 +16,10 @@ use crate::model::{FileHeader, Layout};
 
 /// Bytes read from a file at a time.
 pub const READ_BYTES: usize = 4 << 20;
+
+/// Largest `config.json`, `tokenizer.json` or index read whole (the largest published
+/// tokenizers are ~35 MB).
+pub const MAX_SMALL_BYTES: u64 = 128 << 20;
 
 /// Where a checkpoint's files are.
 pub(crate) enum Files {
@@ -27,11 +37,21 @@ impl Files {
         match self {
             Files::Memory(_) => Ok(self.in_memory(name).ok().map(<[u8]>::to_vec)),
             Files::Dir(dir) => {
-                let path = dir.join(name);
-                if !path.is_file() {
+                use std::io::Read;
+                if std::fs::symlink_metadata(dir.join(name)).is_err() {
                     return Ok(None);
                 }
-                std::fs::read(&path).map(Some).map_err(|e| io(&path, e))
+                let (file, size, path) = open_in(dir, name)?;
+                if size > MAX_SMALL_BYTES {
+                    return Err(Error::Io {
+                        path: path.display().to_string(),
+                        reason: format!("{size} bytes; at most {MAX_SMALL_BYTES} are read for this file"),
+                    });
+                }
+                let mut bytes = Vec::new();
+                bytes.try_reserve_exact(size as usize).map_err(|e| io(&path, std::io::Error::other(e)))?;
+                file.take(size).read_to_end(&mut bytes).map_err(|e| io(&path, e))?;
+                Ok(Some(bytes))
             }
         }
     }
@@ -81,17 +101,7 @@ impl Files {
         match self {
             Files::Memory(_) => Ok(self.in_memory(name)?.len() as u64),
             #[cfg(not(target_arch = "wasm32"))]
-            Files::Dir(dir) => {
-                let path = dir.join(name);
-                let meta = std::fs::metadata(&path).map_err(|e| io(&path, e))?;
-                if !meta.is_file() {
-                    return Err(Error::Io {
-                        path: path.display().to_string(),
-                        reason: "not a regular file".into(),
-                    });
-                }
-                Ok(meta.len())
-            }
+            Files::Dir(dir) => Ok(open_in(dir, name)?.1),
         }
     }
 
@@ -111,13 +121,46 @@ impl Files {
             #[cfg(not(target_arch = "wasm32"))]
             Files::Dir(dir) => {
                 use std::io::{Read, Seek, SeekFrom};
-                let path = dir.join(name);
-                let mut file = std::fs::File::open(&path).map_err(|e| io(&path, e))?;
+                let (mut file, _, path) = open_in(dir, name)?;
                 file.seek(SeekFrom::Start(offset)).map_err(|e| io(&path, e))?;
                 file.read_exact(buf).map_err(|e| io(&path, e))
             }
         }
     }
+}
+
+/// Opens file `name` of model folder `dir` for reading, with its size: only a regular file, and
+/// a symbolic link only when it resolves inside `dir` or, when `dir` is a Hugging Face cache
+/// snapshot (`…/snapshots/<rev>`), inside that repository's `blobs/`.
+#[cfg(not(target_arch = "wasm32"))]
+fn open_in(dir: &std::path::Path, name: &str) -> Result<(std::fs::File, u64, std::path::PathBuf)> {
+    let path = dir.join(name);
+    let refuse = |reason: &str| Error::Io { path: path.display().to_string(), reason: reason.into() };
+    let link = std::fs::symlink_metadata(&path).map_err(|e| io(&path, e))?;
+    if link.file_type().is_symlink() {
+        let target = std::fs::canonicalize(&path).map_err(|e| io(&path, e))?;
+        let home = std::fs::canonicalize(dir).map_err(|e| io(dir, e))?;
+        let blobs = (home.parent().and_then(|p| p.file_name()) == Some("snapshots".as_ref()))
+            .then(|| home.parent().and_then(|p| p.parent()).map(|repo| repo.join("blobs")))
+            .flatten();
+        if !(target.starts_with(&home) || blobs.is_some_and(|b| target.starts_with(b))) {
+            return Err(refuse(
+                "is a symbolic link to a file outside the model folder (only links inside it, or a \
+                 Hugging Face cache snapshot's links into its blobs/, are followed)",
+            ));
+        }
+    }
+    // Checked before opening (opening a FIFO blocks until a writer comes) and again on the
+    // opened file, so what is read is what was checked.
+    if !std::fs::metadata(&path).map_err(|e| io(&path, e))?.is_file() {
+        return Err(refuse("is not a regular file"));
+    }
+    let file = std::fs::File::open(&path).map_err(|e| io(&path, e))?;
+    let meta = file.metadata().map_err(|e| io(&path, e))?;
+    if !meta.is_file() {
+        return Err(refuse("is not a regular file"));
+    }
+    Ok((file, meta.len(), path))
 }
 
 #[cfg(not(target_arch = "wasm32"))]
