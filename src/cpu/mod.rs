@@ -5,5 +5,5 @@ mod model;
 pub mod ops;
 mod state;
 
-pub use model::{CpuModel, Logits};
+pub use model::{CHUNK_TOKENS, CpuModel, Logits};
 pub use state::{LayerState, State};

@@ -8,6 +8,10 @@ use crate::cpu::state::{LayerState, State};
 use crate::error::{Error, Result};
 use crate::model::{Config, LayerWeights, ModelWeights};
 
+/// Tokens one chunk of a forward call runs at a time: the activations of a chunk, not of the
+/// whole call, are what a long prompt keeps in memory (~0.2 MB per token for a 130M model).
+pub const CHUNK_TOKENS: usize = 256;
+
 /// A model ready to run on the CPU.
 pub struct CpuModel {
     w: ModelWeights,
@@ -57,6 +61,10 @@ impl CpuModel {
 
     /// Like [`CpuModel::forward`], and also returns the state after token `p` for every `p` in
     /// `positions` (ascending, within `tokens`), taken during the same scan.
+    ///
+    /// The tokens run in chunks of [`CHUNK_TOKENS`], so memory stays flat however long the
+    /// prompt: only the logits asked for grow with it (and are reserved first — a call whose
+    /// (T, V) logits cannot be had is [`Error::OutOfMemory`] before any work, not an abort).
     pub fn forward_capturing(
         &self,
         tokens: &[u32],
@@ -73,6 +81,45 @@ impl CpuModel {
                 c.n_layer
             )));
         }
+        let wanted = match which {
+            Logits::All => tokens.len() as u64 * c.vocab_size as u64,
+            Logits::Last => c.vocab_size as u64,
+        };
+        let mut logits = Vec::new();
+        logits.try_reserve_exact(wanted as usize).map_err(|_| Error::OutOfMemory {
+            what: format!("the logits of {} positions", tokens.len()),
+            needed: 4 * wanted,
+            limit: "the allocator refused it (ask for the last position's logits only)".into(),
+        })?;
+        let mut snapshots = Vec::with_capacity(positions.len());
+        for (i, chunk) in tokens.chunks(CHUNK_TOKENS).enumerate() {
+            let start = i * CHUNK_TOKENS;
+            let here: Vec<usize> = positions
+                .iter()
+                .filter(|&&p| p >= start && p < start + chunk.len())
+                .map(|p| p - start)
+                .collect();
+            let head = match which {
+                Logits::All => Some(Logits::All),
+                Logits::Last => (start + chunk.len() == tokens.len()).then_some(Logits::Last),
+            };
+            let (l, s) = self.forward_chunk(chunk, state, head, &here);
+            logits.extend_from_slice(&l);
+            snapshots.extend(s);
+        }
+        Ok((logits, snapshots))
+    }
+
+    /// One chunk of at most [`CHUNK_TOKENS`] tokens (already checked): the LM head runs only for
+    /// `head` (`None`: a chunk before the last whose logits nobody asked for).
+    fn forward_chunk(
+        &self,
+        tokens: &[u32],
+        state: &mut State,
+        head: Option<Logits>,
+        positions: &[usize],
+    ) -> (Vec<f32>, Vec<State>) {
+        let c = &self.w.config;
         let d = c.d_model;
         // h: the residual stream, (T, D)
         let mut h: Vec<f32> = Vec::with_capacity(tokens.len() * d);
@@ -86,12 +133,12 @@ impl CpuModel {
             let y = self.mixer(layer, a, &x, st, Capture { positions, states: &mut snapshots, layer: i });
             h.iter_mut().zip(y).for_each(|(h, y)| *h += y);
         }
-        let last = match which {
-            Logits::All => &h[..],
-            Logits::Last => &h[h.len() - d..],
+        let last = match head {
+            None => return (Vec::new(), snapshots),
+            Some(Logits::All) => &h[..],
+            Some(Logits::Last) => &h[h.len() - d..],
         };
-        let logits = linear(&rms_norm(last, &self.w.norm_f, c.norm_eps), self.w.lm_head(), None);
-        Ok((logits, snapshots))
+        (linear(&rms_norm(last, &self.w.norm_f, c.norm_eps), self.w.lm_head(), None), snapshots)
     }
 
     /// One Mamba mixer over x (T, D) from state `st`, updating it; returns (T, D). The
