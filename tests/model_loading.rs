@@ -47,6 +47,8 @@ dual_test! {
                 "medium-bf16" => assert_eq!((c.d_model, c.n_layer, c.dt_rank), (64, 4, 4)),
                 // vocab 301 padded to a multiple of 8; dt_rank "auto" = ceil(20 / 16)
                 "original-sharded" => assert_eq!((c.vocab_size, c.dt_rank, c.d_state), (304, 2, 6)),
+                // intermediate_size 40, not expand 2 × 16 (HF builds in_proj with 80 rows)
+                "intermediate-f32" => assert_eq!((c.d_inner, w.layers[0].in_proj.len()), (40, 80 * 16)),
                 other => panic!("unknown fixture {other}"),
             }
         }
@@ -137,6 +139,11 @@ dual_test! {
             "residual_in_fp32":true,"fused_add_norm":true,"pad_vocab_size_multiple":8}"#).unwrap();
         assert_eq!(original, Config { eos_token_id: None, ..hf });
 
+        // As HF: intermediate_size decides when given, even where it is not expand × hidden_size
+        // (the intermediate-f32 fixture checks HF's outputs for such a model).
+        let wide = config(r#"{"model_type":"mamba","vocab_size":10,"hidden_size":8,"num_hidden_layers":1,"intermediate_size":20}"#).unwrap();
+        assert_eq!(wide.d_inner, 20);
+
         let rank = config(r#"{"model_type":"mamba","vocab_size":10,"hidden_size":33,"num_hidden_layers":1}"#).unwrap();
         assert_eq!(rank.dt_rank, 3, "auto = ceil(33 / 16)");
 
@@ -144,7 +151,7 @@ dual_test! {
             (r#"{"model_type":"mamba2","vocab_size":10,"hidden_size":8,"num_hidden_layers":1}"#, "UnsupportedModel"),
             (r#"{"d_model":8,"n_layer":1,"vocab_size":10,"ssm_cfg":{"layer":"Mamba2"}}"#, "UnsupportedModel"),
             (r#"{"vocab_size":10}"#, "UnsupportedModel"),
-            (r#"{"model_type":"mamba","vocab_size":10,"hidden_size":8,"num_hidden_layers":1,"intermediate_size":20}"#, "Config"),
+            (r#"{"model_type":"mamba","vocab_size":10,"hidden_size":8,"num_hidden_layers":1,"intermediate_size":0}"#, "Config"),
             (r#"{"model_type":"mamba","vocab_size":10,"hidden_size":8,"num_hidden_layers":1,"time_step_rank":"big"}"#, "Config"),
             (r#"{"model_type":"mamba","hidden_size":8,"num_hidden_layers":1}"#, "Config"),
             (r#"{"model_type":"mamba","vocab_size":10,"hidden_size":0,"num_hidden_layers":1}"#, "Config"),

@@ -211,15 +211,14 @@ impl Config {
                 c.hidden_act
             )));
         }
-        // HF recomputes intermediate_size = int(expand * hidden_size) whatever config.json
-        // says; a file where the two disagree is ambiguous, so refuse it.
-        let d_inner = inner_width(c.expand, c.hidden_size)?;
-        if let Some(n) = c.intermediate_size.filter(|&n| n != d_inner) {
-            return Err(Error::Config(format!(
-                "intermediate_size {n} disagrees with expand {} × hidden_size {} = {d_inner}",
-                c.expand, c.hidden_size
-            )));
-        }
+        // As HF transformers (5.x): `intermediate_size` when config.json has it (even where it
+        // is not expand × hidden_size: HF then builds and runs the mixer at that width), else
+        // int(expand × hidden_size). The weights' shapes are checked against it (`Layout`).
+        let d_inner = match c.intermediate_size {
+            Some(0) => return Err(Error::Config("intermediate_size is 0".into())),
+            Some(n) => n,
+            None => inner_width(c.expand, c.hidden_size)?,
+        };
         // HF allows a list of eos ids; the first ends generation.
         let eos_token_id = match c.eos_token_id {
             Some(Value::Number(n)) => n.as_u64().map(|v| v as u32),

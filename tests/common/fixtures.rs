@@ -48,7 +48,8 @@ macro_rules! single {
 }
 
 /// Names of every fixture folder (a native test checks this against `tests/fixtures/`).
-pub const NAMES: &[&str] = &["tiny-f32", "bias-untied-bf16", "wide-f16", "medium-bf16", "original-sharded"];
+pub const NAMES: &[&str] =
+    &["tiny-f32", "bias-untied-bf16", "wide-f16", "medium-bf16", "original-sharded", "intermediate-f32"];
 
 /// Every fixture.
 pub fn all() -> Vec<Fixture> {
@@ -74,6 +75,7 @@ pub fn all() -> Vec<Fixture> {
             tokenizer: file!("original-sharded", "tokenizer.json"),
             reference: file!("original-sharded", "reference.safetensors"),
         },
+        single!("intermediate-f32"),
     ]
 }
 
