@@ -98,6 +98,7 @@ impl Engine {
         match self {
             Engine::Cpu { slots, .. } => {
                 let first = slots.len();
+                slots.try_reserve(n).map_err(|_| Error::InvalidInput(format!("{n} checkpoint slots")))?;
                 slots.resize(first + n, None);
                 Ok(first..slots.len())
             }
@@ -109,7 +110,7 @@ impl Engine {
     pub fn save_state(&mut self, slot: usize) -> Result<()> {
         match self {
             Engine::Cpu { state, slots, .. } => {
-                *slots.get_mut(slot).ok_or_else(|| no_slot(slot))? = Some(state.clone());
+                *slots.get_mut(slot).ok_or_else(|| no_slot(slot))? = Some(state.try_clone()?);
                 Ok(())
             }
             Engine::Gpu(m) => m.save_state(slot),
@@ -140,7 +141,7 @@ impl Engine {
         match self {
             Engine::Cpu { model, slots, .. } => {
                 new.check_fits(model.config())?;
-                *slots.get_mut(slot).ok_or_else(|| no_slot(slot))? = Some(new.clone());
+                *slots.get_mut(slot).ok_or_else(|| no_slot(slot))? = Some(new.try_clone()?);
                 Ok(())
             }
             Engine::Gpu(m) => m.write_slot(slot, new),

@@ -147,6 +147,15 @@ pub enum Error {
         limit: String,
     },
 
+    /// The GPU device was lost (driver reset, the tab in the background for long, another page
+    /// taking the memory, or [`crate::GpuContext::destroy`]). Nothing on it can be used again:
+    /// load the model anew (a new context) and re-import each session's exported state.
+    #[error("the GPU device was lost ({reason}): load the model again and re-import saved states")]
+    DeviceLost {
+        /// Why, as WebGPU says it.
+        reason: String,
+    },
+
     /// A request exceeds one of the device's limits (binding size, workgroup count, ...).
     #[error("{what} is {requested} but this device allows at most {limit}")]
     LimitExceeded {
@@ -184,6 +193,7 @@ impl Error {
             Error::InvalidInput(_) => "InvalidInput",
             Error::LimitExceeded { .. } => "LimitExceeded",
             Error::OutOfMemory { .. } => "OutOfMemory",
+            Error::DeviceLost { .. } => "DeviceLost",
         }
     }
 }

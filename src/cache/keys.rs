@@ -23,11 +23,26 @@ pub fn child(parent: &Key, tokens: &[u32]) -> Key {
     *h.finalize().as_bytes()
 }
 
+/// The root of a private namespace: keys chained from it match no other namespace's, so the
+/// checkpoints of a session with an imported (unverified) state are found by that session only.
+pub fn private_root(block: usize, salt: &Key) -> Key {
+    let mut h = blake3::Hasher::new();
+    h.update(b"webmamba/private/v1");
+    h.update(&root(block));
+    h.update(salt);
+    *h.finalize().as_bytes()
+}
+
 /// Keys of every whole-block prefix of `tokens`: element b covers `tokens[..b * block]`
 /// (element 0 is the root).
 pub fn chain(tokens: &[u32], block: usize) -> Vec<Key> {
+    chain_from(root(block), tokens, block)
+}
+
+/// Like [`chain`], from the root `root` (the shared one or a [`private_root`]).
+pub fn chain_from(root: Key, tokens: &[u32], block: usize) -> Vec<Key> {
     let mut keys = Vec::with_capacity(tokens.len() / block + 1);
-    keys.push(root(block));
+    keys.push(root);
     for chunk in tokens.chunks_exact(block) {
         let next = child(keys.last().expect("root"), chunk);
         keys.push(next);

@@ -104,6 +104,9 @@ pub struct CacheStats {
     pub budget_bytes: u64,
     /// Entries evicted so far.
     pub evictions: u64,
+    /// Bytes reserved for checkpoints a call is computing (0 between calls: a failed call gives
+    /// its reservations back).
+    pub bytes_reserved: u64,
 }
 
 /// The cache's bookkeeping. See the module documentation.
@@ -172,6 +175,7 @@ impl StateCache {
             bytes_used: self.bytes_used,
             budget_bytes: self.config.budget_bytes,
             evictions: self.evictions,
+            bytes_reserved: self.bytes_reserved,
         }
     }
 

@@ -29,6 +29,27 @@ impl State {
         Self { layers: vec![layer; c.n_layer] }
     }
 
+    /// A copy, or [`Error::OutOfMemory`] when the allocator refuses it (a CPU checkpoint cache
+    /// that grows into the end of memory — wasm32's 4 GiB — must fail, not abort).
+    pub fn try_clone(&self) -> Result<Self> {
+        let copy = |v: &Vec<f32>| -> Result<Vec<f32>> {
+            let mut out = Vec::new();
+            out.try_reserve_exact(v.len()).map_err(|_| Error::OutOfMemory {
+                what: "a state checkpoint on the CPU backend".into(),
+                needed: 4 * v.len() as u64,
+                limit: "the allocator refused it (lower the cache budget)".into(),
+            })?;
+            out.extend_from_slice(v);
+            Ok(out)
+        };
+        let layers = self
+            .layers
+            .iter()
+            .map(|l| Ok(LayerState { conv: copy(&l.conv)?, ssm: copy(&l.ssm)? }))
+            .collect::<Result<_>>()?;
+        Ok(Self { layers })
+    }
+
     /// Fails unless this state has the shape of `c`'s states.
     pub fn check_fits(&self, c: &Config) -> Result<()> {
         let fits = self.layers.len() == c.n_layer

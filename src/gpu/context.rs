@@ -83,7 +83,11 @@ pub struct GpuContext {
     device: wgpu::Device,
     queue: wgpu::Queue,
     summary: AdapterSummary,
-    uncaptured: Arc<Mutex<Option<String>>>,
+    /// The first GPU error raised outside an error scope and not yet reported.
+    /// (whether it was out of memory, its message)
+    uncaptured: Arc<Mutex<Option<(bool, String)>>>,
+    /// Why the device was lost, once it was.
+    lost: Arc<Mutex<Option<String>>>,
     pub(crate) counters: Arc<Counters>,
 }
 
@@ -126,18 +130,24 @@ impl GpuContext {
             .await
             .map_err(|e| Error::DeviceRequest { adapter: info.name.clone(), reason: e.to_string() })?;
 
-        // WebGPU reports errors outside an error scope asynchronously; wgpu's default handler
-        // panics natively. We keep the last one instead so no panic can reach JavaScript, and
-        // so callers can ask for it (`take_uncaptured_error`).
+        // WebGPU reports errors outside an error scope asynchronously (natively wgpu calls the
+        // handler at once); wgpu's default handler panics natively. We keep the first one so no
+        // panic can reach JavaScript and every model call can report it ([`GpuContext::check`]).
         let uncaptured = Arc::new(Mutex::new(None));
         let sink = Arc::clone(&uncaptured);
         device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
-            let message = e.to_string();
-            crate::platform::log_error(&format!("webmamba: uncaptured GPU error: {message}"));
+            crate::platform::log_error(&format!("webmamba: uncaptured GPU error: {e}"));
             if let Ok(mut slot) = sink.lock() {
-                *slot = Some(message);
+                slot.get_or_insert((matches!(e, wgpu::Error::OutOfMemory { .. }), e.to_string()));
             }
         }));
+        let lost = Arc::new(Mutex::new(None));
+        let sink = Arc::clone(&lost);
+        device.set_device_lost_callback(move |reason, message| {
+            if let Ok(mut slot) = sink.lock() {
+                slot.get_or_insert(format!("{reason:?}: {message}"));
+            }
+        });
 
         let name = match info.name.as_str() {
             "" => crate::platform::browser_adapter_name().await.unwrap_or_else(|| "(unnamed adapter)".into()),
@@ -161,7 +171,7 @@ impl GpuContext {
             max_compute_workgroup_storage_size: limits.max_compute_workgroup_storage_size,
             max_compute_workgroups_per_dimension: limits.max_compute_workgroups_per_dimension,
         };
-        Ok(Self { device, queue, summary, uncaptured, counters: Arc::default() })
+        Ok(Self { device, queue, summary, uncaptured, lost, counters: Arc::default() })
     }
 
     /// The device, for the crate's own plumbing (encoders, pipelines, polling). Buffers and
@@ -200,9 +210,48 @@ impl GpuContext {
         self.device.limits()
     }
 
-    /// Returns and clears the last GPU error that happened outside an error scope, if any.
+    /// Returns and clears the first GPU error that happened outside an error scope, if any.
     pub fn take_uncaptured_error(&self) -> Option<String> {
+        self.take_uncaptured().map(|(_, message)| message)
+    }
+
+    fn take_uncaptured(&self) -> Option<(bool, String)> {
         self.uncaptured.lock().ok().and_then(|mut slot| slot.take())
+    }
+
+    /// Fails with [`Error::DeviceLost`] once the device is lost, and with the GPU error raised
+    /// outside any error scope since the last check ([`Error::OutOfMemory`] or [`Error::Gpu`],
+    /// naming `context`). Every model call checks before and after its GPU work, so no such
+    /// error can pass silently into a result.
+    pub fn check(&self, context: &str) -> Result<()> {
+        // Natively a destroyed or lost device reports it from the next poll.
+        #[cfg(not(target_arch = "wasm32"))]
+        let _ = self.device.poll(wgpu::PollType::Poll);
+        if let Some(reason) = self.lost.lock().ok().and_then(|l| l.clone()) {
+            return Err(Error::DeviceLost { reason });
+        }
+        match self.take_uncaptured() {
+            Some((out_of_memory, message)) => Err(gpu_error(context, out_of_memory, message, 0)),
+            None => Ok(()),
+        }
+    }
+
+    /// `e`, unless a GPU error explains it better: a failed read on a lost device is
+    /// [`Error::DeviceLost`], not a readback error.
+    pub fn explain(&self, context: &str, e: Error) -> Error {
+        self.check(context).err().unwrap_or(e)
+    }
+
+    /// Why the device was lost, if it was.
+    pub fn lost(&self) -> Option<String> {
+        self.lost.lock().ok().and_then(|l| l.clone())
+    }
+
+    /// Destroys the device now, as WebGPU's `device.destroy()`: its memory is freed at once and
+    /// every model on it then fails with [`Error::DeviceLost`] (what a lost device looks like;
+    /// tests use it to check the recovery).
+    pub fn destroy(&self) {
+        self.device.destroy();
     }
 
     /// Submits what the queue holds (buffer writes included) and waits until the GPU has done
@@ -229,17 +278,35 @@ impl GpuContext {
             .map_err(|e| Error::Gpu { context: "flushing the queue".into(), message: e.to_string() })
     }
 
-    /// Runs `f` inside validation and out-of-memory error scopes and turns any error WebGPU
-    /// reports into [`Error::Gpu`] with `context` (e.g. "creating pipeline rms_norm").
+    /// Runs `f` inside validation, out-of-memory and internal error scopes and turns any error
+    /// WebGPU reports into [`Error::Gpu`] (or [`Error::OutOfMemory`]) with `context` (e.g.
+    /// "creating pipeline rms_norm"); a lost device is [`Error::DeviceLost`].
     pub async fn scoped<T>(&self, context: &str, f: impl FnOnce() -> T) -> Result<T> {
         let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let internal = self.device.push_error_scope(wgpu::ErrorFilter::Internal);
         let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let out = f();
-        let validation = validation.pop().await;
-        let oom = oom.pop().await;
-        match validation.or(oom) {
-            Some(e) => Err(Error::Gpu { context: context.to_string(), message: e.to_string() }),
+        let validation = validation.pop();
+        let internal = internal.pop();
+        let oom = oom.pop();
+        let (validation, internal, oom) = (validation.await, internal.await, oom.await);
+        self.check(context)?;
+        match oom.or(validation).or(internal) {
+            Some(e) => {
+                Err(gpu_error(context, matches!(e, wgpu::Error::OutOfMemory { .. }), e.to_string(), 0))
+            }
             None => Ok(out),
         }
+    }
+}
+
+/// A WebGPU error as ours: out of memory is [`Error::OutOfMemory`] (`needed` bytes, 0 when
+/// unknown), anything else [`Error::Gpu`].
+fn gpu_error(context: &str, out_of_memory: bool, message: String, needed: u64) -> Error {
+    if out_of_memory {
+        let limit = format!("the GPU device refused the allocation ({message})");
+        Error::OutOfMemory { what: context.to_string(), needed, limit }
+    } else {
+        Error::Gpu { context: context.to_string(), message }
     }
 }

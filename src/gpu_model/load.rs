@@ -59,6 +59,7 @@ impl GpuModel {
             return Err(Error::InvalidInput("max_tokens must be at least 1".into()));
         }
         plan::check_supported(config)?;
+        plan::check_dispatch(config, options.max_tokens, ctx.summary().max_compute_workgroups_per_dimension)?;
         let allocated = ctx
             .scoped("allocating the model's GPU buffers", || -> Result<_> {
                 let w =
@@ -70,7 +71,11 @@ impl GpuModel {
             .await;
         let (w, acts, state) = match allocated {
             Ok(inner) => inner?,
-            Err(Error::Gpu { message, .. }) => {
+            Err(refused @ (Error::Gpu { .. } | Error::OutOfMemory { .. })) => {
+                let message = match refused {
+                    Error::Gpu { message, .. } => message,
+                    other => other.to_string(),
+                };
                 // What was asked for, computed again without the device: matrices in their
                 // format, vectors in f32.
                 let weights: u64 = layout
@@ -124,7 +129,7 @@ impl Loading<'_> {
             slots: 0,
             conversion,
         };
-        let slots = Slots::new(State::bytes(&config) as u64);
+        let slots = Slots::new(ctx, State::bytes(&config) as u64)?;
         Ok(GpuModel {
             ctx: ctx.clone(),
             config,

@@ -136,11 +136,12 @@ impl GpuModel {
         which: Logits,
         captures: &[(usize, usize)],
     ) -> Result<Vec<f32>> {
-        let c = &self.config;
-        c.check_forward(tokens, captures.iter().map(|c| c.0))?;
+        self.config.check_forward(tokens, captures.iter().map(|c| c.0))?;
+        self.ctx.check("before a forward pass")?;
         for &(_, slot) in captures {
-            self.slots.locate(slot)?;
+            self.slots.locate_for_write(&self.ctx, slot)?;
         }
+        let c = &self.config;
         let mut out =
             Vec::with_capacity(if which == Logits::All { tokens.len() * c.vocab_size } else { c.vocab_size });
         let (mut start, mut next_capture) = (0, 0);
@@ -197,22 +198,28 @@ impl GpuModel {
             bytemuck::bytes_of(&Step { t_len: t, n_chunks: chunks, _pad: [0; 2] }),
         );
         let max_dim = self.ctx.summary().max_compute_workgroups_per_dimension;
-        let mut encoder = self.ctx.encoder("forward");
-        {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
-            let dims = encode::Dims { t, chunks, max_dim };
-            encode::body(&mut pass, &self.kernels, c, &self.plan, dims, head);
-        }
-        let slot_bytes = self.slots.slot_bytes;
-        for (i, &(_, slot)) in captures.iter().enumerate() {
-            let (buffer, offset) = self.slots.locate(slot)?;
-            let from = 4 * (a.max_tokens as u64) + i as u64 * slot_bytes;
-            encoder.copy_buffer_to_buffer(&a.capture, from, buffer, offset, slot_bytes);
-        }
-        queue.submit([encoder.finish()]);
+        // Inside error scopes: a dispatch or copy the device refuses is an error of this call.
+        self.ctx
+            .scoped("running the forward pass", || -> Result<()> {
+                let mut encoder = self.ctx.encoder("forward");
+                {
+                    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+                    let dims = encode::Dims { t, chunks, max_dim };
+                    encode::body(&mut pass, &self.kernels, c, &self.plan, dims, head);
+                }
+                let slot_bytes = self.slots.slot_bytes;
+                for (i, &(_, slot)) in captures.iter().enumerate() {
+                    let (buffer, offset) = self.slots.locate(slot)?;
+                    let from = 4 * (a.max_tokens as u64) + i as u64 * slot_bytes;
+                    encoder.copy_buffer_to_buffer(&a.capture, from, buffer, offset, slot_bytes);
+                }
+                queue.submit([encoder.finish()]);
+                Ok(())
+            })
+            .await??;
         match head {
             Head::None => return Ok(Vec::new()),
-            Head::Last => return a.readback.read_f32(&self.ctx, &a.logits, 0, c.vocab_size).await,
+            Head::Last => return self.read_logits(c.vocab_size).await,
             Head::AllRowsNormalised => {}
         }
         // All positions: the LM head block by block, each read back before the next.
@@ -229,13 +236,23 @@ impl GpuModel {
                 encode::linear(&mut pass, block, rows as u32);
             }
             queue.submit([encoder.finish()]);
-            out.extend(a.readback.read_f32(&self.ctx, &a.logits, 0, rows * c.vocab_size).await?);
+            out.extend(self.read_logits(rows * c.vocab_size).await?);
         }
         Ok(out)
     }
 
+    /// Reads back `len` logits, then checks that no GPU error came up meanwhile (natively
+    /// errors are reported at once; in a browser, asynchronously — by the time a read returns).
+    async fn read_logits(&self, len: usize) -> Result<Vec<f32>> {
+        let logits = self.acts.readback.read_f32(&self.ctx, &self.acts.logits, 0, len).await;
+        let logits = logits.map_err(|e| self.ctx.explain("running the forward pass", e))?;
+        self.ctx.check("running the forward pass")?;
+        Ok(logits)
+    }
+
     /// Resets the working state to all zeros (the state before any token).
     pub fn reset_state(&mut self) {
+        // A lost device needs no reset: the next call reports it.
         let mut encoder = self.ctx.encoder("reset state");
         encoder.clear_buffer(&self.state.conv, 0, None);
         encoder.clear_buffer(&self.state.ssm, 0, None);
@@ -245,15 +262,21 @@ impl GpuModel {
     /// Copies the working state to the CPU.
     pub async fn read_state(&self) -> Result<State> {
         let c = &self.config;
+        self.ctx.check("before reading the state")?;
         let conv_len = (self.state.conv_bytes / 4) as usize;
-        let mut flat = self.ctx.read_f32(&self.state.conv, 0, conv_len).await?;
-        flat.extend(self.ctx.read_f32(&self.state.ssm, 0, State::floats(c) - conv_len).await?);
+        let explain = |e| self.ctx.explain("reading the state", e);
+        let mut flat = self.ctx.read_f32(&self.state.conv, 0, conv_len).await.map_err(explain)?;
+        flat.extend(
+            self.ctx.read_f32(&self.state.ssm, 0, State::floats(c) - conv_len).await.map_err(explain)?,
+        );
+        self.ctx.check("reading the state")?;
         State::from_flat(c, &flat)
     }
 
     /// Replaces the working state with `state` (which must fit this model).
     pub fn write_state(&mut self, state: &State) -> Result<()> {
         state.check_fits(&self.config)?;
+        self.ctx.check("before writing the state")?;
         let flat = state.to_flat();
         let (conv, ssm) = flat.split_at((self.state.conv_bytes / 4) as usize);
         if !conv.is_empty() {
@@ -265,7 +288,7 @@ impl GpuModel {
 
     /// Adds `n` checkpoint slots, each holding one whole state; returns their ids.
     pub fn add_slots(&mut self, n: usize) -> Result<std::ops::Range<usize>> {
-        self.slots.add(&self.ctx, n)
+        Ok(self.slots.add(n))
     }
 
     /// Copies the working state into slot `slot` (on the GPU: no CPU round trip).
@@ -279,9 +302,11 @@ impl GpuModel {
     }
 
     fn copy_state(&mut self, slot: usize, save: bool) -> Result<()> {
-        let (buffer, offset) = self.slots.locate(slot)?;
+        self.ctx.check(if save { "before saving a state" } else { "before restoring a state" })?;
         let conv_bytes = self.state.conv_bytes;
         let ssm_bytes = self.slots.slot_bytes - conv_bytes;
+        let (buffer, offset) =
+            if save { self.slots.locate_for_write(&self.ctx, slot)? } else { self.slots.locate(slot)? };
         let mut encoder = self.ctx.encoder(if save { "save state" } else { "load state" });
         let parts = [(&self.state.conv, 0, conv_bytes), (&self.state.ssm, conv_bytes, ssm_bytes)];
         for (live, at, bytes) in parts.into_iter().filter(|p| p.2 > 0) {
@@ -297,15 +322,18 @@ impl GpuModel {
 
     /// A CPU copy of slot `slot`.
     pub async fn read_slot(&self, slot: usize) -> Result<State> {
+        self.ctx.check("before reading a checkpoint")?;
         let (buffer, offset) = self.slots.locate(slot)?;
-        let flat = self.ctx.read_f32(buffer, offset, State::floats(&self.config)).await?;
+        let flat = self.ctx.read_f32(buffer, offset, State::floats(&self.config)).await;
+        let flat = flat.map_err(|e| self.ctx.explain("reading a checkpoint", e))?;
+        self.ctx.check("reading a checkpoint")?;
         State::from_flat(&self.config, &flat)
     }
 
     /// Writes `state` into slot `slot`.
     pub fn write_slot(&mut self, slot: usize, state: &State) -> Result<()> {
         state.check_fits(&self.config)?;
-        let (buffer, offset) = self.slots.locate(slot)?;
+        let (buffer, offset) = self.slots.locate_for_write(&self.ctx, slot)?;
         self.ctx.queue().write_buffer(buffer, offset, bytemuck::cast_slice(&state.to_flat()));
         Ok(())
     }

@@ -216,6 +216,33 @@ pub(crate) fn check_supported(c: &Config) -> Result<()> {
     Ok(())
 }
 
+/// Fails unless every dispatch of a forward chunk of `max_tokens` tokens fits the device's
+/// per-dimension workgroup limit (`max_dim`; 65,535 on most adapters) — checked at load,
+/// before anything is allocated, instead of a dispatch the device refuses mid-run.
+pub(crate) fn check_dispatch(c: &Config, max_tokens: usize, max_dim: u32) -> Result<()> {
+    let t = max_tokens as u64;
+    if t > max_dim as u64 {
+        return Err(Error::LimitExceeded {
+            what: "max_tokens (tokens per GPU forward chunk: the embedding dispatches a row of \
+                   workgroups per token)",
+            requested: t,
+            limit: max_dim as u64,
+        });
+    }
+    let (di, n, v) = (c.d_inner as u64, c.d_state as u64, c.vocab_size as u64);
+    // The widest outputs (in_proj, the LM head) in gemv and gemm, the scan's (E·D, N) plane.
+    let widest =
+        [(2 * di).max(v).div_ceil(64), (2 * di).max(v).div_ceil(linear::TILE as u64), (di * n).div_ceil(64)];
+    match widest.into_iter().max().filter(|&w| w > max_dim as u64) {
+        Some(w) => Err(Error::LimitExceeded {
+            what: "workgroups along one dispatch dimension (the model's widest matrix)",
+            requested: w,
+            limit: max_dim as u64,
+        }),
+        None => Ok(()),
+    }
+}
+
 impl Plan {
     pub fn new(
         ctx: &GpuContext,

@@ -2,60 +2,95 @@
 //! (every layer's conv window, then every layer's SSM state — [`crate::State::to_flat`]'s
 //! layout). Slots are only ever copied to and from (never bound to a kernel), so they live in
 //! large copy-only slab buffers, free of the storage-binding size limit.
+//!
+//! Slots are handed out as ids at once but their slabs are created on first write: a cache
+//! budget far beyond what the device holds (`budgetBytes: Infinity`) costs nothing until the
+//! checkpoints are really kept, and a slab the device refuses is a typed error then.
 
 use std::ops::Range;
 
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 
-/// All slots of a model: slabs of `per_buffer` slots of `slot_bytes` each.
+/// Most slots one slab holds: a slab is what is allocated at once, so it stays small (≤ 47 MB
+/// for a 130M model's 2.95 MB states).
+const SLAB_SLOTS: u64 = 16;
+
+/// All slots of a model: slabs of `per_slab` slots of `slot_bytes` each.
 pub(crate) struct Slots {
-    buffers: Vec<wgpu::Buffer>,
-    /// Slot id → (buffer, byte offset).
-    table: Vec<(usize, u64)>,
+    /// Slab buffers, created on first write into one of their slots.
+    slabs: Vec<Option<wgpu::Buffer>>,
+    /// Slots handed out so far.
+    len: usize,
+    per_slab: usize,
     pub slot_bytes: u64,
 }
 
 impl Slots {
-    pub fn new(slot_bytes: u64) -> Self {
-        Self { buffers: Vec::new(), table: Vec::new(), slot_bytes }
-    }
-
-    /// Bytes of every slot buffer.
-    pub fn bytes(&self) -> u64 {
-        self.buffers.iter().map(wgpu::Buffer::size).sum()
-    }
-
-    /// Adds `n` slots (new slab buffers) and returns their ids.
-    pub fn add(&mut self, ctx: &GpuContext, n: usize) -> Result<Range<usize>> {
-        let first = self.table.len();
-        let max = ctx.summary().max_buffer_size.min(256 << 20);
-        let per_buffer = ((max / self.slot_bytes) as usize).max(1);
-        if self.slot_bytes > ctx.summary().max_buffer_size {
+    /// No slots yet; fails when one slot would not fit a buffer of this device.
+    pub fn new(ctx: &GpuContext, slot_bytes: u64) -> Result<Self> {
+        let max = ctx.summary().max_buffer_size;
+        if slot_bytes > max {
             return Err(Error::LimitExceeded {
                 what: "one state checkpoint (bytes)",
-                requested: self.slot_bytes,
-                limit: ctx.summary().max_buffer_size,
+                requested: slot_bytes,
+                limit: max,
             });
         }
-        let mut left = n;
-        while left > 0 {
-            let k = left.min(per_buffer);
-            let usage = wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST;
-            let buffer = ctx.create_buffer("checkpoint slots", k as u64 * self.slot_bytes, usage);
-            let b = self.buffers.len();
-            self.table.extend((0..k).map(|i| (b, i as u64 * self.slot_bytes)));
-            self.buffers.push(buffer);
-            left -= k;
-        }
-        Ok(first..self.table.len())
+        let per_slab = (max.min(256 << 20) / slot_bytes.max(1)).clamp(1, SLAB_SLOTS) as usize;
+        Ok(Self { slabs: Vec::new(), len: 0, per_slab, slot_bytes })
     }
 
-    /// Where slot `id` lives.
+    /// Bytes of every slab created so far.
+    pub fn bytes(&self) -> u64 {
+        self.slabs.iter().flatten().map(wgpu::Buffer::size).sum()
+    }
+
+    /// Hands out `n` more slot ids (no memory yet).
+    pub fn add(&mut self, n: usize) -> Range<usize> {
+        let first = self.len;
+        self.len += n;
+        self.slabs.resize_with(self.len.div_ceil(self.per_slab), || None);
+        first..self.len
+    }
+
+    /// Where slot `id` lives, for reading: its slab must exist (something was written to it).
     pub fn locate(&self, id: usize) -> Result<(&wgpu::Buffer, u64)> {
-        let &(b, offset) = self.table.get(id).ok_or_else(|| {
-            Error::InvalidInput(format!("no checkpoint slot {id} (there are {})", self.table.len()))
+        self.check(id)?;
+        let slab = self.slabs[id / self.per_slab].as_ref().ok_or_else(|| {
+            Error::InvalidInput(format!("checkpoint slot {id} was read before anything was saved in it"))
         })?;
-        Ok((&self.buffers[b], offset))
+        Ok((slab, (id % self.per_slab) as u64 * self.slot_bytes))
+    }
+
+    /// Where slot `id` lives, for writing: creates its slab if needed. A slab the device
+    /// refuses is [`Error::OutOfMemory`] (natively at once; in a browser, where WebGPU reports
+    /// it asynchronously, at the model's next check) and is tried again on the next write.
+    pub fn locate_for_write(&mut self, ctx: &GpuContext, id: usize) -> Result<(&wgpu::Buffer, u64)> {
+        self.check(id)?;
+        let s = id / self.per_slab;
+        if self.slabs[s].is_none() {
+            let bytes = self.per_slab as u64 * self.slot_bytes;
+            ctx.check("before creating a checkpoint slab")?;
+            let usage = wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST;
+            let slab = ctx.create_buffer("checkpoint slots", bytes, usage);
+            if let Err(e) = ctx.check("creating a checkpoint slab") {
+                return Err(match e {
+                    Error::OutOfMemory { what, limit, .. } => {
+                        Error::OutOfMemory { what, needed: bytes, limit }
+                    }
+                    other => other,
+                });
+            }
+            self.slabs[s] = Some(slab);
+        }
+        self.locate(id)
+    }
+
+    fn check(&self, id: usize) -> Result<()> {
+        if id >= self.len {
+            return Err(Error::InvalidInput(format!("no checkpoint slot {id} (there are {})", self.len)));
+        }
+        Ok(())
     }
 }

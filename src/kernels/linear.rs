@@ -23,7 +23,7 @@ pub const SOFTPLUS: u32 = 4;
 pub const GEMV_MAX_ROWS: u32 = 1;
 
 /// Outputs and rows per GEMM workgroup tile.
-const TILE: u32 = 32;
+pub const TILE: u32 = 32;
 
 /// `Params` of both shaders.
 #[repr(C)]

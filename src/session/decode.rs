@@ -69,7 +69,10 @@ impl Runtime {
         if self.cache.wants_block(b, &key)
             && let Some(slot) = self.cache.reserve(false)?
         {
-            self.engine.save_state(slot)?;
+            if let Err(e) = self.engine.save_state(slot) {
+                self.cache.release(slot, false);
+                return Err(e);
+            }
             self.cache.insert_block(key, len, slot);
         }
         Ok(())
@@ -83,7 +86,10 @@ impl Runtime {
             return Ok(());
         }
         let Ok(Some(slot)) = self.cache.reserve(true) else { return Ok(()) };
-        self.engine.save_state(slot)?;
+        if let Err(e) = self.engine.save_state(slot) {
+            self.cache.release(slot, true);
+            return Err(e);
+        }
         let s = self.sessions.get(&id.0).ok_or(Error::NoSession(id.0))?;
         let logits = s.logits.clone().expect("logits after generating");
         let end = self.cache.insert_end(&s.history, &s.keys, slot, logits);

@@ -83,7 +83,12 @@ impl Runtime {
 
     /// Replaces the session's history and live state with exported ones. Bytes from another
     /// model or another format version are [`Error::StateMismatch`]; damaged bytes are
-    /// [`Error::CorruptState`]. The session is unchanged when this fails.
+    /// [`Error::CorruptState`]. The session is unchanged when this fails (its history; its
+    /// live state is rebuilt by the next call if the failure came after writing it).
+    ///
+    /// The imported state stays private to this session: its checkpoints (and those computed
+    /// after it) are keyed in a namespace of its own, so another session with the same tokens
+    /// computes its own state rather than trusting bytes from outside.
     pub async fn import_state(&mut self, id: SessionId, bytes: &[u8]) -> Result<()> {
         self.session(id)?;
         if bytes.len() < 32 + MAGIC.len() {
@@ -124,24 +129,37 @@ impl Runtime {
         let state = State::from_flat(c, &flat)
             .map_err(|_| Error::StateMismatch("the state does not fit this model".into()))?;
 
-        let keys = keys::chain(&tokens, self.cache.config().block_size);
-        let existing = self.cache.find_end(&tokens, &keys);
-        let slot = match (existing, tokens.is_empty()) {
-            (None, false) => self.cache.reserve(true)?,
-            _ => None,
-        };
-        self.activate(id)?;
-        self.engine.write_state(&state)?;
-        let end = match (existing, slot) {
-            (Some(e), _) => Some(e),
-            (None, Some(slot)) => {
-                self.engine.save_state(slot)?;
-                Some(self.cache.insert_end(&tokens, &keys, slot, logits.clone()))
+        // The imported state is nobody's computation here: its checkpoints go to a namespace of
+        // the session's own, so no other session resumes from it.
+        self.next_salt += 1;
+        let mut salt = blake3::Hasher::new();
+        salt.update(checksum);
+        salt.update(&self.next_salt.to_le_bytes());
+        let salt = *salt.finalize().as_bytes();
+        let block = self.cache.config().block_size;
+        let keys = keys::chain_from(keys::private_root(block, &salt), &tokens, block);
+        // Room for its prompt-end first (CacheBudget fails before anything changed); the slot
+        // goes back if anything after fails.
+        let slot = if tokens.is_empty() { None } else { self.cache.reserve(true)? };
+        let written = self.activate(id).and_then(|()| {
+            self.engine.write_state(&state)?;
+            slot.map_or(Ok(()), |slot| self.engine.save_state(slot))
+        });
+        if let Err(e) = written {
+            if let Some(slot) = slot {
+                self.cache.release(slot, true);
             }
-            (None, None) => None,
-        };
+            if self.active == Some(id.0)
+                && let Some(s) = self.sessions.get_mut(&id.0)
+            {
+                s.live_valid = false; // the working state may be half written: rebuild it
+            }
+            return Err(e);
+        }
+        let end = slot.map(|slot| self.cache.insert_end(&tokens, &keys, slot, logits.clone()));
         let logits = (!logits.is_empty()).then_some(logits);
         self.commit(id, Done { history: tokens, keys, logits, end, prefilled: 0, missed: false });
+        self.session_mut(id)?.salt = (!self.session(id)?.history.is_empty()).then_some(salt);
         Ok(())
     }
 }

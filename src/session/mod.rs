@@ -67,8 +67,12 @@ pub struct GenerateOptions {
 
 struct Session {
     history: Vec<u32>,
-    /// `keys::chain(history)`.
+    /// `keys::chain_from(root, history)`, `root` the shared root or the session's private one.
     keys: Vec<Key>,
+    /// Set by importing a state: the session's checkpoints live in a namespace of their own
+    /// (`keys::private_root`), so a state nobody here computed is never resumed by another
+    /// session. Cleared when the history is emptied.
+    salt: Option<Key>,
     /// Where the live state is parked while another session is active.
     live_slot: usize,
     /// Whether the live state is the state after `history` (false after a failed call).
@@ -89,6 +93,8 @@ pub struct Runtime {
     sessions: HashMap<u64, Session>,
     free_live_slots: Vec<usize>,
     next_id: u64,
+    /// Makes each import's private namespace unique.
+    next_salt: u64,
     /// The session whose live state is the engine's working state.
     active: Option<u64>,
 }
@@ -120,6 +126,7 @@ impl Runtime {
             sessions: HashMap::new(),
             free_live_slots: Vec::new(),
             next_id: 1,
+            next_salt: 0,
             active: None,
         })
     }
@@ -151,6 +158,7 @@ impl Runtime {
         let s = Session {
             history: Vec::new(),
             keys,
+            salt: None,
             live_slot,
             live_valid: false,
             logits: None,
@@ -204,6 +212,16 @@ impl Runtime {
             checkpoints: self.cache.positions_on(&s.history, &s.keys),
             checkpoint_bytes: State::bytes(self.engine.config()) as u64,
         })
+    }
+
+    /// The chain keys of `tokens` in session `id`'s namespace (shared, or private after an import).
+    fn chain(&self, id: SessionId, tokens: &[u32]) -> Result<Vec<Key>> {
+        let block = self.cache.config().block_size;
+        let root = match self.session(id)?.salt {
+            Some(salt) => keys::private_root(block, &salt),
+            None => keys::root(block),
+        };
+        Ok(keys::chain_from(root, tokens, block))
     }
 
     /// Makes `id`'s live state the engine's working state.

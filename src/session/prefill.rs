@@ -3,7 +3,6 @@
 //! the rest in one forward pass that writes the checkpoints retention asks for.
 
 use crate::cache::EntryId;
-use crate::cache::keys;
 use crate::cpu::Logits;
 use crate::error::Result;
 use crate::session::{Done, Outcome, Runtime, SessionId};
@@ -23,8 +22,11 @@ impl Runtime {
         self.engine.config().check_ids(target)?;
         self.activate(id)?;
         let block = self.cache.config().block_size;
-        let keys = keys::chain(target, block);
         let n = target.len();
+        if n == 0 {
+            self.session_mut(id)?.salt = None;
+        }
+        let keys = self.chain(id, target)?;
         let s = self.session(id)?;
         let live_len =
             (s.live_valid && target.starts_with(&s.history) && (s.history.len() < n || s.logits.is_some()))
@@ -127,7 +129,10 @@ impl Runtime {
                 e
             }
             (None, Some(slot)) => {
-                self.engine.save_state(slot)?;
+                if let Err(e) = self.engine.save_state(slot) {
+                    self.abandon(id, Some(slot), &[], &held);
+                    return Err(e);
+                }
                 self.cache.insert_end(target, &keys, slot, logits.clone())
             }
             (None, None) => unreachable!("a prompt-end slot was reserved"),

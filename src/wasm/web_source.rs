@@ -94,10 +94,21 @@ impl WebSource {
     /// A whole small file (config, tokenizer, index) and the warning of its cache write, if it
     /// failed; `None` when the folder has no such file.
     pub async fn read_small(&self, name: &str) -> Result<Option<(Vec<u8>, Option<String>)>> {
+        use crate::load::files::MAX_SMALL_BYTES;
         let Some(mut opened) = self.open(name).await? else { return Ok(None) };
+        let too_big = |size: u64| Error::Io {
+            path: name.into(),
+            reason: format!("{size} bytes or more; at most {MAX_SMALL_BYTES} are read for this file"),
+        };
+        if let Some(size) = opened.size.filter(|&s| s > MAX_SMALL_BYTES) {
+            return Err(too_big(size));
+        }
         let mut out = Vec::with_capacity(opened.size.unwrap_or(0) as usize);
         while let Some(piece) = opened.reader.next(name).await? {
             out.extend(piece);
+            if out.len() as u64 > MAX_SMALL_BYTES {
+                return Err(too_big(out.len() as u64));
+            }
         }
         let warning = self.finish_cache_write(name, opened.cache_write).await;
         Ok(Some((out, warning)))
