@@ -3,7 +3,7 @@
 // WebGPU when the browser has it (else on the CPU), and chats with one session.
 // Generate edits the session to the prompt (only what changed is re-read), Stop/Continue pause
 // and resume exactly, Regenerate rewinds to the prompt's end (a kept checkpoint: nothing re-read).
-import init, { Model, GenerateOptions } from './pkg/webmamba.js';
+import init, { Model } from './pkg/webmamba.js';
 
 const MODEL_DIR = 'models/shakespeare-mamba-3m';
 const $ = (id) => document.getElementById(id);
@@ -69,10 +69,13 @@ function setBusy(busy) {
 }
 
 function options(reseed) {
-  const o = new GenerateOptions();
-  o.maxTokens = Number($('max-tokens').value) || 80;
-  o.temperature = Number($('temperature').value) || 0;
-  if (reseed) o.seed = Number($('seed').value) || 0;
+  // The inputs may hold anything a user types; the API wants whole numbers and t >= 0.
+  const whole = (id, fallback) => Math.max(0, Math.floor(Number($(id).value))) || fallback;
+  const o = {
+    maxTokens: whole('max-tokens', 80),
+    temperature: Math.max(0, Number($('temperature').value)) || 0,
+  };
+  if (reseed) o.seed = whole('seed', 0);
   return o;
 }
 

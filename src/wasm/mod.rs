@@ -3,6 +3,7 @@
 //! property (see [`crate::Error::code`]); nothing here unwraps, so no panic reaches JS.
 
 mod adapter_info;
+mod args;
 mod info;
 mod loader;
 mod model;
@@ -20,8 +21,8 @@ use crate::kernels::RmsNorm;
 
 pub use adapter_info::AdapterInfo;
 pub use info::ModelInfo;
-pub use model::{LoadOptions, Model};
-pub use session::{GenerateOptions, Outcome, Session, Stats};
+pub use model::Model;
+pub use session::{Outcome, Session, Stats};
 
 /// Installs the panic hook (a bug would otherwise show as `unreachable` with no message).
 #[wasm_bindgen(start)]
@@ -69,9 +70,20 @@ impl Gpu {
     /// `y = x / sqrt(mean(x²) + eps) * weight`, row by row. Rejects with code
     /// `"ShapeMismatch"` when `x.length` is not a multiple of `weight.length`.
     #[wasm_bindgen(js_name = rmsNorm, unchecked_return_type = "Promise<Float32Array>")]
-    pub fn rms_norm(&self, x: Vec<f32>, weight: Vec<f32>, eps: f32) -> js_sys::Promise {
+    pub fn rms_norm(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "Float32Array | number[]")] x: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "Float32Array | number[]")] weight: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] eps: JsValue,
+    ) -> js_sys::Promise {
         let inner = Rc::clone(&self.inner);
         wasm_bindgen_futures::future_to_promise(async move {
+            let (x, weight) =
+                (args::floats(&x, "x").map_err(to_js)?, args::floats(&weight, "weight").map_err(to_js)?);
+            let eps = match eps.as_f64() {
+                Some(e) if e.is_finite() && e >= 0.0 => e as f32,
+                _ => return Err(to_js(args::wrong("eps", "a finite number ≥ 0", &eps))),
+            };
             let y = inner.rms_norm.run(&inner.ctx, &x, &weight, eps).await.map_err(to_js)?;
             Ok(js_sys::Float32Array::from(y.as_slice()).into())
         })

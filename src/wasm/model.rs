@@ -16,63 +16,10 @@ use crate::session::Runtime;
 use crate::tokenizer::Tokenizer;
 use crate::wasm::info::ModelInfo;
 use crate::wasm::loader;
-use crate::wasm::options::{DEFAULT_BLOCK_SIZE, DEFAULT_BUDGET_BYTES, DEFAULT_MAX_TOKENS, LoadConfig};
+use crate::wasm::options::LoadConfig;
 use crate::wasm::session::Session;
-use crate::wasm::to_js;
 use crate::wasm::web_source::{self, WebSource};
-
-/// How to load a model. `new LoadOptions()` gives the defaults; set fields to change them. Every
-/// loader also takes a plain object with the same fields (and `weights`, `cache`, `onProgress`).
-#[wasm_bindgen]
-#[derive(Clone, Debug)]
-pub struct LoadOptions {
-    backend: String,
-    /// Tokens per checkpoint block (B). Default 64.
-    #[wasm_bindgen(js_name = blockSize)]
-    pub block_size: u32,
-    /// Keep every k-th block boundary (0 = every one). Prompt ends are always kept.
-    #[wasm_bindgen(js_name = sparseEvery)]
-    pub sparse_every: u32,
-    /// Most bytes the checkpoint cache may use. Default 64 MiB.
-    #[wasm_bindgen(js_name = budgetBytes)]
-    pub budget_bytes: f64,
-    /// Most tokens one GPU forward chunk processes. Default 256.
-    #[wasm_bindgen(js_name = maxTokens)]
-    pub max_tokens: u32,
-}
-
-#[wasm_bindgen]
-impl LoadOptions {
-    /// The defaults: backend "auto", blocks of 64, dense retention, 64 MiB budget.
-    #[wasm_bindgen(constructor)]
-    pub fn new() -> LoadOptions {
-        LoadOptions {
-            backend: "auto".into(),
-            block_size: DEFAULT_BLOCK_SIZE,
-            sparse_every: 0,
-            budget_bytes: DEFAULT_BUDGET_BYTES,
-            max_tokens: DEFAULT_MAX_TOKENS,
-        }
-    }
-
-    /// "auto" (WebGPU, else the CPU), "gpu" or "cpu".
-    #[wasm_bindgen(getter)]
-    pub fn backend(&self) -> String {
-        self.backend.clone()
-    }
-
-    /// Sets the backend: "auto", "gpu" or "cpu".
-    #[wasm_bindgen(setter)]
-    pub fn set_backend(&mut self, backend: String) {
-        self.backend = backend;
-    }
-}
-
-impl Default for LoadOptions {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+use crate::wasm::{args, to_js};
 
 /// What [`Model`] and its sessions share: the runtime (taken out while a call runs, see
 /// [`Lease`], so a second concurrent call is a `Busy` error rather than a panic) and the
@@ -175,10 +122,11 @@ impl Model {
     /// (or memory) piece by piece, kept in the offline cache unless `cache: false`.
     #[wasm_bindgen(js_name = fromUrl, unchecked_return_type = "Promise<Model>")]
     pub fn from_url(
-        #[wasm_bindgen(js_name = baseUrl)] base_url: String,
+        #[wasm_bindgen(js_name = baseUrl, unchecked_param_type = "string")] base_url: JsValue,
         #[wasm_bindgen(unchecked_param_type = "ModelLoadOptions | undefined")] options: JsValue,
     ) -> js_sys::Promise {
         wasm_bindgen_futures::future_to_promise(async move {
+            let base_url = args::string(&base_url, "baseUrl").map_err(to_js)?;
             let o = LoadConfig::parse(&options).map_err(to_js)?;
             let source = WebSource::url(&base_url, o.cache).await.map_err(to_js)?;
             Self::load_source(source, o).await.map(Into::into).map_err(to_js)
@@ -201,22 +149,31 @@ impl Model {
 
     /// Deletes the offline copies of the files under `baseUrl`; resolves to how many.
     #[wasm_bindgen(js_name = clearCache, unchecked_return_type = "Promise<number>")]
-    pub fn clear_cache(#[wasm_bindgen(js_name = baseUrl)] base_url: String) -> js_sys::Promise {
+    pub fn clear_cache(
+        #[wasm_bindgen(js_name = baseUrl, unchecked_param_type = "string")] base_url: JsValue,
+    ) -> js_sys::Promise {
         wasm_bindgen_futures::future_to_promise(async move {
+            let base_url = args::string(&base_url, "baseUrl").map_err(to_js)?;
             web_source::clear_cache(&base_url).await.map(Into::into).map_err(to_js)
         })
     }
 
     /// Loads a checkpoint from its files' bytes (for callers that already hold them):
     /// `config.json`, `model.safetensors` and (for text in and out) `tokenizer.json`.
-    pub async fn load(
-        config: Vec<u8>,
-        weights: Vec<u8>,
-        tokenizer: Option<Vec<u8>>,
-        #[wasm_bindgen(unchecked_param_type = "LoadOptions | ModelLoadOptions | undefined")] options: JsValue,
-    ) -> std::result::Result<Model, JsValue> {
-        let o = LoadConfig::parse(&options).map_err(to_js)?;
-        Self::load_bytes(config, weights, tokenizer, o).await.map_err(to_js)
+    #[wasm_bindgen(unchecked_return_type = "Promise<Model>")]
+    pub fn load(
+        #[wasm_bindgen(unchecked_param_type = "Uint8Array | ArrayBuffer")] config: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "Uint8Array | ArrayBuffer")] weights: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "Uint8Array | ArrayBuffer | undefined")] tokenizer: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "ModelLoadOptions | undefined")] options: JsValue,
+    ) -> js_sys::Promise {
+        wasm_bindgen_futures::future_to_promise(async move {
+            let config = args::bytes(&config, "config").map_err(to_js)?;
+            let weights = args::bytes(&weights, "weights").map_err(to_js)?;
+            let tokenizer = args::optional_bytes(&tokenizer, "tokenizer").map_err(to_js)?;
+            let o = LoadConfig::parse(&options).map_err(to_js)?;
+            Self::load_bytes(config, weights, tokenizer, o).await.map(Into::into).map_err(to_js)
+        })
     }
 
     async fn load_bytes(
@@ -297,13 +254,21 @@ impl Model {
     }
 
     /// Token ids of `text` (no special-token post-processing).
-    pub fn encode(&self, text: &str) -> std::result::Result<Vec<u32>, JsValue> {
-        self.shared.tokenizer().and_then(|t| t.encode(text, false)).map_err(to_js)
+    pub fn encode(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "string")] text: JsValue,
+    ) -> std::result::Result<Vec<u32>, JsValue> {
+        let text = args::string(&text, "text").map_err(to_js)?;
+        self.shared.tokenizer().and_then(|t| t.encode(&text, false)).map_err(to_js)
     }
 
     /// Text of `ids`.
-    pub fn decode(&self, ids: &[u32]) -> std::result::Result<String, JsValue> {
-        self.shared.tokenizer().and_then(|t| t.decode(ids, true)).map_err(to_js)
+    pub fn decode(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "Uint32Array | number[]")] ids: JsValue,
+    ) -> std::result::Result<String, JsValue> {
+        let ids = args::ids(&ids, "ids").map_err(to_js)?;
+        self.shared.tokenizer().and_then(|t| t.decode(&ids, true)).map_err(to_js)
     }
 }
 

@@ -1,6 +1,6 @@
-//! Load options as JavaScript passes them: a plain object (`{ backend: "gpu", weights: "int8",
-//! onProgress }`) or a [`super::LoadOptions`] instance (its getters read the same way), every
-//! field optional. Wrong types are `InvalidInput` errors naming the field.
+//! Options as JavaScript passes them: plain objects, every field optional — load options
+//! (`{ backend: "gpu", weights: "int8", onProgress }`) and generate options (`{ maxTokens: 40,
+//! temperature: 0.8, seed: 1 }`). Wrong types are `InvalidInput` errors naming the field.
 
 use js_sys::{Function, Object, Reflect};
 use wasm_bindgen::{JsCast, JsValue};
@@ -9,8 +9,9 @@ use crate::cache::{CacheConfig, Retention};
 use crate::error::{Error, Result};
 use crate::gpu_model::WeightFormat;
 use crate::load::{Progress, Reporter};
+use crate::wasm::args;
 
-/// Defaults shared by every loader (and by `new LoadOptions()`).
+/// Defaults shared by every loader.
 pub const DEFAULT_BLOCK_SIZE: u32 = 64;
 /// Default checkpoint-cache budget: 64 MiB.
 pub const DEFAULT_BUDGET_BYTES: f64 = 64.0 * 1048576.0;
@@ -32,17 +33,7 @@ pub(crate) struct LoadConfig {
 impl LoadConfig {
     /// Parses `options` (undefined/null: all defaults).
     pub fn parse(options: &JsValue) -> Result<Self> {
-        let field = |name: &str| -> Result<Option<JsValue>> {
-            if options.is_undefined() || options.is_null() {
-                return Ok(None);
-            }
-            if !options.is_object() {
-                return Err(Error::InvalidInput("load options must be an object".into()));
-            }
-            let v = Reflect::get(options, &name.into())
-                .map_err(|_| Error::InvalidInput(format!("options.{name} could not be read")))?;
-            Ok((!v.is_undefined() && !v.is_null()).then_some(v))
-        };
+        let field = |name: &str| field(options, name, "load options");
         let string = |name: &str, default: &str| -> Result<String> {
             match field(name)? {
                 None => Ok(default.into()),
@@ -120,4 +111,63 @@ fn event(p: &Progress) -> JsValue {
 
 fn wrong(name: &str, what: &str) -> Error {
     Error::InvalidInput(format!("options.{name} must be {what}"))
+}
+
+/// Field `name` of `options` (`None` when it or `options` is undefined/null); `options` must be
+/// an object (`what` names it in the error).
+fn field(options: &JsValue, name: &str, what: &str) -> Result<Option<JsValue>> {
+    if options.is_undefined() || options.is_null() {
+        return Ok(None);
+    }
+    if !options.is_object() || options.is_function() || js_sys::Array::is_array(options) {
+        return Err(args::wrong(what, "an object", options));
+    }
+    let v = Reflect::get(options, &name.into())
+        .map_err(|_| Error::InvalidInput(format!("options.{name} could not be read")))?;
+    Ok((!v.is_undefined() && !v.is_null()).then_some(v))
+}
+
+/// `session.generate(options, onToken)`, parsed: `{ maxTokens = 64, temperature = 0, seed,
+/// stopAtEos = true, onToken }` (`onToken` also as the second argument).
+pub(crate) struct GenerateConfig {
+    pub max_tokens: usize,
+    /// 0: greedy.
+    pub temperature: f32,
+    /// Reseed the sampler (otherwise it continues its random stream).
+    pub seed: Option<u64>,
+    pub stop_at_eos: bool,
+    pub on_token: Option<Function>,
+}
+
+impl GenerateConfig {
+    pub fn parse(options: &JsValue, on_token: &JsValue) -> Result<Self> {
+        let field = |name: &str| field(options, name, "generate options");
+        let max_tokens = match field("maxTokens")? {
+            None => 64,
+            Some(v) => args::whole(&v, "options.maxTokens", u32::MAX as u64)? as usize,
+        };
+        let temperature = match field("temperature")? {
+            None => 0.0,
+            Some(v) => match v.as_f64() {
+                Some(t) if t.is_finite() && t >= 0.0 => t as f32,
+                _ => return Err(args::wrong("options.temperature", "a finite number ≥ 0", &v)),
+            },
+        };
+        let seed = match field("seed")? {
+            None => None,
+            Some(v) => Some(args::whole(&v, "options.seed", (1u64 << 53) - 1)?),
+        };
+        let stop_at_eos = match field("stopAtEos")? {
+            None => true,
+            Some(v) => v.as_bool().ok_or_else(|| args::wrong("options.stopAtEos", "true or false", &v))?,
+        };
+        let on_token = match args::optional_function(on_token, "onToken")? {
+            Some(f) => Some(f),
+            None => match field("onToken")? {
+                None => None,
+                Some(v) => args::optional_function(&v, "options.onToken")?,
+            },
+        };
+        Ok(Self { max_tokens, temperature, seed, stop_at_eos, on_token })
+    }
 }

@@ -12,7 +12,8 @@ use crate::error::Result;
 use crate::sampling::Sampler;
 use crate::session::{GenerateOptions as NativeOptions, Runtime, SessionId};
 use crate::wasm::model::{Lease, Shared};
-use crate::wasm::to_js;
+use crate::wasm::options::GenerateConfig;
+use crate::wasm::{args, to_js};
 
 /// What an operation did: tokens run through the model and the checkpoint it resumed from.
 #[wasm_bindgen]
@@ -61,37 +62,23 @@ pub struct Stats {
     pub cache_budget: f64,
 }
 
-/// Options of [`Session::generate`]. `new GenerateOptions()` gives greedy decoding of 64 tokens.
-#[wasm_bindgen]
-#[derive(Clone, Copy, Debug)]
-pub struct GenerateOptions {
-    /// Most tokens to generate.
-    #[wasm_bindgen(js_name = maxTokens)]
-    pub max_tokens: u32,
-    /// 0: greedy; otherwise sample from softmax(logits / temperature).
-    pub temperature: f32,
-    /// Reseed the sampler (otherwise it continues where it stopped, so stop + continue equals
-    /// one uninterrupted run).
-    pub seed: Option<f64>,
-    /// Stop after the end-of-text token.
-    #[wasm_bindgen(js_name = stopAtEos)]
-    pub stop_at_eos: bool,
+#[wasm_bindgen(typescript_custom_section)]
+const GENERATE_TYPES: &str = r#"
+/** Options of Session.generate; every field is optional. */
+export interface GenerateOptions {
+  /** Most tokens to generate (default 64). */
+  maxTokens?: number;
+  /** 0 (the default): greedy; otherwise sample from softmax(logits / temperature). */
+  temperature?: number;
+  /** Reseed the sampler (otherwise it continues its random stream, so stop + generate again
+   *  equals one uninterrupted run). */
+  seed?: number;
+  /** Stop after the end-of-text token (default true). */
+  stopAtEos?: boolean;
+  /** Called with each piece of text as it arrives (also accepted as generate's 2nd argument). */
+  onToken?: (text: string, id: number) => void;
 }
-
-#[wasm_bindgen]
-impl GenerateOptions {
-    /// Greedy, 64 tokens, stopping at end-of-text.
-    #[wasm_bindgen(constructor)]
-    pub fn new() -> GenerateOptions {
-        GenerateOptions { max_tokens: 64, temperature: 0.0, seed: None, stop_at_eos: true }
-    }
-}
-
-impl Default for GenerateOptions {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+"#;
 
 /// A conversation: a token history and its live state on the model.
 #[wasm_bindgen]
@@ -124,18 +111,21 @@ impl Session {
 impl Session {
     /// Feeds `text` after the history; resolves when its state is ready.
     #[wasm_bindgen(unchecked_return_type = "Promise<Outcome>")]
-    pub fn append(&self, text: String) -> js_sys::Promise {
+    pub fn append(&self, #[wasm_bindgen(unchecked_param_type = "string")] text: JsValue) -> js_sys::Promise {
         self.promise(async move |rt: &mut Runtime, shared: &Shared, id| {
-            let tokens = shared.tokenizer()?.encode(&text, false)?;
+            let tokens = shared.tokenizer()?.encode(&args::string(&text, "text")?, false)?;
             Ok(Outcome::from(rt.append(id, &tokens).await?))
         })
     }
 
     /// Feeds token ids after the history.
     #[wasm_bindgen(js_name = appendTokens, unchecked_return_type = "Promise<Outcome>")]
-    pub fn append_tokens(&self, ids: Vec<u32>) -> js_sys::Promise {
+    pub fn append_tokens(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "Uint32Array | number[]")] ids: JsValue,
+    ) -> js_sys::Promise {
         self.promise(async move |rt: &mut Runtime, _: &Shared, id| {
-            Ok(Outcome::from(rt.append(id, &ids).await?))
+            Ok(Outcome::from(rt.append(id, &args::ids(&ids, "ids")?).await?))
         })
     }
 
@@ -144,28 +134,28 @@ impl Session {
     #[wasm_bindgen(unchecked_return_type = "Promise<string>")]
     pub fn generate(
         &self,
-        options: &GenerateOptions,
+        #[wasm_bindgen(unchecked_param_type = "GenerateOptions | undefined")] options: JsValue,
         #[wasm_bindgen(js_name = onToken, unchecked_param_type = "((text: string, id: number) => void) | undefined")]
-        on_token: Option<js_sys::Function>,
+        on_token: JsValue,
     ) -> js_sys::Promise {
-        let options = *options;
         let (stop, sampler) = (Rc::clone(&self.stop), Rc::clone(&self.sampler));
         if self.shared.is_idle() {
             stop.set(false); // not when this call will be Busy: a running generate keeps its stop
         }
         self.promise(async move |rt: &mut Runtime, shared: &Shared, id| {
+            let options = GenerateConfig::parse(&options, &on_token)?;
             // Keep the sampler (and its random stream) unless a seed or another temperature asks
             // for a new one.
             let kept = sampler.borrow_mut().take();
             let mut s = match kept {
                 Some(s) if options.seed.is_none() && s.temperature() == options.temperature => s,
-                _ => Sampler::new(options.temperature, options.seed.unwrap_or(0.0) as u64)?,
+                _ => Sampler::new(options.temperature, options.seed.unwrap_or(0))?,
             };
             let tokenizer = shared.tokenizer()?;
             let mut stream = tokenizer.stream(true);
             let mut text = String::new();
-            let native =
-                NativeOptions { max_tokens: options.max_tokens as usize, stop_at_eos: options.stop_at_eos };
+            let native = NativeOptions { max_tokens: options.max_tokens, stop_at_eos: options.stop_at_eos };
+            let on_token = options.on_token;
             let result = rt
                 .generate(id, &mut s, native, |token| {
                     if let Ok(Some(piece)) = stream.step(tokenizer, token) {
@@ -195,18 +185,22 @@ impl Session {
     /// Truncates the history to `length` tokens (regenerate, undo), resuming from the nearest
     /// checkpoint.
     #[wasm_bindgen(unchecked_return_type = "Promise<Outcome>")]
-    pub fn rewind(&self, length: u32) -> js_sys::Promise {
+    pub fn rewind(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "number")] length: JsValue,
+    ) -> js_sys::Promise {
         self.promise(async move |rt: &mut Runtime, _: &Shared, id| {
-            Ok(Outcome::from(rt.rewind(id, length as usize).await?))
+            let length = args::whole(&length, "length", u32::MAX as u64)? as usize;
+            Ok(Outcome::from(rt.rewind(id, length).await?))
         })
     }
 
     /// Replaces the history with `text` (an edited prompt), resuming from its longest cached
     /// prefix.
     #[wasm_bindgen(unchecked_return_type = "Promise<Outcome>")]
-    pub fn edit(&self, text: String) -> js_sys::Promise {
+    pub fn edit(&self, #[wasm_bindgen(unchecked_param_type = "string")] text: JsValue) -> js_sys::Promise {
         self.promise(async move |rt: &mut Runtime, shared: &Shared, id| {
-            let tokens = shared.tokenizer()?.encode(&text, false)?;
+            let tokens = shared.tokenizer()?.encode(&args::string(&text, "text")?, false)?;
             Ok(Outcome::from(rt.edit(id, &tokens).await?))
         })
     }
@@ -259,9 +253,12 @@ impl Session {
 
     /// Restores exported bytes into this session (typed errors for another model or damage).
     #[wasm_bindgen(js_name = importState, unchecked_return_type = "Promise<void>")]
-    pub fn import_state(&self, bytes: Vec<u8>) -> js_sys::Promise {
+    pub fn import_state(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "Uint8Array | ArrayBuffer")] bytes: JsValue,
+    ) -> js_sys::Promise {
         self.promise(async move |rt: &mut Runtime, _: &Shared, id| {
-            rt.import_state(id, &bytes).await?;
+            rt.import_state(id, &args::bytes(&bytes, "bytes")?).await?;
             Ok(JsValue::UNDEFINED)
         })
     }

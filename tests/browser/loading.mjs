@@ -67,9 +67,7 @@ async function probe(page, how, url, options, ids, promptIds, greedy) {
     const logits = Array.from(s.logits());
     const g = model.newSession();
     await g.appendTokens(new Uint32Array(promptIds));
-    const opts = new window.webmamba.GenerateOptions();
-    opts.maxTokens = greedy; opts.stopAtEos = false;
-    await g.generate(opts);
+    await g.generate({ maxTokens: greedy, stopAtEos: false });
     const out = Array.from(g.tokens()).slice(promptIds.length);
     const info = model.info;
     return { logits, greedy: out, events, backend: info.backend, weightFormat: info.weightFormat,
@@ -139,10 +137,8 @@ async function loadUrl(page, url, options) {
       const t0 = performance.now();
       await s.appendTokens(new Uint32Array([1, 2, 3, 4, 5, 6, 7, 8]));
       const prefillMs = performance.now() - t0;
-      const opts = new window.webmamba.GenerateOptions();
-      opts.maxTokens = 1; opts.stopAtEos = false;
       const t1 = performance.now();
-      await s.generate(opts);
+      await s.generate({ maxTokens: 1, stopAtEos: false });
       const ids = Array.from(s.tokens()).slice(8);
       const decodeMs = performance.now() - t1;
       const logits = Array.from(s.logits());

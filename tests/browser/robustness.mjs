@@ -1,0 +1,240 @@
+#!/usr/bin/env node
+// The malformed-input matrix in headless Chromium, through the npm package (www/pkg, built by
+// `npm run build:demo`), on WebGPU (SwiftShader) and on the CPU backend:
+//   - every API entry called with wrong-typed and out-of-range arguments, damaged model folders
+//     (written here from the tiny-f32 fixture) and damaged or foreign exported states;
+//   - each case must fail with a WebMambaError of the expected `code` — not a TypeError from the
+//     bindings, not a silent coercion, not a trap, and within 60 s (no promise left unsettled);
+//   - after each case, a session that worked before still generates the same tokens (rewound
+//     to its prompt, greedy).
+import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chromium } from 'playwright-core';
+import { serve } from '../../scripts/serve.mjs';
+
+const ARGS = ['--no-sandbox', '--enable-unsafe-webgpu', '--disable-background-networking',
+  '--disable-component-update', '--disable-sync', '--disable-quic', '--no-first-run'];
+let failures = 0;
+let passed = 0;
+
+function check(cond, message) {
+  if (cond) passed += 1;
+  else { failures += 1; console.error(`robustness: FAIL: ${message}`); }
+}
+
+/** Damaged copies of tests/fixtures/tiny-f32 under `root`, one folder per case. */
+function writeDamagedFolders(root) {
+  rmSync(root, { recursive: true, force: true });
+  const src = 'tests/fixtures/tiny-f32';
+  const weights = readFileSync(`${src}/model.safetensors`);
+  const headerLen = Number(weights.readBigUInt64LE(0));
+  const header = JSON.parse(weights.subarray(8, 8 + headerLen).toString());
+  const folder = (name, edit) => {
+    const dir = `${root}/${name}`;
+    mkdirSync(dir, { recursive: true });
+    for (const f of ['config.json', 'tokenizer.json', 'model.safetensors']) copyFileSync(`${src}/${f}`, `${dir}/${f}`);
+    edit(dir);
+  };
+  const withHeader = (edit) => {
+    const h = structuredClone(header);
+    edit(h);
+    const json = Buffer.from(JSON.stringify(h).padEnd(headerLen));
+    const len = Buffer.alloc(8);
+    len.writeBigUInt64LE(BigInt(json.length));
+    return Buffer.concat([len, json, weights.subarray(8 + headerLen)]);
+  };
+  folder('bad-config', (d) => writeFileSync(`${d}/config.json`, 'not json'));
+  folder('wrong-width', (d) => {
+    const c = JSON.parse(readFileSync(`${src}/config.json`, 'utf8'));
+    writeFileSync(`${d}/config.json`, JSON.stringify({ ...c, hidden_size: 24 }));
+  });
+  folder('bad-tokenizer', (d) => writeFileSync(`${d}/tokenizer.json`, '{"model": 5}'));
+  folder('truncated', (d) => writeFileSync(`${d}/model.safetensors`, weights.subarray(0, weights.length - 100)));
+  folder('huge-header', (d) => {
+    const w = Buffer.from(weights);
+    w.writeBigUInt64LE(2n ** 62n);
+    writeFileSync(`${d}/model.safetensors`, w);
+  });
+  folder('nan-weight', (d) => {
+    const w = Buffer.from(weights);
+    w.writeFloatLE(NaN, 8 + headerLen + 4 * 7);
+    writeFileSync(`${d}/model.safetensors`, w);
+  });
+  folder('missing-tensor', (d) => writeFileSync(`${d}/model.safetensors`, withHeader((h) => {
+    const name = Object.keys(h).find((k) => k.endsWith('norm_f.weight'));
+    h[name.replace('norm_f', 'norm_g')] = h[name];
+    delete h[name];
+  })));
+  folder('index-escapes', (d) => {
+    rmSync(`${d}/model.safetensors`);
+    const map = Object.fromEntries(Object.keys(header).filter((k) => k !== '__metadata__')
+      .map((k) => [k, '../tiny-f32/model.safetensors']));
+    writeFileSync(`${d}/model.safetensors.index.json`, JSON.stringify({ weight_map: map }));
+  });
+}
+
+/** In the page: loads the working model, then runs every case; returns one result per case. */
+async function matrix(page, base, backend) {
+  return page.evaluate(async ({ base, backend }) => {
+    const { Model, Gpu } = window.webmamba;
+    const url = `${base}/fixtures/tiny-f32/`;
+    const opts = { backend, cache: false };
+    const model = await Model.fromUrl(url, opts);
+    const s = model.newSession();
+    const prompt = [5, 17, 3, 99, 42, 7, 7, 64, 1, 250, 12];
+    await s.appendTokens(prompt);
+    const greedy = { maxTokens: 8, stopAtEos: false };
+    await s.generate(greedy);
+    const want = Array.from(s.tokens()).slice(prompt.length);
+    const saved = await s.exportState();
+    const flipped = saved.slice();
+    flipped[40] ^= 1;
+    const foreign = await (await Model.fromUrl(`${base}/fixtures/bias-untied-bf16/`, opts)).newSession();
+    await foreign.appendTokens([1, 2, 3]);
+    const foreignState = await foreign.exportState();
+    const closed = model.newSession();
+    closed.close();
+    const empty = model.newSession();
+    const gpu = backend === 'gpu' ? await Gpu.create() : null;
+    const damaged = (name) => Model.fromUrl(`${base}/damaged/${name}/`, opts);
+
+    const cases = [
+      // Model.fromUrl / fromFiles / load / clearCache
+      ['fromUrl(42)', () => Model.fromUrl(42), 'InvalidInput'],
+      ['fromUrl()', () => Model.fromUrl(), 'InvalidInput'],
+      ['fromUrl(url, "gpu")', () => Model.fromUrl(url, 'gpu'), 'InvalidInput'],
+      ['fromUrl(url, [])', () => Model.fromUrl(url, []), 'InvalidInput'],
+      ['fromUrl backend: 7', () => Model.fromUrl(url, { backend: 7 }), 'InvalidInput'],
+      ['fromUrl backend: "tpu"', () => Model.fromUrl(url, { backend: 'tpu' }), 'InvalidInput'],
+      ['fromUrl weights: "int4"', () => Model.fromUrl(url, { weights: 'int4' }), 'InvalidInput'],
+      ['fromUrl maxTokens: -1', () => Model.fromUrl(url, { maxTokens: -1 }), 'InvalidInput'],
+      ['fromUrl maxTokens: 1.5', () => Model.fromUrl(url, { maxTokens: 1.5 }), 'InvalidInput'],
+      ['fromUrl blockSize: NaN', () => Model.fromUrl(url, { blockSize: NaN }), 'InvalidInput'],
+      ['fromUrl budgetBytes: "lots"', () => Model.fromUrl(url, { budgetBytes: 'lots' }), 'InvalidInput'],
+      ['fromUrl cache: "yes"', () => Model.fromUrl(url, { cache: 'yes' }), 'InvalidInput'],
+      ['fromUrl onProgress: 5', () => Model.fromUrl(url, { onProgress: 5 }), 'InvalidInput'],
+      ['fromUrl of a missing folder', () => Model.fromUrl(`${base}/fixtures/nothing-here/`, opts), 'Io'],
+      ['fromFiles("x")', () => Model.fromFiles('x'), 'InvalidInput'],
+      ['fromFiles([1, 2])', () => Model.fromFiles([1, 2]), 'InvalidInput'],
+      ['fromFiles([])', () => Model.fromFiles([], opts), 'InvalidInput'],
+      ['clearCache(5)', () => Model.clearCache(5), 'InvalidInput'],
+      ['load("a", "b")', () => Model.load('a', 'b'), 'InvalidInput'],
+      ['load(bytes, bytes, 7)', () => Model.load(new Uint8Array(2), new Uint8Array(2), 7), 'InvalidInput'],
+      ['load of junk bytes', () => Model.load(new Uint8Array(3), new Uint8Array(3), undefined, opts), 'Config'],
+      // Damaged model folders
+      ['config.json not JSON', () => damaged('bad-config'), 'Config'],
+      ['config.json of another width', () => damaged('wrong-width'), 'ShapeMismatch'],
+      ['tokenizer.json damaged', () => damaged('bad-tokenizer'), 'Tokenizer'],
+      ['safetensors truncated', () => damaged('truncated'), 'Safetensors'],
+      ['safetensors header length 2^62', () => damaged('huge-header'), 'Safetensors'],
+      ['a NaN weight', () => damaged('nan-weight'), 'NonFiniteWeight'],
+      ['a tensor missing', () => damaged('missing-tensor'), 'MissingTensor'],
+      ['an index naming ../', () => damaged('index-escapes'), 'Safetensors'],
+      // model.encode / decode (synchronous: they throw)
+      ['encode(5)', () => model.encode(5), 'InvalidInput'],
+      ['decode("abc")', () => model.decode('abc'), 'InvalidInput'],
+      ['decode([1.5])', () => model.decode([1.5]), 'InvalidInput'],
+      ['decode([-1])', () => model.decode([-1]), 'InvalidInput'],
+      ['decode([2 ** 40])', () => model.decode([2 ** 40]), 'InvalidInput'],
+      // Session entries
+      ['append(5)', () => s.append(5), 'InvalidInput'],
+      ['append(null)', () => s.append(null), 'InvalidInput'],
+      ['edit({})', () => s.edit({}), 'InvalidInput'],
+      ['appendTokens("abc")', () => s.appendTokens('abc'), 'InvalidInput'],
+      ['appendTokens([1, "x"])', () => s.appendTokens([1, 'x']), 'InvalidInput'],
+      ['appendTokens([1e12])', () => s.appendTokens([1e12]), 'InvalidInput'],
+      ['appendTokens(id outside the vocabulary)', () => s.appendTokens([300]), 'InvalidInput'],
+      ['appendTokens([2^32 − 1])', () => s.appendTokens(new Uint32Array([2 ** 32 - 1])), 'InvalidInput'],
+      ['generate("x")', () => s.generate('x'), 'InvalidInput'],
+      ['generate maxTokens: -5', () => s.generate({ maxTokens: -5 }), 'InvalidInput'],
+      ['generate maxTokens: Infinity', () => s.generate({ maxTokens: Infinity }), 'InvalidInput'],
+      ['generate temperature: -1', () => s.generate({ temperature: -1 }), 'InvalidInput'],
+      ['generate temperature: NaN', () => s.generate({ temperature: NaN }), 'InvalidInput'],
+      ['generate seed: 1.5', () => s.generate({ seed: 1.5 }), 'InvalidInput'],
+      ['generate stopAtEos: "no"', () => s.generate({ stopAtEos: 'no' }), 'InvalidInput'],
+      ['generate({}, 42)', () => s.generate({}, 42), 'InvalidInput'],
+      ['generate onToken: "x"', () => s.generate({ onToken: 'x' }), 'InvalidInput'],
+      ['generate on an empty session', () => empty.generate(greedy), 'InvalidInput'],
+      ['rewind("x")', () => s.rewind('x'), 'InvalidInput'],
+      ['rewind(-1)', () => s.rewind(-1), 'InvalidInput'],
+      ['rewind(1.5)', () => s.rewind(1.5), 'InvalidInput'],
+      ['rewind past the history', () => s.rewind(1e9), 'InvalidInput'],
+      ['importState("x")', () => empty.importState('x'), 'InvalidInput'],
+      ['importState(10 zero bytes)', () => empty.importState(new Uint8Array(10)), 'CorruptState'],
+      ['importState(a flipped bit)', () => empty.importState(flipped), 'CorruptState'],
+      ['importState(another model\'s state)', () => empty.importState(foreignState), 'StateMismatch'],
+      ['a closed session', () => closed.appendTokens([1]), 'NoSession'],
+      ['Busy: a second call while generating', async () => {
+        const first = s.generate({ maxTokens: 2, stopAtEos: false });
+        try { await s.appendTokens([1]); } finally { await first; }
+      }, 'Busy'],
+    ];
+    if (gpu) {
+      cases.push(
+        ['fromUrl maxTokens beyond the dispatch limit', () => Model.fromUrl(url, { ...opts, maxTokens: 70000 }), 'LimitExceeded'],
+        ['rmsNorm("x", …)', () => gpu.rmsNorm('x', [1], 1e-5), 'InvalidInput'],
+        ['rmsNorm eps: -1', () => gpu.rmsNorm([1], [1], -1), 'InvalidInput'],
+        ['rmsNorm of mismatched shapes', () => gpu.rmsNorm([1, 2, 3], [1, 2], 1e-5), 'ShapeMismatch'],
+      );
+    }
+
+    const results = [];
+    const timeout = (ms) => new Promise((_, reject) => setTimeout(() => reject(new Error(`no answer in ${ms} ms`)), ms));
+    for (const [label, call, code] of cases) {
+      const r = { label, want: code };
+      try {
+        await Promise.race([Promise.resolve().then(call), timeout(60000)]);
+        r.got = 'accepted';
+      } catch (e) {
+        r.got = e?.name === 'WebMambaError' ? e.code : `${e?.name}: ${e?.message ?? e}`;
+        r.message = String(e?.message ?? e);
+      }
+      // The session that worked before still works, exactly.
+      try {
+        await s.rewind(prompt.length);
+        await s.generate(greedy);
+        r.after = JSON.stringify(Array.from(s.tokens()).slice(prompt.length)) === JSON.stringify(want);
+      } catch (e) {
+        r.after = `${e?.name}: ${e?.message ?? e}`;
+      }
+      results.push(r);
+    }
+    // And its saved state still imports into a fresh session.
+    const again = model.newSession();
+    await again.importState(saved);
+    results.push({ label: 'the saved state imports afterwards', want: 'ok', got: 'ok',
+      after: JSON.stringify(Array.from(again.tokens())) === JSON.stringify(Array.from(s.tokens())) });
+    return { backend: model.info.backend, results };
+  }, { base, backend });
+}
+
+writeDamagedFolders('target/browser-test/damaged');
+const server = await serve('tests/browser', 0, {
+  mounts: { '/pkg/': 'www/pkg', '/fixtures/': 'tests/fixtures', '/damaged/': 'target/browser-test/damaged' },
+});
+const base = `http://127.0.0.1:${server.address().port}`;
+const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ARGS });
+try {
+  const page = await browser.newPage();
+  const pageErrors = [];
+  page.on('pageerror', (e) => pageErrors.push(String(e)));
+  await page.goto(`${base}/loading.html`);
+  await page.evaluate(() => window.ready);
+  for (const backend of ['gpu', 'cpu']) {
+    const { backend: ran, results } = await matrix(page, base, backend);
+    check(ran === backend, `${backend}: the model runs on ${ran}`);
+    for (const r of results) {
+      check(r.got === r.want, `${backend}: ${r.label}: wanted ${r.want}, got ${r.got}${r.message ? ` (${r.message})` : ''}`);
+      check(r.after === true, `${backend}: after "${r.label}" the working session generates the same tokens: ${r.after}`);
+    }
+    console.log(`robustness: ${backend}: ${results.length} cases, each a typed error with its code, the session intact after each`);
+  }
+  check(pageErrors.length === 0, `no uncaught page errors ${JSON.stringify(pageErrors)}`);
+} finally {
+  await browser.close();
+  server.close();
+}
+if (failures) {
+  console.error(`robustness: ${failures} check(s) failed, ${passed} passed`);
+  process.exit(1);
+}
+console.log(`robustness: all ${passed} checks passed`);

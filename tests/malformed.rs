@@ -1,0 +1,151 @@
+//! The malformed-input matrix at the Rust API, natively and in headless Chromium, on the CPU
+//! and on the GPU: every case is a typed error with its code, and afterwards a session that
+//! worked before still generates exactly the tokens it generated before. (The JavaScript
+//! entries, with wrong-typed arguments, are covered by tests/browser/robustness.mjs.)
+
+mod common;
+
+use common::fixtures;
+use webmamba::sampling::Sampler;
+use webmamba::{
+    CacheConfig, Checkpoint, Engine, GenerateOptions, GpuContext, GpuModelOptions, Logits, Runtime, SessionId,
+};
+
+const PROMPT: [u32; 11] = [5, 17, 3, 99, 42, 7, 7, 64, 1, 250, 12];
+const N: usize = 8;
+
+async fn engine(f: &fixtures::Fixture, ctx: Option<&GpuContext>) -> Engine {
+    match ctx {
+        Some(ctx) => {
+            let options = GpuModelOptions { max_tokens: 64, ..Default::default() };
+            Engine::gpu(ctx, &f.checkpoint(), options).await.unwrap()
+        }
+        None => Engine::cpu(f.checkpoint().weights().unwrap()),
+    }
+}
+
+async fn greedy(rt: &mut Runtime, id: SessionId) -> webmamba::Result<Vec<u32>> {
+    let options = GenerateOptions { max_tokens: N, stop_at_eos: false };
+    rt.generate(id, &mut Sampler::greedy(), options, |_| true).await
+}
+
+/// Blob `b` with its last 32 bytes (the blake3 checksum) recomputed: damage past the checksum.
+fn resealed(mut b: Vec<u8>) -> Vec<u8> {
+    let body = b.len() - 32;
+    let sum = *blake3::hash(&b[..body]).as_bytes();
+    b[body..].copy_from_slice(&sum);
+    b
+}
+
+async fn matrix(ctx: Option<&GpuContext>) {
+    let all = fixtures::all();
+    let f = &all[0];
+    let mut rt =
+        Runtime::new(engine(f, ctx).await, CacheConfig { block_size: 4, ..Default::default() }).unwrap();
+    let backend = rt.engine().name();
+    let s = rt.new_session().unwrap();
+    rt.append(s, &PROMPT).await.unwrap();
+    let want = greedy(&mut rt, s).await.unwrap();
+    let saved = rt.export_state(s).await.unwrap();
+    let mut foreign_rt = Runtime::new(engine(&all[1], ctx).await, CacheConfig::default()).unwrap();
+    let foreign = foreign_rt.new_session().unwrap();
+    foreign_rt.append(foreign, &[1, 2, 3]).await.unwrap();
+    let foreign_state = foreign_rt.export_state(foreign).await.unwrap();
+    let vocab = rt.engine().config().vocab_size as u32;
+
+    let mut flipped = saved.clone();
+    flipped[40] ^= 1;
+    let mut too_many_tokens = saved.clone();
+    too_many_tokens[76..84].copy_from_slice(&u64::MAX.to_le_bytes()); // n_tokens
+    let too_many_tokens = resealed(too_many_tokens);
+    let mut bad_token = saved.clone();
+    bad_token[84..88].copy_from_slice(&vocab.to_le_bytes()); // tokens[0], prefix hash then fails
+    let bad_token = resealed(bad_token);
+    let truncated = resealed(saved[..saved.len() - 36].to_vec());
+    let weights = f.weights[0].1;
+
+    let mut cases: Vec<(&str, &str)> = Vec::new();
+    let mut run =
+        async |label: &'static str, code: &'static str, rt: &mut Runtime, r: webmamba::Result<()>| {
+            let e = r.err().unwrap_or_else(|| panic!("{backend}: {label}: accepted"));
+            assert_eq!(e.code(), code, "{backend}: {label}: {e}");
+            rt.rewind(s, PROMPT.len()).await.unwrap();
+            assert_eq!(greedy(rt, s).await.unwrap(), want, "{backend}: after {label}: the session changed");
+            cases.push((label, code));
+        };
+
+    // Checkpoints that cannot load (nothing of the runtime is touched, and nothing breaks).
+    let load = |config: &[u8], w: Vec<u8>| -> webmamba::Result<()> {
+        Checkpoint::from_bytes(config, vec![("model.safetensors".into(), w)], None, None)?.weights()?;
+        Ok(())
+    };
+    run("config not JSON", "Config", &mut rt, load(b"not json", weights.to_vec())).await;
+    run("truncated weights", "Safetensors", &mut rt, load(f.config, weights[..weights.len() - 9].to_vec()))
+        .await;
+    let mut huge = weights.to_vec();
+    huge[..8].copy_from_slice(&(1u64 << 62).to_le_bytes());
+    run("header length 2^62", "Safetensors", &mut rt, load(f.config, huge)).await;
+    let tokenizer = webmamba::Tokenizer::from_bytes(br#"{"model": 5}"#).map(|_| ());
+    run("tokenizer.json damaged", "Tokenizer", &mut rt, tokenizer).await;
+
+    // Calls on the runtime.
+    let r = rt.append(s, &[vocab]).await.map(|_| ());
+    run("an id outside the vocabulary", "InvalidInput", &mut rt, r).await;
+    let r = rt.append(s, &[1, 2, u32::MAX]).await.map(|_| ());
+    run("id 2^32 − 1", "InvalidInput", &mut rt, r).await;
+    let r = rt.rewind(s, PROMPT.len() + N + 1).await.map(|_| ());
+    run("rewind past the history", "InvalidInput", &mut rt, r).await;
+    let r = rt.edit(s, &[1, vocab + 7]).await.map(|_| ());
+    run("edit with a bad id", "InvalidInput", &mut rt, r).await;
+    let other = rt.new_session().unwrap();
+    let r = greedy(&mut rt, other).await.map(|_| ());
+    run("generate without a prompt", "InvalidInput", &mut rt, r).await;
+    for (label, code, blob) in [
+        ("import 10 zero bytes", "CorruptState", vec![0u8; 10]),
+        ("import with a flipped bit", "CorruptState", flipped),
+        ("import another model's state", "StateMismatch", foreign_state),
+        ("import claiming 2^64 − 1 tokens", "CorruptState", too_many_tokens),
+        ("import with a token outside the vocabulary", "CorruptState", bad_token),
+        ("import cut short (resealed)", "CorruptState", truncated),
+    ] {
+        let r = rt.import_state(other, &blob).await;
+        run(label, code, &mut rt, r).await;
+        assert!(rt.history(other).unwrap().is_empty(), "{label}: the importing session is unchanged");
+    }
+    rt.close_session(other).unwrap();
+    let r = rt.append(other, &[1]).await.map(|_| ());
+    run("a closed session", "NoSession", &mut rt, r).await;
+    let r = rt.close_session(other);
+    run("closing it twice", "NoSession", &mut rt, r).await;
+    assert_eq!(rt.cache_stats().bytes_reserved, 0, "{backend}: no reservation outlives its call");
+
+    // The engine itself: an empty forward, checkpoint positions out of order.
+    let mut e = engine(f, ctx).await;
+    let r = e.forward(&[], Logits::Last).await.map(|_| ());
+    run("an empty forward", "InvalidInput", &mut rt, r).await;
+    let slots = e.add_slots(2).unwrap();
+    let captures = [(3, slots.start), (1, slots.start + 1)];
+    let r = e.forward_capturing(&PROMPT, Logits::Last, &captures).await.map(|_| ());
+    run("captures out of order", "InvalidInput", &mut rt, r).await;
+
+    // The saved state still imports, into a fresh session, and continues the same way.
+    let again = rt.new_session().unwrap();
+    rt.import_state(again, &saved).await.unwrap();
+    assert_eq!(rt.history(again).unwrap(), rt.history(s).unwrap());
+    common::log(&format!(
+        "{backend}: {} malformed inputs, each a typed error, the session intact",
+        cases.len()
+    ));
+}
+
+dual_test! {
+    async fn cpu_malformed_inputs_leave_sessions_intact() {
+        matrix(None).await;
+    }
+
+    async fn gpu_malformed_inputs_leave_sessions_intact() {
+        if let Some(ctx) = common::gpu("gpu_malformed_inputs_leave_sessions_intact").await {
+            matrix(Some(&ctx)).await;
+        }
+    }
+}
