@@ -6,7 +6,10 @@
 //   - each case must fail with a WebMambaError of the expected `code` — not a TypeError from the
 //     bindings, not a silent coercion, not a trap, and within 60 s (no promise left unsettled);
 //   - after each case, a session that worked before still generates the same tokens (rewound
-//     to its prompt, greedy).
+//     to its prompt, greedy);
+//   - a lost GPU device (the page destroys the model's GPUDevice): every call is DeviceLost, and
+//     the documented recovery — load the model again, importState the exported bytes —
+//     continues with the uninterrupted run's tokens.
 import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { chromium } from 'playwright-core';
 import { serve } from '../../scripts/serve.mjs';
@@ -207,6 +210,50 @@ async function matrix(page, base, backend) {
   }, { base, backend });
 }
 
+/** In the page: a model's device is destroyed under it; then the recovery. */
+async function deviceLoss(page, base) {
+  return page.evaluate(async ({ base }) => {
+    const { Model } = window.webmamba;
+    const url = `${base}/fixtures/tiny-f32/`;
+    const opts = { backend: 'gpu', cache: false };
+    const devices = [];
+    const requestDevice = GPUAdapter.prototype.requestDevice;
+    GPUAdapter.prototype.requestDevice = async function (...a) {
+      const d = await requestDevice.apply(this, a);
+      devices.push(d);
+      return d;
+    };
+    let model;
+    try { model = await Model.fromUrl(url, opts); } finally { GPUAdapter.prototype.requestDevice = requestDevice; }
+    const prompt = [5, 17, 3, 99, 42, 7, 7, 64, 1, 250, 12];
+    const whole = model.newSession();
+    await whole.appendTokens(prompt);
+    await whole.generate({ maxTokens: 10, stopAtEos: false });
+    const want = Array.from(whole.tokens()).slice(prompt.length);
+    const s = model.newSession();
+    await s.appendTokens(prompt);
+    await s.generate({ maxTokens: 4, stopAtEos: false });
+    const saved = await s.exportState();
+
+    devices.at(-1).destroy();
+    const lost = await devices.at(-1).lost;
+    const codes = {};
+    for (const [label, call] of [['generate', () => s.generate({ maxTokens: 3, stopAtEos: false })],
+      ['appendTokens', () => s.appendTokens([1, 2])], ['exportState', () => s.exportState()],
+      ['rewind', () => s.rewind(3)]]) {
+      try { await call(); codes[label] = 'accepted'; } catch (e) { codes[label] = e?.name === 'WebMambaError' ? e.code : `${e?.name}: ${e?.message}`; }
+    }
+    const historyKept = s.tokens().length === prompt.length + 4;
+
+    const again = await Model.fromUrl(url, opts);
+    const r = again.newSession();
+    await r.importState(saved);
+    await r.generate({ maxTokens: 6, stopAtEos: false });
+    const recovered = JSON.stringify(Array.from(r.tokens()).slice(prompt.length)) === JSON.stringify(want);
+    return { reason: lost.reason, codes, historyKept, recovered };
+  }, { base });
+}
+
 writeDamagedFolders('target/browser-test/damaged');
 const server = await serve('tests/browser', 0, {
   mounts: { '/pkg/': 'www/pkg', '/fixtures/': 'tests/fixtures', '/damaged/': 'target/browser-test/damaged' },
@@ -228,6 +275,13 @@ try {
     }
     console.log(`robustness: ${backend}: ${results.length} cases, each a typed error with its code, the session intact after each`);
   }
+  const lost = await deviceLoss(page, base);
+  for (const [call, code] of Object.entries(lost.codes)) {
+    check(code === 'DeviceLost', `device lost (${lost.reason}): ${call} is DeviceLost, got ${code}`);
+  }
+  check(lost.historyKept, 'device lost: the session keeps its history');
+  check(lost.recovered, 'device lost: a new model + importState continues with the uninterrupted run\'s tokens');
+  console.log(`robustness: device lost (${lost.reason}): ${JSON.stringify(lost.codes)}, recovered: ${lost.recovered}`);
   check(pageErrors.length === 0, `no uncaught page errors ${JSON.stringify(pageErrors)}`);
 } finally {
   await browser.close();
