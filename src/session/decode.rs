@@ -31,8 +31,8 @@ impl Runtime {
         let eos = self.engine.config().eos_token_id;
         let mut out = Vec::new();
         while out.len() < options.max_tokens {
-            let logits = self.session(id)?.logits.as_deref().expect("ensured logits");
-            let token = sampler.sample(logits)?;
+            let s = self.session(id)?;
+            let token = sampler.sample(s.logits.as_deref().expect("ensured logits"), &s.history)?;
             let fed = self.engine.forward(&[token], Logits::Last).await;
             let s = self.session_mut(id)?;
             let logits = match fed {

@@ -9,6 +9,7 @@ use crate::cache::{CacheConfig, Retention};
 use crate::error::{Error, Result};
 use crate::gpu_model::WeightFormat;
 use crate::load::{Progress, Reporter};
+use crate::sampling::SamplingOptions;
 use crate::wasm::args;
 
 /// Defaults shared by every loader.
@@ -127,14 +128,16 @@ fn field(options: &JsValue, name: &str, what: &str) -> Result<Option<JsValue>> {
     Ok((!v.is_undefined() && !v.is_null()).then_some(v))
 }
 
-/// `session.generate(options, onToken)`, parsed: `{ maxTokens = 64, temperature = 0, seed,
-/// stopAtEos = true, onToken }` (`onToken` also as the second argument).
+/// `session.generate(options, onToken)`, parsed: `{ maxTokens = 64, temperature = 0, topK = 0,
+/// topP = 1, repetitionPenalty = 1, seed, stop = [], stopAtEos = true, onToken }` (`onToken`
+/// also as the second argument).
 pub(crate) struct GenerateConfig {
     pub max_tokens: usize,
-    /// 0: greedy.
-    pub temperature: f32,
+    pub sampling: SamplingOptions,
     /// Reseed the sampler (otherwise it continues its random stream).
     pub seed: Option<u64>,
+    /// Stop strings.
+    pub stop: Vec<String>,
     pub stop_at_eos: bool,
     pub on_token: Option<Function>,
 }
@@ -146,13 +149,40 @@ impl GenerateConfig {
             None => 64,
             Some(v) => args::whole(&v, "options.maxTokens", u32::MAX as u64)? as usize,
         };
-        let temperature = match field("temperature")? {
-            None => 0.0,
-            Some(v) => match v.as_f64() {
-                Some(t) if t.is_finite() && t >= 0.0 => t as f32,
-                _ => return Err(args::wrong("options.temperature", "a finite number ≥ 0", &v)),
-            },
+        // A number field checked by `ok`, or `default`.
+        let real = |name: &str, default: f32, what: &str, ok: fn(f64) -> bool| -> Result<f32> {
+            match field(name)? {
+                None => Ok(default),
+                Some(v) => match v.as_f64() {
+                    Some(x) if ok(x) => Ok(x as f32),
+                    _ => Err(args::wrong(&format!("options.{name}"), what, &v)),
+                },
+            }
         };
+        let sampling = SamplingOptions {
+            temperature: real("temperature", 0.0, "a finite number ≥ 0", |t| t.is_finite() && t >= 0.0)?,
+            top_k: match field("topK")? {
+                None => 0,
+                Some(v) => args::whole(&v, "options.topK", u32::MAX as u64)? as usize,
+            },
+            top_p: real("topP", 1.0, "a number in (0, 1]", |p| p > 0.0 && p <= 1.0)?,
+            repetition_penalty: real("repetitionPenalty", 1.0, "a finite number > 0", |r| {
+                r.is_finite() && r > 0.0
+            })?,
+        };
+        let stop = match field("stop")? {
+            None => Vec::new(),
+            Some(v) if v.is_string() => vec![args::string(&v, "options.stop")?],
+            Some(v) if js_sys::Array::is_array(&v) => js_sys::Array::from(&v)
+                .iter()
+                .enumerate()
+                .map(|(i, s)| args::string(&s, &format!("options.stop[{i}]")))
+                .collect::<Result<_>>()?,
+            Some(v) => return Err(args::wrong("options.stop", "a list of strings", &v)),
+        };
+        if stop.iter().any(String::is_empty) {
+            return Err(Error::InvalidInput("options.stop must not contain an empty string".into()));
+        }
         let seed = match field("seed")? {
             None => None,
             Some(v) => Some(args::whole(&v, "options.seed", (1u64 << 53) - 1)?),
@@ -168,6 +198,6 @@ impl GenerateConfig {
                 Some(v) => args::optional_function(&v, "options.onToken")?,
             },
         };
-        Ok(Self { max_tokens, temperature, seed, stop_at_eos, on_token })
+        Ok(Self { max_tokens, sampling, seed, stop, stop_at_eos, on_token })
     }
 }

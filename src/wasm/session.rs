@@ -9,7 +9,7 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
 
 use crate::error::Result;
-use crate::sampling::Sampler;
+use crate::sampling::{Sampler, StopStrings};
 use crate::session::{GenerateOptions as NativeOptions, Runtime, SessionId};
 use crate::wasm::model::{Lease, Shared};
 use crate::wasm::options::GenerateConfig;
@@ -70,6 +70,14 @@ export interface GenerateOptions {
   maxTokens?: number;
   /** 0 (the default): greedy; otherwise sample from softmax(logits / temperature). */
   temperature?: number;
+  /** Sample among the k most likely tokens only (0, the default: all). */
+  topK?: number;
+  /** Sample among the most likely tokens whose probabilities add up to p (1, the default: all). */
+  topP?: number;
+  /** Penalise tokens already in the history (CTRL / HF: > 1 discourages repeats; 1: off). */
+  repetitionPenalty?: number;
+  /** Strings that end the generation (not included in the text). */
+  stop?: string[];
   /** Reseed the sampler (otherwise it continues its random stream, so stop + generate again
    *  equals one uninterrupted run). */
   seed?: number;
@@ -148,21 +156,30 @@ impl Session {
             // for a new one.
             let kept = sampler.borrow_mut().take();
             let mut s = match kept {
-                Some(s) if options.seed.is_none() && s.temperature() == options.temperature => s,
-                _ => Sampler::new(options.temperature, options.seed.unwrap_or(0))?,
+                Some(s) if options.seed.is_none() && s.options() == options.sampling => s,
+                _ => Sampler::new(options.sampling, options.seed.unwrap_or(0))?,
             };
             let tokenizer = shared.tokenizer()?;
             let mut stream = tokenizer.stream(true);
+            let mut stops = StopStrings::new(options.stop)?;
             let mut text = String::new();
             let native = NativeOptions { max_tokens: options.max_tokens, stop_at_eos: options.stop_at_eos };
             let on_token = options.on_token;
+            // Shows `piece` (already past the stop strings); false when onToken threw.
+            let show = |piece: String, token: u32, text: &mut String| {
+                text.push_str(&piece);
+                match &on_token {
+                    Some(f) if !piece.is_empty() => {
+                        f.call2(&JsValue::NULL, &piece.into(), &token.into()).is_ok()
+                    }
+                    _ => true,
+                }
+            };
             let result = rt
                 .generate(id, &mut s, native, |token| {
                     if let Ok(Some(piece)) = stream.step(tokenizer, token) {
-                        text.push_str(&piece);
-                        if let Some(f) = &on_token
-                            && f.call2(&JsValue::NULL, &piece.into(), &token.into()).is_err()
-                        {
+                        let (shown, stopped) = stops.push(&piece);
+                        if !show(shown, token, &mut text) || stopped {
                             return false;
                         }
                     }
@@ -171,7 +188,9 @@ impl Session {
                 .await;
             *sampler.borrow_mut() = Some(s);
             result?;
-            text.push_str(&stream.finish(tokenizer)?);
+            let (tail, _) = stops.push(&stream.finish(tokenizer)?);
+            text.push_str(&tail);
+            text.push_str(&stops.finish());
             Ok(text)
         })
     }

@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! webmamba logits   [--model DIR] --ids 1,2,3 [--backend cpu|gpu] --out logits.npy
-//! webmamba generate [--model DIR] --prompt TEXT --max-tokens N [--temperature 0] [--seed S] [--backend cpu|gpu]
+//! webmamba generate [--model DIR] --prompt TEXT --max-tokens N [--temperature 0] [--top-k K]
+//!                   [--top-p P] [--repetition-penalty R] [--stop TEXT]... [--seed S] [--backend cpu|gpu]
 //! webmamba bench    [--model DIR | --shape 130m] [--prompt-tokens N] [--decode-tokens N]
 //! webmamba replay   [--model DIR] --ops FILE [--checkpoint-interval B] [--retention dense|sparse:K]
 //!                   [--budget BYTES] [--backend cpu|gpu]
@@ -23,7 +24,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use webmamba::sampling::Sampler;
+use webmamba::sampling::{Sampler, SamplingOptions, StopStrings};
 use webmamba::{
     Checkpoint, Engine, GpuContext, GpuModel, GpuModelOptions, Logits, Matmul, Tokenizer, WeightFormat,
 };
@@ -71,6 +72,18 @@ enum Command {
         /// 0 = greedy; otherwise sample from softmax(logits / temperature).
         #[arg(long, default_value_t = 0.0)]
         temperature: f32,
+        /// Sample among the k most likely tokens only (0: all).
+        #[arg(long, default_value_t = 0)]
+        top_k: usize,
+        /// Sample among the most likely tokens whose probabilities add up to p (1: all).
+        #[arg(long, default_value_t = 1.0)]
+        top_p: f32,
+        /// Penalise tokens already in the history (> 1 discourages repeats; 1: off).
+        #[arg(long, default_value_t = 1.0)]
+        repetition_penalty: f32,
+        /// Stop at this string (not printed); may be given several times.
+        #[arg(long)]
+        stop: Vec<String>,
         /// Seed of the sampler.
         #[arg(long, default_value_t = 0)]
         seed: u64,
@@ -200,7 +213,19 @@ fn main() -> Result<()> {
             npy::write_f32_2d(std::io::BufWriter::new(file), &logits, ids.len(), vocab)?;
             eprintln!("wrote {} ({} x {vocab}, {} backend)", out.display(), ids.len(), e.name());
         }
-        Command::Generate { model, prompt, max_tokens, temperature, seed, backend, weights } => {
+        Command::Generate {
+            model,
+            prompt,
+            max_tokens,
+            temperature,
+            top_k,
+            top_p,
+            repetition_penalty,
+            stop,
+            seed,
+            backend,
+            weights,
+        } => {
             let checkpoint = checkpoint(model.as_ref())?;
             let json =
                 checkpoint.tokenizer_json.as_deref().context("the model folder has no tokenizer.json")?;
@@ -208,23 +233,37 @@ fn main() -> Result<()> {
             let mut e = engine(&checkpoint, backend, Matmul::Auto, weights)?;
             let eos = e.config().eos_token_id;
             let ids = tokenizer.encode(&prompt, true)?;
-            let mut sampler = Sampler::new(temperature, seed)?;
+            let options = SamplingOptions { temperature, top_k, top_p, repetition_penalty };
+            let mut sampler = Sampler::new(options, seed)?;
+            let mut stops = StopStrings::new(stop)?;
             let mut stream = tokenizer.stream(true);
+            let mut history = ids.clone();
             let mut logits = pollster::block_on(e.forward(&ids, Logits::Last))?;
             let mut stdout = std::io::stdout().lock();
             write!(stdout, "{prompt}")?;
+            let mut stopped = false;
             for _ in 0..max_tokens {
-                let next = sampler.sample(&logits)?;
+                let next = sampler.sample(&logits, &history)?;
                 if Some(next) == eos {
                     break;
                 }
+                history.push(next);
                 if let Some(text) = stream.step(&tokenizer, next)? {
-                    write!(stdout, "{text}")?;
+                    let (shown, reached) = stops.push(&text);
+                    write!(stdout, "{shown}")?;
                     stdout.flush()?;
+                    if reached {
+                        stopped = true;
+                        break;
+                    }
                 }
                 logits = pollster::block_on(e.forward(&[next], Logits::Last))?;
             }
-            writeln!(stdout, "{}", stream.finish(&tokenizer)?)?;
+            if !stopped {
+                let (tail, _) = stops.push(&stream.finish(&tokenizer)?);
+                write!(stdout, "{tail}{}", stops.finish())?;
+            }
+            writeln!(stdout)?;
         }
         Command::Random { shape, dtype, shards, seed, zeros, out } => {
             let config = shape.config();
