@@ -128,6 +128,11 @@ pub enum Error {
     #[error("busy: {0}")]
     Busy(String),
 
+    /// The caller's `AbortSignal` fired; the session stopped between tokens and continues from
+    /// there. (In JavaScript the error's `name` is `AbortError`, as `fetch` rejects.)
+    #[error("aborted: {0}")]
+    Aborted(String),
+
     /// No session with this id (closed, or never opened).
     #[error("no session {0}")]
     NoSession(u64),
@@ -190,6 +195,7 @@ impl Error {
             Error::CorruptState(_) => "CorruptState",
             Error::NoSession(_) => "NoSession",
             Error::Busy(_) => "Busy",
+            Error::Aborted(_) => "Aborted",
             Error::InvalidInput(_) => "InvalidInput",
             Error::LimitExceeded { .. } => "LimitExceeded",
             Error::OutOfMemory { .. } => "OutOfMemory",

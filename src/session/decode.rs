@@ -19,6 +19,31 @@ impl Runtime {
         options: GenerateOptions,
         mut on_token: impl FnMut(u32) -> bool,
     ) -> Result<Vec<u32>> {
+        let eos = self.engine.config().eos_token_id;
+        let mut out = Vec::new();
+        while out.len() < options.max_tokens {
+            let token = match self.step(id, sampler).await {
+                Ok(t) => t,
+                Err(e) => {
+                    // What was generated stays; keep its end if the failure allows.
+                    let _ = self.settle(id);
+                    return Err(e);
+                }
+            };
+            out.push(token);
+            if (options.stop_at_eos && Some(token) == eos) || !on_token(token) {
+                break;
+            }
+            crate::platform::yield_now().await;
+        }
+        self.settle(id)?;
+        Ok(out)
+    }
+
+    /// One decode step, what [`Runtime::generate`] does per token: samples the next token
+    /// after the history, feeds it and keeps block boundaries reached. Call
+    /// [`Runtime::settle`] after the last step (a stream does, when it ends).
+    pub async fn step(&mut self, id: SessionId, sampler: &mut Sampler) -> Result<u32> {
         let s = self.session(id)?;
         if s.history.is_empty() {
             return Err(Error::InvalidInput("generate needs a prompt: append tokens first".into()));
@@ -28,36 +53,37 @@ impl Runtime {
             self.ensure(id, &history).await?;
         }
         let block = self.cache.config().block_size;
-        let eos = self.engine.config().eos_token_id;
-        let mut out = Vec::new();
-        while out.len() < options.max_tokens {
-            let s = self.session(id)?;
-            let token = sampler.sample(s.logits.as_deref().expect("ensured logits"), &s.history)?;
-            let fed = self.engine.forward(&[token], Logits::Last).await;
-            let s = self.session_mut(id)?;
-            let logits = match fed {
-                Ok(l) => l,
-                Err(e) => {
-                    s.live_valid = false;
-                    return Err(e);
-                }
-            };
-            s.history.push(token);
-            s.logits = Some(logits);
-            s.prefilled += 1;
-            if s.history.len().is_multiple_of(block) {
-                let next = keys::child(s.keys.last().expect("root"), &s.history[s.history.len() - block..]);
-                s.keys.push(next);
-                self.capture_boundary(id)?;
+        let s = self.session(id)?;
+        let token = sampler.sample(s.logits.as_deref().expect("ensured logits"), &s.history)?;
+        let fed = self.engine.forward(&[token], Logits::Last).await;
+        let s = self.session_mut(id)?;
+        let logits = match fed {
+            Ok(l) => l,
+            Err(e) => {
+                s.live_valid = false;
+                return Err(e);
             }
-            out.push(token);
-            if (options.stop_at_eos && Some(token) == eos) || !on_token(token) {
-                break;
-            }
-            crate::platform::yield_now().await;
+        };
+        s.history.push(token);
+        s.logits = Some(logits);
+        s.prefilled += 1;
+        if s.history.len().is_multiple_of(block) {
+            let next = keys::child(s.keys.last().expect("root"), &s.history[s.history.len() - block..]);
+            s.keys.push(next);
+            self.capture_boundary(id)?;
         }
-        self.store_end(id)?;
-        Ok(out)
+        Ok(token)
+    }
+
+    /// After decoding: keeps the end of the history as the session's latest prompt-end, if the
+    /// budget allows (best effort: the previous one stays pinned otherwise), so a regenerate
+    /// or the next turn resumes there.
+    pub fn settle(&mut self, id: SessionId) -> Result<()> {
+        let s = self.session(id)?;
+        if !(s.live_valid && s.logits.is_some()) || self.active != Some(id.0) {
+            return Ok(()); // nothing current to keep
+        }
+        self.store_end(id)
     }
 
     /// During decode: keep the block boundary just reached if retention wants it and there is

@@ -9,6 +9,7 @@ mod loader;
 mod model;
 mod options;
 mod session;
+mod stream;
 mod web_source;
 
 use std::rc::Rc;
@@ -23,6 +24,7 @@ pub use adapter_info::AdapterInfo;
 pub use info::ModelInfo;
 pub use model::Model;
 pub use session::{Outcome, Session, Stats};
+pub use stream::TokenStream;
 
 /// Installs the panic hook (a bug would otherwise show as `unreachable` with no message).
 #[wasm_bindgen(start)]
@@ -33,7 +35,8 @@ pub fn start() {
 /// Converts a crate error to a catchable JS `Error` (`name = "WebMambaError"`, `code` = kind).
 pub fn to_js(e: Error) -> JsValue {
     let js = js_sys::Error::new(&e.to_string());
-    js.set_name("WebMambaError");
+    // An abort reads as the web's (fetch's) AbortError; every other error is a WebMambaError.
+    js.set_name(if matches!(e, Error::Aborted(_)) { "AbortError" } else { "WebMambaError" });
     // Setting a property on a fresh Error object cannot fail.
     let _ = js_sys::Reflect::set(&js, &"code".into(), &e.code().into());
     js.into()

@@ -140,6 +140,15 @@ pub(crate) struct GenerateConfig {
     pub stop: Vec<String>,
     pub stop_at_eos: bool,
     pub on_token: Option<Function>,
+    /// Stops between tokens once aborted.
+    pub signal: Option<web_sys::AbortSignal>,
+}
+
+impl GenerateConfig {
+    /// Whether the caller's signal has fired.
+    pub fn aborted(&self) -> bool {
+        self.signal.as_ref().is_some_and(web_sys::AbortSignal::aborted)
+    }
 }
 
 impl GenerateConfig {
@@ -198,6 +207,13 @@ impl GenerateConfig {
                 Some(v) => args::optional_function(&v, "options.onToken")?,
             },
         };
-        Ok(Self { max_tokens, sampling, seed, stop, stop_at_eos, on_token })
+        let signal = match field("signal")? {
+            None => None,
+            Some(v) => Some(
+                v.dyn_into::<web_sys::AbortSignal>()
+                    .map_err(|v| args::wrong("options.signal", "an AbortSignal", &v))?,
+            ),
+        };
+        Ok(Self { max_tokens, sampling, seed, stop, stop_at_eos, on_token, signal })
     }
 }

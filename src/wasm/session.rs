@@ -8,11 +8,12 @@ use std::rc::Rc;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::sampling::{Sampler, StopStrings};
 use crate::session::{GenerateOptions as NativeOptions, Runtime, SessionId};
 use crate::wasm::model::{Lease, Shared};
 use crate::wasm::options::GenerateConfig;
+use crate::wasm::stream::TokenStream;
 use crate::wasm::{args, to_js};
 
 /// What an operation did: tokens run through the model and the checkpoint it resumed from.
@@ -85,6 +86,9 @@ export interface GenerateOptions {
   stopAtEos?: boolean;
   /** Called with each piece of text as it arrives (also accepted as generate's 2nd argument). */
   onToken?: (text: string, id: number) => void;
+  /** Stops between tokens: generate then rejects with an AbortError (a stream just ends);
+   *  the session keeps every token fed so far and continues from there. */
+  signal?: AbortSignal;
 }
 "#;
 
@@ -161,10 +165,10 @@ impl Session {
             };
             let tokenizer = shared.tokenizer()?;
             let mut stream = tokenizer.stream(true);
-            let mut stops = StopStrings::new(options.stop)?;
+            let mut stops = StopStrings::new(options.stop.clone())?;
             let mut text = String::new();
             let native = NativeOptions { max_tokens: options.max_tokens, stop_at_eos: options.stop_at_eos };
-            let on_token = options.on_token;
+            let on_token = options.on_token.clone();
             // Shows `piece` (already past the stop strings); false when onToken threw.
             let show = |piece: String, token: u32, text: &mut String| {
                 text.push_str(&piece);
@@ -183,16 +187,35 @@ impl Session {
                             return false;
                         }
                     }
-                    !stop.get()
+                    !stop.get() && !options.aborted()
                 })
                 .await;
             *sampler.borrow_mut() = Some(s);
             result?;
+            if options.aborted() {
+                return Err(Error::Aborted("generate stopped by its AbortSignal".into()));
+            }
             let (tail, _) = stops.push(&stream.finish(tokenizer)?);
             text.push_str(&tail);
             text.push_str(&stops.finish());
             Ok(text)
         })
+    }
+
+    /// Generates like `generate`, as an async iterator of `{ text, id }`, one per token (`text`
+    /// may be empty: a token inside a character, or held back as the start of a stop string).
+    /// `for await (const { text } of session.stream({ maxTokens: 40, signal }))`; `break`, the
+    /// signal or `stop()` end it between tokens, and the session continues from there.
+    #[wasm_bindgen(unchecked_return_type = "AsyncIterableIterator<{ text: string; id: number }>")]
+    pub fn stream(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "GenerateOptions | undefined")] options: JsValue,
+    ) -> std::result::Result<JsValue, JsValue> {
+        let options = GenerateConfig::parse(&options, &JsValue::UNDEFINED).map_err(to_js)?;
+        let (sampler, stop) = (Rc::clone(&self.sampler), Rc::clone(&self.stop));
+        let stream =
+            TokenStream::new(Rc::clone(&self.shared), self.id, sampler, stop, options).map_err(to_js)?;
+        Ok(crate::wasm::stream::async_iterable(JsValue::from(stream)))
     }
 
     /// Stops a running `generate` after the current token (the state stays at the last token
