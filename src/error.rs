@@ -137,6 +137,16 @@ pub enum Error {
     #[error("no session {0}")]
     NoSession(u64),
 
+    /// The browser's storage (IndexedDB) refused: a full quota (`QuotaExceededError`), storage
+    /// disabled (some private windows), ...
+    #[error("{what}: {reason}")]
+    Storage {
+        /// What was being done.
+        what: String,
+        /// What the browser said.
+        reason: String,
+    },
+
     /// An argument is unusable for a reason other than its shape (empty, out of range, ...).
     #[error("invalid input: {0}")]
     InvalidInput(String),
@@ -196,6 +206,7 @@ impl Error {
             Error::NoSession(_) => "NoSession",
             Error::Busy(_) => "Busy",
             Error::Aborted(_) => "Aborted",
+            Error::Storage { .. } => "Storage",
             Error::InvalidInput(_) => "InvalidInput",
             Error::LimitExceeded { .. } => "LimitExceeded",
             Error::OutOfMemory { .. } => "OutOfMemory",

@@ -8,6 +8,7 @@ mod info;
 mod loader;
 mod model;
 mod options;
+mod saved;
 mod session;
 mod stream;
 mod web_source;

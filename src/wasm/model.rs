@@ -19,7 +19,7 @@ use crate::wasm::loader;
 use crate::wasm::options::LoadConfig;
 use crate::wasm::session::Session;
 use crate::wasm::web_source::{self, WebSource};
-use crate::wasm::{args, to_js};
+use crate::wasm::{args, saved, to_js};
 
 /// What [`Model`] and its sessions share: the runtime (taken out while a call runs, see
 /// [`Lease`], so a second concurrent call is a `Busy` error rather than a panic) and the
@@ -251,6 +251,51 @@ impl Model {
     pub fn new_session(&self) -> std::result::Result<Session, JsValue> {
         let id = Lease::run(&self.shared, |rt| rt.new_session()).map_err(to_js)?;
         Ok(Session::new(Rc::clone(&self.shared), id))
+    }
+
+    /// A session saved with `session.save(name)` (in this page or before a reload): its next
+    /// `append` prefills only the new tokens. Another model's session is `StateMismatch`; a
+    /// name never saved `InvalidInput`.
+    #[wasm_bindgen(js_name = restoreSession, unchecked_return_type = "Promise<Session>")]
+    pub fn restore_session(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue,
+    ) -> js_sys::Promise {
+        let shared = Rc::clone(&self.shared);
+        wasm_bindgen_futures::future_to_promise(async move {
+            let name = args::string(&name, "name").map_err(to_js)?;
+            let bytes = saved::get(&name).await.map_err(to_js)?;
+            let mut lease = Lease::new(&shared).map_err(to_js)?;
+            let rt = lease.parts().map_err(to_js)?.0;
+            let id = rt.new_session().map_err(to_js)?;
+            if let Err(e) = rt.import_state(id, &bytes).await {
+                let _ = rt.close_session(id);
+                return Err(to_js(e));
+            }
+            drop(lease);
+            Ok(Session::new(Rc::clone(&shared), id).into())
+        })
+    }
+
+    /// The names of the sessions saved in this browser (for any model).
+    #[wasm_bindgen(js_name = savedSessions, unchecked_return_type = "Promise<string[]>")]
+    pub fn saved_sessions(&self) -> js_sys::Promise {
+        wasm_bindgen_futures::future_to_promise(async move {
+            let names = saved::names().await.map_err(to_js)?;
+            Ok(names.into_iter().map(JsValue::from).collect::<js_sys::Array>().into())
+        })
+    }
+
+    /// Forgets a saved session; resolves to whether it existed.
+    #[wasm_bindgen(js_name = deleteSession, unchecked_return_type = "Promise<boolean>")]
+    pub fn delete_session(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue,
+    ) -> js_sys::Promise {
+        wasm_bindgen_futures::future_to_promise(async move {
+            let name = args::string(&name, "name").map_err(to_js)?;
+            saved::delete(&name).await.map(JsValue::from).map_err(to_js)
+        })
     }
 
     /// Token ids of `text` (no special-token post-processing).

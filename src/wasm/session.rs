@@ -293,6 +293,19 @@ impl Session {
         })
     }
 
+    /// Keeps this session (history, logits, state, the model's fingerprint) in the browser's
+    /// IndexedDB under `name`, replacing what was saved there; `model.restoreSession(name)`
+    /// brings it back after a reload. A full quota is a `Storage` error.
+    #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
+    pub fn save(&self, #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue) -> js_sys::Promise {
+        self.promise(async move |rt: &mut Runtime, _: &Shared, id| {
+            let name = args::string(&name, "name")?;
+            let bytes = rt.export_state(id).await?;
+            crate::wasm::saved::put(&name, &bytes).await?;
+            Ok(JsValue::UNDEFINED)
+        })
+    }
+
     /// Restores exported bytes into this session (typed errors for another model or damage).
     #[wasm_bindgen(js_name = importState, unchecked_return_type = "Promise<void>")]
     pub fn import_state(

@@ -8,7 +8,10 @@
 //     exactly the tokens of an uninterrupted greedy run (also after `break`, and after a
 //     generate rejected with AbortError mid-way);
 //   - the same seed with topK/topP/repetitionPenalty gives the same text, another seed other
-//     text; stop strings end the text where they begin; a negative temperature is a typed error.
+//     text; stop strings end the text where they begin; a negative temperature is a typed error;
+//   - sessions that survive a reload: save → reload → restoreSession → append prefills only the
+//     new tokens and generation continues as if the page had never reloaded; another model's
+//     session is StateMismatch; a full quota is a Storage error; savedSessions/deleteSession.
 import { chromium } from 'playwright-core';
 import { serve } from '../../scripts/serve.mjs';
 
@@ -97,7 +100,52 @@ async function run(page, backend) {
   }, { backend });
 }
 
-const server = await serve('tests/browser', 0, { mounts: { '/pkg/': 'www/pkg', '/models/': 'www/models' } });
+/** save in one page, restore after a reload. */
+async function saved(page) {
+  const before = await page.evaluate(async () => {
+    const { Model } = window.webmamba;
+    const model = await Model.fromUrl('/models/shakespeare-mamba-3m/', { cache: false });
+    for (const n of await model.savedSessions()) await model.deleteSession(n);
+    const s = model.newSession();
+    await s.append('Once upon a time');
+    await s.generate({ maxTokens: 6, stopAtEos: false });
+    await s.save('chat');
+    // What the page would have done without a reload: continue the same session.
+    await s.append(' and then');
+    await s.generate({ maxTokens: 8, stopAtEos: false });
+    const put = IDBObjectStore.prototype.put;
+    IDBObjectStore.prototype.put = () => { throw new DOMException('the quota is full (simulated)', 'QuotaExceededError'); };
+    let quota;
+    try { await s.save('other'); quota = 'accepted'; } catch (e) { quota = `${e.code}: ${e.message}`; } finally { IDBObjectStore.prototype.put = put; }
+    return { tokens: Array.from(s.tokens()), names: await model.savedSessions(), quota };
+  });
+  await page.reload();
+  await page.evaluate(() => window.ready);
+  const after = await page.evaluate(async () => {
+    const { Model } = window.webmamba;
+    const model = await Model.fromUrl('/models/shakespeare-mamba-3m/', { cache: false });
+    const r = await model.restoreSession('chat');
+    const restored = r.tokens().length;
+    const outcome = await r.append(' and then');
+    const added = model.encode(' and then').length;
+    await r.generate({ maxTokens: 8, stopAtEos: false });
+    const code = async (f) => { try { await f(); return 'accepted'; } catch (e) { return e.code; } };
+    const other = await Model.fromUrl('/fixtures/tiny-f32/', { cache: false });
+    return { tokens: Array.from(r.tokens()), restored, prefilled: outcome.prefilled, added,
+      foreign: await code(() => other.restoreSession('chat')), missing: await code(() => model.restoreSession('nope')),
+      deleted: await model.deleteSession('chat'), names: await model.savedSessions() };
+  });
+  check(JSON.stringify(before.names) === '["chat"]', `save: savedSessions() lists ${JSON.stringify(before.names)}`);
+  check(/^Storage: .*QuotaExceededError/.test(before.quota), `save into a full quota: ${before.quota}`);
+  check(after.prefilled === after.added && after.added > 0,
+    `after a reload, restoreSession(${after.restored} tokens) then append prefills only the ${after.added} new tokens (${after.prefilled})`);
+  check(JSON.stringify(after.tokens) === JSON.stringify(before.tokens), 'and generation continues as if the page had not reloaded');
+  check(after.foreign === 'StateMismatch' && after.missing === 'InvalidInput', `another model's session: ${after.foreign}; a name never saved: ${after.missing}`);
+  check(after.deleted === true && after.names.length === 0, 'deleteSession forgets it');
+}
+
+const server = await serve('tests/browser', 0,
+  { mounts: { '/pkg/': 'www/pkg', '/models/': 'www/models', '/fixtures/': 'tests/fixtures' } });
 const base = `http://127.0.0.1:${server.address().port}`;
 const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ARGS });
 try {
@@ -122,6 +170,7 @@ try {
     check(r.stopped === r.stopWant, `${b}: stop ${JSON.stringify(r.stop)} ends the text where it begins (${JSON.stringify(r.stopped)})`);
     check(r.negative === 'WebMambaError:InvalidInput', `${b}: a negative temperature is ${r.negative}`);
   }
+  await saved(page);
   check(seeded.gpu === seeded.cpu, 'the same seed gives the same sampled text on WebGPU and on the CPU');
   check(pageErrors.length === 0, `no uncaught page errors ${JSON.stringify(pageErrors)}`);
 } finally {

@@ -177,6 +177,10 @@ async function matrix(page, base, backend) {
       ['importState(a flipped bit)', () => empty.importState(flipped), 'CorruptState'],
       ['importState(another model\'s state)', () => empty.importState(foreignState), 'StateMismatch'],
       ['a closed session', () => closed.appendTokens([1]), 'NoSession'],
+      ['save(5)', () => s.save(5), 'InvalidInput'],
+      ['restoreSession(5)', () => model.restoreSession(5), 'InvalidInput'],
+      ['restoreSession of a name never saved', () => model.restoreSession('never-saved'), 'InvalidInput'],
+      ['deleteSession(null)', () => model.deleteSession(null), 'InvalidInput'],
       ['Busy: a second call while generating', async () => {
         const first = s.generate({ maxTokens: 2, stopAtEos: false });
         try { await s.appendTokens([1]); } finally { await first; }
