@@ -161,6 +161,18 @@ dual_test! {
             assert_eq!(e.code(), kind, "{bad}: {e}");
         }
     }
+
+    // Found by the round trip that `fuzz/` (config_json) checks: 61 / 7 × 7 truncates to 60,
+    // so `to_hf_json` wrote an expand that did not parse back to intermediate_size 61.
+    async fn to_hf_json_parses_back_to_the_same_config() {
+        for (expand, d_model) in [(8.72, 7), (1.5, 49), (2.0, 768), (0.03, 49), (4.37, 11)] {
+            let json = format!(
+                r#"{{"model_type":"mamba","vocab_size":10,"hidden_size":{d_model},"num_hidden_layers":1,"expand":{expand}}}"#
+            );
+            let c = config(&json).unwrap();
+            assert_eq!(config(&c.to_hf_json()).unwrap(), c, "{json}");
+        }
+    }
 }
 
 /// Native folders: a sharded random checkpoint written by `write_random_checkpoint` streams
