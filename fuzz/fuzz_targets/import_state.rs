@@ -2,7 +2,8 @@
 //! then the blob. Mode bit 0 clear: the blob is imported as is (its blake3 checksum must
 //! match). Set: the blob is the body only and its checksum is appended first, so the structure
 //! behind the checksum (magic, version, fingerprint, prefix hash, lengths, tokens, logits,
-//! state) gets fuzzed too.
+//! state) gets fuzzed too. Mode bit 1 set: the token prefix hash is recomputed first as well,
+//! so fuzzed token ids reach the vocabulary check and the checkpoint cache.
 //!
 //! Each input runs in a fresh session that first imports a known state (five tokens). Checks:
 //! no panic; a failed import leaves the session exactly as it was (same history, logits and
@@ -63,10 +64,26 @@ fn fixture() -> &'static Mutex<Fixture> {
     })
 }
 
+/// Rewrites the token prefix hash (bytes 44..76 of the body) to match the tokens that follow
+/// it, as `export_state` computes it (`src/session/export.rs`), so fuzzed tokens get past it.
+fn fix_prefix_hash(body: &mut [u8]) {
+    let Some(n) = body.get(76..84).map(|b| u64::from_le_bytes(b.try_into().unwrap())) else { return };
+    let end = n.checked_mul(4).and_then(|b| b.checked_add(84)).filter(|&e| e <= body.len() as u64);
+    let Some(end) = end else { return };
+    let mut h = blake3::Hasher::new();
+    h.update(b"webmamba/tokens/v1");
+    h.update(&body[84..end as usize]);
+    body[44..76].copy_from_slice(h.finalize().as_bytes());
+}
+
 fuzz_target!(|data: &[u8]| {
     let mut guard = fixture().lock().unwrap_or_else(|e| e.into_inner());
     let Some((&mode, rest)) = data.split_first() else { return };
-    let blob = if mode & 1 == 1 { [rest, blake3::hash(rest).as_bytes()].concat() } else { rest.to_vec() };
+    let mut body = rest.to_vec();
+    if mode & 2 == 2 {
+        fix_prefix_hash(&mut body);
+    }
+    let blob = if mode & 1 == 1 { [&body[..], blake3::hash(&body).as_bytes()].concat() } else { body };
     let Fixture { runtime, base } = &mut *guard;
     let id = runtime.new_session().unwrap();
     block_on(runtime.import_state(id, base)).unwrap();
