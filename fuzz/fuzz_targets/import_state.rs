@@ -54,6 +54,9 @@ fn fixture() -> &'static Mutex<Fixture> {
                 ("fix-empty", [&[1][..], &body(&empty)].concat()),
                 ("fix-five", [&[1][..], &body(&base)].concat()),
                 ("fix-eight", [&[1][..], &body(&longer)].concat()),
+                ("hash-empty", [&[3][..], &body(&empty)].concat()),
+                ("hash-five", [&[3][..], &body(&base)].concat()),
+                ("hash-eight", [&[3][..], &body(&longer)].concat()),
             ];
             std::fs::create_dir_all(&dir).unwrap();
             for (name, bytes) in seeds {
