@@ -2,6 +2,8 @@
 //! (which builds for wasm32), plus [`StreamDecoder`] for streaming text out one token at a time
 //! without ever emitting half a UTF-8 character.
 
+use serde_json::Value;
+
 use crate::error::{Error, Result};
 
 /// A loaded `tokenizer.json`.
@@ -16,7 +18,17 @@ fn tok_err(e: impl std::fmt::Display) -> Error {
 impl Tokenizer {
     /// Parses `tokenizer.json` bytes.
     pub fn from_bytes(json: &[u8]) -> Result<Self> {
-        tokenizers::Tokenizer::from_bytes(json).map(|inner| Self { inner }).map_err(tok_err)
+        // `tokenizers` 0.23 panics (`expect("Helper")` in its decoder deserializer) on any JSON
+        // error inside the `decoder` value (bad syntax, invalid UTF-8, a lone surrogate): parse
+        // the whole document first (skipping values does not check strings), so bad bytes are
+        // an error.
+        serde_json::from_slice::<serde_json::Value>(json)
+            .map_err(|e| Error::Tokenizer(format!("tokenizer.json is not valid JSON: {e}")))?;
+        let inner = tokenizers::Tokenizer::from_bytes(json).map_err(tok_err)?;
+        if let Some(processor) = inner.get_post_processor() {
+            check_post_processor(&serde_json::to_value(processor).map_err(tok_err)?)?;
+        }
+        Ok(Self { inner })
     }
 
     /// Token ids of `text`. Special tokens written in the text (e.g. `<|endoftext|>`) become
@@ -45,6 +57,44 @@ impl Tokenizer {
     pub fn stream(&self, skip_special_tokens: bool) -> StreamDecoder {
         StreamDecoder { skip_special_tokens, ids: Vec::new(), prefix: String::new(), prefix_index: 0 }
     }
+}
+
+/// Refuses what `tokenizers` 0.23 loads without checking and then panics on when encoding: a
+/// `TemplateProcessing` (also inside a `Sequence`) whose templates name a special token it
+/// does not define, whose special token has more ids than tokens (or fewer), or whose
+/// single-sequence template uses `$B`. `processor` is the loaded post-processor, serialized.
+fn check_post_processor(processor: &Value) -> Result<()> {
+    let fail = |why: String| Err(Error::Tokenizer(format!("invalid TemplateProcessing: {why}")));
+    match processor.get("type").and_then(Value::as_str) {
+        Some("Sequence") => {
+            for p in processor.get("processors").and_then(Value::as_array).into_iter().flatten() {
+                check_post_processor(p)?;
+            }
+        }
+        Some("TemplateProcessing") => {
+            let specials = processor.get("special_tokens").and_then(Value::as_object);
+            for (id, token) in specials.into_iter().flatten() {
+                let len = |key: &str| token.get(key).and_then(Value::as_array).map(Vec::len);
+                if len("ids") != len("tokens") {
+                    return fail(format!("special token {id:?} does not have as many ids as tokens"));
+                }
+            }
+            for which in ["single", "pair"] {
+                for piece in processor.get(which).and_then(Value::as_array).into_iter().flatten() {
+                    let special = piece.pointer("/SpecialToken/id").and_then(Value::as_str);
+                    if let Some(id) = special.filter(|id| !specials.is_some_and(|s| s.contains_key(*id))) {
+                        return fail(format!("the {which} template uses special token {id:?}, not defined"));
+                    }
+                    if which == "single" && piece.pointer("/Sequence/id").and_then(Value::as_str) == Some("B")
+                    {
+                        return fail("the single template uses the second sequence $B".into());
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// Turns a stream of token ids into a stream of text pieces. A token that ends in the middle of

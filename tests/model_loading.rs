@@ -168,6 +168,33 @@ dual_test! {
             assert_eq!(e.code(), kind, "{bad}: {e}");
         }
     }
+
+    // Found by hand while writing `fuzz/` (safetensors_header crashes on it): tensors that
+    // tile up to 2^64 - 8 bytes made `data_start + end` overflow (a panic in debug builds, a
+    // wrapped size in release ones).
+    async fn header_whose_data_ends_past_2_64_is_an_error() {
+        let n = (1u64 << 61) - 1;
+        let table: Vec<String> = (0..8)
+            .map(|i| format!(r#""t{i}":{{"dtype":"U8","shape":[{n}],"data_offsets":[{},{}]}}"#, i * n, (i + 1) * n))
+            .collect();
+        let json = format!("{{{}}}", table.join(","));
+        for size in [None, Some(8 + json.len() as u64)] {
+            let e = webmamba::model::FileHeader::parse("model.safetensors", json.as_bytes(), size).unwrap_err();
+            assert_eq!(e.code(), "Safetensors", "{e}");
+        }
+    }
+
+    // Found by hand while writing `fuzz/` (config_json's round trip fails on it): 61 / 7 × 7
+    // truncates to 60, so `to_hf_json` wrote an expand that did not parse back to 61.
+    async fn to_hf_json_parses_back_to_the_same_config() {
+        for (expand, d_model) in [(8.72, 7), (1.5, 49), (2.0, 768), (0.03, 49), (4.37, 11)] {
+            let json = format!(
+                r#"{{"model_type":"mamba","vocab_size":10,"hidden_size":{d_model},"num_hidden_layers":1,"expand":{expand}}}"#
+            );
+            let c = config(&json).unwrap();
+            assert_eq!(config(&c.to_hf_json()).unwrap(), c, "{json}");
+        }
+    }
 }
 
 /// Native folders: a sharded random checkpoint written by `write_random_checkpoint` streams

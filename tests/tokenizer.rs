@@ -54,4 +54,53 @@ dual_test! {
         let err = Tokenizer::from_bytes(b"{\"not\": \"a tokenizer\"}").err().expect("invalid");
         assert_eq!(err.code(), "Tokenizer");
     }
+
+    // Found by `fuzz/` (tokenizer_json): a syntax error inside `decoder` made `tokenizers`
+    // panic instead of failing.
+    async fn bad_json_inside_the_decoder_is_a_typed_error() {
+        let json = br#"{"version": "1.0", "added_tokens": [], "normalizer": null, "pre_tokenizer": null,
+            "post_processor": null, "decoder": vull,
+            "model": {"type": "WordLevel", "vocab": {"t0": 0}, "unk_token": "t0"}}"#;
+        let err = Tokenizer::from_bytes(json).err().expect("invalid");
+        assert_eq!(err.code(), "Tokenizer");
+        // Valid syntax, but a key that is not UTF-8, and a lone surrogate.
+        for bad in [&b"{\"t\xf9pe\": \"Fuse\"}"[..], br#"{"type": "Strip", "content": "\udc00"}"#] {
+            let json = [&br#"{"version": "1.0", "added_tokens": [], "decoder": "#[..], bad, br#",
+                "model": {"type": "WordLevel", "vocab": {"t0": 0}, "unk_token": "t0"}}"#]
+                .concat();
+            let err = Tokenizer::from_bytes(&json).err().expect("invalid");
+            assert_eq!(err.code(), "Tokenizer");
+        }
+    }
+
+    // Found by `fuzz/` (tokenizer_json): `tokenizers` loads a post-processor template that
+    // names an undefined special token (or `$B` in the single template) and panics encoding.
+    async fn broken_post_processor_template_is_a_typed_error() {
+        let cls = r#"{"SpecialToken": {"id": "[CLS]", "type_id": 0}}"#;
+        let (a, b) = (r#"{"Sequence": {"id": "A", "type_id": 0}}"#, r#"{"Sequence": {"id": "B", "type_id": 1}}"#);
+        let specials = r#"{"[CLS]": {"id": "[CLS]", "ids": [0], "tokens": ["t0"]}}"#;
+        for (single, specials) in [
+            (format!("[{cls}, {a}]"), "{}".to_string()),
+            (format!("[{a}, {b}]"), specials.to_string()),
+            (format!("[{cls}, {a}]"), specials.replace("[0]", "[0, 0]")),
+        ] {
+            let json = format!(
+                r#"{{"version": "1.0", "added_tokens": [], "pre_tokenizer": {{"type": "WhitespaceSplit"}},
+                "post_processor": {{"type": "Sequence", "processors": [{{"type": "TemplateProcessing",
+                    "single": {single}, "pair": [{a}, {b}], "special_tokens": {specials}}}]}},
+                "model": {{"type": "WordLevel", "vocab": {{"t0": 0}}, "unk_token": "t0"}}}}"#
+            );
+            let err = Tokenizer::from_bytes(json.as_bytes()).err().expect(&json);
+            assert_eq!(err.code(), "Tokenizer", "{json}");
+        }
+        // The same with everything defined loads and adds the special token.
+        let json = format!(
+            r#"{{"version": "1.0", "added_tokens": [], "pre_tokenizer": {{"type": "WhitespaceSplit"}},
+            "post_processor": {{"type": "TemplateProcessing", "single": [{cls}, {a}], "pair": [{a}, {b}],
+                "special_tokens": {specials}}},
+            "model": {{"type": "WordLevel", "vocab": {{"t0": 0, "x": 1}}, "unk_token": "t0"}}}}"#
+        );
+        let tokenizer = Tokenizer::from_bytes(json.as_bytes()).unwrap();
+        assert_eq!(tokenizer.encode("x", true).unwrap(), [0, 1]);
+    }
 }

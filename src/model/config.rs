@@ -353,6 +353,14 @@ impl Config {
 
     /// This config as a Hugging Face `config.json` (`MambaForCausalLM`) that parses back to it.
     pub fn to_hf_json(&self) -> String {
+        // HF (and `from_json`) read back int(expand × hidden_size); the nearest quotient can
+        // land just below intermediate_size (61 / 7 × 7 = 60.99…), so take the first expand
+        // at or above it that truncates back to intermediate_size.
+        let (d, di) = (self.d_model as f64, self.d_inner);
+        let mut expand = di as f64 / d;
+        while ((expand * d) as usize) < di {
+            expand = expand.next_up();
+        }
         serde_json::json!({
             "architectures": ["MambaForCausalLM"],
             "model_type": "mamba",
@@ -360,7 +368,7 @@ impl Config {
             "hidden_size": self.d_model,
             "num_hidden_layers": self.n_layer,
             "intermediate_size": self.d_inner,
-            "expand": self.d_inner as f64 / self.d_model as f64,
+            "expand": expand,
             "state_size": self.d_state,
             "conv_kernel": self.d_conv,
             "time_step_rank": self.dt_rank,

@@ -114,7 +114,11 @@ impl FileHeader {
             at = t.end;
         }
         let data_start = 8 + json.len() as u64;
-        let size = data_start + at;
+        let size = data_start.checked_add(at).ok_or_else(|| {
+            fail(format!(
+                "invalid safetensors header: its tensors end {at} bytes after the header, past 2^64"
+            ))
+        })?;
         if let Some(file_size) = file_size.filter(|&s| s != size) {
             return Err(fail(format!(
                 "file is truncated or padded: its header describes {size} bytes, the file has {file_size}"
