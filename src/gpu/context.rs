@@ -227,7 +227,7 @@ impl GpuContext {
         // Natively a destroyed or lost device reports it from the next poll.
         #[cfg(not(target_arch = "wasm32"))]
         let _ = self.device.poll(wgpu::PollType::Poll);
-        if let Some(reason) = self.lost.lock().ok().and_then(|l| l.clone()) {
+        if let Some(reason) = self.lost() {
             return Err(Error::DeviceLost { reason });
         }
         match self.take_uncaptured() {
@@ -236,10 +236,14 @@ impl GpuContext {
         }
     }
 
-    /// `e`, unless a GPU error explains it better: a failed read on a lost device is
-    /// [`Error::DeviceLost`], not a readback error.
-    pub fn explain(&self, context: &str, e: Error) -> Error {
-        self.check(context).err().unwrap_or(e)
+    /// The result of GPU work that has just finished (a readback), checked: a failure that a
+    /// GPU error explains better becomes that error (a failed read on a lost device is
+    /// [`Error::DeviceLost`], not a readback error), and a success still fails if a GPU error
+    /// came up meanwhile ([`GpuContext::check`]).
+    pub fn checked<T>(&self, context: &str, result: Result<T>) -> Result<T> {
+        let value = result.map_err(|e| self.check(context).err().unwrap_or(e))?;
+        self.check(context)?;
+        Ok(value)
     }
 
     /// Why the device was lost, if it was.

@@ -245,9 +245,7 @@ impl GpuModel {
     /// errors are reported at once; in a browser, asynchronously — by the time a read returns).
     async fn read_logits(&self, len: usize) -> Result<Vec<f32>> {
         let logits = self.acts.readback.read_f32(&self.ctx, &self.acts.logits, 0, len).await;
-        let logits = logits.map_err(|e| self.ctx.explain("running the forward pass", e))?;
-        self.ctx.check("running the forward pass")?;
-        Ok(logits)
+        self.ctx.checked("running the forward pass", logits)
     }
 
     /// Resets the working state to all zeros (the state before any token).
@@ -264,12 +262,10 @@ impl GpuModel {
         let c = &self.config;
         self.ctx.check("before reading the state")?;
         let conv_len = (self.state.conv_bytes / 4) as usize;
-        let explain = |e| self.ctx.explain("reading the state", e);
-        let mut flat = self.ctx.read_f32(&self.state.conv, 0, conv_len).await.map_err(explain)?;
-        flat.extend(
-            self.ctx.read_f32(&self.state.ssm, 0, State::floats(c) - conv_len).await.map_err(explain)?,
-        );
-        self.ctx.check("reading the state")?;
+        let conv = self.ctx.read_f32(&self.state.conv, 0, conv_len).await;
+        let mut flat = self.ctx.checked("reading the state", conv)?;
+        let ssm = self.ctx.read_f32(&self.state.ssm, 0, State::floats(c) - conv_len).await;
+        flat.extend(self.ctx.checked("reading the state", ssm)?);
         State::from_flat(c, &flat)
     }
 
@@ -325,9 +321,7 @@ impl GpuModel {
         self.ctx.check("before reading a checkpoint")?;
         let (buffer, offset) = self.slots.locate(slot)?;
         let flat = self.ctx.read_f32(buffer, offset, State::floats(&self.config)).await;
-        let flat = flat.map_err(|e| self.ctx.explain("reading a checkpoint", e))?;
-        self.ctx.check("reading a checkpoint")?;
-        State::from_flat(&self.config, &flat)
+        State::from_flat(&self.config, &self.ctx.checked("reading a checkpoint", flat)?)
     }
 
     /// Writes `state` into slot `slot`.
