@@ -5,34 +5,12 @@
 //! peak heap during a call. Native only.
 #![cfg(not(target_arch = "wasm32"))]
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-
+use common::counting::{self, Counting};
 use safetensors::tensor::Dtype;
 use webmamba::cpu::CHUNK_TOKENS;
 use webmamba::{Checkpoint, Config, CpuModel, Logits, State};
 
 mod common;
-
-/// The system allocator, counting live bytes and their peak.
-struct Counting;
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            let live = LIVE.fetch_add(layout.size(), Relaxed) + layout.size();
-            PEAK.fetch_max(live, Relaxed);
-        }
-        p
-    }
-    unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(p, layout) };
-        LIVE.fetch_sub(layout.size(), Relaxed);
-    }
-}
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
@@ -58,10 +36,9 @@ fn a_long_prompt_runs_in_flat_memory() {
     let model = tiny();
     let prompt = ids(1_000_000);
     let mut state = State::zeros(model.config());
-    let before = LIVE.load(Relaxed);
-    PEAK.store(before, Relaxed);
+    let before = counting::reset_peak();
     let logits = model.forward(&prompt, &mut state, Logits::Last).unwrap();
-    let peak = PEAK.load(Relaxed) - before;
+    let peak = counting::peak() - before;
     common::log(&format!("1,000,000 tokens: peak heap {:.1} MB above the start", peak as f64 / 1e6));
     assert_eq!(logits.len(), 50);
     assert!(logits.iter().all(|v| v.is_finite()));

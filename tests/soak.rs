@@ -7,32 +7,14 @@
 //! compared one for one however a prefix was reached).
 #![cfg(not(target_arch = "wasm32"))]
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-
+use common::counting::{self, Counting};
 use rand::{Rng, SeedableRng, rngs::SmallRng};
 use webmamba::sampling::Sampler;
 use webmamba::{
     CacheConfig, Checkpoint, CpuModel, Engine, GenerateOptions, Logits, Retention, Runtime, State,
 };
 
-/// The system allocator, counting live bytes.
-struct Counting;
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            LIVE.fetch_add(layout.size(), Relaxed);
-        }
-        p
-    }
-    unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(p, layout) };
-        LIVE.fetch_sub(layout.size(), Relaxed);
-    }
-}
+mod common;
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
@@ -102,11 +84,11 @@ fn soak_ten_thousand_tokens_with_eviction() {
         let stats = rt.cache_stats();
         assert!(stats.bytes_used <= budget, "cache over its budget: {} > {budget}", stats.bytes_used);
         if turns == 2 * SESSIONS {
-            after_first_round = LIVE.load(Relaxed);
+            after_first_round = counting::live();
         }
     }
     let history: usize = ids.iter().map(|&s| rt.history(s).unwrap().len()).sum();
-    let live = LIVE.load(Relaxed);
+    let live = counting::live();
     let stats = rt.cache_stats();
     eprintln!(
         "soak: {generated} tokens in {turns} turns over {SESSIONS} sessions in {:.0} s; {} evictions; \

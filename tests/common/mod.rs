@@ -9,6 +9,7 @@
 
 #![allow(dead_code)] // each test binary uses a different subset of these helpers
 
+pub mod counting;
 pub mod fixtures;
 
 use webmamba::GpuContext;
