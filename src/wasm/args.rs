@@ -26,14 +26,9 @@ pub fn ids(v: &JsValue, name: &str) -> Result<Vec<u32>> {
     if let Some(a) = v.dyn_ref::<Uint32Array>() {
         return Ok(a.to_vec());
     }
-    if !js_sys::Array::is_array(v) {
-        return Err(wrong(name, "a Uint32Array or an array of token ids", v));
-    }
-    js_sys::Array::from(v)
-        .iter()
-        .enumerate()
-        .map(|(i, id)| whole(&id, &format!("{name}[{i}]"), u32::MAX as u64).map(|n| n as u32))
-        .collect()
+    elements(v, name, "a Uint32Array or an array of token ids", |id, at| {
+        whole(id, at, u32::MAX as u64).map(|n| n as u32)
+    })
 }
 
 /// `v` must be numbers: a `Float32Array`, or an array of numbers.
@@ -41,16 +36,23 @@ pub fn floats(v: &JsValue, name: &str) -> Result<Vec<f32>> {
     if let Some(a) = v.dyn_ref::<js_sys::Float32Array>() {
         return Ok(a.to_vec());
     }
+    elements(v, name, "a Float32Array or an array of numbers", |x, at| {
+        x.as_f64().map(|x| x as f32).ok_or_else(|| wrong(at, "a number", x))
+    })
+}
+
+/// Each element of array `v` read by `each` (given its name, `name[i]`); `v` must be an array
+/// (`what` says what else would do).
+fn elements<T>(
+    v: &JsValue,
+    name: &str,
+    what: &str,
+    each: impl Fn(&JsValue, &str) -> Result<T>,
+) -> Result<Vec<T>> {
     if !js_sys::Array::is_array(v) {
-        return Err(wrong(name, "a Float32Array or an array of numbers", v));
+        return Err(wrong(name, what, v));
     }
-    js_sys::Array::from(v)
-        .iter()
-        .enumerate()
-        .map(|(i, x)| {
-            x.as_f64().map(|x| x as f32).ok_or_else(|| wrong(&format!("{name}[{i}]"), "a number", &x))
-        })
-        .collect()
+    js_sys::Array::from(v).iter().enumerate().map(|(i, x)| each(&x, &format!("{name}[{i}]"))).collect()
 }
 
 /// `v` must be bytes: a `Uint8Array` or an `ArrayBuffer`.

@@ -9,7 +9,7 @@ use crate::cache::{CacheConfig, Retention};
 use crate::error::{Error, Result};
 use crate::gpu_model::WeightFormat;
 use crate::load::{Progress, Reporter};
-use crate::sampling::SamplingOptions;
+use crate::sampling::{Sampler, SamplingOptions};
 use crate::wasm::args;
 
 /// Defaults shared by every loader.
@@ -145,6 +145,15 @@ pub(crate) struct GenerateConfig {
 }
 
 impl GenerateConfig {
+    /// The sampler for this call: the session's `kept` one (whose random stream then continues,
+    /// so stop + generate again equals one run) unless a seed or other settings ask for a new one.
+    pub fn sampler(&self, kept: Option<Sampler>) -> Result<Sampler> {
+        match kept {
+            Some(s) if self.seed.is_none() && s.options() == self.sampling => Ok(s),
+            _ => Sampler::new(self.sampling, self.seed.unwrap_or(0)),
+        }
+    }
+
     /// Whether the caller's signal has fired.
     pub fn aborted(&self) -> bool {
         self.signal.as_ref().is_some_and(web_sys::AbortSignal::aborted)

@@ -156,13 +156,8 @@ impl Session {
         }
         self.promise(async move |rt: &mut Runtime, shared: &Shared, id| {
             let options = GenerateConfig::parse(&options, &on_token)?;
-            // Keep the sampler (and its random stream) unless a seed or another temperature asks
-            // for a new one.
             let kept = sampler.borrow_mut().take();
-            let mut s = match kept {
-                Some(s) if options.seed.is_none() && s.options() == options.sampling => s,
-                _ => Sampler::new(options.sampling, options.seed.unwrap_or(0))?,
-            };
+            let mut s = options.sampler(kept)?;
             let tokenizer = shared.tokenizer()?;
             let mut stream = tokenizer.stream(true);
             let mut stops = StopStrings::new(options.stop.clone())?;

@@ -65,13 +65,8 @@ impl TokenStream {
         stop: Rc<Cell<bool>>,
         options: GenerateConfig,
     ) -> Result<Self> {
-        let keep = sampler
-            .borrow()
-            .as_ref()
-            .is_some_and(|s| options.seed.is_none() && s.options() == options.sampling);
-        if !keep {
-            *sampler.borrow_mut() = Some(Sampler::new(options.sampling, options.seed.unwrap_or(0))?);
-        }
+        let kept = sampler.borrow_mut().take();
+        *sampler.borrow_mut() = Some(options.sampler(kept)?);
         let decoder = shared.tokenizer()?.stream(true);
         let stops = StopStrings::new(options.stop.clone())?;
         stop.set(false);
