@@ -14,15 +14,9 @@
 //     session is StateMismatch; a full quota is a Storage error; savedSessions/deleteSession.
 import { chromium } from 'playwright-core';
 import { serve } from '../../scripts/serve.mjs';
+import { ARGS, checker, openTestPage, reload } from './harness.mjs';
 
-const ARGS = ['--no-sandbox', '--enable-unsafe-webgpu', '--disable-background-networking',
-  '--disable-component-update', '--disable-sync', '--disable-quic', '--no-first-run'];
-let failures = 0;
-
-function check(cond, message) {
-  if (cond) console.log(`api: ok: ${message}`);
-  else { failures += 1; console.error(`api: FAIL: ${message}`); }
-}
+const { check, counts } = checker('api');
 
 async function run(page, backend) {
   return page.evaluate(async ({ backend }) => {
@@ -119,8 +113,7 @@ async function saved(page) {
     try { await s.save('other'); quota = 'accepted'; } catch (e) { quota = `${e.code}: ${e.message}`; } finally { IDBObjectStore.prototype.put = put; }
     return { tokens: Array.from(s.tokens()), names: await model.savedSessions(), quota };
   });
-  await page.reload();
-  await page.evaluate(() => window.ready);
+  await reload(page);
   const after = await page.evaluate(async () => {
     const { Model } = window.webmamba;
     const model = await Model.fromUrl('/models/shakespeare-mamba-3m/', { cache: false });
@@ -149,11 +142,7 @@ const server = await serve('tests/browser', 0,
 const base = `http://127.0.0.1:${server.address().port}`;
 const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ARGS });
 try {
-  const page = await browser.newPage();
-  const pageErrors = [];
-  page.on('pageerror', (e) => pageErrors.push(String(e)));
-  await page.goto(`${base}/loading.html`);
-  await page.evaluate(() => window.ready);
+  const { page, pageErrors } = await openTestPage(browser, base);
   const seeded = {};
   for (const backend of ['gpu', 'cpu']) {
     const r = await run(page, backend);
@@ -177,8 +166,8 @@ try {
   await browser.close();
   server.close();
 }
-if (failures) {
-  console.error(`api: ${failures} check(s) failed`);
+if (counts.failed) {
+  console.error(`api: ${counts.failed} check(s) failed`);
   process.exit(1);
 }
 console.log('api: all checks passed');

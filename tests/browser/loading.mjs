@@ -23,17 +23,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 import { serve } from '../../scripts/serve.mjs';
+import { ARGS, checker, openTestPage, reload } from './harness.mjs';
 
 const BIG = process.env.WEBMAMBA_BIG === '1' || process.argv.includes('--big');
-const ARGS = ['--no-sandbox', '--enable-unsafe-webgpu', '--disable-background-networking',
-  '--disable-component-update', '--disable-sync', '--disable-quic', '--no-first-run'];
 const MIB = 2 ** 20;
-let failures = 0;
-
-function check(cond, message) {
-  if (cond) console.log(`loading: ok: ${message}`);
-  else { failures += 1; console.error(`loading: FAIL: ${message}`); }
-}
+const { check, counts } = checker('loading');
 
 /** HF's outputs for a fixture: ids, logits (L, V), prompt_ids, greedy_ids. */
 function reference(name) {
@@ -151,11 +145,6 @@ async function loadUrl(page, url, options) {
       return { ok: false, name: e.name, code: e.code, message: String(e.message ?? e), events, memory: window.wasmMemory() };
     }
   }, { url, options });
-}
-
-async function reload(page) {
-  await page.reload();
-  await page.evaluate(() => window.ready);
 }
 
 async function cache(page, server, base) {
@@ -305,12 +294,8 @@ const base = `http://127.0.0.1:${server.address().port}`;
 const profile = mkdtempSync(join(tmpdir(), 'webmamba-profile-'));
 const browser = await chromium.launchPersistentContext(profile, { executablePath: '/usr/bin/chromium', args: ARGS });
 try {
-  const page = browser.pages()[0] ?? await browser.newPage();
-  const pageErrors = [];
-  page.on('pageerror', (e) => pageErrors.push(String(e)));
+  const { page, pageErrors } = await openTestPage(browser, base);
   page.on('console', (m) => { if (m.type() === 'error') console.log(`loading: console: ${m.text()}`); });
-  await page.goto(`${base}/loading.html`);
-  await page.evaluate(() => window.ready);
   await fixtures(page, server, base);
   await cache(page, server, base);
   await errors(page, base, `${base}/big/mamba-2.8b-zeros/`);
@@ -322,8 +307,8 @@ try {
   server.close();
   rmSync(profile, { recursive: true, force: true });
 }
-if (failures) {
-  console.error(`loading: ${failures} check(s) failed`);
+if (counts.failed) {
+  console.error(`loading: ${counts.failed} check(s) failed`);
   process.exit(1);
 }
 console.log('loading: all checks passed');

@@ -13,16 +13,9 @@
 import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { chromium } from 'playwright-core';
 import { serve } from '../../scripts/serve.mjs';
+import { ARGS, checker, openTestPage } from './harness.mjs';
 
-const ARGS = ['--no-sandbox', '--enable-unsafe-webgpu', '--disable-background-networking',
-  '--disable-component-update', '--disable-sync', '--disable-quic', '--no-first-run'];
-let failures = 0;
-let passed = 0;
-
-function check(cond, message) {
-  if (cond) passed += 1;
-  else { failures += 1; console.error(`robustness: FAIL: ${message}`); }
-}
+const { check, counts } = checker('robustness', { quiet: true });
 
 /** Damaged copies of tests/fixtures/tiny-f32 under `root`, one folder per case. */
 function writeDamagedFolders(root) {
@@ -276,11 +269,7 @@ const server = await serve('tests/browser', 0, {
 const base = `http://127.0.0.1:${server.address().port}`;
 const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ARGS });
 try {
-  const page = await browser.newPage();
-  const pageErrors = [];
-  page.on('pageerror', (e) => pageErrors.push(String(e)));
-  await page.goto(`${base}/loading.html`);
-  await page.evaluate(() => window.ready);
+  const { page, pageErrors } = await openTestPage(browser, base);
   for (const backend of ['gpu', 'cpu']) {
     const { backend: ran, results } = await matrix(page, base, backend);
     check(ran === backend, `${backend}: the model runs on ${ran}`);
@@ -302,8 +291,8 @@ try {
   await browser.close();
   server.close();
 }
-if (failures) {
-  console.error(`robustness: ${failures} check(s) failed, ${passed} passed`);
+if (counts.failed) {
+  console.error(`robustness: ${counts.failed} check(s) failed, ${counts.passed} passed`);
   process.exit(1);
 }
-console.log(`robustness: all ${passed} checks passed`);
+console.log(`robustness: all ${counts.passed} checks passed`);
