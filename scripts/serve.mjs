@@ -46,9 +46,10 @@ function parseRange(header, size) {
  * resolves to the http.Server once it listens (port 0 = any free port). `redirect(path)` may
  * return another path to answer with a 302 there (as the Hugging Face Hub redirects
  * `…/resolve/main/<file>` to its CDN). `server.sent` maps each URL path to the body bytes sent
- * for it; `server.log` lists every request.
+ * for it; `server.log` lists every request. Missing files under the URL prefix `htmlFallback`
+ * are answered 200 with an HTML page, as single-page-app servers (Vite's dev server) do.
  */
-export function serve(dir, port = 8080, { mounts = {}, redirect = () => null } = {}) {
+export function serve(dir, port = 8080, { mounts = {}, redirect = () => null, htmlFallback = null } = {}) {
   const roots = [...Object.entries(mounts).map(([p, d]) => [p, resolve(d)]), ['/', resolve(dir)]];
   const sent = new Map();
   const log = [];
@@ -106,6 +107,12 @@ export function serve(dir, port = 8080, { mounts = {}, redirect = () => null } =
       res.on('close', () => body.destroy());
       body.pipe(res);
     } catch (e) {
+      if ((e.code === 'ENOENT' || e.code === 'ENOTDIR') && htmlFallback && path.startsWith(htmlFallback)) {
+        entry.status = 200; // as a single-page app's server answers a missing file: its page
+        res.writeHead(200, { 'content-type': MIME['.html'] });
+        res.end('<!doctype html><title>app</title><div id="app"></div>');
+        return;
+      }
       entry.status = e.code === 'ENOENT' || e.code === 'ENOTDIR' ? 404 : 500;
       res.writeHead(entry.status, { 'content-type': 'text/plain' });
       res.end(entry.status === 404 ? 'not found' : String(e));

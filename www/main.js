@@ -1,9 +1,10 @@
-// The demo: loads the embedded model (www/models/shakespeare-mamba-3m) through webmamba's wasm
-// package with Model.fromUrl (streamed, with a progress bar, kept in the offline cache), on
-// WebGPU when the browser has it (else on the CPU), and chats with one session.
+// The demo: loads the embedded model (www/models/shakespeare-mamba-3m) through webmamba's npm
+// package (imported as a page without a bundler does) with Model.fromUrl (streamed, with a
+// progress bar, kept in the offline cache), on WebGPU when the browser has it (else on the
+// CPU), and chats with one session.
 // Generate edits the session to the prompt (only what changed is re-read), Stop/Continue pause
 // and resume exactly, Regenerate rewinds to the prompt's end (a kept checkpoint: nothing re-read).
-import init, { Model } from './pkg/webmamba.js';
+import { Model } from './pkg/index.js'; // the npm package's entry: no init() needed
 
 const MODEL_DIR = 'models/shakespeare-mamba-3m';
 const $ = (id) => document.getElementById(id);
@@ -133,7 +134,6 @@ async function onContinue() {
 
 async function main() {
   try {
-    await init();
     setState('loading', 'Downloading the model…');
     // Streams the files into the GPU (or memory) and keeps them in the offline cache.
     model = await Model.fromUrl(MODEL_DIR, { onProgress: progressBar() });

@@ -6,8 +6,8 @@ use wasm_bindgen::prelude::*;
 use crate::engine::Engine;
 use crate::session::Runtime;
 
-/// What a loaded model is and where it runs.
-#[wasm_bindgen(getter_with_clone)]
+/// What a loaded model is and where it runs (`toJSON()` gives it as a plain object).
+#[wasm_bindgen(getter_with_clone, inspectable)]
 #[derive(Clone, Debug)]
 pub struct ModelInfo {
     /// "gpu" or "cpu".

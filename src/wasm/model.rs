@@ -90,28 +90,12 @@ pub struct Model {
     info: ModelInfo,
 }
 
+// The option types are written once, in the package's hand-written declarations (js/index.d.ts,
+// copied next to this module by scripts/package.mjs); the wasm module's declarations use them.
 #[wasm_bindgen(typescript_custom_section)]
-const LOAD_TYPES: &str = r#"
-/** A loading progress event: monotone per (phase, file), the last one has loaded == total. */
-export interface LoadProgress {
-  phase: "download" | "upload" | "compile";
-  file: string;
-  loaded: number;
-  total: number;
-  /** Set when something failed without stopping the load (e.g. the offline cache is full). */
-  warning?: string;
-}
-/** Options of Model.fromUrl / fromFiles / load; every field is optional. */
-export interface ModelLoadOptions {
-  backend?: "auto" | "gpu" | "cpu";
-  weights?: "auto" | "f32" | "f16" | "int8";
-  cache?: boolean;
-  onProgress?: (event: LoadProgress) => void;
-  maxTokens?: number;
-  blockSize?: number;
-  sparseEvery?: number;
-  budgetBytes?: number;
-}
+const OPTION_TYPES: &str = r#"
+import type { LoadOptions, LoadProgress, GenerateOptions } from "./index.js";
+export type { LoadOptions, LoadProgress, GenerateOptions };
 "#;
 
 #[wasm_bindgen]
@@ -123,7 +107,7 @@ impl Model {
     #[wasm_bindgen(js_name = fromUrl, unchecked_return_type = "Promise<Model>")]
     pub fn from_url(
         #[wasm_bindgen(js_name = baseUrl, unchecked_param_type = "string")] base_url: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "ModelLoadOptions | undefined")] options: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "LoadOptions | undefined")] options: JsValue,
     ) -> js_sys::Promise {
         wasm_bindgen_futures::future_to_promise(async move {
             let base_url = args::string(&base_url, "baseUrl").map_err(to_js)?;
@@ -138,7 +122,7 @@ impl Model {
     #[wasm_bindgen(js_name = fromFiles, unchecked_return_type = "Promise<Model>")]
     pub fn from_files(
         #[wasm_bindgen(unchecked_param_type = "FileList | File[]")] files: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "ModelLoadOptions | undefined")] options: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "LoadOptions | undefined")] options: JsValue,
     ) -> js_sys::Promise {
         wasm_bindgen_futures::future_to_promise(async move {
             let o = LoadConfig::parse(&options).map_err(to_js)?;
@@ -165,7 +149,7 @@ impl Model {
         #[wasm_bindgen(unchecked_param_type = "Uint8Array | ArrayBuffer")] config: JsValue,
         #[wasm_bindgen(unchecked_param_type = "Uint8Array | ArrayBuffer")] weights: JsValue,
         #[wasm_bindgen(unchecked_param_type = "Uint8Array | ArrayBuffer | undefined")] tokenizer: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "ModelLoadOptions | undefined")] options: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "LoadOptions | undefined")] options: JsValue,
     ) -> js_sys::Promise {
         wasm_bindgen_futures::future_to_promise(async move {
             let config = args::bytes(&config, "config").map_err(to_js)?;

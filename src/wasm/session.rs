@@ -17,7 +17,7 @@ use crate::wasm::stream::TokenStream;
 use crate::wasm::{args, to_js};
 
 /// What an operation did: tokens run through the model and the checkpoint it resumed from.
-#[wasm_bindgen]
+#[wasm_bindgen(inspectable)]
 #[derive(Clone, Copy, Debug)]
 pub struct Outcome {
     /// Tokens run through the model.
@@ -34,7 +34,7 @@ impl From<crate::session::Outcome> for Outcome {
 }
 
 /// A session's counters, its checkpoints and the cache's.
-#[wasm_bindgen(getter_with_clone)]
+#[wasm_bindgen(getter_with_clone, inspectable)]
 #[derive(Clone, Debug)]
 pub struct Stats {
     /// Tokens run through the model for this session.
@@ -62,35 +62,6 @@ pub struct Stats {
     #[wasm_bindgen(js_name = cacheBudget)]
     pub cache_budget: f64,
 }
-
-#[wasm_bindgen(typescript_custom_section)]
-const GENERATE_TYPES: &str = r#"
-/** Options of Session.generate; every field is optional. */
-export interface GenerateOptions {
-  /** Most tokens to generate (default 64). */
-  maxTokens?: number;
-  /** 0 (the default): greedy; otherwise sample from softmax(logits / temperature). */
-  temperature?: number;
-  /** Sample among the k most likely tokens only (0, the default: all). */
-  topK?: number;
-  /** Sample among the most likely tokens whose probabilities add up to p (1, the default: all). */
-  topP?: number;
-  /** Penalise tokens already in the history (CTRL / HF: > 1 discourages repeats; 1: off). */
-  repetitionPenalty?: number;
-  /** Strings that end the generation (not included in the text). */
-  stop?: string[];
-  /** Reseed the sampler (otherwise it continues its random stream, so stop + generate again
-   *  equals one uninterrupted run). */
-  seed?: number;
-  /** Stop after the end-of-text token (default true). */
-  stopAtEos?: boolean;
-  /** Called with each piece of text as it arrives (also accepted as generate's 2nd argument). */
-  onToken?: (text: string, id: number) => void;
-  /** Stops between tokens: generate then rejects with an AbortError (a stream just ends);
-   *  the session keeps every token fed so far and continues from there. */
-  signal?: AbortSignal;
-}
-"#;
 
 /// A conversation: a token history and its live state on the model.
 #[wasm_bindgen]

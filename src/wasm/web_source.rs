@@ -161,7 +161,7 @@ impl WebSource {
                 }
                 let url = format!("{base}{name}");
                 let response = match fetch(&url, "GET", None).await {
-                    Err(Error::Io { reason, .. }) if reason.starts_with("HTTP 404") => return Ok(None),
+                    Err(Error::Io { reason, .. }) if missing(&reason) => return Ok(None),
                     other => other?,
                 };
                 let size = header_u64(&response, "content-length");
@@ -307,8 +307,18 @@ fn absolute(url: String) -> String {
     href.and_then(|h| web_sys::Url::new_with_base(&url, &h).ok()).map_or(url, |u| u.href())
 }
 
+/// Why a file is not there: an HTML page answered for it. No model file is HTML, and servers
+/// for single-page apps (Vite's dev server, many static hosts) answer every missing path with
+/// their `index.html` and status 200.
+const HTML_PAGE: &str = "the server answered with an HTML page, not the file (its page for a missing file?)";
+
+/// Whether an `Io` reason from [`fetch`] means the file is not there.
+fn missing(reason: &str) -> bool {
+    reason.starts_with("HTTP 404") || reason == HTML_PAGE
+}
+
 /// `fetch(url)` with `method`, asking for the first `range` bytes when given; non-2xx statuses
-/// are `Io` errors starting "HTTP <status>".
+/// are `Io` errors starting "HTTP <status>", an HTML page is [`HTML_PAGE`].
 async fn fetch(url: &str, method: &str, range: Option<u64>) -> Result<Response> {
     let init = RequestInit::new();
     init.set_method(method);
@@ -326,6 +336,15 @@ async fn fetch(url: &str, method: &str, range: Option<u64>) -> Result<Response> 
             path: url.into(),
             reason: format!("HTTP {} {}", response.status(), response.status_text()),
         });
+    }
+    let html = response
+        .headers()
+        .get("content-type")
+        .ok()
+        .flatten()
+        .is_some_and(|t| t.trim_start().get(..9).is_some_and(|m| m.eq_ignore_ascii_case("text/html")));
+    if html {
+        return Err(Error::Io { path: url.into(), reason: HTML_PAGE.into() });
     }
     Ok(response)
 }

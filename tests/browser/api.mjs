@@ -1,7 +1,8 @@
 #!/usr/bin/env node
-// The JavaScript API as a page uses it, in headless Chromium through the npm package (www/pkg,
-// built by `npm run build:demo`), with the embedded default model, on WebGPU (SwiftShader) and
-// on the CPU:
+// The JavaScript API as a page uses it, in headless Chromium through the npm package's entry
+// (www/pkg/index.js, built by `npm run build:demo`), with the embedded default model.
+// The model runs in the page on WebGPU and on the CPU, and in a Web Worker (`worker: true`) on
+// WebGPU, where it must give the same tokens as in the page. Checked on each:
 //   - plain-object options; `session.stream()` yields one { text, id } per token and its text
 //     adds up to what `generate` returns;
 //   - an AbortSignal fired after 8 pieces ends the stream there; `generate` then continues to
@@ -11,27 +12,31 @@
 //     text; stop strings end the text where they begin; a negative temperature is a typed error;
 //   - sessions that survive a reload: save → reload → restoreSession → append prefills only the
 //     new tokens and generation continues as if the page had never reloaded; another model's
-//     session is StateMismatch; a full quota is a Storage error; savedSessions/deleteSession.
+//     session is StateMismatch; a full quota is a Storage error (in the page); savedSessions and
+//     deleteSession.
 import { chromium } from 'playwright-core';
 import { serve } from '../../scripts/serve.mjs';
 import { ARGS, checker, openTestPage, reload } from './harness.mjs';
 
 const { check, counts } = checker('api');
 
-async function run(page, backend) {
-  return page.evaluate(async ({ backend }) => {
-    const { Model } = window.webmamba;
-    const model = await Model.fromUrl('/models/shakespeare-mamba-3m/', { backend, cache: false });
+/** Every check of the API on `backend`, in the page or (`worker`) in a Web Worker. Written with
+ *  `await` on every call, which works the same on both. */
+async function run(page, backend, worker) {
+  return page.evaluate(async ({ backend, worker }) => {
+    const { Model, WorkerModel } = window.webmamba;
+    const model = await Model.fromUrl('/models/shakespeare-mamba-3m/', { backend, cache: false, worker });
     const prompt = 'Once upon a time';
     const fresh = async () => { const s = model.newSession(); await s.append(prompt); return s; };
-    const after = (s, n) => Array.from(s.tokens()).slice(n);
-    const r = { backend: model.info.backend };
+    const after = async (s, n) => Array.from(await s.tokens()).slice(n);
+    const r = { backend: model.info.backend, proxy: model instanceof WorkerModel, isModel: model instanceof Model };
 
     // The uninterrupted greedy run.
     const whole = await fresh();
-    const p = whole.tokens().length;
+    const p = (await whole.tokens()).length;
     r.wantText = await whole.generate({ maxTokens: 24, stopAtEos: false });
-    const want = after(whole, p);
+    const want = await after(whole, p);
+    r.wantIds = want;
 
     // A stream, to the end: one piece per token, the same text and tokens.
     const streamed = await fresh();
@@ -50,16 +55,16 @@ async function run(page, backend) {
       if (pieces.length === 8) ac.abort();
     }
     r.abortedPieces = pieces.length;
-    r.abortedHistory = after(aborted, p).length;
+    r.abortedHistory = (await after(aborted, p)).length;
     await aborted.generate({ maxTokens: 16, stopAtEos: false });
-    r.abortedContinues = JSON.stringify(after(aborted, p)) === JSON.stringify(want);
+    r.abortedContinues = JSON.stringify(await after(aborted, p)) === JSON.stringify(want);
 
     // `break` out of a stream, then generate continues.
     const broken = await fresh();
     let n = 0;
     for await (const piece of broken.stream({ maxTokens: 24, stopAtEos: false })) { if (++n === 3) break; }
     await broken.generate({ maxTokens: 21, stopAtEos: false });
-    r.breakContinues = JSON.stringify(after(broken, p)) === JSON.stringify(want);
+    r.breakContinues = JSON.stringify(await after(broken, p)) === JSON.stringify(want);
 
     // generate with a signal fired mid-way rejects with AbortError; generate again continues.
     const interrupted = await fresh();
@@ -72,9 +77,9 @@ async function run(page, backend) {
     } catch (e) {
       r.abortError = e.name;
     }
-    const kept = after(interrupted, p).length;
+    const kept = (await after(interrupted, p)).length;
     await interrupted.generate({ maxTokens: 24 - kept, stopAtEos: false });
-    r.interruptedContinues = JSON.stringify(after(interrupted, p)) === JSON.stringify(want);
+    r.interruptedContinues = JSON.stringify(await after(interrupted, p)) === JSON.stringify(want);
 
     // Seeds with top-k / top-p / repetition penalty.
     const sample = async (seed) => (await fresh()).generate({ maxTokens: 40, temperature: 0.9, topK: 20,
@@ -90,15 +95,69 @@ async function run(page, backend) {
     r.stopWant = r.wantText.slice(0, r.wantText.indexOf(stop));
 
     try { await (await fresh()).generate({ temperature: -1 }); r.negative = 'accepted'; } catch (e) { r.negative = `${e.name}:${e.code}`; }
+    model.free();
     return r;
-  }, { backend });
+  }, { backend, worker });
 }
 
-/** save in one page, restore after a reload. */
-async function saved(page) {
-  const before = await page.evaluate(async () => {
+/** Worker mode's own cases: the page keeps running during a long CPU prefill in the worker
+ *  (compared side by side with the same prefill in the page), errors cross typed, concurrent
+ *  calls are Busy as in the page, and a freed model's calls reject instead of hanging. */
+async function workerEdges(page) {
+  const r = await page.evaluate(async () => {
     const { Model } = window.webmamba;
-    const model = await Model.fromUrl('/models/shakespeare-mamba-3m/', { cache: false });
+    const code = async (p) => { try { await p; return 'accepted'; } catch (e) { return `${e.name}:${e.code}`; } };
+    // The longest gap between the page's timer ticks while `work` runs, and its duration.
+    const gaps = async (work) => {
+      let last = performance.now(), longest = 0, ticking = true;
+      const tick = () => { const now = performance.now(); longest = Math.max(longest, now - last); last = now; if (ticking) setTimeout(tick, 0); };
+      setTimeout(tick, 0);
+      const t0 = performance.now();
+      await work();
+      ticking = false;
+      longest = Math.max(longest, performance.now() - last); // a pause still going on counts
+      return { longest: Math.round(longest), total: Math.round(performance.now() - t0) };
+    };
+    const text = 'Now is the winter of our discontent made glorious summer by this sun of York. '.repeat(24);
+    const out = {};
+    for (const worker of [false, true]) {
+      const model = await Model.fromUrl('/models/shakespeare-mamba-3m/', { backend: 'cpu', cache: false, worker });
+      const s = model.newSession();
+      out[worker ? 'worker' : 'page'] = await gaps(() => s.append(text));
+      model.free();
+    }
+    out.missing = await code(Model.fromUrl('/nowhere/', { cache: false, worker: true }));
+    out.missingInPage = await code(Model.fromUrl('/nowhere/', { cache: false }));
+    const RealWorker = window.Worker; // a worker script that cannot load (a CDN outage, a CSP)
+    window.Worker = class extends RealWorker { constructor(url, o) { super('/no-such-worker.js', o); } };
+    try { out.deadWorker = await code(Model.fromUrl('/models/shakespeare-mamba-3m/', { worker: true })); } finally { window.Worker = RealWorker; }
+    const model = await Model.fromUrl('/models/shakespeare-mamba-3m/', { cache: false, worker: true });
+    const s = model.newSession();
+    await s.append('Once');
+    const first = s.generate({ maxTokens: 8 });
+    out.busy = await code(s.generate({ maxTokens: 8 }));
+    await first;
+    out.closed = (s.close(), await code(s.text()));
+    const t = model.newSession();
+    const pending = t.append('Once upon a time');
+    model.free();
+    out.freed = [await code(pending), await code(t.generate()), await code(model.encode('x'))];
+    return out;
+  });
+  check(r.worker.longest < r.page.longest / 2,
+    `worker: during a CPU prefill of 400+ tokens the page's longest pause is ${r.worker.longest} ms of ${r.worker.total} (in the page: ${r.page.longest} ms of ${r.page.total})`);
+  check(r.missing === r.missingInPage && r.missing.endsWith(':Io'), `worker: a folder that is not there is ${r.missing}, as in the page`);
+  check(r.deadWorker === 'WebMambaError:Worker', `worker: a worker that cannot start rejects the load with ${r.deadWorker}`);
+  check(r.busy === 'WebMambaError:Busy', `worker: a second call while one runs is ${r.busy}, as in the page`);
+  check(r.closed === 'WebMambaError:NoSession', `worker: a closed session's calls are ${r.closed}`);
+  check(r.freed.every((c) => c === 'WebMambaError:NoSession'), `worker: after free(), the call in flight and later ones reject: ${r.freed}`);
+}
+
+/** save in one page, restore after a reload (the model in the page, or in a worker). */
+async function saved(page, worker) {
+  const before = await page.evaluate(async ({ worker }) => {
+    const { Model } = window.webmamba;
+    const model = await Model.fromUrl('/models/shakespeare-mamba-3m/', { cache: false, worker });
     for (const n of await model.savedSessions()) await model.deleteSession(n);
     const s = model.newSession();
     await s.append('Once upon a time');
@@ -107,34 +166,42 @@ async function saved(page) {
     // What the page would have done without a reload: continue the same session.
     await s.append(' and then');
     await s.generate({ maxTokens: 8, stopAtEos: false });
-    const put = IDBObjectStore.prototype.put;
-    IDBObjectStore.prototype.put = () => { throw new DOMException('the quota is full (simulated)', 'QuotaExceededError'); };
-    let quota;
-    try { await s.save('other'); quota = 'accepted'; } catch (e) { quota = `${e.code}: ${e.message}`; } finally { IDBObjectStore.prototype.put = put; }
-    return { tokens: Array.from(s.tokens()), names: await model.savedSessions(), quota };
-  });
+    let quota = 'not tried';
+    if (!worker) { // the worker's IndexedDB is out of this page's reach
+      const put = IDBObjectStore.prototype.put;
+      IDBObjectStore.prototype.put = () => { throw new DOMException('the quota is full (simulated)', 'QuotaExceededError'); };
+      try { await s.save('other'); quota = 'accepted'; } catch (e) { quota = `${e.code}: ${e.message}`; } finally { IDBObjectStore.prototype.put = put; }
+    }
+    const r = { tokens: Array.from(await s.tokens()), names: await model.savedSessions(), quota };
+    model.free();
+    return r;
+  }, { worker });
   await reload(page);
-  const after = await page.evaluate(async () => {
+  const after = await page.evaluate(async ({ worker }) => {
     const { Model } = window.webmamba;
-    const model = await Model.fromUrl('/models/shakespeare-mamba-3m/', { cache: false });
+    const model = await Model.fromUrl('/models/shakespeare-mamba-3m/', { cache: false, worker });
     const r = await model.restoreSession('chat');
-    const restored = r.tokens().length;
+    const restored = (await r.tokens()).length;
     const outcome = await r.append(' and then');
-    const added = model.encode(' and then').length;
+    const added = (await model.encode(' and then')).length;
     await r.generate({ maxTokens: 8, stopAtEos: false });
     const code = async (f) => { try { await f(); return 'accepted'; } catch (e) { return e.code; } };
-    const other = await Model.fromUrl('/fixtures/tiny-f32/', { cache: false });
-    return { tokens: Array.from(r.tokens()), restored, prefilled: outcome.prefilled, added,
+    const other = await Model.fromUrl('/fixtures/tiny-f32/', { cache: false, worker });
+    const result = { tokens: Array.from(await r.tokens()), restored, prefilled: outcome.prefilled, added,
       foreign: await code(() => other.restoreSession('chat')), missing: await code(() => model.restoreSession('nope')),
       deleted: await model.deleteSession('chat'), names: await model.savedSessions() };
-  });
-  check(JSON.stringify(before.names) === '["chat"]', `save: savedSessions() lists ${JSON.stringify(before.names)}`);
-  check(/^Storage: .*QuotaExceededError/.test(before.quota), `save into a full quota: ${before.quota}`);
+    model.free();
+    other.free();
+    return result;
+  }, { worker });
+  const w = worker ? ' (worker)' : '';
+  check(JSON.stringify(before.names) === '["chat"]', `save${w}: savedSessions() lists ${JSON.stringify(before.names)}`);
+  if (!worker) check(/^Storage: .*QuotaExceededError/.test(before.quota), `save into a full quota: ${before.quota}`);
   check(after.prefilled === after.added && after.added > 0,
-    `after a reload, restoreSession(${after.restored} tokens) then append prefills only the ${after.added} new tokens (${after.prefilled})`);
-  check(JSON.stringify(after.tokens) === JSON.stringify(before.tokens), 'and generation continues as if the page had not reloaded');
-  check(after.foreign === 'StateMismatch' && after.missing === 'InvalidInput', `another model's session: ${after.foreign}; a name never saved: ${after.missing}`);
-  check(after.deleted === true && after.names.length === 0, 'deleteSession forgets it');
+    `after a reload${w}, restoreSession(${after.restored} tokens) then append prefills only the ${after.added} new tokens (${after.prefilled})`);
+  check(JSON.stringify(after.tokens) === JSON.stringify(before.tokens), `and generation continues as if the page had not reloaded${w}`);
+  check(after.foreign === 'StateMismatch' && after.missing === 'InvalidInput', `another model's session${w}: ${after.foreign}; a name never saved: ${after.missing}`);
+  check(after.deleted === true && after.names.length === 0, `deleteSession forgets it${w}`);
 }
 
 const server = await serve('tests/browser', 0,
@@ -143,12 +210,13 @@ const base = `http://127.0.0.1:${server.address().port}`;
 const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ARGS });
 try {
   const { page, pageErrors } = await openTestPage(browser, base);
-  const seeded = {};
-  for (const backend of ['gpu', 'cpu']) {
-    const r = await run(page, backend);
-    seeded[backend] = r.seedA;
-    const b = `${backend} (${r.backend})`;
+  const runs = {};
+  for (const [backend, worker] of [['gpu', false], ['cpu', false], ['gpu', true]]) {
+    const r = await run(page, backend, worker);
+    const b = `${backend} (${r.backend}${worker ? ', worker' : ''})`;
+    runs[b] = r;
     check(r.backend === backend, `${b}: runs where asked`);
+    check(r.proxy === worker && r.isModel, `${b}: ${worker ? 'a WorkerModel' : 'an in-page model'}, and instanceof Model`);
     check(r.streamPieces === 24 && r.streamIds && r.streamText === r.wantText,
       `${b}: stream yields 24 pieces whose ids and text equal generate's (${JSON.stringify(r.wantText)})`);
     check(r.abortedPieces === 8 && r.abortedHistory === 8, `${b}: an AbortSignal fired after 8 pieces ends the stream there (${r.abortedPieces} pieces, ${r.abortedHistory} tokens fed)`);
@@ -159,8 +227,14 @@ try {
     check(r.stopped === r.stopWant, `${b}: stop ${JSON.stringify(r.stop)} ends the text where it begins (${JSON.stringify(r.stopped)})`);
     check(r.negative === 'WebMambaError:InvalidInput', `${b}: a negative temperature is ${r.negative}`);
   }
-  await saved(page);
-  check(seeded.gpu === seeded.cpu, 'the same seed gives the same sampled text on WebGPU and on the CPU');
+  const [gpu, cpu, worker] = Object.values(runs);
+  check(gpu.seedA === cpu.seedA, 'the same seed gives the same sampled text on WebGPU and on the CPU');
+  check(JSON.stringify(worker.wantIds) === JSON.stringify(gpu.wantIds) && worker.wantText === gpu.wantText,
+    'worker: true gives the same greedy tokens as the in-page model');
+  check(worker.seedA === gpu.seedA, 'worker: true gives the same seeded text as the in-page model');
+  await workerEdges(page);
+  await saved(page, false);
+  await saved(page, true);
   check(pageErrors.length === 0, `no uncaught page errors ${JSON.stringify(pageErrors)}`);
 } finally {
   await browser.close();

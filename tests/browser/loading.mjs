@@ -243,6 +243,13 @@ async function errors(page, base, bigCpu) {
     `state_size 1025 on backend "auto" falls back to the CPU: ${auto.adapter ?? auto.message}`);
   const missing = await loadUrl(page, `${base}/fixtures/no-such-model/`, {});
   check(!missing.ok && missing.name === 'WebMambaError' && missing.code === 'Io', `a missing folder is a typed error: ${missing.code}: ${missing.message}`);
+  // A server that answers missing files with an HTML page and 200 (Vite's dev server, SPA hosts).
+  const spa = await loadUrl(page, `${base}/spa/tiny-f32/`, { cache: false });
+  const spaSharded = await loadUrl(page, `${base}/spa/original-sharded/`, { cache: false });
+  check(spa.ok && spa.finite && spaSharded.ok && spaSharded.finite,
+    `a server answering missing files with its HTML page: single-file and sharded folders load (${spa.message ?? 'ok'}, ${spaSharded.message ?? 'ok'})`);
+  const spaMissing = await loadUrl(page, `${base}/spa/no-such-model/`, {});
+  check(!spaMissing.ok && spaMissing.code === 'Io', `and a missing folder there is ${spaMissing.code}: ${spaMissing.message}`);
   const bad = await loadUrl(page, `${base}/fixtures/medium-bf16/`, { weights: 'int4' });
   check(!bad.ok && bad.code === 'InvalidInput', `bad options are InvalidInput: ${bad.message}`);
   const huge = await loadUrl(page, bigCpu, { backend: 'cpu' });
@@ -287,7 +294,8 @@ const hub = (path) => {
   return m ? `/fixtures/${m[1]}/${m[2]}` : null;
 };
 const server = await serve('tests/browser', 0,
-  { mounts: { '/pkg/': 'www/pkg', '/fixtures/': 'tests/fixtures', '/big/': 'target/browser-test' }, redirect: hub });
+  { mounts: { '/pkg/': 'www/pkg', '/fixtures/': 'tests/fixtures', '/spa/': 'tests/fixtures', '/big/': 'target/browser-test' },
+    redirect: hub, htmlFallback: '/spa/' });
 const base = `http://127.0.0.1:${server.address().port}`;
 // A persistent profile (a fresh one each run), as a user's browser has: Playwright's default
 // contexts are incognito-like, whose Cache API lives in memory with a small quota.

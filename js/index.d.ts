@@ -1,0 +1,231 @@
+// Types of webmamba's JavaScript API (index.js). Self-contained on purpose: it needs only the
+// ES2022 and DOM libs, so a strict TypeScript app type-checks it without skipLibCheck. The
+// wasm-bindgen declarations (webmamba.d.ts) describe the same objects for the wasm module.
+
+/** A loading progress event: monotone per (phase, file), the last one has loaded == total. */
+export interface LoadProgress {
+  phase: 'download' | 'upload' | 'compile';
+  file: string;
+  loaded: number;
+  total: number;
+  /** Set when something failed without stopping the load (e.g. the offline cache is full). */
+  warning?: string;
+}
+
+/** Options of Model.fromUrl / fromFiles / load; every field is optional. */
+export interface LoadOptions {
+  /** 'auto' (the default): WebGPU when the browser has it, else the CPU. */
+  backend?: 'auto' | 'gpu' | 'cpu';
+  /** How weight matrices are stored on the GPU: 'auto' (= f16), 'f32', 'f16' or 'int8'. */
+  weights?: 'auto' | 'f32' | 'f16' | 'int8';
+  /** Keep downloaded files in the Cache API (default true): offline, no second download. */
+  cache?: boolean;
+  /** Called as files download, weights upload and kernels compile. */
+  onProgress?: (event: LoadProgress) => void;
+  /** Tokens per GPU forward chunk (default 256). */
+  maxTokens?: number;
+  /** Tokens per checkpoint block of the state cache (default 64). */
+  blockSize?: number;
+  /** Keep every k-th block checkpoint (0, the default: every one); prompt ends always. */
+  sparseEvery?: number;
+  /** The state cache's budget in bytes (default 64 MiB; Infinity is fine). */
+  budgetBytes?: number;
+  /** Run the model in a dedicated Web Worker (default false): the page stays responsive. */
+  worker?: boolean;
+}
+
+/** Options of Session.generate and Session.stream; every field is optional. */
+export interface GenerateOptions {
+  /** Most tokens to generate (default 64). */
+  maxTokens?: number;
+  /** 0 (the default): greedy; otherwise sample from softmax(logits / temperature). */
+  temperature?: number;
+  /** Sample among the k most likely tokens only (0, the default: all). */
+  topK?: number;
+  /** Sample among the most likely tokens whose probabilities add up to p (1, the default: all). */
+  topP?: number;
+  /** Penalise tokens already in the history (CTRL / HF: > 1 discourages repeats; 1: off). */
+  repetitionPenalty?: number;
+  /** Strings that end the generation (not included in the text). */
+  stop?: string[];
+  /** Reseed the sampler (otherwise it continues its random stream, so stop + generate again
+   *  equals one uninterrupted run). */
+  seed?: number;
+  /** Stop after the end-of-text token (default true). */
+  stopAtEos?: boolean;
+  /** Called with each piece of text as it arrives. */
+  onToken?: (text: string, id: number) => void;
+  /** Stops between tokens: generate then rejects with an AbortError, a stream just ends; the
+   *  session keeps every token fed so far and continues from there. */
+  signal?: AbortSignal;
+}
+
+/** One generated token: its id and the text it completes (may be ''). */
+export interface TokenPiece {
+  text: string;
+  id: number;
+}
+
+/** What a loaded model is and where it runs. */
+export interface ModelInfo {
+  /** 'gpu' or 'cpu'. */
+  backend: string;
+  /** The GPU adapter ('' on the CPU), and why the CPU was chosen if it was. */
+  adapter: string;
+  dModel: number;
+  layers: number;
+  vocab: number;
+  /** Bytes of one recurrent state (one checkpoint). */
+  stateBytes: number;
+  /** 'f32', 'f16' or 'int8' on the GPU; on the CPU the checkpoint's dtype. */
+  weightFormat: string;
+  weightBytes: number;
+  /** GPU bytes of activation buffers (0 on the CPU). */
+  activationBytes: number;
+  /** GPU bytes of the working state and the checkpoint-cache slots (0 on the CPU). */
+  stateSlotBytes: number;
+  /** f16 storage: nonzero weights below f16's normal range (rounded). */
+  f16Subnormal: number;
+  /** f16 storage: weights beyond ±65504 (clamped). */
+  f16Overflow: number;
+  /** What went wrong without stopping the load (e.g. the offline cache is full). */
+  warnings: string[];
+}
+
+/** What an operation did: tokens run through the model and the checkpoint it resumed from. */
+export interface Outcome {
+  prefilled: number;
+  /** Length of the prefix whose cached checkpoint was restored (undefined if none). */
+  resumedFrom?: number;
+}
+
+/** A session's counters, its checkpoints and the cache's. */
+export interface Stats {
+  tokensPrefilled: number;
+  hits: number;
+  misses: number;
+  /** History lengths that have a cached checkpoint. */
+  checkpoints: Uint32Array;
+  checkpointBytes: number;
+  historyLength: number;
+  cacheEntries: number;
+  cacheBytes: number;
+  cacheBudget: number;
+}
+
+/** Every failure: an Error named 'WebMambaError' (or 'AbortError' for an abort) with a code. */
+export interface WebMambaError extends Error {
+  name: 'WebMambaError' | 'AbortError';
+  code:
+    | 'NoAdapter' | 'DeviceRequest' | 'Gpu' | 'DeviceLost' | 'OutOfMemory' | 'LimitExceeded'
+    | 'UnsupportedModel' | 'Config' | 'Safetensors' | 'MissingTensor' | 'ShapeMismatch'
+    | 'UnsupportedDtype' | 'NonFiniteWeight' | 'Tokenizer' | 'Io' | 'CacheBudget'
+    | 'StateMismatch' | 'CorruptState' | 'Storage' | 'Busy' | 'NoSession' | 'InvalidInput'
+    | 'Readback' | 'Aborted' | 'Worker';
+}
+
+type Bytes = Uint8Array | ArrayBuffer;
+type Ids = Uint32Array | number[];
+
+/** Starts the wasm module (optional: the loaders call it); `wasm` overrides where it is fetched. */
+export declare function init(wasm?: string | URL | Response | BufferSource | WebAssembly.Module): Promise<unknown>;
+
+/** A model loaded in this page. */
+export declare class Model {
+  private constructor();
+  /** Loads a Hugging Face Mamba folder from a URL (any static host, or the Hub's
+   *  `https://huggingface.co/<repo>/resolve/main/`), streamed piece by piece. */
+  static fromUrl(baseUrl: string | URL, options: LoadOptions & { worker: true }): Promise<WorkerModel>;
+  static fromUrl(baseUrl: string | URL, options?: LoadOptions & { worker?: false }): Promise<Model>;
+  static fromUrl(baseUrl: string | URL, options?: LoadOptions): Promise<Model | WorkerModel>;
+  /** Loads a folder the user picked (`<input type="file" webkitdirectory>`) or `File`s. */
+  static fromFiles(files: FileList | File[], options: LoadOptions & { worker: true }): Promise<WorkerModel>;
+  static fromFiles(files: FileList | File[], options?: LoadOptions & { worker?: false }): Promise<Model>;
+  static fromFiles(files: FileList | File[], options?: LoadOptions): Promise<Model | WorkerModel>;
+  /** Loads from bytes you hold: config.json, model.safetensors, tokenizer.json. */
+  static load(config: Bytes, weights: Bytes, tokenizer: Bytes | undefined, options: LoadOptions & { worker: true }): Promise<WorkerModel>;
+  static load(config: Bytes, weights: Bytes, tokenizer?: Bytes, options?: LoadOptions & { worker?: false }): Promise<Model>;
+  static load(config: Bytes, weights: Bytes, tokenizer?: Bytes, options?: LoadOptions): Promise<Model | WorkerModel>;
+  /** Deletes the offline copies of the files under `baseUrl`; resolves to how many. */
+  static clearCache(baseUrl: string | URL): Promise<number>;
+
+  readonly info: ModelInfo;
+  /** Token ids of `text`. */
+  encode(text: string): Uint32Array;
+  /** Text of `ids`. */
+  decode(ids: Ids): string;
+  /** An empty history with its own live state. */
+  newSession(): Session;
+  /** A session saved with `session.save(name)`, here or before a reload: its next `append`
+   *  prefills only the new tokens. Another model's session rejects with `StateMismatch`. */
+  restoreSession(name: string): Promise<Session>;
+  /** The names of the sessions saved in this browser. */
+  savedSessions(): Promise<string[]>;
+  /** Forgets a saved session; resolves to whether it existed. */
+  deleteSession(name: string): Promise<boolean>;
+  /** Frees the model's memory now (otherwise when it is garbage-collected). */
+  free(): void;
+}
+
+/** A conversation: a token history and its live state on the model. */
+export declare class Session {
+  private constructor();
+  append(text: string): Promise<Outcome>;
+  appendTokens(ids: Ids): Promise<Outcome>;
+  /** Replaces the history with `text`, resuming from its longest cached prefix. */
+  edit(text: string): Promise<Outcome>;
+  /** Truncates the history to `length` tokens, resuming from the nearest checkpoint. */
+  rewind(length: number): Promise<Outcome>;
+  generate(options?: GenerateOptions, onToken?: (text: string, id: number) => void): Promise<string>;
+  stream(options?: GenerateOptions): AsyncIterableIterator<TokenPiece>;
+  /** Stops a running generate or stream after the current token. */
+  stop(): void;
+  tokens(): Uint32Array;
+  text(): string;
+  /** The logits after the last token (undefined before any). */
+  logits(): Float32Array | undefined;
+  stats(): Stats;
+  /** The live state, the history and the model's fingerprint, as bytes. */
+  exportState(): Promise<Uint8Array>;
+  importState(bytes: Bytes): Promise<void>;
+  /** Stores the session in this browser (IndexedDB) under `name`. */
+  save(name: string): Promise<void>;
+  /** Releases the session's state; later calls reject with `NoSession`. */
+  close(): void;
+  free(): void;
+}
+
+/** A model running in a Web Worker (`{ worker: true }`): Model's methods; those that read or
+ *  compute data resolve asynchronously. */
+export declare class WorkerModel {
+  private constructor();
+  readonly info: ModelInfo;
+  encode(text: string): Promise<Uint32Array>;
+  decode(ids: Ids): Promise<string>;
+  newSession(): WorkerSession;
+  restoreSession(name: string): Promise<WorkerSession>;
+  savedSessions(): Promise<string[]>;
+  deleteSession(name: string): Promise<boolean>;
+  /** Ends the worker, and with it the model and its sessions. */
+  free(): void;
+}
+
+/** A session of a WorkerModel: Session's methods; those that read data resolve asynchronously. */
+export declare class WorkerSession {
+  private constructor();
+  append(text: string): Promise<Outcome>;
+  appendTokens(ids: Ids): Promise<Outcome>;
+  edit(text: string): Promise<Outcome>;
+  rewind(length: number): Promise<Outcome>;
+  generate(options?: GenerateOptions, onToken?: (text: string, id: number) => void): Promise<string>;
+  stream(options?: GenerateOptions): AsyncIterableIterator<TokenPiece>;
+  stop(): void;
+  tokens(): Promise<Uint32Array>;
+  text(): Promise<string>;
+  logits(): Promise<Float32Array | undefined>;
+  stats(): Promise<Stats>;
+  exportState(): Promise<Uint8Array>;
+  importState(bytes: Bytes): Promise<void>;
+  save(name: string): Promise<void>;
+  close(): void;
+}

@@ -1,0 +1,51 @@
+// The package's entry: webmamba's JavaScript API with no set-up step. `Model`'s loaders start
+// the wasm module on first use (no `await init()`), and with `{ worker: true }` load the model
+// in a dedicated module worker instead (worker-client.js). Everything else — the model, its
+// sessions, options, errors — is the wasm module's own (webmamba.js, made by wasm-bindgen from
+// src/wasm/): this file only routes.
+import initWasm, { Model as WasmModel } from './webmamba.js';
+import { WorkerModel, WorkerSession } from './worker-client.js';
+
+/**
+ * Starts the wasm module (once; later calls return the same promise). Optional: the loaders
+ * call it. Pass `wasm` (a URL, Response, bytes or WebAssembly.Module) to fetch the module from
+ * elsewhere than next to this file.
+ */
+export function init(wasm) {
+  return initWasm(wasm === undefined ? undefined : { module_or_path: wasm });
+}
+
+/** Loads `op` in the page or, with `options.worker`, in a worker. */
+async function open(op, args, options) {
+  if (options !== null && typeof options === 'object' && options.worker) {
+    return WorkerModel.open(op, args, options);
+  }
+  await init();
+  return WasmModel[op](...args, options);
+}
+
+const href = (url) => (url instanceof URL ? url.href : url);
+
+/** A loaded model: `Model.fromUrl(url, options)`, `Model.fromFiles(files)`, `Model.load(bytes)`. */
+export class Model {
+  constructor() {
+    throw new TypeError('webmamba: a Model comes from Model.fromUrl, Model.fromFiles or Model.load');
+  }
+
+  /** True for models from any loader, in the page or in a worker. */
+  static [Symbol.hasInstance](value) {
+    return value instanceof WasmModel || value instanceof WorkerModel;
+  }
+
+  static fromUrl(baseUrl, options) { return open('fromUrl', [href(baseUrl)], options); }
+  static fromFiles(files, options) { return open('fromFiles', [files], options); }
+  static load(config, weights, tokenizer, options) { return open('load', [config, weights, tokenizer], options); }
+
+  static async clearCache(baseUrl) {
+    await init();
+    return WasmModel.clearCache(href(baseUrl));
+  }
+}
+
+export { Session } from './webmamba.js';
+export { WorkerModel, WorkerSession };

@@ -1,0 +1,200 @@
+// Worker mode (`Model.fromUrl(url, { worker: true })`): the model runs in a dedicated module
+// worker (worker.js) and the page holds proxies with the in-page model's methods. Methods that
+// compute or read data answer with Promises (`await` works the same on both modes); those that
+// only start or stop something (`newSession`, `stream`, `stop`, `close`) return at once, as
+// in-page, because the worker handles messages in order. Callbacks (onProgress, onToken) and
+// AbortSignals cross as events; every call settles — if the worker dies, with an error.
+// The worker keys its stand-in AbortControllers `call N` (generate) and `stream N`.
+
+/** Rebuilds the error the worker sent: same name, code and message as in-page. */
+function rebuild({ name, code, message }) {
+  return Object.assign(new Error(message), { name, code });
+}
+
+/** The page's options as a message can carry them: functions and the signal become flags. */
+function portable(options) {
+  if (options === undefined || options === null || typeof options !== 'object') return options;
+  const out = { ...options };
+  delete out.worker; delete out.onProgress; delete out.onToken; delete out.signal;
+  if (typeof options.onProgress === 'function') out.progress = true;
+  if (typeof options.onToken === 'function') out.token = true;
+  if (options.signal !== undefined) out.signal = true;
+  return out;
+}
+
+/** One worker and its calls in flight. */
+class Channel {
+  constructor(worker) {
+    this.worker = worker;
+    this.calls = 0;
+    this.ids = 0; // session and stream ids; 0 is the model
+    this.pending = new Map(); // call -> { resolve, reject, options }
+    this.dead = null;
+    worker.onmessage = ({ data }) => this.receive(data);
+    const fail = (what) => (e) => this.kill(Object.assign(
+      new Error(`the webmamba worker ${what}: ${e?.message ?? 'no details (see the console)'}`),
+      { name: 'WebMambaError', code: 'Worker' }));
+    worker.onerror = fail('failed');
+    worker.onmessageerror = fail('sent a message that could not be read');
+  }
+
+  receive({ call, ok, value, error, event, text, id, progress }) {
+    const p = this.pending.get(call);
+    if (!p) return;
+    if (event === 'progress') return p.options?.onProgress?.(progress);
+    if (event === 'token') {
+      try {
+        p.options?.onToken?.(text, id);
+      } catch (e) {
+        console.error('webmamba: onToken threw:', e); // in-page too: the generation stops there
+        this.post({ op: 'stop', id: p.session });
+      }
+      return;
+    }
+    this.pending.delete(call);
+    p.unlisten?.();
+    if (ok) p.resolve(value);
+    else p.reject(rebuild(error));
+  }
+
+  /** Posts a message without waiting for an answer. */
+  post(message) {
+    if (!this.dead) this.worker.postMessage({ call: ++this.calls, ...message });
+  }
+
+  /** Posts a call; resolves to its answer. `options` (the page's) get their events; their
+   *  signal aborts the call until it settles. */
+  request(message, options, session) {
+    if (this.dead) return Promise.reject(this.dead);
+    const call = ++this.calls;
+    return new Promise((resolve, reject) => {
+      const p = { resolve, reject, options, session };
+      this.pending.set(call, p);
+      this.worker.postMessage({ call, ...message });
+      p.unlisten = this.forward(options?.signal, `call ${call}`);
+    });
+  }
+
+  /** Forwards `signal`'s abort to the worker's controller `key`; returns the unsubscriber. */
+  forward(signal, key) {
+    if (!(signal instanceof AbortSignal)) return () => {};
+    const onAbort = () => this.post({ abort: key });
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+    return () => signal.removeEventListener('abort', onAbort);
+  }
+
+  /** The worker is gone: every call in flight and every later one rejects with `error`. */
+  kill(error) {
+    this.dead = error;
+    this.worker.terminate();
+    for (const p of this.pending.values()) p.reject(error);
+    this.pending.clear();
+  }
+}
+
+/** A model in a worker: `Model`'s methods; the data ones resolve asynchronously. */
+export class WorkerModel {
+  /** Starts a worker and loads the model in it with loader `op` ('fromUrl' | 'fromFiles' |
+   *  'load'); resolves once it is loaded. */
+  static async open(op, args, options) {
+    const worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module', name: 'webmamba' });
+    const channel = new Channel(worker);
+    try {
+      const info = await channel.request({ op, args: [...args, portable(options)] }, options);
+      return new WorkerModel(channel, info);
+    } catch (e) {
+      channel.kill(e);
+      throw e;
+    }
+  }
+
+  constructor(channel, info) {
+    this.channel = channel;
+    /** Where the model runs and its sizes (a plain object). */
+    this.info = info;
+  }
+
+  encode(text) { return this.channel.request({ op: 'encode', id: 0, args: [text] }); }
+  decode(ids) { return this.channel.request({ op: 'decode', id: 0, args: [ids] }); }
+  savedSessions() { return this.channel.request({ op: 'savedSessions', id: 0 }); }
+  deleteSession(name) { return this.channel.request({ op: 'deleteSession', id: 0, args: [name] }); }
+
+  newSession() {
+    const into = ++this.channel.ids;
+    // Answered in order before any call on the session; a failure shows on its first call.
+    this.channel.request({ op: 'newSession', into }).catch(() => {});
+    return new WorkerSession(this.channel, into);
+  }
+
+  async restoreSession(name) {
+    const into = ++this.channel.ids;
+    await this.channel.request({ op: 'restoreSession', into, args: [name] });
+    return new WorkerSession(this.channel, into);
+  }
+
+  /** Ends the worker (and the model, its sessions and their GPU memory). */
+  free() {
+    this.channel.kill(Object.assign(new Error('this model was freed'), { name: 'WebMambaError', code: 'NoSession' }));
+  }
+}
+
+/** A session in a worker: `Session`'s methods. */
+export class WorkerSession {
+  constructor(channel, id) {
+    this.channel = channel;
+    this.id = id;
+  }
+
+  call(op, ...args) { return this.channel.request({ op, id: this.id, args }); }
+
+  append(text) { return this.call('append', text); }
+  appendTokens(ids) { return this.call('appendTokens', ids); }
+  edit(text) { return this.call('edit', text); }
+  rewind(length) { return this.call('rewind', length); }
+  tokens() { return this.call('tokens'); }
+  text() { return this.call('text'); }
+  logits() { return this.call('logits'); }
+  stats() { return this.call('stats'); }
+  exportState() { return this.call('exportState'); }
+  importState(bytes) { return this.call('importState', bytes); }
+  save(name) { return this.call('save', name); }
+  stop() { this.channel.post({ op: 'stop', id: this.id }); }
+  close() { this.channel.post({ op: 'close', id: this.id }); }
+
+  generate(options, onToken) {
+    const o = typeof onToken === 'function' && options?.onToken === undefined ? { ...options, onToken } : options;
+    return this.channel.request({ op: 'generate', id: this.id, args: [portable(o)] }, o, this.id);
+  }
+
+  /** An async iterator of { text, id }: one round trip to the worker per token. */
+  stream(options) {
+    const { channel } = this;
+    const into = ++channel.ids;
+    const message = { op: 'stream', id: this.id, into, args: [portable(options)] };
+    const made = channel.request(message);
+    made.catch(() => {}); // its error is the first next()'s
+    // The signal outlives the call that made the stream: it ends the stream whenever it fires.
+    const unlisten = channel.forward(options?.signal, `stream ${into}`);
+    let done = false;
+    const step = async (op) => {
+      try {
+        await made;
+        if (done) return { done: true, value: undefined };
+        const r = await channel.request({ op, id: into });
+        done ||= r.done;
+        return r;
+      } catch (e) {
+        done = true;
+        throw e;
+      } finally {
+        if (done) unlisten();
+      }
+    };
+    return {
+      next: () => step('next'),
+      return: () => step('return'),
+      [Symbol.asyncIterator]() { return this; },
+    };
+  }
+}

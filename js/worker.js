@@ -1,0 +1,93 @@
+// The module worker behind `Model.fromUrl(url, { worker: true })`: one model per worker, driven
+// by messages from worker-client.js. It holds the wasm objects (the model, its sessions and
+// streams) under ids the page chose, calls their methods as the page asks, and answers each
+// call once: { call, ok: true, value } or { call, ok: false, error: { name, code, message } }.
+// Between the call and its answer it may post events for that call: { call, event: 'token',
+// text, id } (onToken) and { call, event: 'progress', progress } (onProgress). A message
+// { abort: key } fires the AbortSignal the worker made for a call (`call N`: a generate) or a
+// stream (`stream N`).
+// Nothing here decides anything about the model: every rule lives in the wasm module.
+import init, { Model } from './webmamba.js';
+
+const ready = init();
+ready.catch(() => {}); // reported as each call's error
+/** id -> the model (id 0), a Session or a stream (ids chosen by the page). */
+const objects = new Map();
+/** `call N` / `stream N` -> the AbortController standing in for the page's AbortSignal. */
+const controllers = new Map();
+
+/** A wasm class instance (ModelInfo, Outcome, Stats) as a plain object a message can carry. */
+const plain = (v) => (v && typeof v === 'object' && typeof v.toJSON === 'function' ? v.toJSON() : v);
+
+function target(id) {
+  const o = objects.get(id);
+  if (!o) throw Object.assign(new Error('this object was closed'), { name: 'WebMambaError', code: 'NoSession' });
+  return o;
+}
+
+/** The page's options with its functions and signal replaced by ours, which post back. */
+function options(call, o, key) {
+  if (!o) return o;
+  const out = { ...o };
+  delete out.progress; delete out.token; delete out.signal;
+  if (o.progress) out.onProgress = (progress) => postMessage({ call, event: 'progress', progress });
+  if (o.token) out.onToken = (text, id) => postMessage({ call, event: 'token', text, id });
+  if (o.signal) {
+    const controller = new AbortController();
+    controllers.set(key, controller);
+    out.signal = controller.signal;
+  }
+  return out;
+}
+
+/** Runs one call; resolves to [value, transfer list]. */
+async function run({ call, op, id, into, args = [] }) {
+  switch (op) {
+    case 'fromUrl': case 'fromFiles': case 'load': {
+      const last = args.length - 1;
+      const model = await Model[op](...args.slice(0, last), options(call, args[last], `call ${call}`));
+      objects.set(0, model);
+      return [plain(model.info)];
+    }
+    case 'clearCache': return [await Model.clearCache(...args)];
+    case 'newSession': objects.set(into, target(0).newSession()); return [];
+    case 'restoreSession': objects.set(into, await target(0).restoreSession(...args)); return [];
+    case 'stream': objects.set(into, target(id).stream(options(call, args[0], `stream ${into}`))); return [];
+    case 'generate': return [await target(id).generate(options(call, args[0], `call ${call}`))];
+    case 'next': case 'return': {
+      const r = await target(id)[op]();
+      if (r.done) {
+        objects.delete(id);
+        controllers.delete(`stream ${id}`);
+      }
+      return [r];
+    }
+    case 'close':
+      objects.get(id)?.close();
+      objects.delete(id);
+      return [];
+    default: {
+      const value = plain(await target(id)[op](...args));
+      const buffer = ArrayBuffer.isView(value) ? value.buffer : null;
+      return [value, buffer ? [buffer] : []];
+    }
+  }
+}
+
+self.onmessage = async ({ data }) => {
+  if (data.abort !== undefined) {
+    controllers.get(data.abort)?.abort();
+    return;
+  }
+  try {
+    await ready;
+    const [value, transfer = []] = await run(data);
+    postMessage({ call: data.call, ok: true, value }, transfer);
+  } catch (e) {
+    const error = { name: e?.name ?? 'Error', code: e?.code, message: String(e?.message ?? e) };
+    postMessage({ call: data.call, ok: false, error });
+  } finally {
+    controllers.delete(`call ${data.call}`);
+    if (data.op === 'stream' && !objects.has(data.into)) controllers.delete(`stream ${data.into}`);
+  }
+};

@@ -1,0 +1,45 @@
+#!/usr/bin/env node
+// Turns wasm-pack's output folder into the npm package `webmamba`: adds the thin JS layer from
+// js/ (index.js, the entry: loaders that start the wasm module themselves and the worker mode;
+// its self-contained types; the module worker; the npm README) and writes package.json's entry
+// points, exports and file list. Run after `wasm-pack build --target web --out-dir DIR`:
+//   node scripts/package.mjs pkg
+import { copyFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+const dir = process.argv[2];
+if (!dir || !existsSync(join(dir, 'webmamba.js'))) {
+  console.error('usage: node scripts/package.mjs DIR (a wasm-pack --target web output folder)');
+  process.exit(2);
+}
+
+const LAYER = ['index.js', 'index.d.ts', 'worker.js', 'worker-client.js', 'README.md'];
+for (const f of LAYER) copyFileSync(join('js', f), join(dir, f));
+
+const cargo = readFileSync('Cargo.toml', 'utf8');
+const field = (name) => new RegExp(`^${name} = "([^"]*)"`, 'm').exec(cargo)?.[1];
+const wasmFiles = ['webmamba.js', 'webmamba.d.ts', 'webmamba_bg.wasm', 'webmamba_bg.wasm.d.ts'];
+const pkg = {
+  name: 'webmamba',
+  version: field('version'),
+  description: field('description'),
+  license: field('license'),
+  repository: { type: 'git', url: field('repository') },
+  keywords: ['mamba', 'webgpu', 'wasm', 'llm', 'state-space-model'],
+  type: 'module',
+  main: './index.js',
+  module: './index.js',
+  types: './index.d.ts',
+  exports: {
+    '.': { types: './index.d.ts', default: './index.js' },
+    './worker.js': './worker.js',
+    './webmamba_bg.wasm': './webmamba_bg.wasm',
+    './package.json': './package.json',
+  },
+  files: [...LAYER.filter((f) => f !== 'README.md'), ...wasmFiles,
+    ...(existsSync(join(dir, 'snippets')) ? ['snippets/'] : [])],
+  // The snippets are wasm-bindgen's inline JS (imported by webmamba.js for their exports only).
+  sideEffects: ['./snippets/*'],
+};
+writeFileSync(join(dir, 'package.json'), `${JSON.stringify(pkg, null, 2)}\n`);
+console.log(`${dir}: package ${pkg.name}@${pkg.version}, entry ${pkg.main}`);

@@ -1,0 +1,23 @@
+import { Model } from 'webmamba';
+const model = await Model.fromUrl('/models/shakespeare-mamba-3m/', { onProgress: (p) => console.log(p.phase, p.loaded, p.total) });
+const session = model.newSession();
+await session.append('Once upon a time');
+const ac = new AbortController();
+for await (const piece of session.stream({ maxTokens: 8, temperature: 0.8, seed: 1, signal: ac.signal })) document.body.append(piece.text);
+const text: string = await session.generate({ maxTokens: 4 });
+
+// Beyond the README's example, for the test (tests/package/consumer.mjs): the same greedy text
+// in the page and in the package's Web Worker, which Vite must have bundled with its wasm.
+const greedy = async (m: { newSession(): { append(t: string): Promise<unknown>; generate(o: { maxTokens: number }): Promise<string> } }) => {
+  const s = m.newSession();
+  await s.append('Once upon a time');
+  return s.generate({ maxTokens: 12 });
+};
+const inWorker = await Model.fromUrl('/models/shakespeare-mamba-3m/', { worker: true });
+Object.assign(document.body.dataset, {
+  text,
+  page: await greedy(model),
+  worker: await greedy(inWorker),
+  workerBackend: inWorker.info.backend,
+  done: 'true',
+});
