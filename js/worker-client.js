@@ -11,15 +11,31 @@ function rebuild({ name, code, message }) {
   return Object.assign(new Error(message), { name, code });
 }
 
-/** The page's options as a message can carry them: functions and the signal become flags. */
+/** The page's options as a message can carry them: its functions and AbortSignal stay here,
+ *  and `relay` tells the worker to stand in for them. Anything else goes as it is, so the wasm
+ *  module judges it as in-page (`onProgress: 5` is InvalidInput there, too). */
 function portable(options) {
   if (options === undefined || options === null || typeof options !== 'object') return options;
   const out = { ...options };
-  delete out.worker; delete out.onProgress; delete out.onToken; delete out.signal;
-  if (typeof options.onProgress === 'function') out.progress = true;
-  if (typeof options.onToken === 'function') out.token = true;
-  if (options.signal !== undefined) out.signal = true;
+  delete out.worker;
+  const relay = {};
+  for (const [name, flag] of [['onProgress', 'progress'], ['onToken', 'token']]) {
+    if (typeof options[name] === 'function') {
+      delete out[name];
+      relay[flag] = true;
+    }
+  }
+  if (options.signal instanceof AbortSignal) {
+    delete out.signal;
+    relay.signal = true;
+  }
+  out.relay = relay;
   return out;
+}
+
+/** An error as the wasm module gives it: name WebMambaError and a `code`. */
+function webMambaError(code, message) {
+  return Object.assign(new Error(message), { name: 'WebMambaError', code });
 }
 
 /** One worker and its calls in flight. */
@@ -31,9 +47,8 @@ class Channel {
     this.pending = new Map(); // call -> { resolve, reject, options }
     this.dead = null;
     worker.onmessage = ({ data }) => this.receive(data);
-    const fail = (what) => (e) => this.kill(Object.assign(
-      new Error(`the webmamba worker ${what}: ${e?.message ?? 'no details (see the console)'}`),
-      { name: 'WebMambaError', code: 'Worker' }));
+    const fail = (what) => (e) => this.kill(
+      webMambaError('Worker', `the webmamba worker ${what}: ${e?.message ?? 'no details (see the console)'}`));
     worker.onerror = fail('failed');
     worker.onmessageerror = fail('sent a message that could not be read');
   }
@@ -69,8 +84,13 @@ class Channel {
     const call = ++this.calls;
     return new Promise((resolve, reject) => {
       const p = { resolve, reject, options, session };
+      try {
+        this.worker.postMessage({ call, ...message });
+      } catch (e) { // an argument a message cannot carry (a function, a DOM node...)
+        reject(webMambaError('InvalidInput', `an argument cannot be sent to the worker: ${e?.message ?? e}`));
+        return;
+      }
       this.pending.set(call, p);
-      this.worker.postMessage({ call, ...message });
       p.unlisten = this.forward(options?.signal, `call ${call}`);
     });
   }
@@ -135,7 +155,7 @@ export class WorkerModel {
 
   /** Ends the worker (and the model, its sessions and their GPU memory). */
   free() {
-    this.channel.kill(Object.assign(new Error('this model was freed'), { name: 'WebMambaError', code: 'NoSession' }));
+    this.channel.kill(webMambaError('NoSession', 'this model was freed'));
   }
 }
 
@@ -163,8 +183,14 @@ export class WorkerSession {
   close() { this.channel.post({ op: 'close', id: this.id }); }
 
   generate(options, onToken) {
-    const o = typeof onToken === 'function' && options?.onToken === undefined ? { ...options, onToken } : options;
-    return this.channel.request({ op: 'generate', id: this.id, args: [portable(o)] }, o, this.id);
+    // onToken as the 2nd argument wins over options.onToken, as in-page; anything else that is
+    // not a function goes on to be judged by the wasm module.
+    const plain = options === undefined || options === null || (typeof options === 'object' && !Array.isArray(options));
+    if (typeof onToken === 'function' && plain) {
+      options = { ...options, onToken };
+      onToken = undefined;
+    }
+    return this.channel.request({ op: 'generate', id: this.id, args: [portable(options), onToken] }, options, this.id);
   }
 
   /** An async iterator of { text, id }: one round trip to the worker per token. */

@@ -25,14 +25,14 @@ function target(id) {
   return o;
 }
 
-/** The page's options with its functions and signal replaced by ours, which post back. */
+/** The page's options with the functions and signal it kept (`relay`) replaced by ours, which
+ *  post back; anything else is passed on as it came, to be judged by the wasm module. */
 function options(call, o, key) {
-  if (!o) return o;
-  const out = { ...o };
-  delete out.progress; delete out.token; delete out.signal;
-  if (o.progress) out.onProgress = (progress) => postMessage({ call, event: 'progress', progress });
-  if (o.token) out.onToken = (text, id) => postMessage({ call, event: 'token', text, id });
-  if (o.signal) {
+  if (o === null || typeof o !== 'object' || typeof o.relay !== 'object') return o;
+  const { relay, ...out } = o;
+  if (relay.progress) out.onProgress = (progress) => postMessage({ call, event: 'progress', progress });
+  if (relay.token) out.onToken = (text, id) => postMessage({ call, event: 'token', text, id });
+  if (relay.signal) {
     const controller = new AbortController();
     controllers.set(key, controller);
     out.signal = controller.signal;
@@ -53,7 +53,7 @@ async function run({ call, op, id, into, args = [] }) {
     case 'newSession': objects.set(into, target(0).newSession()); return [];
     case 'restoreSession': objects.set(into, await target(0).restoreSession(...args)); return [];
     case 'stream': objects.set(into, target(id).stream(options(call, args[0], `stream ${into}`))); return [];
-    case 'generate': return [await target(id).generate(options(call, args[0], `call ${call}`))];
+    case 'generate': return [await target(id).generate(options(call, args[0], `call ${call}`), args[1])];
     case 'next': case 'return': {
       const r = await target(id)[op]();
       if (r.done) {

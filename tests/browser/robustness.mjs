@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // The malformed-input matrix in headless Chromium, through the npm package (www/pkg, built by
-// `npm run build:demo`), on WebGPU (SwiftShader) and on the CPU backend:
+// `npm run build:demo`), on WebGPU (SwiftShader) and on the CPU backend in the page, and on
+// WebGPU with the model in a Web Worker (`worker: true`):
 //   - every API entry called with wrong-typed and out-of-range arguments, damaged model folders
 //     (written here from the tiny-f32 fixture) and damaged or foreign exported states;
 //   - each case must fail with a WebMambaError of the expected `code` — not a TypeError from the
@@ -68,19 +69,22 @@ function writeDamagedFolders(root) {
   });
 }
 
-/** In the page: loads the working model, then runs every case; returns one result per case. */
-async function matrix(page, base, backend) {
-  return page.evaluate(async ({ base, backend }) => {
+/** In the page: loads the working model (in the page, or in a Web Worker with `worker`: then
+ *  every loader case loads in a worker too), then runs every case; returns one result per case.
+ *  Every call is awaited, which works the same in both modes. */
+async function matrix(page, base, backend, worker) {
+  return page.evaluate(async ({ base, backend, worker }) => {
     const { Model, Gpu } = window.webmamba;
     const url = `${base}/fixtures/tiny-f32/`;
-    const opts = { backend, cache: false };
+    const opts = { backend, cache: false, worker };
+    const w = { worker }; // for the loader cases whose options are otherwise wrong
     const model = await Model.fromUrl(url, opts);
     const s = model.newSession();
     const prompt = [5, 17, 3, 99, 42, 7, 7, 64, 1, 250, 12];
     await s.appendTokens(prompt);
     const greedy = { maxTokens: 8, stopAtEos: false };
     await s.generate(greedy);
-    const want = Array.from(s.tokens()).slice(prompt.length);
+    const want = Array.from(await s.tokens()).slice(prompt.length);
     const saved = await s.exportState();
     const flipped = saved.slice();
     flipped[40] ^= 1;
@@ -99,22 +103,22 @@ async function matrix(page, base, backend) {
       ['fromUrl()', () => Model.fromUrl(), 'InvalidInput'],
       ['fromUrl(url, "gpu")', () => Model.fromUrl(url, 'gpu'), 'InvalidInput'],
       ['fromUrl(url, [])', () => Model.fromUrl(url, []), 'InvalidInput'],
-      ['fromUrl backend: 7', () => Model.fromUrl(url, { backend: 7 }), 'InvalidInput'],
-      ['fromUrl backend: "tpu"', () => Model.fromUrl(url, { backend: 'tpu' }), 'InvalidInput'],
-      ['fromUrl weights: "int4"', () => Model.fromUrl(url, { weights: 'int4' }), 'InvalidInput'],
-      ['fromUrl maxTokens: -1', () => Model.fromUrl(url, { maxTokens: -1 }), 'InvalidInput'],
-      ['fromUrl maxTokens: 1.5', () => Model.fromUrl(url, { maxTokens: 1.5 }), 'InvalidInput'],
-      ['fromUrl blockSize: NaN', () => Model.fromUrl(url, { blockSize: NaN }), 'InvalidInput'],
-      ['fromUrl budgetBytes: "lots"', () => Model.fromUrl(url, { budgetBytes: 'lots' }), 'InvalidInput'],
-      ['fromUrl cache: "yes"', () => Model.fromUrl(url, { cache: 'yes' }), 'InvalidInput'],
-      ['fromUrl onProgress: 5', () => Model.fromUrl(url, { onProgress: 5 }), 'InvalidInput'],
+      ['fromUrl backend: 7', () => Model.fromUrl(url, { ...w, backend: 7 }), 'InvalidInput'],
+      ['fromUrl backend: "tpu"', () => Model.fromUrl(url, { ...w, backend: 'tpu' }), 'InvalidInput'],
+      ['fromUrl weights: "int4"', () => Model.fromUrl(url, { ...w, weights: 'int4' }), 'InvalidInput'],
+      ['fromUrl maxTokens: -1', () => Model.fromUrl(url, { ...w, maxTokens: -1 }), 'InvalidInput'],
+      ['fromUrl maxTokens: 1.5', () => Model.fromUrl(url, { ...w, maxTokens: 1.5 }), 'InvalidInput'],
+      ['fromUrl blockSize: NaN', () => Model.fromUrl(url, { ...w, blockSize: NaN }), 'InvalidInput'],
+      ['fromUrl budgetBytes: "lots"', () => Model.fromUrl(url, { ...w, budgetBytes: 'lots' }), 'InvalidInput'],
+      ['fromUrl cache: "yes"', () => Model.fromUrl(url, { ...w, cache: 'yes' }), 'InvalidInput'],
+      ['fromUrl onProgress: 5', () => Model.fromUrl(url, { ...w, onProgress: 5 }), 'InvalidInput'],
       ['fromUrl of a missing folder', () => Model.fromUrl(`${base}/fixtures/nothing-here/`, opts), 'Io'],
-      ['fromFiles("x")', () => Model.fromFiles('x'), 'InvalidInput'],
-      ['fromFiles([1, 2])', () => Model.fromFiles([1, 2]), 'InvalidInput'],
+      ['fromFiles("x")', () => Model.fromFiles('x', w), 'InvalidInput'],
+      ['fromFiles([1, 2])', () => Model.fromFiles([1, 2], w), 'InvalidInput'],
       ['fromFiles([])', () => Model.fromFiles([], opts), 'InvalidInput'],
       ['clearCache(5)', () => Model.clearCache(5), 'InvalidInput'],
-      ['load("a", "b")', () => Model.load('a', 'b'), 'InvalidInput'],
-      ['load(bytes, bytes, 7)', () => Model.load(new Uint8Array(2), new Uint8Array(2), 7), 'InvalidInput'],
+      ['load("a", "b")', () => Model.load('a', 'b', undefined, w), 'InvalidInput'],
+      ['load(bytes, bytes, 7)', () => Model.load(new Uint8Array(2), new Uint8Array(2), 7, w), 'InvalidInput'],
       ['load of junk bytes', () => Model.load(new Uint8Array(3), new Uint8Array(3), undefined, opts), 'Config'],
       // Damaged model folders
       ['config.json not JSON', () => damaged('bad-config'), 'Config'],
@@ -125,7 +129,7 @@ async function matrix(page, base, backend) {
       ['a NaN weight', () => damaged('nan-weight'), 'NonFiniteWeight'],
       ['a tensor missing', () => damaged('missing-tensor'), 'MissingTensor'],
       ['an index naming ../', () => damaged('index-escapes'), 'Safetensors'],
-      // model.encode / decode (synchronous: they throw)
+      // model.encode / decode (synchronous in the page: they throw)
       ['encode(5)', () => model.encode(5), 'InvalidInput'],
       ['decode("abc")', () => model.decode('abc'), 'InvalidInput'],
       ['decode([1.5])', () => model.decode([1.5]), 'InvalidInput'],
@@ -157,9 +161,9 @@ async function matrix(page, base, backend) {
       ['generate({}, 42)', () => s.generate({}, 42), 'InvalidInput'],
       ['generate onToken: "x"', () => s.generate({ onToken: 'x' }), 'InvalidInput'],
       ['generate signal: 5', () => s.generate({ signal: 5 }), 'InvalidInput'],
-      ['stream("x")', () => s.stream('x'), 'InvalidInput'],
-      ['stream topP: -1', () => s.stream({ topP: -1 }), 'InvalidInput'],
-      ['stream signal: {}', () => s.stream({ signal: {} }), 'InvalidInput'],
+      ['stream("x")', () => s.stream('x').next(), 'InvalidInput'],
+      ['stream topP: -1', () => s.stream({ topP: -1 }).next(), 'InvalidInput'],
+      ['stream signal: {}', () => s.stream({ signal: {} }).next(), 'InvalidInput'],
       ['generate on an empty session', () => empty.generate(greedy), 'InvalidInput'],
       ['rewind("x")', () => s.rewind('x'), 'InvalidInput'],
       ['rewind(-1)', () => s.rewind(-1), 'InvalidInput'],
@@ -174,6 +178,8 @@ async function matrix(page, base, backend) {
       ['restoreSession(5)', () => model.restoreSession(5), 'InvalidInput'],
       ['restoreSession of a name never saved', () => model.restoreSession('never-saved'), 'InvalidInput'],
       ['deleteSession(null)', () => model.deleteSession(null), 'InvalidInput'],
+      ['append(a function)', () => s.append(() => 'x'), 'InvalidInput'],
+      ['generate({ stop: [a function] })', () => s.generate({ stop: [() => 'x'] }), 'InvalidInput'],
       ['Busy: a second call while generating', async () => {
         const first = s.generate({ maxTokens: 2, stopAtEos: false });
         try { await s.appendTokens([1]); } finally { await first; }
@@ -203,7 +209,7 @@ async function matrix(page, base, backend) {
       try {
         await s.rewind(prompt.length);
         await s.generate(greedy);
-        r.after = JSON.stringify(Array.from(s.tokens()).slice(prompt.length)) === JSON.stringify(want);
+        r.after = JSON.stringify(Array.from(await s.tokens()).slice(prompt.length)) === JSON.stringify(want);
       } catch (e) {
         r.after = `${e?.name}: ${e?.message ?? e}`;
       }
@@ -213,9 +219,11 @@ async function matrix(page, base, backend) {
     const again = model.newSession();
     await again.importState(saved);
     results.push({ label: 'the saved state imports afterwards', want: 'ok', got: 'ok',
-      after: JSON.stringify(Array.from(again.tokens())) === JSON.stringify(Array.from(s.tokens())) });
-    return { backend: model.info.backend, results };
-  }, { base, backend });
+      after: JSON.stringify(Array.from(await again.tokens())) === JSON.stringify(Array.from(await s.tokens())) });
+    const ran = model.info.backend;
+    model.free();
+    return { backend: ran, results };
+  }, { base, backend, worker });
 }
 
 /** In the page: a model's device is destroyed under it; then the recovery. */
@@ -270,14 +278,15 @@ const base = `http://127.0.0.1:${server.address().port}`;
 const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ARGS });
 try {
   const { page, pageErrors } = await openTestPage(browser, base);
-  for (const backend of ['gpu', 'cpu']) {
-    const { backend: ran, results } = await matrix(page, base, backend);
-    check(ran === backend, `${backend}: the model runs on ${ran}`);
+  for (const [backend, worker] of [['gpu', false], ['cpu', false], ['gpu', true]]) {
+    const { backend: ran, results } = await matrix(page, base, backend, worker);
+    const b = worker ? `${backend} (worker)` : backend;
+    check(ran === backend, `${b}: the model runs on ${ran}`);
     for (const r of results) {
-      check(r.got === r.want, `${backend}: ${r.label}: wanted ${r.want}, got ${r.got}${r.message ? ` (${r.message})` : ''}`);
-      check(r.after === true, `${backend}: after "${r.label}" the working session generates the same tokens: ${r.after}`);
+      check(r.got === r.want, `${b}: ${r.label}: wanted ${r.want}, got ${r.got}${r.message ? ` (${r.message})` : ''}`);
+      check(r.after === true, `${b}: after "${r.label}" the working session generates the same tokens: ${r.after}`);
     }
-    console.log(`robustness: ${backend}: ${results.length} cases, each a typed error with its code, the session intact after each`);
+    console.log(`robustness: ${b}: ${results.length} cases, each a typed error with its code, the session intact after each`);
   }
   const lost = await deviceLoss(page, base);
   for (const [call, code] of Object.entries(lost.codes)) {
