@@ -111,6 +111,36 @@ fn bench_reports_both_backends_side_by_side() {
     );
 }
 
+/// The suite's JSON has every figure for every backend (values are not judged here: numbers
+/// live in benchmarks); the run itself checks that the follow-up resumed from its checkpoint.
+#[test]
+fn bench_suite_prints_one_json_object_with_every_figure() {
+    let dir = fixture_dir("tiny-f32");
+    let args = ["bench", "--suite", "--json", "--runs", "1", "--formats", "f16,int8", "--model"];
+    let run = webmamba(&[&args[..], &[dir.to_str().unwrap()]].concat());
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&run.stdout).expect("one JSON object");
+    let number = |v: &serde_json::Value, what: &str| {
+        let x = v.as_f64().unwrap_or_else(|| panic!("{what} is not a number: {v}"));
+        assert!(x.is_finite(), "{what} = {x}");
+        x
+    };
+    for backend in ["cpu", "gpu-f16", "gpu-int8"] {
+        for n in ["128", "512", "2048"] {
+            assert!(number(&report["prefill_tok_s"][backend][n]["median"], "prefill") > 0.0, "{backend} {n}");
+        }
+        assert!(number(&report["decode_tok_s"][backend]["median"], "decode") > 0.0);
+        assert!(number(&report["scan_speedup_512"][backend], "scan_speedup_512") > 0.0);
+        assert!(number(&report["resume_speedup_2048"][backend], "resume_speedup_2048") > 0.0);
+        number(&report["capture_overhead_512"][backend], "capture_overhead_512");
+        let stat = &report["backends"][backend]["decode_tok_s"];
+        assert!(number(&stat["min"], "min") <= number(&stat["max"], "max"));
+    }
+    assert!(report["gpu_memory_bytes"]["cpu"].is_null());
+    let (f16, int8) = (&report["gpu_memory_bytes"]["gpu-f16"], &report["gpu_memory_bytes"]["gpu-int8"]);
+    assert!(number(&int8["weights"], "weights") < number(&f16["weights"], "weights"), "{report}");
+}
+
 #[test]
 fn cli_mistakes_are_clear_errors() {
     let dir = fixture_dir("tiny-f32");

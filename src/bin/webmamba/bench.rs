@@ -1,6 +1,7 @@
 //! `webmamba bench`: prefill and decode throughput of each backend on the same model and tokens,
-//! measured one after the other in one run and reported side by side with their ratio. This is
-//! where speed claims come from (never from a timed test).
+//! measured one after the other in one run and reported side by side with their ratio; with
+//! `--suite`, the whole benchmark suite (`suite.rs`). This is where speed claims come from
+//! (never from a timed test).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -16,11 +17,25 @@ use crate::{Backend, Weights, checkpoint, engine};
 #[derive(Args)]
 pub struct BenchArgs {
     /// Model folder to benchmark (else a seeded random model of `--shape`).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "shape")]
     model: Option<PathBuf>,
-    /// Shape of the random model (f32 weights) when no `--model` is given.
-    #[arg(long, value_enum, default_value_t = Shape::Mamba130m)]
-    shape: Shape,
+    /// Shape of a seeded random model (f32 weights) to benchmark. Default: 130m, or with
+    /// `--suite` the embedded default model.
+    #[arg(long, value_enum)]
+    shape: Option<Shape>,
+    /// Run the benchmark suite: prefill at 128/512/2048, decode, scan_speedup_512,
+    /// resume_speedup_2048, capture_overhead_512 and GPU memory, per backend and weight format.
+    #[arg(long)]
+    suite: bool,
+    /// With `--suite`: print one JSON object instead of tables.
+    #[arg(long, requires = "suite")]
+    json: bool,
+    /// With `--suite`: runs per figure (the median is reported, with min and max).
+    #[arg(long, default_value_t = 3, requires = "suite")]
+    runs: usize,
+    /// With `--suite`: the GPU weight formats to measure, in order.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "f32,f16,int8", requires = "suite")]
+    formats: Vec<Weights>,
     /// How the GPU stores weight matrices.
     #[arg(long, value_enum, default_value_t = Weights::F16)]
     weights: Weights,
@@ -52,13 +67,20 @@ struct Row {
 }
 
 pub fn run(a: BenchArgs) -> Result<()> {
-    if a.prompt_tokens == 0 || a.decode_tokens == 0 {
-        bail!("--prompt-tokens and --decode-tokens must be at least 1");
+    if a.prompt_tokens == 0 || a.decode_tokens == 0 || a.runs == 0 {
+        bail!("--prompt-tokens, --decode-tokens and --runs must be at least 1");
     }
-    let checkpoint = match &a.model {
-        Some(dir) => checkpoint(Some(dir))?,
-        None => Checkpoint::random(&a.shape.config(), 1, safetensors::Dtype::F32)?,
+    let shape = match (a.shape, a.suite) {
+        (None, false) => Some(Shape::Mamba130m),
+        (shape, _) => shape,
     };
+    let checkpoint = match (&a.model, shape) {
+        (None, Some(shape)) => Checkpoint::random(&shape.config(), 1, safetensors::Dtype::F32)?,
+        (dir, _) => checkpoint(dir.as_ref())?,
+    };
+    if a.suite {
+        return crate::suite::run(&checkpoint, &a.backends, &a.formats, a.runs, a.json);
+    }
     let c = checkpoint.config.clone();
     let matmul = match a.matmul {
         MatmulArg::Auto => Matmul::Auto,

@@ -6,6 +6,7 @@
 //! webmamba generate [--model DIR] --prompt TEXT --max-tokens N [--temperature 0] [--top-k K]
 //!                   [--top-p P] [--repetition-penalty R] [--stop TEXT]... [--seed S] [--backend cpu|gpu]
 //! webmamba bench    [--model DIR | --shape 130m] [--prompt-tokens N] [--decode-tokens N]
+//! webmamba bench    --suite [--model DIR | --shape 130m] [--json] [--runs N] [--formats f32,f16,int8]
 //! webmamba replay   [--model DIR] --ops FILE [--checkpoint-interval B] [--retention dense|sparse:K]
 //!                   [--budget BYTES] [--backend cpu|gpu]
 //! webmamba random   --shape 790m [--dtype bf16] [--shards 4] [--seed S] [--zeros] --out DIR
@@ -18,6 +19,7 @@ mod npy;
 mod progress;
 mod replay;
 mod shapes;
+mod suite;
 
 use std::io::Write;
 use std::path::PathBuf;

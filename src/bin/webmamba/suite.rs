@@ -1,0 +1,271 @@
+//! `webmamba bench --suite`: the benchmark suite. For each backend (the CPU, and the GPU in each
+//! weight format) on one model, measured one after the other in one run, each figure the median
+//! of `--runs` runs with its min and max:
+//! - prefill tok/s at 128, 512 and 2,048 tokens (from a zero state, logits of the last token);
+//! - decode tok/s: 128 greedy steps after a 128-token prompt;
+//! - `scan_speedup_512`: 512 tokens in one forward pass (the chunked parallel scan) vs the same
+//!   tokens one forward pass each (the decode path);
+//! - `resume_speedup_2048`: time to the first token of a 16-token follow-up after a 2,048-token
+//!   history, resumed from its cached checkpoint, vs re-reading the 2,064 tokens;
+//! - `capture_overhead_512`: extra time of a 512-token prefill that writes a checkpoint every 64
+//!   tokens (8 states, the cache's dense default) over one that writes none, as a fraction (the
+//!   medians of 5 of each, alternated, per run);
+//! - GPU memory by category.
+//!
+//! A table goes to stdout, or with `--json` one JSON object. Ratios are measured side by side
+//! in one run; no figure here is asserted by a test.
+
+use std::time::Instant;
+
+use anyhow::Result;
+use serde_json::{Value, json};
+use webmamba::{CacheConfig, Checkpoint, Engine, Logits, Matmul, Retention, Runtime};
+
+use crate::{Backend, Weights, engine};
+
+/// Median, min and max of a figure over the runs.
+struct Stat {
+    median: f64,
+    min: f64,
+    max: f64,
+}
+
+impl Stat {
+    fn of(mut xs: Vec<f64>) -> Stat {
+        xs.sort_by(f64::total_cmp);
+        let n = xs.len();
+        let median = if n % 2 == 1 { xs[n / 2] } else { (xs[n / 2 - 1] + xs[n / 2]) / 2.0 };
+        Stat { median, min: xs[0], max: xs[n - 1] }
+    }
+
+    fn json(&self) -> Value {
+        json!({ "median": self.median, "min": self.min, "max": self.max })
+    }
+
+    fn cell(&self, digits: usize) -> String {
+        format!("{:.digits$} ({:.digits$}–{:.digits$})", self.median, self.min, self.max)
+    }
+}
+
+/// Prefill lengths measured.
+const PREFILL: [usize; 3] = [128, 512, 2048];
+const DECODE_PROMPT: usize = 128;
+const DECODE_STEPS: usize = 128;
+const SCAN_TOKENS: usize = 512;
+const HISTORY: usize = 2048;
+const FOLLOW_UP: usize = 16;
+const BLOCK: usize = 64;
+/// Alternated plain and capturing prefills per run for `capture_overhead_512`.
+const CAPTURE_PAIRS: usize = 5;
+
+/// One backend's figures.
+struct Row {
+    label: String,
+    prefill: Vec<Stat>,
+    decode: Stat,
+    scan_speedup: Stat,
+    resume_speedup: Stat,
+    capture_overhead: Stat,
+    memory: Value,
+}
+
+/// `n` token ids, different for each `salt`.
+fn ids(n: usize, vocab: usize, salt: usize) -> Vec<u32> {
+    (0..n).map(|i| ((i * 7919 + salt * 104_729 + 1) % vocab) as u32).collect()
+}
+
+/// Seconds `f` takes.
+fn timed<T>(f: impl FnOnce() -> Result<T>) -> Result<(f64, T)> {
+    let t0 = Instant::now();
+    let out = f()?;
+    Ok((t0.elapsed().as_secs_f64(), out))
+}
+
+fn forward(e: &mut Engine, tokens: &[u32]) -> Result<Vec<f32>> {
+    Ok(pollster::block_on(e.forward(tokens, Logits::Last))?)
+}
+
+/// Everything but the cache figures, on the engine's working state.
+fn measure_engine(e: &mut Engine, runs: usize, vocab: usize) -> Result<(Vec<Stat>, Stat, Stat, Stat)> {
+    e.reset();
+    forward(e, &ids(8, vocab, 0))?; // warm-up: first dispatches compile lazily on some drivers
+    let slots = e.add_slots(SCAN_TOKENS / BLOCK)?;
+    let captures: Vec<(usize, usize)> = (1..=SCAN_TOKENS / BLOCK).map(|b| b * BLOCK - 1).zip(slots).collect();
+    let (mut prefill, mut decode, mut scan, mut capture) =
+        (vec![Vec::new(); PREFILL.len()], Vec::new(), Vec::new(), Vec::new());
+    for run in 0..runs {
+        for (i, &n) in PREFILL.iter().enumerate() {
+            e.reset();
+            let (s, _) = timed(|| forward(e, &ids(n, vocab, run)))?;
+            prefill[i].push(n as f64 / s);
+        }
+        e.reset();
+        let mut logits = forward(e, &ids(DECODE_PROMPT, vocab, run))?;
+        let (s, _) = timed(|| {
+            for _ in 0..DECODE_STEPS {
+                let next = webmamba::cpu::ops::argmax(&logits).unwrap_or(0) as u32;
+                logits = forward(e, &[next])?;
+            }
+            Ok(())
+        })?;
+        decode.push(DECODE_STEPS as f64 / s);
+        let tokens = ids(SCAN_TOKENS, vocab, run);
+        e.reset();
+        let (whole, _) = timed(|| forward(e, &tokens))?;
+        e.reset();
+        let (one_by_one, _) = timed(|| tokens.iter().try_for_each(|t| forward(e, &[*t]).map(drop)))?;
+        scan.push(one_by_one / whole);
+        // A few percent is below this machine's run-to-run noise: alternate the two, take medians.
+        let (mut plain, mut captured) = (Vec::new(), Vec::new());
+        for _ in 0..CAPTURE_PAIRS {
+            e.reset();
+            plain.push(timed(|| forward(e, &tokens))?.0);
+            e.reset();
+            captured.push(
+                timed(|| Ok(pollster::block_on(e.forward_capturing(&tokens, Logits::Last, &captures))?))?.0,
+            );
+        }
+        capture.push(Stat::of(captured).median / Stat::of(plain).median - 1.0);
+    }
+    let prefill = prefill.into_iter().map(Stat::of).collect();
+    Ok((prefill, Stat::of(decode), Stat::of(scan), Stat::of(capture)))
+}
+
+/// Time to the first token of a follow-up resumed from the history's checkpoint vs re-read.
+fn measure_resume(rt: &mut Runtime, runs: usize, vocab: usize) -> Result<Stat> {
+    let history = ids(HISTORY, vocab, 7);
+    let first = rt.new_session()?;
+    pollster::block_on(rt.append(first, &history))?; // leaves a checkpoint every 64 tokens
+    let mut speedups = Vec::new();
+    for run in 0..runs {
+        let mut resumed = history.clone();
+        resumed.extend(ids(FOLLOW_UP, vocab, 100 + run));
+        let s = rt.new_session()?;
+        let (t_resume, outcome) = timed(|| Ok(pollster::block_on(rt.append(s, &resumed))?))?;
+        anyhow::ensure!(outcome.prefilled == FOLLOW_UP, "the follow-up re-read {} tokens", outcome.prefilled);
+        // The same length with another first token: no cached prefix, every token re-read.
+        let mut fresh = resumed.clone();
+        fresh[0] = (fresh[0] + 1 + run as u32) % vocab as u32;
+        let s2 = rt.new_session()?;
+        let (t_full, outcome) = timed(|| Ok(pollster::block_on(rt.append(s2, &fresh))?))?;
+        anyhow::ensure!(outcome.prefilled == fresh.len(), "the re-read resumed from a checkpoint");
+        speedups.push(t_full / t_resume);
+        rt.close_session(s)?;
+        rt.close_session(s2)?;
+    }
+    Ok(Stat::of(speedups))
+}
+
+fn gpu_memory(e: &Engine) -> Value {
+    match e {
+        Engine::Gpu(m) => {
+            let mem = m.memory();
+            json!({ "weights": mem.weights, "activations": mem.activations, "state": mem.state,
+                    "checkpoint_slots": mem.slots })
+        }
+        Engine::Cpu { .. } => Value::Null,
+    }
+}
+
+/// Runs the suite on `checkpoint` for each backend (the GPU once per weight format).
+pub fn run(
+    checkpoint: &Checkpoint,
+    backends: &[Backend],
+    formats: &[Weights],
+    runs: usize,
+    as_json: bool,
+) -> Result<()> {
+    let c = &checkpoint.config;
+    let vocab = c.vocab_size;
+    let mut rows = Vec::new();
+    let mut adapter = String::new();
+    for &backend in backends {
+        let variants: Vec<Option<Weights>> = match backend {
+            Backend::Cpu => vec![None],
+            Backend::Gpu => formats.iter().copied().map(Some).collect(),
+        };
+        for weights in variants {
+            let label =
+                weights.map_or("cpu".to_string(), |w| format!("gpu-{}", format!("{w:?}").to_lowercase()));
+            eprintln!("bench: {label}…");
+            let mut e = engine(checkpoint, backend, Matmul::Auto, weights.unwrap_or(Weights::F16))?;
+            if let Engine::Gpu(m) = &e {
+                adapter = m.context().summary().to_string();
+            }
+            let (prefill, decode, scan_speedup, capture_overhead) = measure_engine(&mut e, runs, vocab)?;
+            let config =
+                CacheConfig { block_size: BLOCK, retention: Retention::Dense, budget_bytes: u64::MAX };
+            let mut rt = Runtime::new(e, config)?;
+            let resume_speedup = measure_resume(&mut rt, runs, vocab)?;
+            let memory = gpu_memory(rt.engine());
+            rows.push(Row { label, prefill, decode, scan_speedup, resume_speedup, capture_overhead, memory });
+        }
+    }
+    let model = json!({ "d_model": c.d_model, "n_layer": c.n_layer, "d_state": c.d_state,
+                        "d_inner": c.d_inner, "vocab_size": vocab });
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&report(&rows, model, &adapter, runs))?);
+    } else {
+        table(&rows, &model, &adapter, runs);
+    }
+    Ok(())
+}
+
+/// The JSON report: every figure per backend, and the headline keys as backend → median.
+fn report(rows: &[Row], model: Value, adapter: &str, runs: usize) -> Value {
+    let per = |f: &dyn Fn(&Row) -> Value| -> Value { rows.iter().map(|r| (r.label.clone(), f(r))).collect() };
+    let prefill = |r: &Row| -> Value {
+        PREFILL.iter().zip(&r.prefill).map(|(n, s)| (n.to_string(), s.json())).collect()
+    };
+    json!({
+        "model": model,
+        "adapter": adapter,
+        "cpu_threads": std::thread::available_parallelism().map_or(1, |n| n.get()),
+        "runs": runs,
+        "prefill_tok_s": per(&|r| prefill(r)),
+        "decode_tok_s": per(&|r| r.decode.json()),
+        "scan_speedup_512": per(&|r| r.scan_speedup.median.into()),
+        "resume_speedup_2048": per(&|r| r.resume_speedup.median.into()),
+        "capture_overhead_512": per(&|r| r.capture_overhead.median.into()),
+        "gpu_memory_bytes": per(&|r| r.memory.clone()),
+        "backends": per(&|r| json!({
+            "prefill_tok_s": prefill(r), "decode_tok_s": r.decode.json(),
+            "scan_speedup_512": r.scan_speedup.json(), "resume_speedup_2048": r.resume_speedup.json(),
+            "capture_overhead_512": r.capture_overhead.json(), "gpu_memory_bytes": r.memory })),
+    })
+}
+
+fn table(rows: &[Row], model: &Value, adapter: &str, runs: usize) {
+    println!("model {model}; adapter: {adapter}; median (min–max) of {runs} runs\n");
+    println!(
+        "| backend | prefill 128 tok/s | prefill 512 | prefill 2048 | decode tok/s | scan_speedup_512 | resume_speedup_2048 | capture_overhead_512 |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for r in rows {
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            r.label,
+            r.prefill[0].cell(1),
+            r.prefill[1].cell(1),
+            r.prefill[2].cell(1),
+            r.decode.cell(1),
+            r.scan_speedup.cell(1),
+            r.resume_speedup.cell(1),
+            r.capture_overhead.cell(3)
+        );
+    }
+    let mb = |v: &Value| v.as_u64().map_or("—".into(), |b| format!("{:.1} MB", b as f64 / 1e6));
+    println!("\n| backend | GPU weights | activations | state | checkpoint slots |");
+    println!("|---|---|---|---|---|");
+    for r in rows.iter().filter(|r| !r.memory.is_null()) {
+        let m = &r.memory;
+        println!(
+            "| {} | {} | {} | {} | {} |",
+            r.label,
+            mb(&m["weights"]),
+            mb(&m["activations"]),
+            mb(&m["state"]),
+            mb(&m["checkpoint_slots"])
+        );
+    }
+}
