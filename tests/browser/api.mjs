@@ -107,6 +107,7 @@ async function workerEdges(page) {
   const r = await page.evaluate(async () => {
     const { Model } = window.webmamba;
     const code = async (p) => { try { await p; return 'accepted'; } catch (e) { return `${e.name}:${e.code}`; } };
+    const out = {};
     // The longest gap between the page's timer ticks while `work` runs, and its duration.
     const gaps = async (work) => {
       let last = performance.now(), longest = 0, ticking = true;
@@ -118,8 +119,17 @@ async function workerEdges(page) {
       longest = Math.max(longest, performance.now() - last); // a pause still going on counts
       return { longest: Math.round(longest), total: Math.round(performance.now() - t0) };
     };
+    // A page's timer lands between tokens: stop() from a setTimeout ends a long generation early.
+    for (const worker of [false, true]) {
+      const model = await Model.fromUrl('/models/shakespeare-mamba-3m/', { backend: 'cpu', cache: false, worker });
+      const s = model.newSession();
+      await s.append('Once');
+      setTimeout(() => s.stop(), 30);
+      await s.generate({ maxTokens: 3000, stopAtEos: false });
+      out[worker ? 'timerStopWorker' : 'timerStop'] = (await s.tokens()).length;
+      model.free();
+    }
     const text = 'Now is the winter of our discontent made glorious summer by this sun of York. '.repeat(24);
-    const out = {};
     for (const worker of [false, true]) {
       const model = await Model.fromUrl('/models/shakespeare-mamba-3m/', { backend: 'cpu', cache: false, worker });
       const s = model.newSession();
@@ -146,6 +156,8 @@ async function workerEdges(page) {
   });
   check(r.worker.longest < r.page.longest / 2,
     `worker: during a CPU prefill of 400+ tokens the page's longest pause is ${r.worker.longest} ms of ${r.worker.total} (in the page: ${r.page.longest} ms of ${r.page.total})`);
+  check(r.timerStop < 3000 && r.timerStopWorker < 3000,
+    `stop() from a page timer 30 ms into a 3,000-token generation ends it between tokens (in the page at ${r.timerStop} tokens, in a worker at ${r.timerStopWorker})`);
   check(r.missing === r.missingInPage && r.missing.endsWith(':Io'), `worker: a folder that is not there is ${r.missing}, as in the page`);
   check(r.deadWorker === 'WebMambaError:Worker', `worker: a worker that cannot start rejects the load with ${r.deadWorker}`);
   check(r.busy === 'WebMambaError:Busy', `worker: a second call while one runs is ${r.busy}, as in the page`);
