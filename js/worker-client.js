@@ -56,12 +56,19 @@ class Channel {
   receive({ call, ok, value, error, event, text, id, progress }) {
     const p = this.pending.get(call);
     if (!p) return;
-    if (event === 'progress') return p.options?.onProgress?.(progress);
+    if (event === 'progress') {
+      try {
+        p.options?.onProgress?.(progress);
+      } catch (e) {
+        console.error('webmamba: onProgress threw:', e); // as in-page: the load goes on
+      }
+      return;
+    }
     if (event === 'token') {
       try {
         p.options?.onToken?.(text, id);
       } catch (e) {
-        console.error('webmamba: onToken threw:', e); // in-page too: the generation stops there
+        console.error('webmamba: onToken threw:', e); // as in-page: the generation stops there
         this.post({ op: 'stop', id: p.session });
       }
       return;

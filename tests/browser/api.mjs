@@ -141,9 +141,12 @@ async function workerEdges(page) {
     const RealWorker = window.Worker; // a worker script that cannot load (a CDN outage, a CSP)
     window.Worker = class extends RealWorker { constructor(url, o) { super('/no-such-worker.js', o); } };
     try { out.deadWorker = await code(Model.fromUrl('/models/shakespeare-mamba-3m/', { worker: true })); } finally { window.Worker = RealWorker; }
-    const model = await Model.fromUrl('/models/shakespeare-mamba-3m/', { cache: false, worker: true });
+    // A callback that throws is the page's bug: logged; the load goes on, the generation stops.
+    const model = await Model.fromUrl('/models/shakespeare-mamba-3m/', { cache: false, worker: true,
+      onProgress: () => { throw new Error('a broken progress bar'); } });
     const s = model.newSession();
     await s.append('Once');
+    out.throwingOnToken = (await s.generate({ maxTokens: 20, stopAtEos: false, onToken: () => { throw new Error('x'); } })).length > 0;
     const first = s.generate({ maxTokens: 8 });
     out.busy = await code(s.generate({ maxTokens: 8 }));
     await first;
@@ -160,6 +163,7 @@ async function workerEdges(page) {
     `stop() from a page timer 30 ms into a 3,000-token generation ends it between tokens (in the page at ${r.timerStop} tokens, in a worker at ${r.timerStopWorker})`);
   check(r.missing === r.missingInPage && r.missing.endsWith(':Io'), `worker: a folder that is not there is ${r.missing}, as in the page`);
   check(r.deadWorker === 'WebMambaError:Worker', `worker: a worker that cannot start rejects the load with ${r.deadWorker}`);
+  check(r.throwingOnToken, 'worker: a throwing onProgress does not stop the load, a throwing onToken ends the generation with its text');
   check(r.busy === 'WebMambaError:Busy', `worker: a second call while one runs is ${r.busy}, as in the page`);
   check(r.closed === 'WebMambaError:NoSession', `worker: a closed session's calls are ${r.closed}`);
   check(r.freed.every((c) => c === 'WebMambaError:NoSession'), `worker: after free(), the call in flight and later ones reject: ${r.freed}`);
