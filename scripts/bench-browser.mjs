@@ -102,7 +102,7 @@ try {
   const page = await browser.newPage();
   await page.goto(`${base}/loading.html`);
   await page.evaluate(() => window.ready);
-  const variants = [...opt.formats.split(',').map((w) => ['gpu', w]), ['cpu', 'auto']];
+  const variants = [...opt.formats.split(',').filter(Boolean).map((w) => ['gpu', w]), ['cpu', 'auto']];
   for (const [backend, weights] of variants) {
     const label = backend === 'gpu' ? `wasm-gpu-${weights}` : 'wasm-cpu';
     console.error(`bench:browser: ${label}…`);

@@ -74,5 +74,12 @@ fn chunking_changes_nothing() {
 
     let mut last_state = State::zeros(model.config());
     let last = model.forward(&prompt, &mut last_state, Logits::Last).unwrap();
-    assert_eq!(last, all[(n - 1) * 50..], "Logits::Last is the last row of Logits::All");
+    // the LM head of one row is a GEMV, of all rows a GEMM: the same sums in another order
+    common::assert_close(
+        "Logits::Last vs the last row of Logits::All",
+        &last,
+        &all[(n - 1) * 50..],
+        1e-6,
+        1e-6,
+    );
 }

@@ -52,7 +52,10 @@ dual_test! {
             for &id in &ids {
                 stepped.extend(m.forward(&[id], &mut state, Logits::All).unwrap());
             }
-            assert_close(&format!("{}: one token at a time vs whole", f.name), &stepped, &whole, 1e-5, 1e-6);
+            // one token's products are GEMVs, a sequence's GEMMs (other summation orders, FMA or
+            // not): rounding differences that grow through the layers, well inside the 1e-4 the
+            // model is held to against HF
+            assert_close(&format!("{}: one token at a time vs whole", f.name), &stepped, &whole, 5e-5, 1e-5);
             assert_close(&format!("{}: final SSM state", f.name), &state.layers[0].ssm, &whole_state.layers[0].ssm, 1e-6, 1e-6);
 
             // Uneven chunks resume from the state the previous chunk left.
@@ -61,8 +64,9 @@ dual_test! {
             for chunk in [&ids[..5], &ids[5..6], &ids[6..17], &ids[17..]] {
                 chunked.extend(m.forward(chunk, &mut state, Logits::All).unwrap());
             }
-            assert_close(&format!("{}: chunks 5+1+11+7 vs whole", f.name), &chunked, &whole, 1e-5, 1e-6);
-            assert_eq!(state, whole_state, "{}: chunked final state", f.name);
+            assert_close(&format!("{}: chunks 5+1+11+7 vs whole", f.name), &chunked, &whole, 5e-5, 1e-5);
+            // a 1-token chunk's products are GEMVs, the others' GEMMs: equal up to rounding
+            assert_close(&format!("{}: chunked final state", f.name), &state.to_flat(), &whole_state.to_flat(), 1e-6, 1e-6);
         }
     }
 

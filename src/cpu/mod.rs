@@ -1,6 +1,7 @@
 //! The CPU reference implementation: [`CpuModel`] (forward pass), [`State`] (recurrent
-//! state) and the f32 [`ops`] they use.
+//! state), the f32 [`ops`] and the matrix products ([`matmul`]) they use.
 
+pub mod matmul;
 mod model;
 pub mod ops;
 mod state;

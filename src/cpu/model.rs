@@ -3,7 +3,8 @@
 //! is tested against — itself checked against HF `MambaForCausalLM` by the committed fixtures —
 //! and the fallback where WebGPU is missing. Symbols: see the glossary in [`crate::model`].
 
-use crate::cpu::ops::{linear, rms_norm, silu, softplus};
+use crate::cpu::matmul::linear;
+use crate::cpu::ops::{rms_norm, silu, softplus};
 use crate::cpu::state::{LayerState, State};
 use crate::error::{Error, Result};
 use crate::model::{Config, LayerWeights, ModelWeights};

@@ -97,3 +97,18 @@ impl Matrix {
 pub fn bf16_to_f32(v: bf16) -> f32 {
     f32::from_bits((v.to_bits() as u32) << 16)
 }
+
+/// f16 → f32, exact, without branches (so it vectorises, in wasm too, where `half` converts one
+/// value at a time in software): the exponent and mantissa moved into f32's fields and scaled
+/// by 2¹¹², which also turns f16's subnormals into the right normal f32s; ±Inf and NaN (whose
+/// exponent is all ones) are mapped by a select.
+#[inline]
+pub fn f16_to_f32(v: f16) -> f32 {
+    let h = v.to_bits() as u32;
+    let sign = (h & 0x8000) << 16;
+    let magnitude = h & 0x7fff;
+    // 2^112 = 2^(127 − 15): f16's exponent bias moved to f32's
+    let scaled = (f32::from_bits(magnitude << 13) * f32::from_bits(0x7780_0000)).to_bits();
+    let special = 0x7f80_0000 | ((magnitude & 0x3ff) << 13);
+    f32::from_bits(sign | if magnitude >= 0x7c00 { special } else { scaled })
+}
