@@ -194,6 +194,13 @@ dual_test! {
             let c = config(&json).unwrap();
             assert_eq!(config(&c.to_hf_json()).unwrap(), c, "{json}");
         }
+        // HF 5.24's MambaConfig is a strict dataclass: `expand` must be an integer (2.0 failed
+        // `MambaForCausalLM.from_pretrained` on our random folders), and the epsilon reads as
+        // written.
+        let c = config(r#"{"model_type":"mamba","vocab_size":10,"hidden_size":768,"num_hidden_layers":1}"#).unwrap();
+        let hf: serde_json::Value = serde_json::from_str(&c.to_hf_json()).unwrap();
+        assert!(hf["expand"].is_u64(), "{hf}");
+        assert_eq!((hf["expand"].as_u64(), hf["layer_norm_epsilon"].as_f64()), (Some(2), Some(1e-5)), "{hf}");
     }
 }
 

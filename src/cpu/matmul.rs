@@ -3,21 +3,24 @@
 //!
 //! - **Many rows of x** (a prefill): a blocked GEMM, `matrixmultiply`'s `sgemm` — packed panels
 //!   and a register-tiled micro-kernel (AVX/FMA or SSE2 natively, chosen at run time; SIMD128 in
-//!   wasm32 built with `+simd128`). Weights stored as f16/bf16 are widened 64 rows at a time
-//!   into a scratch panel first.
+//!   wasm32 built with `+simd128`). Weights stored as f16/bf16 are widened into a scratch
+//!   panel of up to 4 MiB first.
 //! - **One row of x** (a decode step): a GEMV, memory-bound — every weight is read once,
 //!   widened in registers as it is read (no scratch row), four rows at a time against one pass
-//!   over x, eight lanes of accumulators per row, written so that the compiler vectorises it
-//!   (SSE2 natively, SIMD128 in wasm).
+//!   over x, eight lanes of accumulators per row: AVX2/FMA/F16C intrinsics natively where the CPU
+//!   has them (`cpu/avx2.rs`), SIMD128 intrinsics in wasm (`cpu/simd128.rs`), else a portable
+//!   loop.
 //!
 //! Both sum in f32; the order differs between them (and from a plain loop) by rounding only.
 
 use crate::model::matrix::{bf16_to_f32, f16_to_f32};
 use crate::model::{Matrix, MatrixData};
 
-/// Rows of W widened per GEMM panel when W is stored as f16/bf16: 64 rows of a 1,536-wide
-/// matrix are 384 KiB, which stays in a core's L2 while every row of x passes over it.
-const PANEL_ROWS: usize = 64;
+/// Weights widened per GEMM panel when W is stored as f16/bf16 (4 MiB of f32): each `sgemm`
+/// call packs all of x again, so panels must be large for that to stay cheap (64-row panels
+/// ran a bf16 130M prefill at a third of the f32 speed), and bounded so the scratch stays small
+/// beside a big vocabulary's LM head.
+const PANEL_ELEMENTS: usize = 1 << 20;
 
 /// `y = x · Wᵀ (+ bias)`: x (T, in), w (out, in), bias (out) → y (T, out).
 pub fn linear(x: &[f32], w: &Matrix, bias: Option<&[f32]>) -> Vec<f32> {
@@ -30,9 +33,9 @@ pub fn linear(x: &[f32], w: &Matrix, bias: Option<&[f32]>) -> Vec<f32> {
     };
     if t == 1 {
         match &w.data {
-            MatrixData::F32(d) => gemv(x, d, &mut y, |v| v),
-            MatrixData::F16(d) => gemv(x, d, &mut y, f16_to_f32),
-            MatrixData::BF16(d) => gemv(x, d, &mut y, bf16_to_f32),
+            MatrixData::F32(d) => gemv(x, d, &mut y, |v| v, dot4_f32),
+            MatrixData::F16(d) => gemv(x, d, &mut y, f16_to_f32, dot4_f16),
+            MatrixData::BF16(d) => gemv(x, d, &mut y, bf16_to_f32, dot4_bf16),
         }
         return y;
     }
@@ -77,8 +80,8 @@ fn gemm(x: &[f32], w: &[f32], n_in: usize, y: &mut [f32], n_out: usize, first: u
     }
 }
 
-/// [`gemm`] over W stored narrower than f32: [`PANEL_ROWS`] rows at a time widened into a
-/// scratch panel.
+/// [`gemm`] over W stored narrower than f32: whole rows, [`PANEL_ELEMENTS`] at most, widened
+/// into a scratch panel at a time.
 fn gemm_panels<T: Copy>(
     x: &[f32],
     w: &[T],
@@ -87,16 +90,21 @@ fn gemm_panels<T: Copy>(
     n_out: usize,
     widen: impl Fn(T) -> f32,
 ) {
-    let mut panel = vec![0.0f32; PANEL_ROWS * n_in];
-    for (i, rows) in w.chunks(PANEL_ROWS * n_in).enumerate() {
-        let panel = &mut panel[..rows.len()];
-        panel.iter_mut().zip(rows).for_each(|(p, &v)| *p = widen(v));
-        gemm(x, panel, n_in, y, n_out, i * PANEL_ROWS);
+    let rows = (PANEL_ELEMENTS / n_in).clamp(1, n_out.max(1));
+    let mut panel = vec![0.0f32; rows * n_in];
+    for (i, part) in w.chunks(rows * n_in).enumerate() {
+        let panel = &mut panel[..part.len()];
+        panel.iter_mut().zip(part).for_each(|(p, &v)| *p = widen(v));
+        gemm(x, panel, n_in, y, n_out, i * rows);
     }
 }
 
-/// `y += W · x` for one x (in): w (out, in) in its stored type, y (out).
-fn gemv<T: Copy>(x: &[f32], w: &[T], y: &mut [f32], widen: impl Fn(T) -> f32 + Copy) {
+/// Four dot products of x with four rows of W in its stored type.
+type Dot4<T> = fn(&[f32], [&[T]; 4]) -> [f32; 4];
+
+/// `y += W · x` for one x (in): w (out, in) in its stored type, y (out); four rows at a time by
+/// `dot4`, the rest one by one.
+fn gemv<T: Copy>(x: &[f32], w: &[T], y: &mut [f32], widen: impl Fn(T) -> f32, dot4: Dot4<T>) {
     let n_in = x.len();
     let mut rows4 = w.chunks_exact(4 * n_in);
     let mut ys4 = y.chunks_exact_mut(4);
@@ -104,16 +112,50 @@ fn gemv<T: Copy>(x: &[f32], w: &[T], y: &mut [f32], widen: impl Fn(T) -> f32 + C
         let (r0, rest) = rows.split_at(n_in);
         let (r1, rest) = rest.split_at(n_in);
         let (r2, r3) = rest.split_at(n_in);
-        let sums = dot4(x, [r0, r1, r2, r3], widen);
+        let sums = dot4(x, [r0, r1, r2, r3]);
         ys.iter_mut().zip(sums).for_each(|(y, s)| *y += s);
     }
     for (row, y) in rows4.remainder().chunks_exact(n_in).zip(ys4.into_remainder()) {
-        *y += dot_widening(x, row, widen);
+        *y += dot_widening(x, row, &widen);
     }
 }
 
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+use crate::cpu::simd128::{dot4_bf16, dot4_f16, dot4_f32};
+
+// The four-row dot products by target: SIMD128 intrinsics in wasm, AVX2/FMA/F16C on x86-64
+// CPUs that have them (checked at run time), else the portable loop.
+
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+fn dot4_f32(x: &[f32], rows: [&[f32]; 4]) -> [f32; 4] {
+    #[cfg(target_arch = "x86_64")]
+    if crate::cpu::avx2::available() {
+        return crate::cpu::avx2::dot4_f32(x, rows);
+    }
+    dot4(x, rows, |v| v)
+}
+
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+fn dot4_f16(x: &[f32], rows: [&[half::f16]; 4]) -> [f32; 4] {
+    #[cfg(target_arch = "x86_64")]
+    if crate::cpu::avx2::available() {
+        return crate::cpu::avx2::dot4_f16(x, rows);
+    }
+    dot4(x, rows, f16_to_f32)
+}
+
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+fn dot4_bf16(x: &[f32], rows: [&[half::bf16]; 4]) -> [f32; 4] {
+    #[cfg(target_arch = "x86_64")]
+    if crate::cpu::avx2::available() {
+        return crate::cpu::avx2::dot4_bf16(x, rows);
+    }
+    dot4(x, rows, bf16_to_f32)
+}
+
 /// Four dot products of x with four rows at once: x is loaded once per eight columns for all
-/// four (eight lanes of accumulators per row).
+/// four (eight lanes of accumulators per row). Portable; wasm32 uses [`crate::cpu::simd128`].
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
 fn dot4<T: Copy>(x: &[f32], rows: [&[T]; 4], widen: impl Fn(T) -> f32) -> [f32; 4] {
     let n8 = x.len() / 8 * 8;
     let mut acc = [[0.0f32; 8]; 4];
@@ -163,7 +205,9 @@ mod tests {
     fn linear_matches_a_plain_loop_for_every_dtype_and_awkward_shapes() {
         // T: one row (GEMV) and several; in: not a multiple of 8; out: not a multiple of 4, and
         // over one f16/bf16 panel
-        for (t, n_in, n_out) in [(1, 13, 7), (1, 64, 130), (3, 13, 7), (5, 70, 131), (17, 8, 4)] {
+        for (t, n_in, n_out) in
+            [(1, 13, 7), (1, 64, 130), (3, 13, 7), (5, 70, 131), (17, 8, 4), (3, 40_000, 40)]
+        {
             let x: Vec<f32> = (0..t * n_in).map(|i| value(i, 1)).collect();
             let w32: Vec<f32> = (0..n_out * n_in).map(|i| value(i, 2)).collect();
             let bias: Vec<f32> = (0..n_out).map(|i| value(i, 3)).collect();

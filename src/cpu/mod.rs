@@ -1,9 +1,13 @@
 //! The CPU reference implementation: [`CpuModel`] (forward pass), [`State`] (recurrent
 //! state), the f32 [`ops`] and the matrix products ([`matmul`]) they use.
 
+#[cfg(target_arch = "x86_64")]
+mod avx2;
 pub mod matmul;
 mod model;
 pub mod ops;
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod simd128;
 mod state;
 
 pub use model::{CHUNK_TOKENS, CpuModel, Logits};

@@ -4,7 +4,7 @@
 //! and the fallback where WebGPU is missing. Symbols: see the glossary in [`crate::model`].
 
 use crate::cpu::matmul::linear;
-use crate::cpu::ops::{rms_norm, silu, softplus};
+use crate::cpu::ops::{rms_norm, scan_step, silu, softplus};
 use crate::cpu::state::{LayerState, State};
 use crate::error::{Error, Result};
 use crate::model::{Config, LayerWeights, ModelWeights};
@@ -200,12 +200,7 @@ impl CpuModel {
                 let dt = delta[t * di + ch];
                 let ut = u[t * di + ch];
                 let h = &mut st.ssm[ch * n..(ch + 1) * n];
-                let a = &a[ch * n..(ch + 1) * n];
-                let mut acc = 0.0;
-                for s in 0..n {
-                    h[s] = (dt * a[s]).exp() * h[s] + dt * ut * b[s];
-                    acc += h[s] * cc[s];
-                }
+                let acc = scan_step(h, &a[ch * n..(ch + 1) * n], b, cc, dt, dt * ut);
                 let z = xz[t * 2 * di + di + ch];
                 y[t * di + ch] = (acc + w.d[ch] * ut) * silu(z);
             }

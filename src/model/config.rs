@@ -353,14 +353,13 @@ impl Config {
 
     /// This config as a Hugging Face `config.json` (`MambaForCausalLM`) that parses back to it.
     pub fn to_hf_json(&self) -> String {
-        // HF (and `from_json`) read back int(expand × hidden_size); the nearest quotient can
-        // land just below intermediate_size (61 / 7 × 7 = 60.99…), so take the first expand
-        // at or above it that truncates back to intermediate_size.
-        let (d, di) = (self.d_model as f64, self.d_inner);
-        let mut expand = di as f64 / d;
-        while ((expand * d) as usize) < di {
-            expand = expand.next_up();
-        }
+        // `intermediate_size` carries the width (HF and `from_json` take it over expand), and
+        // HF 5.24's strict `MambaConfig` wants an integer `expand`: 2, not 2.0 (which it
+        // rejects: our random checkpoints did not load in HF before this). So expand is the
+        // quotient when it is whole, else the nearest whole number at least 1.
+        let expand = (self.d_inner as f64 / self.d_model.max(1) as f64).round().max(1.0) as u64;
+        // The f32 epsilon as the decimal it was written as (1e-5, not 9.999999747378752e-6).
+        let eps = self.norm_eps.to_string().parse::<f64>().unwrap_or(f64::from(self.norm_eps));
         serde_json::json!({
             "architectures": ["MambaForCausalLM"],
             "model_type": "mamba",
@@ -374,7 +373,7 @@ impl Config {
             "time_step_rank": self.dt_rank,
             "use_bias": self.use_bias,
             "use_conv_bias": self.use_conv_bias,
-            "layer_norm_epsilon": self.norm_eps,
+            "layer_norm_epsilon": eps,
             "tie_word_embeddings": self.tie_embeddings,
             "eos_token_id": self.eos_token_id,
         })

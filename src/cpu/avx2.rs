@@ -1,0 +1,99 @@
+//! The decode GEMV's inner loop with AVX2, FMA and F16C, natively on x86-64 where the CPU has
+//! them (checked once at run time; else the portable loop of [`crate::cpu::matmul`]). The
+//! portable loop reached 3.6 GB/s of bf16 weights and 7 GB/s of f32 ones on the 130M shape:
+//! compute-bound on widening, while one core here reads ~10 GB/s. Each row's weights are loaded
+//! eight at a time, widened in registers (bf16: a shift; f16: `vcvtph2ps`) and multiplied into
+//! eight lanes of accumulators per row with fused multiply-adds, four rows per pass over x.
+
+use std::arch::x86_64::*;
+use std::sync::OnceLock;
+
+use half::{bf16, f16};
+
+use crate::model::matrix::{bf16_to_f32, f16_to_f32};
+
+/// Whether this CPU runs the functions below (AVX2, FMA and F16C; every x86-64 CPU since 2013).
+pub fn available() -> bool {
+    static AVAILABLE: OnceLock<bool> = OnceLock::new();
+    *AVAILABLE.get_or_init(|| {
+        is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("fma")
+            && is_x86_feature_detected!("f16c")
+    })
+}
+
+/// The eight lanes of `v` added up.
+#[target_feature(enable = "avx2")]
+fn sum8(v: __m256) -> f32 {
+    let mut lanes = [0.0f32; 8];
+    // SAFETY: `lanes` is 8 f32 = 32 bytes; storeu needs no alignment.
+    unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), v) };
+    lanes.iter().sum()
+}
+
+/// `dot4` for one weight type: `$load` turns a slice of 8 weights into a __m256.
+macro_rules! dot4 {
+    ($(#[$doc:meta])* $name:ident, $t:ty, $widen:expr, |$s:ident| $load:expr) => {
+        $(#[$doc])*
+        #[target_feature(enable = "avx2,fma,f16c")]
+        fn $name(x: &[f32], rows: [&[$t]; 4]) -> [f32; 4] {
+            let n8 = x.len() / 8 * 8;
+            let mut acc = [_mm256_setzero_ps(); 4];
+            for c in (0..n8).step_by(8) {
+                let xs = &x[c..c + 8];
+                // SAFETY: `xs` holds 8 f32; loadu needs no alignment.
+                let xv = unsafe { _mm256_loadu_ps(xs.as_ptr()) };
+                for (acc, row) in acc.iter_mut().zip(&rows) {
+                    let $s: &[$t] = &row[c..c + 8];
+                    *acc = _mm256_fmadd_ps(xv, $load, *acc);
+                }
+            }
+            let mut out = [0.0; 4];
+            for ((out, acc), row) in out.iter_mut().zip(acc).zip(&rows) {
+                let tail: f32 = x[n8..].iter().zip(&row[n8..]).map(|(&a, &b)| a * $widen(b)).sum();
+                *out = sum8(acc) + tail;
+            }
+            out
+        }
+    };
+}
+
+dot4!(
+    /// Four dot products of x with four f32 rows.
+    dot4_f32_avx2, f32, |v: f32| v,
+    // SAFETY: `s` holds 8 f32 = 32 bytes; loadu needs no alignment.
+    |s| unsafe { _mm256_loadu_ps(s.as_ptr()) }
+);
+dot4!(
+    /// Four dot products of x with four bf16 rows.
+    dot4_bf16_avx2, bf16, bf16_to_f32,
+    // SAFETY: `s` holds 8 bf16 = 16 bytes; loadu needs no alignment.
+    |s| _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(unsafe { _mm_loadu_si128(s.as_ptr().cast()) }), 16))
+);
+dot4!(
+    /// Four dot products of x with four f16 rows.
+    dot4_f16_avx2, f16, f16_to_f32,
+    // SAFETY: `s` holds 8 f16 = 16 bytes; loadu needs no alignment.
+    |s| _mm256_cvtph_ps(unsafe { _mm_loadu_si128(s.as_ptr().cast()) })
+);
+
+/// Four dot products of x with four f32 rows. Only where [`available`].
+pub fn dot4_f32(x: &[f32], rows: [&[f32]; 4]) -> [f32; 4] {
+    debug_assert!(available());
+    // SAFETY: the caller checked `available()`: the CPU has AVX2, FMA and F16C.
+    unsafe { dot4_f32_avx2(x, rows) }
+}
+
+/// Four dot products of x with four f16 rows. Only where [`available`].
+pub fn dot4_f16(x: &[f32], rows: [&[f16]; 4]) -> [f32; 4] {
+    debug_assert!(available());
+    // SAFETY: as in `dot4_f32`.
+    unsafe { dot4_f16_avx2(x, rows) }
+}
+
+/// Four dot products of x with four bf16 rows. Only where [`available`].
+pub fn dot4_bf16(x: &[f32], rows: [&[bf16]; 4]) -> [f32; 4] {
+    debug_assert!(available());
+    // SAFETY: as in `dot4_f32`.
+    unsafe { dot4_bf16_avx2(x, rows) }
+}
