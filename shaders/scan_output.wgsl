@@ -58,57 +58,90 @@ fn silu(v: f32) -> f32 {
     return v / (1.0 + exp(-v));
 }
 
+// N, fixed when the pipeline is made (the model's state_size, ≤ N_MAX): loops over it have a
+// constant trip count, so a GPU's compiler unrolls them and keeps h and A in registers.
+override N_STATE: u32 = 16u;
+
+// This workgroup's 64 channels' rows of A, then of the state, staged so that global memory is
+// read and written in whole consecutive runs (the 64 rows are adjacent: 64·N floats), and each
+// invocation then takes its row from here. Rows padded to N + 1 floats against bank conflicts.
+var<workgroup> rows: array<f32, WG * (N_STATE + 1u)>; // (WG, N + 1)
+
 @compute @workgroup_size(WG)
 fn scan_output(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let n_state = p.d_state;
     let di = p.d_inner;
     let j = wid.y;
     let t0 = j * p.chunk;
     let t1 = min(t0 + p.chunk, step.t_len);
-    let width = 2u * n_state;
+    let width = 2u * N_STATE;
     for (var i = lid; i < (t1 - t0) * width; i += WG) {
         let t = t0 + i / width;
         bc[i] = dbc[t * p.dbc_stride + p.dt_rank + i % width];
     }
-    workgroupBarrier();
+    let c0 = wid.x * WG;
+    let c = c0 + lid;
+    let live = c < di;
+    // Floats of this workgroup's rows that exist (the last workgroup may run past E·D).
+    let live_floats = (min(c0 + WG, di) - c0) * N_STATE;
+    let own = lid * (N_STATE + 1u);
 
-    let c = wid.x * WG + lid;
-    if (c >= di) {
-        return;
-    }
     var h: array<f32, N_MAX>; // (N) state of channel c
     var a: array<f32, N_MAX>; // (N) row c of A
-    let base = c * n_state;
-    for (var n = 0u; n < n_state; n++) {
-        a[n] = a_d[base + n];
-        if (step.n_chunks == 1u) {
-            h[n] = ssm_state[p.state_offset + base + n];
-        } else {
-            h[n] = chunk_h0[j * di * n_state + base + n];
-        }
+    // A's rows, staged, then into registers.
+    for (var i = lid; i < live_floats; i += WG) {
+        rows[(i / N_STATE) * (N_STATE + 1u) + i % N_STATE] = a_d[c0 * N_STATE + i];
     }
-    let d_skip = a_d[di * n_state + c];
-    for (var t = t0; t < t1; t++) {
-        let dt = ud[p.delta_at + t * di + c];
-        let ut = ud[t * di + c];
-        let row = (t - t0) * width;
-        var acc = 0.0;
-        for (var n = 0u; n < n_state; n++) {
-            h[n] = exp(dt * a[n]) * h[n] + dt * ut * bc[row + n];
-            acc += h[n] * bc[row + n_state + n];
+    workgroupBarrier();
+    for (var n = 0u; n < N_STATE; n++) {
+        a[n] = rows[own + n];
+    }
+    workgroupBarrier();
+    // The start state: the layer's state (one chunk) or this chunk's start (several).
+    for (var i = lid; i < live_floats; i += WG) {
+        var v: f32;
+        if (step.n_chunks == 1u) {
+            v = ssm_state[p.state_offset + c0 * N_STATE + i];
+        } else {
+            v = chunk_h0[j * di * N_STATE + c0 * N_STATE + i];
         }
-        y[t * di + c] = (acc + d_skip * ut) * silu(xz[t * p.xz_stride + di + c]);
-        let cp = bitcast<u32>(capture[t]);
-        if (cp != 0u) {
-            let at = p.map_len + (cp - 1u) * p.slot_len + p.slot_ssm_at + base;
-            for (var n = 0u; n < n_state; n++) {
-                capture[at + n] = h[n];
+        rows[(i / N_STATE) * (N_STATE + 1u) + i % N_STATE] = v;
+    }
+    workgroupBarrier();
+    for (var n = 0u; n < N_STATE; n++) {
+        h[n] = rows[own + n];
+    }
+
+    if (live) {
+        let base = c * N_STATE;
+        let d_skip = a_d[di * N_STATE + c];
+        for (var t = t0; t < t1; t++) {
+            let dt = ud[p.delta_at + t * di + c];
+            let ut = ud[t * di + c];
+            let row = (t - t0) * width;
+            var acc = 0.0;
+            for (var n = 0u; n < N_STATE; n++) {
+                h[n] = exp(dt * a[n]) * h[n] + dt * ut * bc[row + n];
+                acc += h[n] * bc[row + N_STATE + n];
+            }
+            y[t * di + c] = (acc + d_skip * ut) * silu(xz[t * p.xz_stride + di + c]);
+            let cp = bitcast<u32>(capture[t]);
+            if (cp != 0u) {
+                let at = p.map_len + (cp - 1u) * p.slot_len + p.slot_ssm_at + base;
+                for (var n = 0u; n < N_STATE; n++) {
+                    capture[at + n] = h[n];
+                }
             }
         }
     }
+    // The last chunk leaves its final h in the layer's state: through rows[], in whole runs.
     if (j + 1u == step.n_chunks) {
-        for (var n = 0u; n < n_state; n++) {
-            ssm_state[p.state_offset + base + n] = h[n];
+        workgroupBarrier();
+        for (var n = 0u; n < N_STATE; n++) {
+            rows[own + n] = h[n];
+        }
+        workgroupBarrier();
+        for (var i = lid; i < live_floats; i += WG) {
+            ssm_state[p.state_offset + c0 * N_STATE + i] = rows[(i / N_STATE) * (N_STATE + 1u) + i % N_STATE];
         }
     }
 }

@@ -58,14 +58,15 @@ dual_test! {
     async fn rounded_weight_formats_keep_hf_greedy_tokens() {
         // f16 storage of an f32 file and int8 storage of any file round the weights: the logits
         // move (reported), HF's greedy continuation must not.
+        // Both kernel sets: the decode steps are `gemv` (Direct) or `gemv_coalesced` (Tiled).
         let Some(ctx) = gpu("rounded_weight_formats_keep_hf_greedy_tokens").await else { return };
-        for f in fixtures::all() {
+        for (matmul, f) in [Matmul::Tiled, Matmul::Direct].into_iter().flat_map(|m| fixtures::all().into_iter().map(move |f| (m, f))) {
             let r = f.reference();
             for weights in [WeightFormat::F16, WeightFormat::Int8] {
                 if weights == exact_format(&f) {
                     continue;
                 }
-                let mut m = load_gpu(&ctx, &f, GpuModelOptions { weights, ..Default::default() }).await;
+                let mut m = load_gpu(&ctx, &f, GpuModelOptions { weights, matmul, ..Default::default() }).await;
                 let logits = m.forward(&r.ids, Logits::All).await.unwrap();
                 let worst = logits.iter().zip(&r.logits).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
                 m.reset_state();
@@ -76,8 +77,8 @@ dual_test! {
                     greedy.push(next);
                     last = m.forward(&[next], Logits::Last).await.unwrap();
                 }
-                log(&format!("[{}] {} weights ({:?}): max |Δlogit| vs HF {worst:e}", f.name, weights.name(), m.memory().weight_format));
-                assert_eq!(greedy, r.greedy_ids, "{}: {} weights: greedy tokens vs HF", f.name, weights.name());
+                log(&format!("[{}] {} weights ({:?}, {matmul:?}): max |Δlogit| vs HF {worst:e}", f.name, weights.name(), m.memory().weight_format));
+                assert_eq!(greedy, r.greedy_ids, "{}: {} weights ({matmul:?}): greedy tokens vs HF", f.name, weights.name());
             }
         }
     }

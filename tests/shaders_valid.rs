@@ -59,13 +59,13 @@ fn shared_declarations_are_identical() {
     for (name, text) in &steps {
         assert_eq!(*text, steps[0].1, "{name}: Step differs from {}", steps[0].0);
     }
-    let linear_family = ["linear", "linear_direct", "gemv"];
+    let linear_family = ["linear", "linear_direct", "gemv", "gemv_coalesced"];
     let params: Vec<_> = shaders
         .iter()
         .filter(|(n, _)| linear_family.contains(n))
         .map(|(n, s)| (n, struct_text(s, "Params").expect("Params")))
         .collect();
-    assert_eq!(params.len(), 3);
+    assert_eq!(params.len(), 4);
     for (name, text) in &params {
         assert_eq!(*text, params[0].1, "{name}: linear Params differ from {}", params[0].0);
     }
@@ -78,7 +78,11 @@ fn shared_declarations_are_identical() {
             Some((n, &s[start..end + s[end..].find("\n}")?]))
         })
         .collect();
-    assert_eq!(weight_readers.len(), 4, "embedding, linear, linear_direct and gemv read weights");
+    assert_eq!(
+        weight_readers.len(),
+        5,
+        "embedding, linear, linear_direct, gemv and gemv_coalesced read weights"
+    );
     for (name, text) in &weight_readers {
         assert_eq!(
             *text, weight_readers[0].1,

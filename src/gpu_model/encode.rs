@@ -22,7 +22,7 @@ pub(crate) fn linear(pass: &mut wgpu::ComputePass<'_>, call: &LinearCall, rows: 
     for part in &call.parts {
         let bind_group = &part.call.bind_group;
         if rows <= linear::GEMV_MAX_ROWS {
-            dispatch(pass, &part.gemv, bind_group, linear::gemv_groups(rows, part.n_out));
+            dispatch(pass, &part.gemv, bind_group, (part.gemv_groups)(rows, part.n_out));
         } else {
             dispatch(pass, &part.gemm, bind_group, linear::gemm_groups(rows, part.n_out));
         }

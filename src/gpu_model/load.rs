@@ -58,8 +58,9 @@ impl GpuModel {
         if options.max_tokens == 0 {
             return Err(Error::InvalidInput("max_tokens must be at least 1".into()));
         }
-        plan::check_supported(config)?;
-        plan::check_dispatch(config, options.max_tokens, ctx.summary().max_compute_workgroups_per_dimension)?;
+        plan::check_supported(config, ctx)?;
+        let max_dim = ctx.summary().max_compute_workgroups_per_dimension;
+        plan::check_dispatch(config, options.max_tokens, max_dim, options.matmul, ctx)?;
         let allocated = ctx
             .scoped("allocating the model's GPU buffers", || -> Result<_> {
                 let w =
@@ -117,7 +118,7 @@ impl Loading<'_> {
         let mut formats: Vec<WeightFormat> = w.matrices().map(|m| m.format).collect();
         formats.sort();
         formats.dedup();
-        let kernels = Kernels::new(ctx, options.matmul, &formats, reporter).await?;
+        let kernels = Kernels::new(ctx, options.matmul, &formats, config.d_state, reporter).await?;
         let plan = ctx
             .scoped("building the forward pass", || Plan::new(ctx, &config, &kernels, &w, &acts, &state))
             .await??;

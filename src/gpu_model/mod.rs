@@ -31,16 +31,30 @@ use plan::{Kernels, Plan};
 use slots::Slots;
 use weights::GpuWeights;
 
-/// Which kernel multiplies matrices of many rows (prefill); decode steps always use `gemv`.
+/// Which matrix kernels a model uses — the ones built for real GPUs or the ones for software
+/// adapters — for many rows (prefill) and for a few (decode steps).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Matmul {
-    /// `linear_direct` on adapters that run on the CPU (lavapipe, SwiftShader), else `linear`.
+    /// `Direct` on adapters that run on the CPU (lavapipe, SwiftShader), else `Tiled`.
     #[default]
     Auto,
-    /// `linear`: tiles staged in workgroup memory (what real GPUs want).
+    /// For real GPUs: `linear` (tiles staged in workgroup memory) and `gemv_coalesced` (a
+    /// workgroup per 4 outputs, adjacent invocations reading adjacent weights).
     Tiled,
-    /// `linear_direct`: 4×4 register blocks, no barriers (what software adapters want).
+    /// For software adapters: `linear_direct` (4×4 register blocks, no barriers) and `gemv` (an
+    /// invocation per output walking its whole row).
     Direct,
+}
+
+impl Matmul {
+    /// Whether `ctx`'s model uses the software-adapter kernels.
+    pub(crate) fn is_direct(self, ctx: &GpuContext) -> bool {
+        match self {
+            Matmul::Auto => ctx.summary().device_type == "Cpu",
+            Matmul::Tiled => false,
+            Matmul::Direct => true,
+        }
+    }
 }
 
 /// Load-time options.

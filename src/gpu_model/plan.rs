@@ -9,7 +9,8 @@ use crate::gpu_model::activations::{Activations, StateBuffers};
 use crate::gpu_model::format::WeightFormat;
 use crate::gpu_model::weights::{GpuWeights, SplitMatrix};
 use crate::kernels::{
-    conv1d_silu, embedding, gemv, linear, linear_direct, rms_norm, scan_carry, scan_chunks, scan_output,
+    conv1d_silu, embedding, gemv, gemv_coalesced, linear, linear_direct, rms_norm, scan_carry, scan_chunks,
+    scan_output,
 };
 use crate::load::{Phase, Reporter};
 use crate::model::Config;
@@ -20,8 +21,14 @@ pub(crate) struct WeightKernels {
     pub embedding: Kernel,
     /// The many-rows matmul: `linear` (workgroup-memory tiles) or `linear_direct`.
     pub linear: Kernel,
+    /// The few-rows matmul: `gemv_coalesced` (real GPUs) or `gemv` (software adapters).
     pub gemv: Kernel,
+    /// `gemv`'s workgroups for (rows, outputs).
+    pub gemv_groups: GroupsFn,
 }
+
+/// Workgroups of a dispatch for (rows, outputs).
+pub(crate) type GroupsFn = fn(u32, u32) -> (u32, u32, u32);
 
 /// The compiled pipelines.
 pub(crate) struct Kernels {
@@ -41,15 +48,17 @@ impl Kernels {
         ctx: &GpuContext,
         matmul: Matmul,
         formats: &[WeightFormat],
+        d_state: usize,
         reporter: &mut Reporter,
     ) -> Result<Self> {
-        let direct = match matmul {
-            Matmul::Auto => ctx.summary().device_type == "Cpu",
-            Matmul::Tiled => false,
-            Matmul::Direct => true,
-        };
+        let direct = matmul.is_direct(ctx);
         let (linear_name, linear_source) =
             if direct { ("linear_direct", linear_direct::SOURCE) } else { ("linear", linear::SOURCE) };
+        let (gemv_name, gemv_source, gemv_groups): (_, _, GroupsFn) = if direct {
+            ("gemv", gemv::SOURCE, linear::gemv_groups)
+        } else {
+            ("gemv_coalesced", gemv_coalesced::SOURCE, gemv_coalesced::groups)
+        };
         let total = (5 + 3 * formats.len()) as u64;
         let mut done = 0;
         let mut tick = |reporter: &mut Reporter| {
@@ -68,9 +77,9 @@ impl Kernels {
             let linear =
                 Kernel::with_constants(ctx, linear_name, linear_source, linear_layout.clone(), &c).await?;
             tick(reporter);
-            let gemv = Kernel::with_constants(ctx, "gemv", gemv::SOURCE, linear_layout.clone(), &c).await?;
+            let gemv = Kernel::with_constants(ctx, gemv_name, gemv_source, linear_layout.clone(), &c).await?;
             tick(reporter);
-            weights.push(WeightKernels { format, embedding, linear, gemv });
+            weights.push(WeightKernels { format, embedding, linear, gemv, gemv_groups });
         }
         let mut compile = async |name, source, bindings| {
             let k = Kernel::new(ctx, name, source, bindings).await;
@@ -83,7 +92,14 @@ impl Kernels {
             conv1d_silu: compile("conv1d_silu", conv1d_silu::SOURCE, conv1d_silu::BINDINGS).await?,
             scan_chunks: compile("scan_chunks", scan_chunks::SOURCE, scan_chunks::BINDINGS).await?,
             scan_carry: compile("scan_carry", scan_carry::SOURCE, scan_carry::BINDINGS).await?,
-            scan_output: compile("scan_output", scan_output::SOURCE, scan_output::BINDINGS).await?,
+            scan_output: {
+                // specialised for the model's N (loops unrolled, state in registers)
+                let layout = bind_group_layout(ctx, "scan_output", scan_output::BINDINGS);
+                let n = [("N_STATE", d_state as f64)];
+                let k = Kernel::with_constants(ctx, "scan_output", scan_output::SOURCE, layout, &n).await;
+                tick(reporter);
+                k?
+            },
         })
     }
 
@@ -109,6 +125,7 @@ pub(crate) struct LinearPart {
     pub n_out: u32,
     pub gemm: wgpu::ComputePipeline,
     pub gemv: wgpu::ComputePipeline,
+    pub gemv_groups: GroupsFn,
 }
 
 /// One linear layer: a call per part of its weight matrix.
@@ -189,6 +206,7 @@ impl Builder<'_> {
                     n_out: part.rows as u32,
                     gemm: kernels.linear.pipeline.clone(),
                     gemv: kernels.gemv.pipeline.clone(),
+                    gemv_groups: kernels.gemv_groups,
                 }
             })
             .collect();
@@ -201,9 +219,18 @@ fn scales_at(w: &SplitMatrix, rows: usize) -> u32 {
     if w.format == WeightFormat::Int8 { (rows * w.cols / 4) as u32 } else { 0 }
 }
 
-/// Fails unless the kernels can run a model of shape `c`: conv width and state size within what
-/// the shaders' fixed-size arrays hold (checked before anything is allocated).
-pub(crate) fn check_supported(c: &Config) -> Result<()> {
+/// Fails unless the kernels can run a model of shape `c` on `ctx`: conv width and state size
+/// within what the shaders' fixed-size arrays hold, and `scan_output`'s workgroup memory (which
+/// grows with the state size) within the device's (checked before anything is allocated).
+pub(crate) fn check_supported(c: &Config, ctx: &GpuContext) -> Result<()> {
+    let shared = scan_output::workgroup_bytes(c.d_state);
+    let limit = ctx.summary().max_compute_workgroup_storage_size;
+    if shared > limit as usize {
+        return Err(Error::UnsupportedModel(format!(
+            "state_size {}: the scan needs {shared} bytes of workgroup memory, the device allows {limit}",
+            c.d_state
+        )));
+    }
     if c.d_conv > conv1d_silu::K_MAX || c.d_state > scan_output::N_MAX {
         return Err(Error::UnsupportedModel(format!(
             "conv_kernel {} / state_size {}: the GPU kernels support at most {} / {}",
@@ -219,7 +246,13 @@ pub(crate) fn check_supported(c: &Config) -> Result<()> {
 /// Fails unless every dispatch of a forward chunk of `max_tokens` tokens fits the device's
 /// per-dimension workgroup limit (`max_dim`; 65,535 on most adapters) — checked at load,
 /// before anything is allocated, instead of a dispatch the device refuses mid-run.
-pub(crate) fn check_dispatch(c: &Config, max_tokens: usize, max_dim: u32) -> Result<()> {
+pub(crate) fn check_dispatch(
+    c: &Config,
+    max_tokens: usize,
+    max_dim: u32,
+    matmul: Matmul,
+    ctx: &GpuContext,
+) -> Result<()> {
     let t = max_tokens as u64;
     if t > max_dim as u64 {
         return Err(Error::LimitExceeded {
@@ -231,8 +264,9 @@ pub(crate) fn check_dispatch(c: &Config, max_tokens: usize, max_dim: u32) -> Res
     }
     let (di, n, v) = (c.d_inner as u64, c.d_state as u64, c.vocab_size as u64);
     // The widest outputs (in_proj, the LM head) in gemv and gemm, the scan's (E·D, N) plane.
-    let widest =
-        [(2 * di).max(v).div_ceil(64), (2 * di).max(v).div_ceil(linear::TILE as u64), (di * n).div_ceil(64)];
+    let per_gemv_group = if matmul.is_direct(ctx) { 64 } else { gemv_coalesced::OUTPUTS_PER_GROUP as u64 };
+    let wide = (2 * di).max(v);
+    let widest = [wide.div_ceil(per_gemv_group), wide.div_ceil(linear::TILE as u64), (di * n).div_ceil(64)];
     match widest.into_iter().max().filter(|&w| w > max_dim as u64) {
         Some(w) => Err(Error::LimitExceeded {
             what: "workgroups along one dispatch dimension (the model's widest matrix)",

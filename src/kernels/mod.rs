@@ -9,6 +9,7 @@
 pub mod conv1d_silu;
 pub mod embedding;
 pub mod gemv;
+pub mod gemv_coalesced;
 pub mod linear;
 pub mod linear_direct;
 pub mod rms_norm;
@@ -24,6 +25,7 @@ pub const SHADERS: &[(&str, &str)] = &[
     ("conv1d_silu", conv1d_silu::SOURCE),
     ("embedding", embedding::SOURCE),
     ("gemv", gemv::SOURCE),
+    ("gemv_coalesced", gemv_coalesced::SOURCE),
     ("linear", linear::SOURCE),
     ("linear_direct", linear_direct::SOURCE),
     ("rms_norm", rms_norm::SOURCE),

@@ -9,6 +9,13 @@ pub const SOURCE: &str = include_str!("../../shaders/scan_output.wgsl");
 /// Largest `state_size` the shader supports (`N_MAX`).
 pub const N_MAX: usize = 64;
 
+/// Workgroup memory the shader uses for state size `n` (B ‖ C staging, then the 64 channels'
+/// rows padded to n + 1): 12.3 KiB for N = 16; WebGPU guarantees 16 KiB, so N ≤ 31 runs
+/// everywhere.
+pub fn workgroup_bytes(n: usize) -> usize {
+    4 * (2048 + 64 * (n + 1))
+}
+
 /// step, params, u‖Δ, dbc, xz, A‖D, chunk start states, SSM state (L, E·D, N), y (T, E·D),
 /// capture (map + checkpoint slots). Eight storage bindings: WebGPU's guaranteed minimum.
 pub const BINDINGS: &[Binding] = &[

@@ -1,0 +1,151 @@
+// gemv_coalesced: the same Y = X · Wᵀ (+ bias, softplus, += Y) as gemv.wgsl, for real GPUs.
+// A workgroup computes ROWS outputs of one row of X: its 64 invocations walk W's rows side by
+// side, four weights each per step, so one step reads 64 adjacent 4-weight groups of every row
+// (coalesced: adjacent invocations, adjacent addresses), each X value loaded once for the ROWS
+// outputs; then a reduction in workgroup memory. gemv.wgsl gives each invocation a whole row
+// instead (adjacent invocations a row apart: what software adapters want, uncoalesced on GPUs).
+// Same parameters and bindings as linear.wgsl, so the pipelines share bind groups.
+
+const BIAS: u32 = 1u;
+const ACCUMULATE: u32 = 2u;
+const SOFTPLUS: u32 = 4u;
+
+struct Step {
+    t_len: u32,    // T: tokens in this forward call
+    n_chunks: u32, // scan chunks: ceil(T / CHUNK)
+    _pad0: u32,
+    _pad1: u32,
+}
+
+struct Params {
+    n_in: u32,        // K: input features
+    n_out: u32,       // O: outputs (rows of this W part)
+    x_stride: u32,    // floats between rows of X
+    w_scales: u32,    // int8: index in w of the first scale (= O·K/4), else 0
+    x_row_start: u32, // first row of X read
+    y_stride: u32,    // floats between rows of Y
+    y_col: u32,       // column of Y written for output 0
+    rows_max: u32,    // at most this many rows (0: no limit)
+    flags: u32,       // BIAS | ACCUMULATE | SOFTPLUS
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
+}
+
+@group(0) @binding(0) var<uniform> step: Step;
+@group(0) @binding(1) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read> x: array<f32>;        // (T, x_stride)
+@group(0) @binding(3) var<storage, read> w: array<u32>;        // (O, K) in W_FORMAT (+ scales)
+@group(0) @binding(4) var<storage, read> bias: array<f32>;     // (O), a 1-element dummy without BIAS
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;  // (rows, y_stride)
+
+// How W is stored (a pipeline-overridable constant: one pipeline per format, one source):
+// 0 = f32 (one per u32), 1 = f16 (two per u32, element 2i in the low half), 2 = int8 (four per
+// u32, element 4i in the low byte, then one f32 scale per 32 weights along a row, from index
+// `scales` of w). Reading halves and bytes out of u32 needs no `shader-f16` feature.
+override W_FORMAT: u32 = 0u;
+
+// Weights i .. i+3 of W, row-major (i a multiple of 4 for f16 and int8).
+fn weight4(i: u32, scales: u32) -> vec4<f32> {
+    if (W_FORMAT == 1u) {
+        return vec4<f32>(unpack2x16float(w[i / 2u]), unpack2x16float(w[i / 2u + 1u]));
+    }
+    if (W_FORMAT == 2u) {
+        return unpack4x8snorm(w[i / 4u]) * bitcast<f32>(w[scales + i / 32u]);
+    }
+    return vec4<f32>(bitcast<f32>(w[i]), bitcast<f32>(w[i + 1u]), bitcast<f32>(w[i + 2u]), bitcast<f32>(w[i + 3u]));
+}
+
+// Weight i of W alone.
+fn weight1(i: u32, scales: u32) -> f32 {
+    if (W_FORMAT == 1u) {
+        return unpack2x16float(w[i / 2u])[i % 2u];
+    }
+    if (W_FORMAT == 2u) {
+        return unpack4x8snorm(w[i / 4u])[i % 4u] * bitcast<f32>(w[scales + i / 32u]);
+    }
+    return bitcast<f32>(w[i]);
+}
+
+fn n_rows() -> u32 {
+    let available = step.t_len - min(p.x_row_start, step.t_len);
+    return select(available, min(available, p.rows_max), p.rows_max != 0u);
+}
+
+fn softplus(v: f32) -> f32 {
+    // torch.nn.functional.softplus: v above 20, else log(1 + e^v) (≈ e^v far below 0).
+    if (v > 20.0) {
+        return v;
+    }
+    if (v < -15.0) {
+        return exp(v);
+    }
+    return log(1.0 + exp(v));
+}
+
+// Y[r, y_col + o] = acc (+ bias[o]) (softplus) (+ Y[r, y_col + o]).
+fn store(r: u32, o: u32, acc: f32) {
+    var v = acc;
+    if ((p.flags & BIAS) != 0u) {
+        v += bias[o];
+    }
+    if ((p.flags & SOFTPLUS) != 0u) {
+        v = softplus(v);
+    }
+    let at = r * p.y_stride + p.y_col + o;
+    if ((p.flags & ACCUMULATE) != 0u) {
+        v += y[at];
+    }
+    y[at] = v;
+}
+
+const WG: u32 = 64u;  // invocations per workgroup
+const ROWS: u32 = 4u; // outputs per workgroup (the components of a vec4 accumulator)
+
+var<workgroup> partial: array<vec4<f32>, 64>; // (WG): each invocation's sums of the ROWS outputs
+
+@compute @workgroup_size(64)
+fn gemv_coalesced(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let o0 = wid.x * ROWS;
+    let r = wid.y;
+    // Whole workgroups are live or not (o0 and r are the workgroup's), so every invocation
+    // reaches the barriers below.
+    let live = r < n_rows() && o0 < p.n_out;
+    var acc = vec4<f32>(0.0);
+    if (live) {
+        let xb = (p.x_row_start + r) * p.x_stride;
+        // Rows past n_out (the last workgroup) read row n_out − 1 again; nothing stores them.
+        let last = p.n_out - 1u;
+        let w0 = min(o0, last) * p.n_in;
+        let w1 = min(o0 + 1u, last) * p.n_in;
+        let w2 = min(o0 + 2u, last) * p.n_in;
+        let w3 = min(o0 + 3u, last) * p.n_in;
+        let k4 = p.n_in / 4u * 4u;
+        for (var k = lid * 4u; k < k4; k += WG * 4u) {
+            let a = vec4<f32>(x[xb + k], x[xb + k + 1u], x[xb + k + 2u], x[xb + k + 3u]);
+            acc += vec4<f32>(
+                dot(a, weight4(w0 + k, p.w_scales)),
+                dot(a, weight4(w1 + k, p.w_scales)),
+                dot(a, weight4(w2 + k, p.w_scales)),
+                dot(a, weight4(w3 + k, p.w_scales)),
+            );
+        }
+        // K not a multiple of 4 (f32 weights only): the last columns one by one.
+        for (var k = k4 + lid; k < p.n_in; k += WG) {
+            let a = x[xb + k];
+            acc += a * vec4<f32>(weight1(w0 + k, p.w_scales), weight1(w1 + k, p.w_scales),
+                                 weight1(w2 + k, p.w_scales), weight1(w3 + k, p.w_scales));
+        }
+    }
+    partial[lid] = acc;
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s = s / 2u) {
+        if (lid < s) {
+            partial[lid] += partial[lid + s];
+        }
+        workgroupBarrier();
+    }
+    if (live && lid < ROWS && o0 + lid < p.n_out) {
+        store(r, o0 + lid, partial[0][lid]);
+    }
+}
