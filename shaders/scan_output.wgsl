@@ -7,7 +7,7 @@
 //
 // The last chunk leaves its final h in the SSM state. A workgroup is 64 channels × one chunk;
 // B_t and C_t (shared by every channel) are staged once in workgroup memory. With one chunk the
-// same invocation reads and then writes a channel's state, so there is no race; with several,
+// same workgroup reads and then writes its channels' state, so there is no race; with several,
 // chunk 0 reads chunk_h0, never the state the last chunk writes.
 //
 // Checkpoints: after token t whose entry in the position map at the start of `capture` is
@@ -67,6 +67,11 @@ override N_STATE: u32 = 16u;
 // invocation then takes its row from here. Rows padded to N + 1 floats against bank conflicts.
 var<workgroup> rows: array<f32, WG * (N_STATE + 1u)>; // (WG, N + 1)
 
+// Where float i of the workgroup's WG·N consecutive row floats sits in rows[].
+fn padded(i: u32) -> u32 {
+    return (i / N_STATE) * (N_STATE + 1u) + i % N_STATE;
+}
+
 @compute @workgroup_size(WG)
 fn scan_output(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let di = p.d_inner;
@@ -89,7 +94,7 @@ fn scan_output(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_
     var a: array<f32, N_MAX>; // (N) row c of A
     // A's rows, staged, then into registers.
     for (var i = lid; i < live_floats; i += WG) {
-        rows[(i / N_STATE) * (N_STATE + 1u) + i % N_STATE] = a_d[c0 * N_STATE + i];
+        rows[padded(i)] = a_d[c0 * N_STATE + i];
     }
     workgroupBarrier();
     for (var n = 0u; n < N_STATE; n++) {
@@ -104,7 +109,7 @@ fn scan_output(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_
         } else {
             v = chunk_h0[j * di * N_STATE + c0 * N_STATE + i];
         }
-        rows[(i / N_STATE) * (N_STATE + 1u) + i % N_STATE] = v;
+        rows[padded(i)] = v;
     }
     workgroupBarrier();
     for (var n = 0u; n < N_STATE; n++) {
@@ -141,7 +146,7 @@ fn scan_output(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_
         }
         workgroupBarrier();
         for (var i = lid; i < live_floats; i += WG) {
-            ssm_state[p.state_offset + c0 * N_STATE + i] = rows[(i / N_STATE) * (N_STATE + 1u) + i % N_STATE];
+            ssm_state[p.state_offset + c0 * N_STATE + i] = rows[padded(i)];
         }
     }
 }

@@ -8,7 +8,8 @@ use crate::cpu::State;
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 use crate::gpu_model::activations::{Activations, StateBuffers};
-use crate::gpu_model::plan::{self, Kernels, Plan};
+use crate::gpu_model::checks;
+use crate::gpu_model::plan::{Kernels, Plan};
 use crate::gpu_model::slots::Slots;
 use crate::gpu_model::upload::Upload;
 use crate::gpu_model::weights::GpuWeights;
@@ -58,9 +59,8 @@ impl GpuModel {
         if options.max_tokens == 0 {
             return Err(Error::InvalidInput("max_tokens must be at least 1".into()));
         }
-        plan::check_supported(config, ctx)?;
-        let max_dim = ctx.summary().max_compute_workgroups_per_dimension;
-        plan::check_dispatch(config, options.max_tokens, max_dim, options.matmul, ctx)?;
+        checks::check_supported(config, ctx)?;
+        checks::check_dispatch(config, options.max_tokens, options.matmul, ctx)?;
         let allocated = ctx
             .scoped("allocating the model's GPU buffers", || -> Result<_> {
                 let w =

@@ -8,6 +8,7 @@
 //! when T fits one chunk, as in decode) → linear (out_proj, added onto the residual).
 
 mod activations;
+mod checks;
 mod encode;
 mod format;
 mod load;

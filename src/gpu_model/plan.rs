@@ -30,6 +30,15 @@ pub(crate) struct WeightKernels {
 /// Workgroups of a dispatch for (rows, outputs).
 pub(crate) type GroupsFn = fn(u32, u32) -> (u32, u32, u32);
 
+/// The few-rows matmul of a kernel set (see [`Matmul`]): entry point, source and workgroups.
+pub(crate) fn gemv_kernel(direct: bool) -> (&'static str, &'static str, GroupsFn) {
+    if direct {
+        ("gemv", gemv::SOURCE, linear::gemv_groups)
+    } else {
+        ("gemv_coalesced", gemv_coalesced::SOURCE, gemv_coalesced::groups)
+    }
+}
+
 /// The compiled pipelines.
 pub(crate) struct Kernels {
     /// One set per weight format the model's matrices use.
@@ -54,11 +63,7 @@ impl Kernels {
         let direct = matmul.is_direct(ctx);
         let (linear_name, linear_source) =
             if direct { ("linear_direct", linear_direct::SOURCE) } else { ("linear", linear::SOURCE) };
-        let (gemv_name, gemv_source, gemv_groups): (_, _, GroupsFn) = if direct {
-            ("gemv", gemv::SOURCE, linear::gemv_groups)
-        } else {
-            ("gemv_coalesced", gemv_coalesced::SOURCE, gemv_coalesced::groups)
-        };
+        let (gemv_name, gemv_source, gemv_groups) = gemv_kernel(direct);
         let total = (5 + 3 * formats.len()) as u64;
         let mut done = 0;
         let mut tick = |reporter: &mut Reporter| {
@@ -217,64 +222,6 @@ impl Builder<'_> {
 /// Where an int8 part's scales start in its buffer, in u32 (after rows · cols quant bytes).
 fn scales_at(w: &SplitMatrix, rows: usize) -> u32 {
     if w.format == WeightFormat::Int8 { (rows * w.cols / 4) as u32 } else { 0 }
-}
-
-/// Fails unless the kernels can run a model of shape `c` on `ctx`: conv width and state size
-/// within what the shaders' fixed-size arrays hold, and `scan_output`'s workgroup memory (which
-/// grows with the state size) within the device's (checked before anything is allocated).
-pub(crate) fn check_supported(c: &Config, ctx: &GpuContext) -> Result<()> {
-    let shared = scan_output::workgroup_bytes(c.d_state);
-    let limit = ctx.summary().max_compute_workgroup_storage_size;
-    if shared > limit as usize {
-        return Err(Error::UnsupportedModel(format!(
-            "state_size {}: the scan needs {shared} bytes of workgroup memory, the device allows {limit}",
-            c.d_state
-        )));
-    }
-    if c.d_conv > conv1d_silu::K_MAX || c.d_state > scan_output::N_MAX {
-        return Err(Error::UnsupportedModel(format!(
-            "conv_kernel {} / state_size {}: the GPU kernels support at most {} / {}",
-            c.d_conv,
-            c.d_state,
-            conv1d_silu::K_MAX,
-            scan_output::N_MAX
-        )));
-    }
-    Ok(())
-}
-
-/// Fails unless every dispatch of a forward chunk of `max_tokens` tokens fits the device's
-/// per-dimension workgroup limit (`max_dim`; 65,535 on most adapters) — checked at load,
-/// before anything is allocated, instead of a dispatch the device refuses mid-run.
-pub(crate) fn check_dispatch(
-    c: &Config,
-    max_tokens: usize,
-    max_dim: u32,
-    matmul: Matmul,
-    ctx: &GpuContext,
-) -> Result<()> {
-    let t = max_tokens as u64;
-    if t > max_dim as u64 {
-        return Err(Error::LimitExceeded {
-            what: "max_tokens (tokens per GPU forward chunk: the embedding dispatches a row of \
-                   workgroups per token)",
-            requested: t,
-            limit: max_dim as u64,
-        });
-    }
-    let (di, n, v) = (c.d_inner as u64, c.d_state as u64, c.vocab_size as u64);
-    // The widest outputs (in_proj, the LM head) in gemv and gemm, the scan's (E·D, N) plane.
-    let per_gemv_group = if matmul.is_direct(ctx) { 64 } else { gemv_coalesced::OUTPUTS_PER_GROUP as u64 };
-    let wide = (2 * di).max(v);
-    let widest = [wide.div_ceil(per_gemv_group), wide.div_ceil(linear::TILE as u64), (di * n).div_ceil(64)];
-    match widest.into_iter().max().filter(|&w| w > max_dim as u64) {
-        Some(w) => Err(Error::LimitExceeded {
-            what: "workgroups along one dispatch dimension (the model's widest matrix)",
-            requested: w,
-            limit: max_dim as u64,
-        }),
-        None => Ok(()),
-    }
 }
 
 impl Plan {
