@@ -93,6 +93,35 @@ impl Engine {
         }
     }
 
+    /// Whether greedy decoding runs on the device ([`Engine::greedy`]): the GPU engine.
+    pub fn greedy_on_device(&self) -> bool {
+        matches!(self, Engine::Gpu(_))
+    }
+
+    /// Greedy decode steps picked and fed on the GPU, one submit ([`GpuModel::greedy`]).
+    pub async fn greedy(&mut self, first: u32, steps: usize) -> Result<Vec<u32>> {
+        match self {
+            Engine::Cpu { .. } => Err(no_device_greedy()),
+            Engine::Gpu(m) => m.greedy(first, steps).await,
+        }
+    }
+
+    /// Back to the state before the last [`Engine::greedy`] batch ([`GpuModel::rewind`]).
+    pub fn rewind(&mut self) -> Result<()> {
+        match self {
+            Engine::Cpu { .. } => Err(no_device_greedy()),
+            Engine::Gpu(m) => m.rewind(),
+        }
+    }
+
+    /// The logits after the last [`Engine::greedy`] step ([`GpuModel::last_logits`]).
+    pub async fn last_logits(&self) -> Result<Vec<f32>> {
+        match self {
+            Engine::Cpu { .. } => Err(no_device_greedy()),
+            Engine::Gpu(m) => m.last_logits().await,
+        }
+    }
+
     /// Adds `n` checkpoint slots (each holds one whole state); returns their ids.
     pub fn add_slots(&mut self, n: usize) -> Result<Range<usize>> {
         match self {
@@ -175,6 +204,10 @@ impl Engine {
             Engine::Gpu(m) => m.write_state(new),
         }
     }
+}
+
+fn no_device_greedy() -> Error {
+    Error::InvalidInput("greedy batches run on the GPU engine only".into())
 }
 
 fn no_slot(slot: usize) -> Error {

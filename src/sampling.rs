@@ -70,6 +70,12 @@ impl Sampler {
         Self { options: SamplingOptions::default(), rng: ChaCha8Rng::seed_from_u64(0) }
     }
 
+    /// Whether every pick is the plain argmax of the logits (temperature 0, no repetition
+    /// penalty): what the GPU can pick by itself.
+    pub fn is_plain_greedy(&self) -> bool {
+        self.options.temperature == 0.0 && self.options.repetition_penalty == 1.0
+    }
+
     /// The settings.
     pub fn options(&self) -> SamplingOptions {
         self.options

@@ -40,6 +40,18 @@ impl Readback {
         offset: u64,
         len: usize,
     ) -> Result<Vec<f32>> {
+        self.read(ctx, src, offset, len).await
+    }
+
+    /// Like [`Readback::read_f32`], for any 4-byte plain type (`u32` token ids).
+    pub async fn read<T: bytemuck::Pod>(
+        &self,
+        ctx: &GpuContext,
+        src: &wgpu::Buffer,
+        offset: u64,
+        len: usize,
+    ) -> Result<Vec<T>> {
+        const { assert!(std::mem::size_of::<T>() == 4) };
         let bytes = (len * 4) as u64;
         if bytes > self.capacity {
             return Err(Error::LimitExceeded {
@@ -75,7 +87,7 @@ impl Readback {
             .map_err(|e| Error::Readback(e.to_string()))?;
         let values = {
             let view = slice.get_mapped_range().map_err(|e| Error::Readback(e.to_string()))?;
-            bytemuck::pod_collect_to_vec::<u8, f32>(&view)
+            bytemuck::pod_collect_to_vec::<u8, T>(&view)
         };
         self.staging.unmap();
         Ok(values)

@@ -8,19 +8,23 @@ use crate::model::Config;
 
 /// Scratch buffers of one forward chunk of at most `max_tokens` tokens (T ≤ max_tokens).
 pub(crate) struct Activations {
-    pub step: wgpu::Buffer,     // Step uniform
-    pub ids: wgpu::Buffer,      // (T) u32
-    pub h: wgpu::Buffer,        // (T, D) residual stream
-    pub x_norm: wgpu::Buffer,   // (T, D) normalised h
-    pub xz: wgpu::Buffer,       // (T, 2·E·D) in_proj output: xs ‖ z
-    pub ud: wgpu::Buffer,       // (2, T_max, E·D): u (conv1d + SiLU output), then Δ
-    pub dbc: wgpu::Buffer,      // (T, R + 2N) x_proj output: δ ‖ B ‖ C
-    pub y: wgpu::Buffer,        // (T, E·D) gated scan output
-    pub chunk_ab: wgpu::Buffer, // (chunks, 2, E·D, N) per-chunk affine maps
-    pub chunk_h0: wgpu::Buffer, // (chunks, E·D, N) chunk start states
-    pub logits: wgpu::Buffer,   // (logits_rows, V)
-    pub capture: wgpu::Buffer,  // (T_max) position → checkpoint number + 1, then (captures, slot_len)
-    pub readback: Readback,     // logits_rows · V floats
+    pub step: wgpu::Buffer,       // Step uniform
+    pub ids: wgpu::Buffer,        // (T) u32
+    pub h: wgpu::Buffer,          // (T, D) residual stream
+    pub x_norm: wgpu::Buffer,     // (T, D) normalised h
+    pub xz: wgpu::Buffer,         // (T, 2·E·D) in_proj output: xs ‖ z
+    pub ud: wgpu::Buffer,         // (2, T_max, E·D): u (conv1d + SiLU output), then Δ
+    pub dbc: wgpu::Buffer,        // (T, R + 2N) x_proj output: δ ‖ B ‖ C
+    pub y: wgpu::Buffer,          // (T, E·D) gated scan output
+    pub chunk_ab: wgpu::Buffer,   // (chunks, 2, E·D, N) per-chunk affine maps
+    pub chunk_h0: wgpu::Buffer,   // (chunks, E·D, N) chunk start states
+    pub logits: wgpu::Buffer,     // (logits_rows, V)
+    pub capture: wgpu::Buffer,    // (T_max) position → checkpoint number + 1, then (captures, slot_len)
+    pub readback: Readback,       // logits_rows · V floats
+    pub picks: wgpu::Buffer,      // (1 + max_picks) u32: count, then the greedy picks in order
+    pub picks_readback: Readback, // (1 + max_picks) u32
+    /// Greedy steps one submit can run (the picks list's room).
+    pub max_picks: usize,
     pub max_tokens: usize,
     pub logits_rows: usize,
     pub chunk: usize,
@@ -34,12 +38,15 @@ pub(crate) struct Activations {
 pub(crate) struct StateBuffers {
     pub conv: wgpu::Buffer, // (layers, K−1, E·D)
     pub ssm: wgpu::Buffer,  // (layers, E·D, N)
+    /// The state before a greedy batch (conv ‖ ssm, a checkpoint slot's layout), to rewind to
+    /// when generation stops inside the batch.
+    pub rewind: wgpu::Buffer,
     /// Bytes of conv window state in all (0 when K = 1).
     pub conv_bytes: u64,
 }
 
 impl Activations {
-    pub fn new(ctx: &GpuContext, c: &Config, max_tokens: usize) -> Result<Self> {
+    pub fn new(ctx: &GpuContext, c: &Config, max_tokens: usize, max_picks: usize) -> Result<Self> {
         let t = max_tokens;
         let chunk = scan_chunks::chunk_len(c.d_state);
         let chunks = t.div_ceil(chunk);
@@ -65,6 +72,9 @@ impl Activations {
             logits: z("logits", logits_rows * c.vocab_size)?,
             capture: z("checkpoint capture", t + captures * slot_len)?,
             readback: Readback::new(ctx, (logits_rows * c.vocab_size * 4) as u64, "logits readback"),
+            picks: z("greedy picks", 1 + max_picks)?,
+            picks_readback: Readback::new(ctx, 4 * (1 + max_picks) as u64, "greedy picks readback"),
+            max_picks,
             max_tokens,
             logits_rows,
             chunk,
@@ -89,17 +99,37 @@ impl Activations {
             &self.chunk_h0,
         ]
         .iter()
-        .chain([&self.logits, &self.capture].iter())
+        .chain([&self.logits, &self.capture, &self.picks].iter())
         .map(|b| b.size())
         .sum::<u64>()
             + self.readback.capacity()
+            + self.picks_readback.capacity()
     }
 }
 
 impl StateBuffers {
-    /// Bytes of the working state.
+    /// Bytes of the working state and its rewind copy.
     pub fn bytes(&self) -> u64 {
-        self.conv.size() + self.ssm.size()
+        self.conv.size() + self.ssm.size() + self.rewind.size()
+    }
+
+    /// Records copying the working state to (`save`) or from `buffer` at `offset`, laid out as
+    /// a checkpoint slot (conv ‖ ssm).
+    pub fn record_copy(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        buffer: &wgpu::Buffer,
+        offset: u64,
+        save: bool,
+    ) {
+        let parts = [(&self.conv, 0, self.conv_bytes), (&self.ssm, self.conv_bytes, self.ssm.size())];
+        for (live, at, bytes) in parts.into_iter().filter(|p| p.2 > 0) {
+            if save {
+                encoder.copy_buffer_to_buffer(live, 0, buffer, offset + at, bytes);
+            } else {
+                encoder.copy_buffer_to_buffer(buffer, offset + at, live, 0, bytes);
+            }
+        }
     }
 
     pub fn new(ctx: &GpuContext, c: &Config) -> Result<Self> {
@@ -107,6 +137,7 @@ impl StateBuffers {
         Ok(Self {
             conv: ctx.storage_zeroed_f32("conv state", conv_len)?,
             ssm: ctx.storage_zeroed_f32("ssm state", c.n_layer * c.d_inner * c.d_state)?,
+            rewind: ctx.storage_zeroed_f32("rewind state", State::floats(c))?,
             conv_bytes: 4 * conv_len as u64,
         })
     }

@@ -13,7 +13,7 @@ use crate::gpu_model::plan::{Kernels, Plan};
 use crate::gpu_model::slots::Slots;
 use crate::gpu_model::upload::Upload;
 use crate::gpu_model::weights::GpuWeights;
-use crate::gpu_model::{GpuMemory, GpuModel, GpuModelOptions, WeightFormat};
+use crate::gpu_model::{GpuMemory, GpuModel, GpuModelOptions, MAX_GREEDY_STEPS, WeightFormat};
 use crate::load::Reporter;
 use crate::model::{Checkpoint, Config, Layout};
 
@@ -65,7 +65,7 @@ impl GpuModel {
             .scoped("allocating the model's GPU buffers", || -> Result<_> {
                 let w =
                     GpuWeights::allocate(ctx, config, layout, options.weights, options.max_binding_bytes)?;
-                let acts = Activations::new(ctx, config, options.max_tokens)?;
+                let acts = Activations::new(ctx, config, options.max_tokens, MAX_GREEDY_STEPS)?;
                 let state = StateBuffers::new(ctx, config)?;
                 Ok((w, acts, state))
             })

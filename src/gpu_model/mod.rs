@@ -11,6 +11,7 @@ mod activations;
 mod checks;
 mod encode;
 mod format;
+mod greedy;
 mod load;
 mod plan;
 mod slots;
@@ -18,6 +19,7 @@ mod upload;
 mod weights;
 
 pub use format::{ConversionStats, WeightFormat};
+pub use greedy::MAX_GREEDY_STEPS;
 pub use upload::FLUSH_BYTES;
 
 use crate::cpu::{Logits, State};
@@ -90,7 +92,7 @@ pub struct GpuMemory {
     pub weights: u64,
     /// Bytes of activation buffers (sized for `max_tokens`), readback included.
     pub activations: u64,
-    /// Bytes of the working state.
+    /// Bytes of the working state and its copy from before a greedy batch.
     pub state: u64,
     /// Bytes of checkpoint slots allocated so far.
     pub slots: u64,
@@ -314,19 +316,10 @@ impl GpuModel {
 
     fn copy_state(&mut self, slot: usize, save: bool) -> Result<()> {
         self.ctx.check(if save { "before saving a state" } else { "before restoring a state" })?;
-        let conv_bytes = self.state.conv_bytes;
-        let ssm_bytes = self.slots.slot_bytes - conv_bytes;
         let (buffer, offset) =
             if save { self.slots.locate_for_write(&self.ctx, slot)? } else { self.slots.locate(slot)? };
         let mut encoder = self.ctx.encoder(if save { "save state" } else { "load state" });
-        let parts = [(&self.state.conv, 0, conv_bytes), (&self.state.ssm, conv_bytes, ssm_bytes)];
-        for (live, at, bytes) in parts.into_iter().filter(|p| p.2 > 0) {
-            if save {
-                encoder.copy_buffer_to_buffer(live, 0, buffer, offset + at, bytes);
-            } else {
-                encoder.copy_buffer_to_buffer(buffer, offset + at, live, 0, bytes);
-            }
-        }
+        self.state.record_copy(&mut encoder, buffer, offset, save);
         self.ctx.queue().submit([encoder.finish()]);
         Ok(())
     }

@@ -9,8 +9,8 @@ use crate::gpu_model::activations::{Activations, StateBuffers};
 use crate::gpu_model::format::WeightFormat;
 use crate::gpu_model::weights::{GpuWeights, SplitMatrix};
 use crate::kernels::{
-    conv1d_silu, embedding, gemv, gemv_coalesced, linear, linear_direct, rms_norm, scan_carry, scan_chunks,
-    scan_output,
+    argmax, conv1d_silu, embedding, gemv, gemv_coalesced, linear, linear_direct, rms_norm, scan_carry,
+    scan_chunks, scan_output,
 };
 use crate::load::{Phase, Reporter};
 use crate::model::Config;
@@ -48,6 +48,7 @@ pub(crate) struct Kernels {
     pub scan_chunks: Kernel,
     pub scan_carry: Kernel,
     pub scan_output: Kernel,
+    pub argmax: Kernel,
 }
 
 impl Kernels {
@@ -64,7 +65,7 @@ impl Kernels {
         let (linear_name, linear_source) =
             if direct { ("linear_direct", linear_direct::SOURCE) } else { ("linear", linear::SOURCE) };
         let (gemv_name, gemv_source, gemv_groups) = gemv_kernel(direct);
-        let total = (5 + 3 * formats.len()) as u64;
+        let total = (6 + 3 * formats.len()) as u64;
         let mut done = 0;
         let mut tick = |reporter: &mut Reporter| {
             done += 1;
@@ -97,6 +98,7 @@ impl Kernels {
             conv1d_silu: compile("conv1d_silu", conv1d_silu::SOURCE, conv1d_silu::BINDINGS).await?,
             scan_chunks: compile("scan_chunks", scan_chunks::SOURCE, scan_chunks::BINDINGS).await?,
             scan_carry: compile("scan_carry", scan_carry::SOURCE, scan_carry::BINDINGS).await?,
+            argmax: compile("argmax", argmax::SOURCE, argmax::BINDINGS).await?,
             scan_output: {
                 // specialised for the model's N (loops unrolled, state in registers)
                 let layout = bind_group_layout(ctx, "scan_output", scan_output::BINDINGS);
@@ -163,6 +165,8 @@ pub(crate) struct Plan {
     pub head_last: LinearCall,
     /// LM head over block b of rows (b · logits_rows ..), for all-position logits.
     pub head_blocks: Vec<LinearCall>,
+    /// The greedy pick from the last row's logits into the next step's token (ids[0]).
+    pub argmax: Call,
 }
 
 /// Makes the calls of a plan: every bind group gets the shared `step` uniform at binding 0 and
@@ -353,6 +357,11 @@ impl Plan {
             norm_last: b.call(&k.rms_norm, &norm(rms_norm::LAST_ROW), &[&a.h, &w.norm_f, &a.x_norm]),
             head_last,
             head_blocks,
+            argmax: b.call(
+                &k.argmax,
+                &argmax::ArgmaxParams { vocab: v, capacity: a.max_picks as u32, _pad: [0; 2] },
+                &[&a.logits, &a.ids, &a.picks],
+            ),
         })
     }
 }

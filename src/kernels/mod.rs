@@ -6,6 +6,7 @@
 //! Every kernel of the forward pass takes the shared [`Step`] uniform at binding 0 (written
 //! once per forward call) and its own static `Params` at binding 1.
 
+pub mod argmax;
 pub mod conv1d_silu;
 pub mod embedding;
 pub mod gemv;
@@ -17,11 +18,13 @@ pub mod scan_carry;
 pub mod scan_chunks;
 pub mod scan_output;
 
+pub use argmax::Argmax;
 pub use rms_norm::RmsNorm;
 
 /// Every shader the crate compiles, as (file stem = entry point, WGSL source). The shader
 /// validation test checks that this list and the files in `shaders/` are the same set.
 pub const SHADERS: &[(&str, &str)] = &[
+    ("argmax", argmax::SOURCE),
     ("conv1d_silu", conv1d_silu::SOURCE),
     ("embedding", embedding::SOURCE),
     ("gemv", gemv::SOURCE),

@@ -19,6 +19,9 @@ impl Runtime {
         options: GenerateOptions,
         mut on_token: impl FnMut(u32) -> bool,
     ) -> Result<Vec<u32>> {
+        if sampler.is_plain_greedy() && self.greedy_batch > 0 && self.engine.greedy_on_device() {
+            return self.generate_greedy(id, options, on_token).await;
+        }
         let eos = self.engine.config().eos_token_id;
         let mut out = Vec::new();
         while out.len() < options.max_tokens {
@@ -44,17 +47,8 @@ impl Runtime {
     /// after the history, feeds it and keeps block boundaries reached. Call
     /// [`Runtime::settle`] after the last step (a stream does, when it ends).
     pub async fn step(&mut self, id: SessionId, sampler: &mut Sampler) -> Result<u32> {
-        let s = self.session(id)?;
-        if s.history.is_empty() {
-            return Err(Error::InvalidInput("generate needs a prompt: append tokens first".into()));
-        }
-        if !(s.live_valid && s.logits.is_some()) || self.active != Some(id.0) {
-            let history = s.history.clone();
-            self.ensure(id, &history).await?;
-        }
+        let token = self.sample_next(id, sampler).await?;
         let block = self.cache.config().block_size;
-        let s = self.session(id)?;
-        let token = sampler.sample(s.logits.as_deref().expect("ensured logits"), &s.history)?;
         let fed = self.engine.forward(&[token], Logits::Last).await;
         let s = self.session_mut(id)?;
         let logits = match fed {
@@ -68,11 +62,35 @@ impl Runtime {
         s.logits = Some(logits);
         s.prefilled += 1;
         if s.history.len().is_multiple_of(block) {
-            let next = keys::child(s.keys.last().expect("root"), &s.history[s.history.len() - block..]);
-            s.keys.push(next);
-            self.capture_boundary(id)?;
+            self.block_reached(id)?;
         }
         Ok(token)
+    }
+
+    /// The session's next token by `sampler`, after making its live state and logits current.
+    pub(super) async fn sample_next(&mut self, id: SessionId, sampler: &mut Sampler) -> Result<u32> {
+        let s = self.session(id)?;
+        if s.history.is_empty() {
+            return Err(Error::InvalidInput("generate needs a prompt: append tokens first".into()));
+        }
+        if !(s.live_valid && s.logits.is_some()) || self.active != Some(id.0) {
+            let history = s.history.clone();
+            self.ensure(id, &history).await?;
+        }
+        let s = self.session(id)?;
+        let logits = s.logits.as_deref().ok_or(Error::InvalidInput("no logits after the history".into()))?;
+        sampler.sample(logits, &s.history)
+    }
+
+    /// The history just reached a block boundary: chain its key and keep the boundary's state
+    /// if retention wants it.
+    pub(super) fn block_reached(&mut self, id: SessionId) -> Result<()> {
+        let block = self.cache.config().block_size;
+        let s = self.session_mut(id)?;
+        let tail = &s.history[s.history.len() - block..];
+        let Some(&last) = s.keys.last() else { return Err(Error::InvalidInput("no root key".into())) };
+        s.keys.push(keys::child(&last, tail));
+        self.capture_boundary(id)
     }
 
     /// After decoding: keeps the end of the history as the session's latest prompt-end, if the

@@ -14,7 +14,10 @@
 
 mod decode;
 mod export;
+mod greedy;
 mod prefill;
+
+pub use greedy::GREEDY_BATCH;
 
 use std::collections::HashMap;
 
@@ -97,6 +100,8 @@ pub struct Runtime {
     next_salt: u64,
     /// The session whose live state is the engine's working state.
     active: Option<u64>,
+    /// Greedy steps per GPU submit (see [`Runtime::set_greedy_batch`]).
+    greedy_batch: usize,
 }
 
 /// What a finished operation leaves in its session.
@@ -128,6 +133,7 @@ impl Runtime {
             next_id: 1,
             next_salt: 0,
             active: None,
+            greedy_batch: GREEDY_BATCH,
         })
     }
 

@@ -2,7 +2,10 @@
 //! weight format) on one model, measured one after the other in one run, each figure the median
 //! of `--runs` runs with its min and max:
 //! - prefill tok/s at 128, 512 and 2,048 tokens (from a zero state, logits of the last token);
-//! - decode tok/s: 128 greedy steps after a 128-token prompt;
+//! - decode tok/s: 128 greedy steps after a 128-token prompt, as `generate` runs them (on the
+//!   GPU: batches of `GREEDY_BATCH` steps picked and fed on the GPU, one submit and a few bytes
+//!   read back per batch); on the GPU also `decode_per_token_tok_s`, one submit per token and
+//!   its V logits read back for a CPU argmax (the path before GPU-side picking);
 //! - `scan_speedup_512`: 512 tokens in one forward pass (the chunked parallel scan; the median
 //!   of the plain prefills timed for `capture_overhead_512`) vs the same tokens one forward pass
 //!   each (the decode path);
@@ -20,7 +23,7 @@ use std::time::Instant;
 
 use anyhow::Result;
 use serde_json::{Value, json};
-use webmamba::{CacheConfig, Checkpoint, Engine, Logits, Matmul, Retention, Runtime};
+use webmamba::{CacheConfig, Checkpoint, Engine, GREEDY_BATCH, Logits, Matmul, Retention, Runtime};
 
 use crate::{Backend, Weights, engine};
 
@@ -64,6 +67,7 @@ struct Row {
     label: String,
     prefill: Vec<Stat>,
     decode: Stat,
+    decode_per_token: Option<Stat>,
     scan_speedup: Stat,
     resume_speedup: Stat,
     capture_overhead: Stat,
@@ -86,14 +90,44 @@ fn forward(e: &mut Engine, tokens: &[u32]) -> Result<Vec<f32>> {
     Ok(pollster::block_on(e.forward(tokens, Logits::Last))?)
 }
 
+/// `DECODE_STEPS` greedy steps after `logits`: one forward call and a CPU argmax per token.
+fn decode_per_token(e: &mut Engine, mut logits: Vec<f32>) -> Result<()> {
+    for _ in 0..DECODE_STEPS {
+        let next = webmamba::cpu::ops::argmax(&logits).unwrap_or(0) as u32;
+        logits = forward(e, &[next])?;
+    }
+    Ok(())
+}
+
+/// `DECODE_STEPS` greedy steps after `logits` in batches picked and fed on the GPU.
+fn decode_batched(e: &mut Engine, logits: &[f32]) -> Result<()> {
+    let mut next = webmamba::cpu::ops::argmax(logits).unwrap_or(0) as u32;
+    for _ in 0..DECODE_STEPS.div_ceil(GREEDY_BATCH) {
+        let picks = pollster::block_on(e.greedy(next, GREEDY_BATCH))?;
+        next = *picks.last().ok_or_else(|| anyhow::anyhow!("NaN logits"))?;
+    }
+    Ok(())
+}
+
+/// What `measure_engine` measures.
+struct EngineFigures {
+    prefill: Vec<Stat>,
+    decode: Stat,
+    decode_per_token: Option<Stat>,
+    scan: Stat,
+    capture: Stat,
+}
+
 /// Everything but the cache figures, on the engine's working state.
-fn measure_engine(e: &mut Engine, runs: usize, vocab: usize) -> Result<(Vec<Stat>, Stat, Stat, Stat)> {
+fn measure_engine(e: &mut Engine, runs: usize, vocab: usize) -> Result<EngineFigures> {
     e.reset();
     forward(e, &ids(8, vocab, 0))?; // warm-up: first dispatches compile lazily on some drivers
     let slots = e.add_slots(SCAN_TOKENS / BLOCK)?;
-    let captures: Vec<(usize, usize)> = (1..=SCAN_TOKENS / BLOCK).map(|b| b * BLOCK - 1).zip(slots).collect();
-    let (mut prefill, mut decode, mut scan, mut capture) =
-        (vec![Vec::new(); PREFILL.len()], Vec::new(), Vec::new(), Vec::new());
+    let captures: Vec<(usize, usize)> =
+        (1..=SCAN_TOKENS / BLOCK).map(|b| b * BLOCK - 1).zip(slots.clone()).collect();
+    let (mut prefill, mut decode, mut per_token, mut scan, mut capture) =
+        (vec![Vec::new(); PREFILL.len()], Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let batched = e.greedy_on_device();
     for run in 0..runs {
         for (i, &n) in PREFILL.iter().enumerate() {
             e.reset();
@@ -101,15 +135,15 @@ fn measure_engine(e: &mut Engine, runs: usize, vocab: usize) -> Result<(Vec<Stat
             prefill[i].push(n as f64 / s);
         }
         e.reset();
-        let mut logits = forward(e, &ids(DECODE_PROMPT, vocab, run))?;
-        let (s, _) = timed(|| {
-            for _ in 0..DECODE_STEPS {
-                let next = webmamba::cpu::ops::argmax(&logits).unwrap_or(0) as u32;
-                logits = forward(e, &[next])?;
-            }
-            Ok(())
-        })?;
-        decode.push(DECODE_STEPS as f64 / s);
+        let logits = forward(e, &ids(DECODE_PROMPT, vocab, run))?;
+        if batched {
+            e.save_state(slots.start)?; // the same start for both ways
+            decode.push(DECODE_STEPS as f64 / timed(|| decode_batched(e, &logits))?.0);
+            e.load_state(slots.start)?;
+            per_token.push(DECODE_STEPS as f64 / timed(|| decode_per_token(e, logits))?.0);
+        } else {
+            decode.push(DECODE_STEPS as f64 / timed(|| decode_per_token(e, logits))?.0);
+        }
         let tokens = ids(SCAN_TOKENS, vocab, run);
         // A few percent is below this machine's run-to-run noise: alternate the two, take medians.
         let (mut plain, mut captured) = (Vec::new(), Vec::new());
@@ -127,8 +161,13 @@ fn measure_engine(e: &mut Engine, runs: usize, vocab: usize) -> Result<(Vec<Stat
         let (one_by_one, _) = timed(|| tokens.iter().try_for_each(|t| forward(e, &[*t]).map(drop)))?;
         scan.push(one_by_one / whole);
     }
-    let prefill = prefill.into_iter().map(Stat::of).collect();
-    Ok((prefill, Stat::of(decode), Stat::of(scan), Stat::of(capture)))
+    Ok(EngineFigures {
+        prefill: prefill.into_iter().map(Stat::of).collect(),
+        decode: Stat::of(decode),
+        decode_per_token: batched.then(|| Stat::of(per_token)),
+        scan: Stat::of(scan),
+        capture: Stat::of(capture),
+    })
 }
 
 /// Time to the first token of a follow-up resumed from the history's checkpoint vs re-read.
@@ -192,13 +231,22 @@ pub fn run(
             if let Engine::Gpu(m) = &e {
                 adapter = m.context().summary().to_string();
             }
-            let (prefill, decode, scan_speedup, capture_overhead) = measure_engine(&mut e, runs, vocab)?;
+            let f = measure_engine(&mut e, runs, vocab)?;
             let config =
                 CacheConfig { block_size: BLOCK, retention: Retention::Dense, budget_bytes: u64::MAX };
             let mut rt = Runtime::new(e, config)?;
             let resume_speedup = measure_resume(&mut rt, runs, vocab)?;
             let memory = gpu_memory(rt.engine());
-            rows.push(Row { label, prefill, decode, scan_speedup, resume_speedup, capture_overhead, memory });
+            rows.push(Row {
+                label,
+                prefill: f.prefill,
+                decode: f.decode,
+                decode_per_token: f.decode_per_token,
+                scan_speedup: f.scan,
+                resume_speedup,
+                capture_overhead: f.capture,
+                memory,
+            });
         }
     }
     let model = json!({ "d_model": c.d_model, "n_layer": c.n_layer, "d_state": c.d_state,
@@ -224,12 +272,14 @@ fn report(rows: &[Row], model: Value, adapter: &str, runs: usize) -> Value {
         "runs": runs,
         "prefill_tok_s": per(&|r| prefill(r)),
         "decode_tok_s": per(&|r| r.decode.json()),
+        "decode_per_token_tok_s": per(&|r| r.decode_per_token.as_ref().map_or(Value::Null, Stat::json)),
         "scan_speedup_512": per(&|r| r.scan_speedup.median.into()),
         "resume_speedup_2048": per(&|r| r.resume_speedup.median.into()),
         "capture_overhead_512": per(&|r| r.capture_overhead.median.into()),
         "gpu_memory_bytes": per(&|r| r.memory.clone()),
         "backends": per(&|r| json!({
             "prefill_tok_s": prefill(r), "decode_tok_s": r.decode.json(),
+            "decode_per_token_tok_s": r.decode_per_token.as_ref().map_or(Value::Null, Stat::json),
             "scan_speedup_512": r.scan_speedup.json(), "resume_speedup_2048": r.resume_speedup.json(),
             "capture_overhead_512": r.capture_overhead.json(), "gpu_memory_bytes": r.memory })),
     })
@@ -238,17 +288,18 @@ fn report(rows: &[Row], model: Value, adapter: &str, runs: usize) -> Value {
 fn table(rows: &[Row], model: &Value, adapter: &str, runs: usize) {
     println!("model {model}; adapter: {adapter}; median (min–max) of {runs} runs\n");
     println!(
-        "| backend | prefill 128 tok/s | prefill 512 | prefill 2048 | decode tok/s | scan_speedup_512 | resume_speedup_2048 | capture_overhead_512 |"
+        "| backend | prefill 128 tok/s | prefill 512 | prefill 2048 | decode tok/s | decode, per token | scan_speedup_512 | resume_speedup_2048 | capture_overhead_512 |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for r in rows {
         println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r.label,
             r.prefill[0].cell(1),
             r.prefill[1].cell(1),
             r.prefill[2].cell(1),
             r.decode.cell(1),
+            r.decode_per_token.as_ref().map_or("—".into(), |s| s.cell(1)),
             r.scan_speedup.cell(1),
             r.resume_speedup.cell(1),
             r.capture_overhead.cell(3)

@@ -1,0 +1,75 @@
+//! Greedy decoding on the GPU: several decode steps per submit, each step's token the argmax of
+//! the logits before it, picked (`shaders/argmax.wgsl`) and fed (ids[0]) on the GPU, so a step
+//! reads back one u32 instead of V floats and waits for nothing. The state before a batch is
+//! kept, so a caller that stops inside the batch can rewind and replay the tokens it kept.
+
+use crate::error::{Error, Result};
+use crate::gpu_model::GpuModel;
+use crate::gpu_model::encode::{self, Dims, Head};
+use crate::kernels::{Step, argmax};
+
+/// Most greedy steps one submit runs (the picks list's room).
+pub const MAX_GREEDY_STEPS: usize = 64;
+
+impl GpuModel {
+    /// Feeds `first`, then `steps − 1` more tokens, each the argmax (the first on ties) of the
+    /// logits after the token before it — in one submit — and returns the picks: `picks[i]` is
+    /// the argmax of the logits after fed token `i` (`first` is fed token 0, `picks[i]` fed
+    /// token `i + 1`), so the last pick is the next token to feed. Fewer than `steps` picks
+    /// come back when the logits after fed token `picks.len()` held a NaN (the steps after it
+    /// ran on garbage: rewind). The state from before the batch is kept for
+    /// [`GpuModel::rewind`]; the last logits stay on the GPU ([`GpuModel::last_logits`]).
+    pub async fn greedy(&mut self, first: u32, steps: usize) -> Result<Vec<u32>> {
+        if steps == 0 || steps > self.acts.max_picks {
+            return Err(Error::InvalidInput(format!(
+                "a greedy batch runs 1 to {} steps, not {steps}",
+                self.acts.max_picks
+            )));
+        }
+        self.config.check_forward(&[first], [])?;
+        self.ctx.check("before greedy decode steps")?;
+        let (a, queue) = (&self.acts, self.ctx.queue());
+        queue.write_buffer(&a.ids, 0, bytemuck::bytes_of(&first));
+        queue.write_buffer(&a.capture, 0, bytemuck::bytes_of(&0u32)); // no checkpoint after the token
+        queue.write_buffer(&a.step, 0, bytemuck::bytes_of(&Step { t_len: 1, n_chunks: 1, _pad: [0; 2] }));
+        queue.write_buffer(&a.picks, 0, bytemuck::bytes_of(&0u32));
+        let dims = Dims { t: 1, chunks: 1, max_dim: self.ctx.summary().max_compute_workgroups_per_dimension };
+        self.ctx
+            .scoped("running greedy decode steps", || {
+                let mut encoder = self.ctx.encoder("greedy steps");
+                self.state.record_copy(&mut encoder, &self.state.rewind, 0, true);
+                {
+                    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+                    for _ in 0..steps {
+                        encode::body(&mut pass, &self.kernels, &self.config, &self.plan, dims, Head::Last);
+                        self.kernels.argmax.dispatch(&mut pass, &self.plan.argmax.bind_group, argmax::GROUPS);
+                    }
+                }
+                queue.submit([encoder.finish()]);
+            })
+            .await?;
+        let raw = a.picks_readback.read::<u32>(&self.ctx, &a.picks, 0, 1 + steps).await;
+        let raw = self.ctx.checked("running greedy decode steps", raw)?;
+        if raw[0] as usize != steps {
+            return Err(Error::Gpu {
+                context: "running greedy decode steps".into(),
+                message: format!("{} picks were written for {steps} steps", raw[0]),
+            });
+        }
+        Ok(raw[1..].iter().copied().take_while(|&p| p != argmax::NAN_PICK).collect())
+    }
+
+    /// Puts back the working state from before the last [`GpuModel::greedy`] batch.
+    pub fn rewind(&mut self) -> Result<()> {
+        self.ctx.check("before rewinding a greedy batch")?;
+        let mut encoder = self.ctx.encoder("rewind");
+        self.state.record_copy(&mut encoder, &self.state.rewind, 0, false);
+        self.ctx.queue().submit([encoder.finish()]);
+        Ok(())
+    }
+
+    /// The logits (V) after the last token fed, read back.
+    pub async fn last_logits(&self) -> Result<Vec<f32>> {
+        self.read_logits(self.config.vocab_size).await
+    }
+}

@@ -1,0 +1,76 @@
+//! Greedy picking on the GPU: the Rust side of `shaders/argmax.wgsl`. The model dispatches it
+//! after each greedy decode step (see `GpuModel::greedy`); [`Argmax::run`] is a one-shot for
+//! tests.
+
+use crate::error::{Error, Result};
+use crate::gpu::{Binding, GpuContext, Kernel, Readback};
+use crate::kernels::Step;
+
+/// WGSL source of the kernel.
+pub const SOURCE: &str = include_str!("../../shaders/argmax.wgsl");
+
+/// step, params, logits (V), ids (T_max; the pick goes to ids[0]), picks (1 + capacity: count,
+/// then the picks in order).
+pub const BINDINGS: &[Binding] =
+    &[Binding::Uniform, Binding::Uniform, Binding::Read, Binding::ReadWrite, Binding::ReadWrite];
+
+/// The pick when the logits held a NaN.
+pub const NAN_PICK: u32 = 0xffff_fffe;
+
+/// Workgroups of a dispatch: one.
+pub const GROUPS: (u32, u32, u32) = (1, 1, 1);
+
+/// The kernel's uniform parameters (`Params` in the shader).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct ArgmaxParams {
+    /// V: logits to compare.
+    pub vocab: u32,
+    /// Picks the list has room for.
+    pub capacity: u32,
+    /// Uniform structs are padded to 16 bytes.
+    pub _pad: [u32; 2],
+}
+
+/// The compiled pipeline, with a one-shot [`Argmax::run`].
+pub struct Argmax {
+    kernel: Kernel,
+}
+
+impl Argmax {
+    /// Compiles the pipeline.
+    pub async fn new(ctx: &GpuContext) -> Result<Self> {
+        Ok(Self { kernel: Kernel::new(ctx, "argmax", SOURCE, BINDINGS).await? })
+    }
+
+    /// The index of the largest of `logits` (the first on ties), or [`NAN_PICK`]. Allocates
+    /// buffers on every call.
+    pub async fn run(&self, ctx: &GpuContext, logits: &[f32]) -> Result<u32> {
+        if logits.is_empty() {
+            return Err(Error::InvalidInput("argmax of no logits".into()));
+        }
+        let step = ctx.uniform("argmax step", &Step::default());
+        let params = ArgmaxParams { vocab: logits.len() as u32, capacity: 1, _pad: [0; 2] };
+        let params = ctx.uniform("argmax params", &params);
+        let logits_buf = ctx.storage_from_f32("argmax logits", logits)?;
+        let ids = ctx.storage_zeroed_f32("argmax ids", 1)?;
+        let picks = ctx.storage_zeroed_f32("argmax picks", 2)?;
+        let bind_group = self.kernel.bind(ctx, &[&step, &params, &logits_buf, &ids, &picks]);
+        ctx.scoped("running argmax", || {
+            let mut encoder = ctx.encoder("argmax");
+            {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+                self.kernel.dispatch(&mut pass, &bind_group, GROUPS);
+            }
+            ctx.queue().submit([encoder.finish()]);
+        })
+        .await?;
+        let readback = Readback::new(ctx, 8, "argmax readback");
+        let list: Vec<u32> = readback.read(ctx, &picks, 0, 2).await?;
+        let id: Vec<u32> = readback.read(ctx, &ids, 0, 1).await?;
+        if list[0] != 1 || list[1] != id[0] {
+            return Err(Error::Readback(format!("argmax wrote picks {list:?} and id {}", id[0])));
+        }
+        Ok(id[0])
+    }
+}

@@ -1,0 +1,112 @@
+//! Greedy generation on the GPU: batches of decode steps whose tokens are picked and fed on the
+//! GPU ([`crate::Engine::greedy`]), a few bytes read back per batch instead of V logits per
+//! token. Tokens still reach `on_token` one at a time, fed before it sees them; a stop inside a
+//! batch (end of text, `on_token` returning false, NaN logits) rewinds to the batch's start and
+//! replays the kept tokens one step each — the same kernels, so the state and logits are the
+//! ones a token-by-token run leaves, bit for bit. A batch never crosses a block boundary, so
+//! the boundary's checkpoint is the state right after the batch.
+
+use crate::cpu::Logits;
+use crate::error::{Error, Result};
+use crate::sampling::Sampler;
+use crate::session::{GenerateOptions, Runtime, SessionId};
+
+/// Greedy steps per GPU submit by default: text arrives every 8 tokens at most.
+pub const GREEDY_BATCH: usize = 8;
+
+impl Runtime {
+    /// Greedy steps per GPU submit (0: each token picked on the CPU from read-back logits).
+    pub fn greedy_batch(&self) -> usize {
+        self.greedy_batch
+    }
+
+    /// Sets the greedy steps per GPU submit (0 to [`crate::gpu_model::MAX_GREEDY_STEPS`]).
+    pub fn set_greedy_batch(&mut self, steps: usize) -> Result<()> {
+        if steps > crate::gpu_model::MAX_GREEDY_STEPS {
+            return Err(Error::InvalidInput(format!(
+                "greedy batches hold at most {} steps, not {steps}",
+                crate::gpu_model::MAX_GREEDY_STEPS
+            )));
+        }
+        self.greedy_batch = steps;
+        Ok(())
+    }
+
+    /// [`Runtime::generate`] for a plain greedy sampler on the GPU engine.
+    pub(super) async fn generate_greedy(
+        &mut self,
+        id: SessionId,
+        options: GenerateOptions,
+        mut on_token: impl FnMut(u32) -> bool,
+    ) -> Result<Vec<u32>> {
+        let mut out = Vec::new();
+        if options.max_tokens == 0 {
+            self.settle(id)?;
+            return Ok(out);
+        }
+        let eos = self.engine.config().eos_token_id;
+        let block = self.cache.config().block_size;
+        let mut next = self.sample_next(id, &mut Sampler::greedy()).await?;
+        let nan = loop {
+            let len = self.session(id)?.history.len();
+            let steps = self.greedy_batch.min(options.max_tokens - out.len()).min(block - len % block);
+            let s = self.session_mut(id)?;
+            s.live_valid = false; // until the batch is accounted for
+            s.logits = None;
+            let picks = self.engine.greedy(next, steps).await?;
+            // Fed token i + 1 is picks[i]; after a NaN pick nothing fed is valid.
+            let valid = (picks.len() + 1).min(steps);
+            let fed: Vec<u32> = std::iter::once(next).chain(picks.iter().copied()).take(valid).collect();
+            let (mut kept, mut stop) = (0, false);
+            for &t in &fed {
+                kept += 1;
+                let s = self.session_mut(id)?;
+                s.history.push(t);
+                s.prefilled += 1;
+                out.push(t);
+                if (options.stop_at_eos && Some(t) == eos) || !on_token(t) {
+                    stop = true;
+                    break;
+                }
+                if kept < fed.len() {
+                    crate::platform::yield_now().await;
+                }
+            }
+            let nan = !stop && picks.len() < steps;
+            if kept < steps {
+                // Back to the batch's start; the kept tokens again, one decode step each.
+                self.engine.rewind()?;
+                let mut logits = Vec::new();
+                for &t in &fed[..kept] {
+                    logits = self.engine.forward(&[t], Logits::Last).await?;
+                }
+                self.session_mut(id)?.logits = Some(logits);
+            }
+            self.session_mut(id)?.live_valid = true;
+            if self.session(id)?.history.len().is_multiple_of(block) {
+                self.block_reached(id)?;
+            }
+            if stop || nan || out.len() == options.max_tokens {
+                break nan;
+            }
+            next = picks[steps - 1];
+            crate::platform::yield_now().await;
+        };
+        if self.session(id)?.logits.is_none() {
+            let logits = self.engine.last_logits().await;
+            let s = self.session_mut(id)?;
+            match logits {
+                Ok(l) => s.logits = Some(l),
+                Err(e) => {
+                    s.live_valid = false;
+                    return Err(e);
+                }
+            }
+        }
+        self.settle(id)?;
+        if nan {
+            return Err(Error::InvalidInput("logits are empty or contain NaN".into()));
+        }
+        Ok(out)
+    }
+}

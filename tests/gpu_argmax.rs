@@ -1,0 +1,72 @@
+//! The greedy pick on the GPU (`shaders/argmax.wgsl`, lavapipe natively, SwiftShader in headless
+//! Chromium) against the definition: the index of the largest value, the first on ties (as
+//! torch.argmax); NaN anywhere is refused.
+
+mod common;
+
+use common::gpu;
+use rand::{Rng, SeedableRng, rngs::SmallRng};
+use webmamba::kernels::Argmax;
+use webmamba::kernels::argmax::NAN_PICK;
+
+/// The first index of the largest value.
+fn first_max(values: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, &v) in values.iter().enumerate() {
+        if v > values[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+dual_test! {
+    async fn argmax_picks_the_first_largest() {
+        let Some(ctx) = gpu("argmax_picks_the_first_largest").await else { return };
+        let kernel = Argmax::new(&ctx).await.expect("compile argmax");
+        let mut rng = SmallRng::seed_from_u64(11);
+        // Below, at and above the workgroup size (256), a 130M vocabulary, a 256K one.
+        for v in [1usize, 7, 255, 256, 257, 1000, 50_280, 256_000] {
+            let mut logits: Vec<f32> = (0..v).map(|_| rng.random_range(-20.0..20.0)).collect();
+            assert_eq!(kernel.run(&ctx, &logits).await.unwrap(), first_max(&logits), "V={v} random");
+            // Ties for the maximum, in different invocations' slices and in one slice: the first.
+            if v > 2 {
+                let top = 30.0;
+                for _ in 0..3 {
+                    let i = rng.random_range(0..v);
+                    logits[i] = top;
+                }
+                assert_eq!(kernel.run(&ctx, &logits).await.unwrap(), first_max(&logits), "V={v} ties");
+            }
+            // -inf entries (filtered tokens) and a maximum at the very end.
+            for x in logits.iter_mut().step_by(3) {
+                *x = f32::NEG_INFINITY;
+            }
+            logits[v - 1] = 40.0;
+            assert_eq!(kernel.run(&ctx, &logits).await.unwrap(), first_max(&logits), "V={v} -inf");
+        }
+        // All equal: index 0. All -inf: index 0 too (torch.argmax gives 0).
+        assert_eq!(kernel.run(&ctx, &[2.5; 1000]).await.unwrap(), 0);
+        assert_eq!(kernel.run(&ctx, &[f32::NEG_INFINITY; 300]).await.unwrap(), 0);
+        // +inf wins over every finite value.
+        let mut inf = vec![1.0f32; 600];
+        inf[417] = f32::INFINITY;
+        assert_eq!(kernel.run(&ctx, &inf).await.unwrap(), 417);
+    }
+
+    async fn argmax_refuses_nan() {
+        let Some(ctx) = gpu("argmax_refuses_nan").await else { return };
+        let kernel = Argmax::new(&ctx).await.expect("compile argmax");
+        for (v, at) in [(1usize, 0usize), (300, 0), (300, 299), (50_280, 12_345)] {
+            let mut logits = vec![0.5f32; v];
+            logits[at] = f32::NAN;
+            assert_eq!(kernel.run(&ctx, &logits).await.unwrap(), NAN_PICK, "V={v} NaN at {at}");
+        }
+        // A NaN beside the maximum is still refused.
+        let mut logits = vec![0.0f32; 700];
+        logits[3] = 9.0;
+        logits[600] = f32::NAN;
+        assert_eq!(kernel.run(&ctx, &logits).await.unwrap(), NAN_PICK);
+        assert!(ctx.take_uncaptured_error().is_none(), "no stray GPU error");
+    }
+}
