@@ -135,6 +135,12 @@ fn bench_suite_prints_one_json_object_with_every_figure() {
         number(&report["capture_overhead_512"][backend], "capture_overhead_512");
         let stat = &report["backends"][backend]["decode_tok_s"];
         assert!(number(&stat["min"], "min") <= number(&stat["max"], "max"));
+        let per_token = &report["decode_per_token_tok_s"][backend];
+        if backend == "cpu" {
+            assert!(per_token.is_null(), "the CPU decodes token by token only");
+        } else {
+            assert!(number(&per_token["median"], "decode_per_token") > 0.0);
+        }
     }
     assert!(report["gpu_memory_bytes"]["cpu"].is_null());
     let (f16, int8) = (&report["gpu_memory_bytes"]["gpu-f16"], &report["gpu_memory_bytes"]["gpu-int8"]);

@@ -164,8 +164,14 @@ dual_test! {
             let logits = m.forward(&[next], Logits::Last).await.unwrap();
             next = webmamba::cpu::ops::argmax(&logits).unwrap() as u32;
         }
+        // Greedy batches picked on the GPU, a rewind, the last logits: nothing made either.
+        for _ in 0..2 {
+            next = *m.greedy(next, 8).await.unwrap().last().unwrap();
+        }
+        m.rewind().unwrap();
+        assert_eq!(m.last_logits().await.unwrap().len(), m.config().vocab_size);
         let after = ctx.object_counts();
-        log(&format!("[alloc] objects before {before:?}, after 16 decode steps {after:?}"));
+        log(&format!("[alloc] objects before {before:?}, after 16 decode steps and 2 greedy batches {after:?}"));
         assert!(before.buffers > 0 && before.bind_groups > 0, "the counters count");
         assert_eq!(after, before, "a decode step created GPU objects");
     }
