@@ -106,6 +106,14 @@ impl Engine {
         }
     }
 
+    /// One decode step and the top `k` of the logits after it ([`GpuModel::forward_top`]).
+    pub async fn forward_top(&mut self, token: u32, k: usize) -> Result<Option<crate::sampling::LogitsTop>> {
+        match self {
+            Engine::Cpu { .. } => Err(no_device_greedy()),
+            Engine::Gpu(m) => m.forward_top(token, k).await,
+        }
+    }
+
     /// Back to the state before the last [`Engine::greedy`] batch ([`GpuModel::rewind`]).
     pub fn rewind(&mut self) -> Result<()> {
         match self {
@@ -114,7 +122,8 @@ impl Engine {
         }
     }
 
-    /// The logits after the last [`Engine::greedy`] step ([`GpuModel::last_logits`]).
+    /// The logits after the last [`Engine::greedy`] or [`Engine::forward_top`] step
+    /// ([`GpuModel::last_logits`]).
     pub async fn last_logits(&self) -> Result<Vec<f32>> {
         match self {
             Engine::Cpu { .. } => Err(no_device_greedy()),
@@ -207,7 +216,7 @@ impl Engine {
 }
 
 fn no_device_greedy() -> Error {
-    Error::InvalidInput("greedy batches run on the GPU engine only".into())
+    Error::InvalidInput("tokens are picked on the device by the GPU engine only".into())
 }
 
 fn no_slot(slot: usize) -> Error {

@@ -52,6 +52,19 @@ impl SamplingOptions {
     }
 }
 
+/// The top of a logits vector (V): every logit at least as large as the k-th largest (ties
+/// included) and the largest logit below them — what the GPU reads back for top-k sampling
+/// instead of all V logits (`shaders/top_k.wgsl`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LogitsTop {
+    /// V.
+    pub vocab: usize,
+    /// (index, logit), ascending by index.
+    pub entries: Vec<(u32, f32)>,
+    /// The largest logit below the k-th largest, if any.
+    pub below: Option<f32>,
+}
+
 /// Sampling settings and the generator state.
 pub struct Sampler {
     options: SamplingOptions,
@@ -74,6 +87,38 @@ impl Sampler {
     /// penalty): what the GPU can pick by itself.
     pub fn is_plain_greedy(&self) -> bool {
         self.options.temperature == 0.0 && self.options.repetition_penalty == 1.0
+    }
+
+    /// The `k` of a sampler whose draws depend on the top `k` logits only (temperature > 0,
+    /// 0 < top_k < `vocab`, no repetition penalty): what [`Sampler::sample_top`] serves.
+    pub fn top_only(&self, vocab: usize) -> Option<usize> {
+        let o = &self.options;
+        (o.temperature > 0.0 && o.repetition_penalty == 1.0 && o.top_k > 0 && o.top_k < vocab)
+            .then_some(o.top_k)
+    }
+
+    /// What [`Sampler::sample`] draws from the whole logits, drawn from their top (the same
+    /// token and generator state, bit for bit); `None` when the top cannot decide it — fewer
+    /// than k entries, or the temperature rounding a lower logit onto the k-th, so top-k would
+    /// keep it too — and the caller must pass all the logits to `sample`.
+    pub fn sample_top(&mut self, top: &LogitsTop, history: &[u32]) -> Option<Result<u32>> {
+        let k = self.top_only(top.vocab)?;
+        if top.entries.len() < k {
+            return None;
+        }
+        let mut values: Vec<f32> = top.entries.iter().map(|e| e.1).collect();
+        values.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
+        let t = self.options.temperature;
+        if let Some(below) = top.below
+            && below / t >= values[k - 1] / t
+        {
+            return None;
+        }
+        let mut logits = vec![f32::NEG_INFINITY; top.vocab];
+        for &(i, v) in &top.entries {
+            *logits.get_mut(i as usize)? = v;
+        }
+        Some(self.sample(&logits, history))
     }
 
     /// The settings.
@@ -106,8 +151,7 @@ impl Sampler {
         if o.top_k > 0 && o.top_k < s.len() {
             // Keep every token at least as likely as the k-th (ties included, as torch.topk).
             let mut sorted = s.clone();
-            sorted.sort_unstable_by(|a, b| b.total_cmp(a));
-            let kth = sorted[o.top_k - 1];
+            let (_, &mut kth, _) = sorted.select_nth_unstable_by(o.top_k - 1, |a, b| b.total_cmp(a));
             s.iter_mut().filter(|v| **v < kth).for_each(|v| *v = f32::NEG_INFINITY);
         }
         if o.top_p < 1.0 {

@@ -7,7 +7,7 @@
 mod common;
 
 use common::fixtures;
-use webmamba::sampling::{Sampler, SamplingOptions, StopStrings};
+use webmamba::sampling::{LogitsTop, Sampler, SamplingOptions, StopStrings};
 use webmamba::{CacheConfig, Engine, GenerateOptions, GpuContext, GpuModelOptions, Runtime};
 
 const CASES: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sampling_cases.json"));
@@ -101,6 +101,46 @@ dual_test! {
         if let Some(ctx) = common::gpu("a_seed_gives_the_same_tokens_on_cpu_and_gpu").await {
             assert_eq!(sampled(Some(&ctx), 7).await, cpu, "GPU and CPU, seed 7");
         }
+    }
+
+    async fn drawing_from_the_top_equals_drawing_from_all_logits() {
+        use rand::{Rng, SeedableRng, rngs::SmallRng};
+        let mut rng = SmallRng::seed_from_u64(9);
+        let v = 1000;
+        for (case, (temperature, top_k, top_p)) in
+            [(0.5, 1, 1.0), (1.0, 5, 1.0), (1.3, 50, 0.8), (3.0, 50, 1.0), (0.7, 999, 0.9)].into_iter().enumerate()
+        {
+            let o = SamplingOptions { temperature, top_k, top_p, repetition_penalty: 1.0 };
+            let (mut all, mut top) = (Sampler::new(o, case as u64).unwrap(), Sampler::new(o, case as u64).unwrap());
+            assert_eq!(top.top_only(v), Some(top_k));
+            for _ in 0..50 {
+                let logits: Vec<f32> = (0..v).map(|_| rng.random_range(-8.0..8.0)).collect();
+                let mut sorted = logits.clone();
+                sorted.sort_by(|a, b| b.total_cmp(a));
+                let kth = sorted[top_k - 1];
+                let entries = logits.iter().enumerate().filter(|e| *e.1 >= kth).map(|(i, &x)| (i as u32, x)).collect();
+                let below = sorted.get(top_k).copied();
+                let summary = LogitsTop { vocab: v, entries, below };
+                let want = all.sample(&logits, &[]).unwrap();
+                assert_eq!(top.sample_top(&summary, &[]).expect("decided by the top").unwrap(), want, "{o:?}");
+            }
+        }
+        // Not decidable from the top: fewer than k entries, or the temperature rounding the
+        // next logit onto the k-th (top-k over all logits would keep it too).
+        let o = SamplingOptions { temperature: 3.0, top_k: 2, top_p: 1.0, repetition_penalty: 1.0 };
+        let mut s = Sampler::new(o, 1).unwrap();
+        let one = LogitsTop { vocab: 10, entries: vec![(3, 2.0)], below: Some(1.0) };
+        assert!(s.sample_top(&one, &[]).is_none());
+        let mut kth = 1.0f32;
+        while (kth - f32::EPSILON) / 3.0 != kth / 3.0 {
+            kth = f32::from_bits(kth.to_bits() + 1);
+        }
+        let merged = LogitsTop { vocab: 10, entries: vec![(3, 2.0), (5, kth)], below: Some(kth - f32::EPSILON) };
+        assert!(s.sample_top(&merged, &[]).is_none(), "{kth} and the one below round together at T=3");
+        // Greedy and penalised samplers are not served from the top.
+        assert_eq!(Sampler::greedy().top_only(10), None);
+        let penalised = SamplingOptions { repetition_penalty: 1.2, ..o };
+        assert_eq!(Sampler::new(penalised, 1).unwrap().top_only(10), None);
     }
 
     async fn stop_strings_end_the_text_where_they_begin() {

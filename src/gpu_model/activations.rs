@@ -3,7 +3,7 @@
 use crate::cpu::State;
 use crate::error::Result;
 use crate::gpu::{GpuContext, Readback};
-use crate::kernels::{Step, scan_chunks};
+use crate::kernels::{Step, scan_chunks, top_k};
 use crate::model::Config;
 
 /// Scratch buffers of one forward chunk of at most `max_tokens` tokens (T ≤ max_tokens).
@@ -58,6 +58,7 @@ impl Activations {
         let room = (32usize << 20).min(ctx.max_binding() as usize).saturating_sub(4 * t);
         let captures = (room / (4 * slot_len)).clamp(1, 64);
         let z = |label: &str, len: usize| ctx.storage_zeroed_f32(label, len);
+        let picks_len = (1 + max_picks).max(top_k::words(top_k::CAPACITY));
         Ok(Self {
             step: ctx.uniform("step", &Step::default()),
             ids: z("ids", t)?,
@@ -72,8 +73,8 @@ impl Activations {
             logits: z("logits", logits_rows * c.vocab_size)?,
             capture: z("checkpoint capture", t + captures * slot_len)?,
             readback: Readback::new(ctx, (logits_rows * c.vocab_size * 4) as u64, "logits readback"),
-            picks: z("greedy picks", 1 + max_picks)?,
-            picks_readback: Readback::new(ctx, 4 * (1 + max_picks) as u64, "greedy picks readback"),
+            picks: z("greedy picks, top k", picks_len)?,
+            picks_readback: Readback::new(ctx, 4 * picks_len as u64, "greedy picks, top k readback"),
             max_picks,
             max_tokens,
             logits_rows,

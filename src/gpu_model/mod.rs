@@ -15,6 +15,7 @@ mod greedy;
 mod load;
 mod plan;
 mod slots;
+mod top;
 mod upload;
 mod weights;
 

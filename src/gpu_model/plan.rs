@@ -10,7 +10,7 @@ use crate::gpu_model::format::WeightFormat;
 use crate::gpu_model::weights::{GpuWeights, SplitMatrix};
 use crate::kernels::{
     argmax, conv1d_silu, embedding, gemv, gemv_coalesced, linear, linear_direct, rms_norm, scan_carry,
-    scan_chunks, scan_output,
+    scan_chunks, scan_output, top_k,
 };
 use crate::load::{Phase, Reporter};
 use crate::model::Config;
@@ -49,6 +49,7 @@ pub(crate) struct Kernels {
     pub scan_carry: Kernel,
     pub scan_output: Kernel,
     pub argmax: Kernel,
+    pub top_k: Kernel,
 }
 
 impl Kernels {
@@ -65,7 +66,7 @@ impl Kernels {
         let (linear_name, linear_source) =
             if direct { ("linear_direct", linear_direct::SOURCE) } else { ("linear", linear::SOURCE) };
         let (gemv_name, gemv_source, gemv_groups) = gemv_kernel(direct);
-        let total = (6 + 3 * formats.len()) as u64;
+        let total = (7 + 3 * formats.len()) as u64;
         let mut done = 0;
         let mut tick = |reporter: &mut Reporter| {
             done += 1;
@@ -99,6 +100,7 @@ impl Kernels {
             scan_chunks: compile("scan_chunks", scan_chunks::SOURCE, scan_chunks::BINDINGS).await?,
             scan_carry: compile("scan_carry", scan_carry::SOURCE, scan_carry::BINDINGS).await?,
             argmax: compile("argmax", argmax::SOURCE, argmax::BINDINGS).await?,
+            top_k: compile("top_k", top_k::SOURCE, top_k::BINDINGS).await?,
             scan_output: {
                 // specialised for the model's N (loops unrolled, state in registers)
                 let layout = bind_group_layout(ctx, "scan_output", scan_output::BINDINGS);
@@ -122,7 +124,8 @@ impl Kernels {
 /// A bind group with the parameter uniform it binds (kept alive with it).
 pub(crate) struct Call {
     pub bind_group: wgpu::BindGroup,
-    _params: wgpu::Buffer,
+    /// The parameter uniform (written once at load; `top_k`'s k per call).
+    pub params: wgpu::Buffer,
 }
 
 /// One part of a linear layer's weight matrix: its call, its outputs, and the pipelines of its
@@ -167,6 +170,8 @@ pub(crate) struct Plan {
     pub head_blocks: Vec<LinearCall>,
     /// The greedy pick from the last row's logits into the next step's token (ids[0]).
     pub argmax: Call,
+    /// The top k of the last row's logits (k written per call).
+    pub top_k: Call,
 }
 
 /// Makes the calls of a plan: every bind group gets the shared `step` uniform at binding 0 and
@@ -185,7 +190,7 @@ impl Builder<'_> {
         let params = self.ctx.uniform(&format!("{} params", kernel.name), params);
         let mut all = vec![self.step, &params];
         all.extend_from_slice(buffers);
-        Call { bind_group: kernel.bind(self.ctx, &all), _params: params }
+        Call { bind_group: kernel.bind(self.ctx, &all), params }
     }
 
     /// A linear call per part of `w`: `template` with the part's size, column, bias and scales.
@@ -361,6 +366,11 @@ impl Plan {
                 &k.argmax,
                 &argmax::ArgmaxParams { vocab: v, capacity: a.max_picks as u32, _pad: [0; 2] },
                 &[&a.logits, &a.ids, &a.picks],
+            ),
+            top_k: b.call(
+                &k.top_k,
+                &top_k::TopKParams { vocab: v, k: 1, capacity: top_k::CAPACITY as u32, _pad: 0 },
+                &[&a.logits, &a.picks],
             ),
         })
     }

@@ -17,9 +17,11 @@ pub mod rms_norm;
 pub mod scan_carry;
 pub mod scan_chunks;
 pub mod scan_output;
+pub mod top_k;
 
 pub use argmax::Argmax;
 pub use rms_norm::RmsNorm;
+pub use top_k::TopK;
 
 /// Every shader the crate compiles, as (file stem = entry point, WGSL source). The shader
 /// validation test checks that this list and the files in `shaders/` are the same set.
@@ -35,6 +37,7 @@ pub const SHADERS: &[(&str, &str)] = &[
     ("scan_carry", scan_carry::SOURCE),
     ("scan_chunks", scan_chunks::SOURCE),
     ("scan_output", scan_output::SOURCE),
+    ("top_k", top_k::SOURCE),
 ];
 
 /// What changes from one forward call to the next (`Step` in every shader).

@@ -19,8 +19,15 @@ impl Runtime {
         options: GenerateOptions,
         mut on_token: impl FnMut(u32) -> bool,
     ) -> Result<Vec<u32>> {
-        if sampler.is_plain_greedy() && self.greedy_batch > 0 && self.engine.greedy_on_device() {
-            return self.generate_greedy(id, options, on_token).await;
+        // On the GPU the picking moves to the device where the sampler allows.
+        if self.greedy_batch > 0 && self.engine.greedy_on_device() {
+            if sampler.is_plain_greedy() {
+                return self.generate_greedy(id, options, on_token).await;
+            }
+            let vocab = self.engine.config().vocab_size;
+            if let Some(k) = sampler.top_only(vocab).filter(|&k| k <= crate::kernels::top_k::CAPACITY) {
+                return self.generate_top(id, sampler, k, options, on_token).await;
+            }
         }
         let eos = self.engine.config().eos_token_id;
         let mut out = Vec::new();

@@ -15,12 +15,14 @@ use crate::session::{GenerateOptions, Runtime, SessionId};
 pub const GREEDY_BATCH: usize = 8;
 
 impl Runtime {
-    /// Greedy steps per GPU submit (0: each token picked on the CPU from read-back logits).
+    /// Greedy steps per GPU submit (0: every token picked on the CPU from read-back logits,
+    /// for top-k sampling too).
     pub fn greedy_batch(&self) -> usize {
         self.greedy_batch
     }
 
-    /// Sets the greedy steps per GPU submit (0 to [`crate::gpu_model::MAX_GREEDY_STEPS`]).
+    /// Sets the greedy steps per GPU submit (0 to [`crate::gpu_model::MAX_GREEDY_STEPS`]; 0
+    /// turns picking on the GPU off, for top-k sampling too).
     pub fn set_greedy_batch(&mut self, steps: usize) -> Result<()> {
         if steps > crate::gpu_model::MAX_GREEDY_STEPS {
             return Err(Error::InvalidInput(format!(

@@ -16,6 +16,7 @@ mod decode;
 mod export;
 mod greedy;
 mod prefill;
+mod top;
 
 pub use greedy::GREEDY_BATCH;
 

@@ -1,0 +1,49 @@
+//! Sampled decoding with top-k on the GPU side: after a decode step, `shaders/top_k.wgsl`
+//! summarises the logits as their top k (ties included) and the largest logit below, so the
+//! step reads back a few KB instead of V floats; the host draws from that summary exactly as
+//! from the whole logits ([`crate::sampling::Sampler::sample_top`]).
+
+use crate::error::{Error, Result};
+use crate::gpu_model::GpuModel;
+use crate::gpu_model::encode::{self, Dims, Head};
+use crate::kernels::{Step, top_k};
+use crate::sampling::LogitsTop;
+
+impl GpuModel {
+    /// Feeds `token` (one decode step) and returns the top `k` of the logits after it; `None`
+    /// when they cannot be summarised (a NaN, or more logits tied at the k-th than
+    /// [`top_k::CAPACITY`]): read them with [`GpuModel::last_logits`] then.
+    pub async fn forward_top(&mut self, token: u32, k: usize) -> Result<Option<LogitsTop>> {
+        let v = self.config.vocab_size;
+        if k == 0 || k > top_k::CAPACITY.min(v) {
+            return Err(Error::InvalidInput(format!(
+                "the GPU summarises the top 1 to {} logits, not {k}",
+                top_k::CAPACITY.min(v)
+            )));
+        }
+        self.config.check_forward(&[token], [])?;
+        self.ctx.check("before a sampled decode step")?;
+        let (a, queue) = (&self.acts, self.ctx.queue());
+        queue.write_buffer(&a.ids, 0, bytemuck::bytes_of(&token));
+        queue.write_buffer(&a.capture, 0, bytemuck::bytes_of(&0u32)); // no checkpoint after the token
+        queue.write_buffer(&a.step, 0, bytemuck::bytes_of(&Step { t_len: 1, n_chunks: 1, _pad: [0; 2] }));
+        let params =
+            top_k::TopKParams { vocab: v as u32, k: k as u32, capacity: top_k::CAPACITY as u32, _pad: 0 };
+        queue.write_buffer(&self.plan.top_k.params, 0, bytemuck::bytes_of(&params));
+        let dims = Dims { t: 1, chunks: 1, max_dim: self.ctx.summary().max_compute_workgroups_per_dimension };
+        self.ctx
+            .scoped("running a sampled decode step", || {
+                let mut encoder = self.ctx.encoder("decode step, top k");
+                {
+                    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+                    encode::body(&mut pass, &self.kernels, &self.config, &self.plan, dims, Head::Last);
+                    self.kernels.top_k.dispatch(&mut pass, &self.plan.top_k.bind_group, top_k::GROUPS);
+                }
+                queue.submit([encoder.finish()]);
+            })
+            .await?;
+        let words = top_k::words(top_k::CAPACITY);
+        let raw = a.picks_readback.read::<u32>(&self.ctx, &a.picks, 0, words).await;
+        Ok(top_k::decode(&self.ctx.checked("running a sampled decode step", raw)?, v))
+    }
+}

@@ -1,0 +1,104 @@
+//! The top of the logits for top-k sampling on the host: the Rust side of
+//! `shaders/top_k.wgsl`. The model dispatches it after a sampled decode step (see
+//! `GpuModel::forward_top`); [`TopK::run`] is a one-shot for tests.
+
+use crate::error::{Error, Result};
+use crate::gpu::{Binding, GpuContext, Kernel, Readback};
+use crate::kernels::Step;
+use crate::sampling::LogitsTop;
+
+/// WGSL source of the kernel.
+pub const SOURCE: &str = include_str!("../../shaders/top_k.wgsl");
+
+/// step, params, logits (V), top (4 + 2·capacity u32).
+pub const BINDINGS: &[Binding] = &[Binding::Uniform, Binding::Uniform, Binding::Read, Binding::ReadWrite];
+
+/// Workgroups of a dispatch: one.
+pub const GROUPS: (u32, u32, u32) = (1, 1, 1);
+
+/// (index, value) pairs the model's `top` buffer holds: top-k sampling on the GPU serves
+/// `top_k` up to this (and ties at the threshold up to it).
+pub const CAPACITY: usize = 512;
+
+/// u32 words of a `top` buffer with room for `capacity` pairs.
+pub fn words(capacity: usize) -> usize {
+    4 + 2 * capacity
+}
+
+/// The kernel's uniform parameters (`Params` in the shader).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct TopKParams {
+    /// V: logits.
+    pub vocab: u32,
+    /// The rank of the threshold (1 ≤ k ≤ V).
+    pub k: u32,
+    /// Pairs the output has room for.
+    pub capacity: u32,
+    /// Uniform structs are padded to 16 bytes.
+    pub _pad: u32,
+}
+
+/// The float a key (`order_key` in the shader) stands for.
+fn from_key(key: u32) -> f32 {
+    f32::from_bits(if key & 0x8000_0000 != 0 { key & 0x7fff_ffff } else { !key })
+}
+
+/// The kernel's output as a [`LogitsTop`] (entries ascending by index); `None` when the logits
+/// held a NaN or more logits tied at the threshold than the buffer holds (read them all then).
+pub fn decode(raw: &[u32], vocab: usize) -> Option<LogitsTop> {
+    let (found, nan, below) = (raw[0] as usize, raw[1] != 0, raw[2]);
+    let pairs = &raw[4..];
+    if nan || found > pairs.len() / 2 {
+        return None;
+    }
+    let mut entries: Vec<(u32, f32)> =
+        pairs[..2 * found].chunks_exact(2).map(|p| (p[0], f32::from_bits(p[1]))).collect();
+    entries.sort_unstable_by_key(|e| e.0);
+    Some(LogitsTop { vocab, entries, below: (below != 0).then(|| from_key(below - 1)) })
+}
+
+/// The compiled pipeline, with a one-shot [`TopK::run`].
+pub struct TopK {
+    kernel: Kernel,
+}
+
+impl TopK {
+    /// Compiles the pipeline.
+    pub async fn new(ctx: &GpuContext) -> Result<Self> {
+        Ok(Self { kernel: Kernel::new(ctx, "top_k", SOURCE, BINDINGS).await? })
+    }
+
+    /// The top `k` of `logits` (see [`decode`]), with room for `capacity` pairs. Allocates
+    /// buffers on every call.
+    pub async fn run(
+        &self,
+        ctx: &GpuContext,
+        logits: &[f32],
+        k: usize,
+        capacity: usize,
+    ) -> Result<Option<LogitsTop>> {
+        if k == 0 || k > logits.len() {
+            return Err(Error::InvalidInput(format!("top-k of {} logits with k = {k}", logits.len())));
+        }
+        let step = ctx.uniform("top_k step", &Step::default());
+        let params =
+            TopKParams { vocab: logits.len() as u32, k: k as u32, capacity: capacity as u32, _pad: 0 };
+        let params = ctx.uniform("top_k params", &params);
+        let logits_buf = ctx.storage_from_f32("top_k logits", logits)?;
+        let top = ctx.storage_zeroed_f32("top_k top", words(capacity))?;
+        let bind_group = self.kernel.bind(ctx, &[&step, &params, &logits_buf, &top]);
+        ctx.scoped("running top_k", || {
+            let mut encoder = ctx.encoder("top_k");
+            {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+                self.kernel.dispatch(&mut pass, &bind_group, GROUPS);
+            }
+            ctx.queue().submit([encoder.finish()]);
+        })
+        .await?;
+        let readback = Readback::new(ctx, 4 * words(capacity) as u64, "top_k readback");
+        let raw: Vec<u32> = readback.read(ctx, &top, 0, words(capacity)).await?;
+        Ok(decode(&raw, logits.len()))
+    }
+}

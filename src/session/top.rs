@@ -1,0 +1,74 @@
+//! Sampled generation with top-k on the GPU engine: each decode step reads back the top k of
+//! its logits (`GpuModel::forward_top`: a few KB, not V floats) and the host draws from them
+//! exactly as from all the logits ([`Sampler::sample_top`]: the same tokens and generator
+//! state), reading all V only when the top cannot decide. The logits after the last token are
+//! read once, at the end.
+
+use crate::error::{Error, Result};
+use crate::sampling::Sampler;
+use crate::session::{GenerateOptions, Runtime, SessionId};
+
+impl Runtime {
+    /// [`Runtime::generate`] for a sampler whose draws depend on the top `k` logits only.
+    pub(super) async fn generate_top(
+        &mut self,
+        id: SessionId,
+        sampler: &mut Sampler,
+        k: usize,
+        options: GenerateOptions,
+        mut on_token: impl FnMut(u32) -> bool,
+    ) -> Result<Vec<u32>> {
+        let mut out = Vec::new();
+        if options.max_tokens == 0 {
+            self.settle(id)?;
+            return Ok(out);
+        }
+        let eos = self.engine.config().eos_token_id;
+        let block = self.cache.config().block_size;
+        let mut next = self.sample_next(id, sampler).await?;
+        let failure: Option<Error> = loop {
+            let s = self.session_mut(id)?;
+            s.live_valid = false; // until the step is accounted for
+            s.logits = None;
+            let top = self.engine.forward_top(next, k).await?;
+            let s = self.session_mut(id)?;
+            s.history.push(next);
+            s.prefilled += 1;
+            s.live_valid = true;
+            out.push(next);
+            if s.history.len().is_multiple_of(block) {
+                self.block_reached(id)?;
+            }
+            if (options.stop_at_eos && Some(next) == eos)
+                || !on_token(next)
+                || out.len() == options.max_tokens
+            {
+                break None;
+            }
+            let history = &self.session(id)?.history;
+            let picked = match top.as_ref().and_then(|t| sampler.sample_top(t, history)) {
+                Some(picked) => picked,
+                None => match self.engine.last_logits().await {
+                    Ok(logits) => sampler.sample(&logits, history),
+                    Err(e) => Err(e),
+                },
+            };
+            match picked {
+                Ok(t) => next = t,
+                Err(e) => break Some(e),
+            }
+            crate::platform::yield_now().await;
+        };
+        let logits = self.engine.last_logits().await;
+        let s = self.session_mut(id)?;
+        match logits {
+            Ok(l) => s.logits = Some(l),
+            Err(e) => {
+                s.live_valid = false;
+                return Err(e);
+            }
+        }
+        self.settle(id)?;
+        failure.map_or(Ok(out), Err)
+    }
+}

@@ -1,0 +1,106 @@
+//! Top-k sampling with the top of the logits taken on the GPU (`shaders/top_k.wgsl`): the kernel
+//! against the definition (every logit at least the k-th largest, ties included; the largest
+//! below), and generation drawing from it against generation from all the logits — the same
+//! tokens, logits and state, bit for bit.
+
+mod common;
+
+use common::fixtures;
+use common::gpu;
+use rand::{Rng, SeedableRng, rngs::SmallRng};
+use webmamba::kernels::TopK;
+use webmamba::sampling::{LogitsTop, Sampler, SamplingOptions};
+use webmamba::{CacheConfig, Engine, GenerateOptions, GpuModelOptions, Runtime};
+
+/// The definition: entries ≥ the k-th largest (ascending by index), and the largest below.
+fn top_by_definition(logits: &[f32], k: usize) -> LogitsTop {
+    let mut sorted = logits.to_vec();
+    sorted.sort_by(|a, b| b.total_cmp(a));
+    let kth = sorted[k - 1];
+    let entries = logits.iter().enumerate().filter(|e| *e.1 >= kth).map(|(i, &v)| (i as u32, v)).collect();
+    let below = logits
+        .iter()
+        .copied()
+        .filter(|&v| v < kth)
+        .fold(None, |m: Option<f32>, v| Some(m.map_or(v, |m| m.max(v))));
+    LogitsTop { vocab: logits.len(), entries, below }
+}
+
+dual_test! {
+    async fn top_k_kernel_keeps_the_top_and_ties() {
+        let Some(ctx) = gpu("top_k_kernel_keeps_the_top_and_ties").await else { return };
+        let kernel = TopK::new(&ctx).await.expect("compile top_k");
+        let mut rng = SmallRng::seed_from_u64(3);
+        for v in [1usize, 5, 256, 300, 4096, 50_280] {
+            for k in [1usize, 2, 40, 256, 512] {
+                if k > v {
+                    continue;
+                }
+                // Logits of both signs, a few exact ties, a few -inf.
+                let mut logits: Vec<f32> = (0..v).map(|_| rng.random_range(-30.0..10.0)).collect();
+                for _ in 0..v / 50 {
+                    let (i, j) = (rng.random_range(0..v), rng.random_range(0..v));
+                    logits[i] = logits[j];
+                }
+                for x in logits.iter_mut().step_by(97) {
+                    *x = f32::NEG_INFINITY;
+                }
+                let got = kernel.run(&ctx, &logits, k, 512).await.unwrap();
+                let want = top_by_definition(&logits, k);
+                if want.entries.len() > 512 {
+                    assert_eq!(got, None, "V={v} k={k}: more ties than room");
+                } else {
+                    assert_eq!(got, Some(want), "V={v} k={k}");
+                }
+            }
+        }
+        // Many ties at the threshold: kept while they fit, refused beyond the room.
+        let flat = vec![1.5f32; 1000];
+        assert_eq!(kernel.run(&ctx, &flat, 3, 1000).await.unwrap(), Some(top_by_definition(&flat, 3)));
+        assert_eq!(kernel.run(&ctx, &flat, 3, 512).await.unwrap(), None);
+        // A NaN: refused (the host reads everything and fails as the CPU path does).
+        let mut nan = vec![0.25f32; 700];
+        nan[650] = f32::NAN;
+        assert_eq!(kernel.run(&ctx, &nan, 5, 512).await.unwrap(), None);
+        assert!(ctx.take_uncaptured_error().is_none(), "no stray GPU error");
+    }
+
+    async fn top_k_sampling_on_the_gpu_equals_sampling_from_all_logits() {
+        let Some(ctx) = gpu("top_k_sampling_on_the_gpu_equals_sampling_from_all_logits").await else { return };
+        let f = fixtures::all().into_iter().find(|f| f.name == "medium-bf16").unwrap();
+        let prompt = f.reference().ids[..6].to_vec();
+        let engine = || async {
+            Engine::gpu(&ctx, &f.checkpoint(), GpuModelOptions { max_tokens: 64, ..Default::default() }).await.unwrap()
+        };
+        let cache = CacheConfig { block_size: 16, ..Default::default() };
+        let (mut on_gpu, mut from_all) = (Runtime::new(engine().await, cache).unwrap(), Runtime::new(engine().await, cache).unwrap());
+        from_all.set_greedy_batch(0).unwrap(); // every token drawn from all V logits, read back
+        let (a, b) = (on_gpu.new_session().unwrap(), from_all.new_session().unwrap());
+        on_gpu.append(a, &prompt).await.unwrap();
+        from_all.append(b, &prompt).await.unwrap();
+        let samplers = [(0.8, 20, 0.9), (1.0, 1, 1.0), (1.7, 50, 1.0), (0.3, 512, 0.95)];
+        for (case, &(temperature, top_k, top_p)) in samplers.iter().enumerate() {
+            let o = SamplingOptions { temperature, top_k, top_p, repetition_penalty: 1.0 };
+            for stop_after in [usize::MAX, 7] {
+                let what = format!("T={temperature} top_k={top_k} top_p={top_p} stop after {stop_after}");
+                let (mut s1, mut s2) = (Sampler::new(o, case as u64).unwrap(), Sampler::new(o, case as u64).unwrap());
+                let options = GenerateOptions { max_tokens: 30, stop_at_eos: false };
+                let mut n = 0;
+                let mut got = on_gpu.generate(a, &mut s1, options, |_| { n += 1; n < stop_after }).await.unwrap();
+                let mut n = 0;
+                let mut want = from_all.generate(b, &mut s2, options, |_| { n += 1; n < stop_after }).await.unwrap();
+                assert_eq!(got, want, "{what}");
+                // Going on with the same samplers: the generators were left in the same state.
+                got.extend(on_gpu.generate(a, &mut s1, options, |_| true).await.unwrap());
+                want.extend(from_all.generate(b, &mut s2, options, |_| true).await.unwrap());
+                assert_eq!(got, want, "{what}, then 30 more");
+                assert!(on_gpu.logits(a).unwrap() == from_all.logits(b).unwrap(), "{what}: last logits");
+                let (x, y) = (on_gpu.engine().read_state().await.unwrap(), from_all.engine().read_state().await.unwrap());
+                assert!(x.to_flat() == y.to_flat(), "{what}: state");
+                on_gpu.rewind(a, prompt.len()).await.unwrap();
+                from_all.rewind(b, prompt.len()).await.unwrap();
+            }
+        }
+        assert!(ctx.take_uncaptured_error().is_none(), "no stray GPU error");
+    }
+}
