@@ -7,14 +7,14 @@ use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 use crate::gpu_model::Matmul;
 use crate::gpu_model::plan::gemv_kernel;
-use crate::kernels::{conv1d_silu, linear, scan_output};
+use crate::kernels::{conv1d_silu, linear, scan_chunks, scan_output};
 use crate::model::Config;
 
 /// Fails unless the kernels can run a model of shape `c` on `ctx`: conv width and state size
-/// within what the shaders' fixed-size arrays hold, and `scan_output`'s workgroup memory (which
+/// within what the shaders' fixed-size arrays hold, and the scans' workgroup memory (which
 /// grows with the state size) within the device's (checked before anything is allocated).
 pub(crate) fn check_supported(c: &Config, ctx: &GpuContext) -> Result<()> {
-    let shared = scan_output::workgroup_bytes(c.d_state);
+    let shared = scan_output::workgroup_bytes(c.d_state).max(scan_chunks::workgroup_bytes(c.d_state));
     let limit = ctx.summary().max_compute_workgroup_storage_size;
     if shared > limit as usize {
         return Err(Error::UnsupportedModel(format!(

@@ -88,27 +88,23 @@ impl Kernels {
             tick(reporter);
             weights.push(WeightKernels { format, embedding, linear, gemv, gemv_groups });
         }
-        let mut compile = async |name, source, bindings| {
-            let k = Kernel::new(ctx, name, source, bindings).await;
+        // The scans are specialised for the model's N (loops unrolled, state in registers).
+        let n = [("N_STATE", d_state as f64)];
+        let mut compile = async |name, source, bindings, constants: &[(&str, f64)]| {
+            let layout = bind_group_layout(ctx, name, bindings);
+            let k = Kernel::with_constants(ctx, name, source, layout, constants).await;
             tick(reporter);
             k
         };
         Ok(Self {
             weights,
-            rms_norm: compile("rms_norm", rms_norm::SOURCE, rms_norm::BINDINGS).await?,
-            conv1d_silu: compile("conv1d_silu", conv1d_silu::SOURCE, conv1d_silu::BINDINGS).await?,
-            scan_chunks: compile("scan_chunks", scan_chunks::SOURCE, scan_chunks::BINDINGS).await?,
-            scan_carry: compile("scan_carry", scan_carry::SOURCE, scan_carry::BINDINGS).await?,
-            argmax: compile("argmax", argmax::SOURCE, argmax::BINDINGS).await?,
-            top_k: compile("top_k", top_k::SOURCE, top_k::BINDINGS).await?,
-            scan_output: {
-                // specialised for the model's N (loops unrolled, state in registers)
-                let layout = bind_group_layout(ctx, "scan_output", scan_output::BINDINGS);
-                let n = [("N_STATE", d_state as f64)];
-                let k = Kernel::with_constants(ctx, "scan_output", scan_output::SOURCE, layout, &n).await;
-                tick(reporter);
-                k?
-            },
+            rms_norm: compile("rms_norm", rms_norm::SOURCE, rms_norm::BINDINGS, &[]).await?,
+            conv1d_silu: compile("conv1d_silu", conv1d_silu::SOURCE, conv1d_silu::BINDINGS, &[]).await?,
+            scan_chunks: compile("scan_chunks", scan_chunks::SOURCE, scan_chunks::BINDINGS, &n).await?,
+            scan_carry: compile("scan_carry", scan_carry::SOURCE, scan_carry::BINDINGS, &[]).await?,
+            scan_output: compile("scan_output", scan_output::SOURCE, scan_output::BINDINGS, &n).await?,
+            argmax: compile("argmax", argmax::SOURCE, argmax::BINDINGS, &[]).await?,
+            top_k: compile("top_k", top_k::SOURCE, top_k::BINDINGS, &[]).await?,
         })
     }
 

@@ -9,6 +9,12 @@ pub const SOURCE: &str = include_str!("../../shaders/scan_chunks.wgsl");
 /// Floats of workgroup memory the scan kernels stage B (and C) in (`STAGE`).
 pub const STAGE: usize = 2048;
 
+/// Workgroup memory the shader uses for state size `n` (B staging, then the 64 channels' rows
+/// padded to n + 1): as much as `scan_output`'s.
+pub fn workgroup_bytes(n: usize) -> usize {
+    4 * (STAGE + 64 * (n + 1))
+}
+
 /// step, params, u‖Δ (2, T_max, E·D), dbc (T, R+2N), A‖D, chunk a‖b (chunks, 2, E·D, N).
 pub const BINDINGS: &[Binding] =
     &[Binding::Uniform, Binding::Uniform, Binding::Read, Binding::Read, Binding::Read, Binding::ReadWrite];

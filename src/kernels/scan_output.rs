@@ -13,7 +13,7 @@ pub const N_MAX: usize = 64;
 /// rows padded to n + 1): 12.3 KiB for N = 16; WebGPU guarantees 16 KiB, so N ≤ 31 runs
 /// everywhere.
 pub fn workgroup_bytes(n: usize) -> usize {
-    4 * (2048 + 64 * (n + 1))
+    4 * (super::scan_chunks::STAGE + 64 * (n + 1))
 }
 
 /// step, params, u‖Δ, dbc, xz, A‖D, chunk start states, SSM state (L, E·D, N), y (T, E·D),
