@@ -26,14 +26,9 @@ impl GpuModel {
                 self.acts.max_picks
             )));
         }
-        self.config.check_forward(&[first], [])?;
-        self.ctx.check("before greedy decode steps")?;
+        let dims = self.begin_decode_step(first, "before greedy decode steps")?;
         let (a, queue) = (&self.acts, self.ctx.queue());
-        queue.write_buffer(&a.ids, 0, bytemuck::bytes_of(&first));
-        queue.write_buffer(&a.capture, 0, bytemuck::bytes_of(&0u32)); // no checkpoint after the token
-        queue.write_buffer(&a.step, 0, bytemuck::bytes_of(&Step { t_len: 1, n_chunks: 1, _pad: [0; 2] }));
         queue.write_buffer(&a.picks, 0, bytemuck::bytes_of(&0u32));
-        let dims = Dims { t: 1, chunks: 1, max_dim: self.ctx.summary().max_compute_workgroups_per_dimension };
         self.ctx
             .scoped("running greedy decode steps", || {
                 let mut encoder = self.ctx.encoder("greedy steps");
@@ -57,6 +52,18 @@ impl GpuModel {
             });
         }
         Ok(raw[1..].iter().copied().take_while(|&p| p != argmax::NAN_PICK).collect())
+    }
+
+    /// Checks `token` and the device, and writes a one-token decode step's inputs (the id, no
+    /// checkpoint after it, T = 1); returns the step's dispatch sizes.
+    pub(super) fn begin_decode_step(&self, token: u32, context: &str) -> Result<Dims> {
+        self.config.check_forward(&[token], [])?;
+        self.ctx.check(context)?;
+        let (a, queue) = (&self.acts, self.ctx.queue());
+        queue.write_buffer(&a.ids, 0, bytemuck::bytes_of(&token));
+        queue.write_buffer(&a.capture, 0, bytemuck::bytes_of(&0u32));
+        queue.write_buffer(&a.step, 0, bytemuck::bytes_of(&Step { t_len: 1, n_chunks: 1, _pad: [0; 2] }));
+        Ok(Dims { t: 1, chunks: 1, max_dim: self.ctx.summary().max_compute_workgroups_per_dimension })
     }
 
     /// Puts back the working state from before the last [`GpuModel::greedy`] batch.

@@ -5,8 +5,8 @@
 
 use crate::error::{Error, Result};
 use crate::gpu_model::GpuModel;
-use crate::gpu_model::encode::{self, Dims, Head};
-use crate::kernels::{Step, top_k};
+use crate::gpu_model::encode::{self, Head};
+use crate::kernels::top_k;
 use crate::sampling::LogitsTop;
 
 impl GpuModel {
@@ -21,16 +21,11 @@ impl GpuModel {
                 top_k::CAPACITY.min(v)
             )));
         }
-        self.config.check_forward(&[token], [])?;
-        self.ctx.check("before a sampled decode step")?;
+        let dims = self.begin_decode_step(token, "before a sampled decode step")?;
         let (a, queue) = (&self.acts, self.ctx.queue());
-        queue.write_buffer(&a.ids, 0, bytemuck::bytes_of(&token));
-        queue.write_buffer(&a.capture, 0, bytemuck::bytes_of(&0u32)); // no checkpoint after the token
-        queue.write_buffer(&a.step, 0, bytemuck::bytes_of(&Step { t_len: 1, n_chunks: 1, _pad: [0; 2] }));
         let params =
             top_k::TopKParams { vocab: v as u32, k: k as u32, capacity: top_k::CAPACITY as u32, _pad: 0 };
         queue.write_buffer(&self.plan.top_k.params, 0, bytemuck::bytes_of(&params));
-        let dims = Dims { t: 1, chunks: 1, max_dim: self.ctx.summary().max_compute_workgroups_per_dimension };
         self.ctx
             .scoped("running a sampled decode step", || {
                 let mut encoder = self.ctx.encoder("decode step, top k");

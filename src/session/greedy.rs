@@ -94,6 +94,16 @@ impl Runtime {
             next = picks[steps - 1];
             crate::platform::yield_now().await;
         };
+        self.settle_from_device(id).await?;
+        if nan {
+            return Err(Error::InvalidInput("logits are empty or contain NaN".into()));
+        }
+        Ok(out)
+    }
+
+    /// After a run whose last logits may still be on the GPU only: reads them (once) and
+    /// keeps the end of the history as the session's prompt-end ([`Runtime::settle`]).
+    pub(super) async fn settle_from_device(&mut self, id: SessionId) -> Result<()> {
         if self.session(id)?.logits.is_none() {
             let logits = self.engine.last_logits().await;
             let s = self.session_mut(id)?;
@@ -105,10 +115,6 @@ impl Runtime {
                 }
             }
         }
-        self.settle(id)?;
-        if nan {
-            return Err(Error::InvalidInput("logits are empty or contain NaN".into()));
-        }
-        Ok(out)
+        self.settle(id)
     }
 }

@@ -59,16 +59,7 @@ impl Runtime {
             }
             crate::platform::yield_now().await;
         };
-        let logits = self.engine.last_logits().await;
-        let s = self.session_mut(id)?;
-        match logits {
-            Ok(l) => s.logits = Some(l),
-            Err(e) => {
-                s.live_valid = false;
-                return Err(e);
-            }
-        }
-        self.settle(id)?;
+        self.settle_from_device(id).await?;
         failure.map_or(Ok(out), Err)
     }
 }
