@@ -11,18 +11,21 @@ use half::{bf16, f16};
 
 use crate::model::matrix::{bf16_to_f32, f16_to_f32};
 
-/// Eight consecutive values of `s` (at least 8 long) as two f32x4.
+/// Eight consecutive values as two f32x4.
 trait Load8: Copy {
-    fn load8(s: &[Self]) -> (v128, v128);
+    /// The 8 values from `p` on.
+    ///
+    /// # Safety
+    /// `p` must point at 8 readable values (v128 loads need no alignment).
+    unsafe fn load8(p: *const Self) -> (v128, v128);
     fn widen(self) -> f32;
 }
 
 impl Load8 for f32 {
     #[inline(always)]
-    fn load8(s: &[f32]) -> (v128, v128) {
-        let s = &s[..8];
-        // SAFETY: `s` holds 8 f32 = 32 bytes; v128_load needs no alignment.
-        unsafe { (v128_load(s.as_ptr().cast()), v128_load(s[4..].as_ptr().cast())) }
+    unsafe fn load8(p: *const f32) -> (v128, v128) {
+        // SAFETY: the caller's: 8 f32 = 32 bytes from p.
+        unsafe { (v128_load(p.cast()), v128_load(p.add(4).cast())) }
     }
     #[inline(always)]
     fn widen(self) -> f32 {
@@ -30,19 +33,11 @@ impl Load8 for f32 {
     }
 }
 
-/// 8 u16 lanes of `s` (8 two-byte values) as one v128.
-#[inline(always)]
-fn load_halves<T: Copy>(s: &[T]) -> v128 {
-    let s = &s[..8];
-    debug_assert_eq!(size_of::<T>(), 2);
-    // SAFETY: `s` holds 8 two-byte values = 16 bytes; v128_load needs no alignment.
-    unsafe { v128_load(s.as_ptr().cast()) }
-}
-
 impl Load8 for bf16 {
     #[inline(always)]
-    fn load8(s: &[bf16]) -> (v128, v128) {
-        let v = load_halves(s);
+    unsafe fn load8(p: *const bf16) -> (v128, v128) {
+        // SAFETY: the caller's: 8 two-byte values = 16 bytes from p.
+        let v = unsafe { v128_load(p.cast()) };
         (i32x4_shl(u32x4_extend_low_u16x8(v), 16), i32x4_shl(u32x4_extend_high_u16x8(v), 16))
     }
     #[inline(always)]
@@ -63,8 +58,9 @@ fn widen_f16(h: v128) -> v128 {
 
 impl Load8 for f16 {
     #[inline(always)]
-    fn load8(s: &[f16]) -> (v128, v128) {
-        let v = load_halves(s);
+    unsafe fn load8(p: *const f16) -> (v128, v128) {
+        // SAFETY: the caller's: 8 two-byte values = 16 bytes from p.
+        let v = unsafe { v128_load(p.cast()) };
         (widen_f16(u32x4_extend_low_u16x8(v)), widen_f16(u32x4_extend_high_u16x8(v)))
     }
     #[inline(always)]
@@ -77,11 +73,15 @@ impl Load8 for f16 {
 #[inline(always)]
 fn dot4<T: Load8>(x: &[f32], rows: [&[T]; 4]) -> [f32; 4] {
     let n8 = x.len() / 8 * 8;
+    // Checked once here rather than on every load in the loop.
+    assert!(rows.iter().all(|r| r.len() >= x.len()), "a row is shorter than x");
     let mut acc = [f32x4_splat(0.0); 8]; // two per row
     for c in (0..n8).step_by(8) {
-        let (x0, x1) = f32::load8(&x[c..]);
+        // SAFETY: c + 8 ≤ n8 ≤ x.len() ≤ every row's length (asserted above).
+        let (x0, x1) = unsafe { f32::load8(x.as_ptr().add(c)) };
         for (r, row) in rows.iter().enumerate() {
-            let (w0, w1) = T::load8(&row[c..]);
+            // SAFETY: as for x.
+            let (w0, w1) = unsafe { T::load8(row.as_ptr().add(c)) };
             acc[2 * r] = f32x4_add(acc[2 * r], f32x4_mul(x0, w0));
             acc[2 * r + 1] = f32x4_add(acc[2 * r + 1], f32x4_mul(x1, w1));
         }
