@@ -25,13 +25,13 @@ struct Step {
 
 struct Params {
     d_inner: u32,    // E·D
-    d_state: u32,    // N
     dbc_stride: u32, // R + 2N: floats between rows of dbc
     dt_rank: u32,    // R: B starts at column R of dbc
     chunk: u32,      // CHUNK: tokens per chunk
     delta_at: u32,   // T_max · E·D: where Δ starts in ud
     _pad0: u32,
     _pad1: u32,
+    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> step: Step;

@@ -26,7 +26,6 @@ struct Step {
 
 struct Params {
     d_inner: u32,      // E·D
-    d_state: u32,      // N
     dbc_stride: u32,   // R + 2N: floats between rows of dbc
     dt_rank: u32,      // R: B starts at column R of dbc, C at R + N
     chunk: u32,        // CHUNK: tokens per chunk
@@ -38,7 +37,6 @@ struct Params {
     slot_ssm_at: u32,  // where this layer's SSM state sits in a slot: L·(K-1)·E·D + layer·E·D·N
     _pad0: u32,
     _pad1: u32,
-    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> step: Step;

@@ -283,18 +283,16 @@ impl Plan {
                 };
                 let chunks = scan_chunks::ScanChunksParams {
                     d_inner: di,
-                    d_state: n,
                     dbc_stride,
                     dt_rank: r,
                     chunk: a.chunk as u32,
                     delta_at,
-                    _pad: [0; 2],
+                    _pad: [0; 3],
                 };
                 let carry =
                     scan_carry::ScanCarryParams { plane: di * n, state_offset: i * di * n, _pad: [0; 2] };
                 let output = scan_output::ScanOutputParams {
                     d_inner: di,
-                    d_state: n,
                     dbc_stride,
                     dt_rank: r,
                     chunk: a.chunk as u32,
@@ -304,7 +302,7 @@ impl Plan {
                     map_len,
                     slot_len,
                     slot_ssm_at: conv_total + i * di * n,
-                    _pad: [0; 3],
+                    _pad: [0; 2],
                 };
                 // Δ lands in the second half of u‖Δ: y_col works as a base offset.
                 let dt =

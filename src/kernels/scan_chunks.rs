@@ -25,8 +25,6 @@ pub const BINDINGS: &[Binding] =
 pub struct ScanChunksParams {
     /// E·D.
     pub d_inner: u32,
-    /// N.
-    pub d_state: u32,
     /// R + 2N.
     pub dbc_stride: u32,
     /// R.
@@ -36,7 +34,7 @@ pub struct ScanChunksParams {
     /// T_max · E·D: where Δ starts in the u‖Δ buffer.
     pub delta_at: u32,
     /// Padding to 32 bytes.
-    pub _pad: [u32; 2],
+    pub _pad: [u32; 3],
 }
 
 /// Tokens per scan chunk for state size `d_state`: B‖C of a chunk must fit the staging area.

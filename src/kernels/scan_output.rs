@@ -37,8 +37,6 @@ pub const BINDINGS: &[Binding] = &[
 pub struct ScanOutputParams {
     /// E·D.
     pub d_inner: u32,
-    /// N.
-    pub d_state: u32,
     /// R + 2N.
     pub dbc_stride: u32,
     /// R.
@@ -58,5 +56,5 @@ pub struct ScanOutputParams {
     /// Where this layer's SSM state sits in a slot: L·(K−1)·E·D + layer·E·D·N.
     pub slot_ssm_at: u32,
     /// Padding to 48 bytes.
-    pub _pad: [u32; 3],
+    pub _pad: [u32; 2],
 }
