@@ -103,6 +103,26 @@ impl Kernel {
         ctx.create_bind_group(self.name, &self.layout, buffers)
     }
 
+    /// Submits one dispatch of this kernel in a pass of its own, inside error scopes
+    /// (`context` names it in errors): the one-shot runs of tests and tools.
+    pub async fn submit_once(
+        &self,
+        ctx: &GpuContext,
+        bind_group: &wgpu::BindGroup,
+        groups: (u32, u32, u32),
+        context: &str,
+    ) -> Result<()> {
+        ctx.scoped(context, || {
+            let mut encoder = ctx.encoder(self.name);
+            {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+                self.dispatch(&mut pass, bind_group, groups);
+            }
+            ctx.queue().submit([encoder.finish()]);
+        })
+        .await
+    }
+
     /// Records one dispatch of this kernel with `bind_group` over `groups` workgroups.
     pub fn dispatch(
         &self,

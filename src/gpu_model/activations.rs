@@ -8,21 +8,23 @@ use crate::model::Config;
 
 /// Scratch buffers of one forward chunk of at most `max_tokens` tokens (T ≤ max_tokens).
 pub(crate) struct Activations {
-    pub step: wgpu::Buffer,       // Step uniform
-    pub ids: wgpu::Buffer,        // (T) u32
-    pub h: wgpu::Buffer,          // (T, D) residual stream
-    pub x_norm: wgpu::Buffer,     // (T, D) normalised h
-    pub xz: wgpu::Buffer,         // (T, 2·E·D) in_proj output: xs ‖ z
-    pub ud: wgpu::Buffer,         // (2, T_max, E·D): u (conv1d + SiLU output), then Δ
-    pub dbc: wgpu::Buffer,        // (T, R + 2N) x_proj output: δ ‖ B ‖ C
-    pub y: wgpu::Buffer,          // (T, E·D) gated scan output
-    pub chunk_ab: wgpu::Buffer,   // (chunks, 2, E·D, N) per-chunk affine maps
-    pub chunk_h0: wgpu::Buffer,   // (chunks, E·D, N) chunk start states
-    pub logits: wgpu::Buffer,     // (logits_rows, V)
-    pub capture: wgpu::Buffer,    // (T_max) position → checkpoint number + 1, then (captures, slot_len)
-    pub readback: Readback,       // logits_rows · V floats
-    pub picks: wgpu::Buffer,      // (1 + max_picks) u32: count, then the greedy picks in order
-    pub picks_readback: Readback, // (1 + max_picks) u32
+    pub step: wgpu::Buffer,     // Step uniform
+    pub ids: wgpu::Buffer,      // (T) u32
+    pub h: wgpu::Buffer,        // (T, D) residual stream
+    pub x_norm: wgpu::Buffer,   // (T, D) normalised h
+    pub xz: wgpu::Buffer,       // (T, 2·E·D) in_proj output: xs ‖ z
+    pub ud: wgpu::Buffer,       // (2, T_max, E·D): u (conv1d + SiLU output), then Δ
+    pub dbc: wgpu::Buffer,      // (T, R + 2N) x_proj output: δ ‖ B ‖ C
+    pub y: wgpu::Buffer,        // (T, E·D) gated scan output
+    pub chunk_ab: wgpu::Buffer, // (chunks, 2, E·D, N) per-chunk affine maps
+    pub chunk_h0: wgpu::Buffer, // (chunks, E·D, N) chunk start states
+    pub logits: wgpu::Buffer,   // (logits_rows, V)
+    pub capture: wgpu::Buffer,  // (T_max) position → checkpoint number + 1, then (captures, slot_len)
+    pub readback: Readback,     // logits_rows · V floats
+    /// (1 + max_picks) u32: count, then the greedy picks in order; or the top-k summary,
+    /// top_k::words(CAPACITY) u32 — as long as the longer of the two.
+    pub picks: wgpu::Buffer,
+    pub picks_readback: Readback, // as long as `picks`
     /// Greedy steps one submit can run (the picks list's room).
     pub max_picks: usize,
     pub max_tokens: usize,

@@ -6,7 +6,7 @@
 use crate::error::{Error, Result};
 use crate::gpu_model::GpuModel;
 use crate::gpu_model::encode::{self, Dims, Head};
-use crate::kernels::{Step, argmax};
+use crate::kernels::argmax;
 
 /// Most greedy steps one submit runs (the picks list's room).
 pub const MAX_GREEDY_STEPS: usize = 64;
@@ -54,16 +54,12 @@ impl GpuModel {
         Ok(raw[1..].iter().copied().take_while(|&p| p != argmax::NAN_PICK).collect())
     }
 
-    /// Checks `token` and the device, and writes a one-token decode step's inputs (the id, no
-    /// checkpoint after it, T = 1); returns the step's dispatch sizes.
+    /// Checks `token` and the device, and writes a one-token decode step's inputs (no
+    /// checkpoint after it); returns the step's dispatch sizes.
     pub(super) fn begin_decode_step(&self, token: u32, context: &str) -> Result<Dims> {
         self.config.check_forward(&[token], [])?;
         self.ctx.check(context)?;
-        let (a, queue) = (&self.acts, self.ctx.queue());
-        queue.write_buffer(&a.ids, 0, bytemuck::bytes_of(&token));
-        queue.write_buffer(&a.capture, 0, bytemuck::bytes_of(&0u32));
-        queue.write_buffer(&a.step, 0, bytemuck::bytes_of(&Step { t_len: 1, n_chunks: 1, _pad: [0; 2] }));
-        Ok(Dims { t: 1, chunks: 1, max_dim: self.ctx.summary().max_compute_workgroups_per_dimension })
+        Ok(self.write_inputs(&[token], &[]))
     }
 
     /// Puts back the working state from before the last [`GpuModel::greedy`] batch.

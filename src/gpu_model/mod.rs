@@ -192,19 +192,13 @@ impl GpuModel {
         Ok(out)
     }
 
-    /// One chunk of at most `max_tokens` tokens; returns the logits `head` asks for.
-    async fn run_chunk(
-        &mut self,
-        tokens: &[u32],
-        head: Head,
-        captures: &[(usize, usize)],
-    ) -> Result<Vec<f32>> {
-        let (c, a) = (&self.config, &self.acts);
+    /// Writes a forward chunk's inputs — the ids, the position map (checkpoint number + 1 after
+    /// token t, else 0) and the `Step` uniform — and returns its dispatch sizes.
+    fn write_inputs(&self, tokens: &[u32], captures: &[(usize, usize)]) -> encode::Dims {
+        let (a, queue) = (&self.acts, self.ctx.queue());
         let t = tokens.len() as u32;
         let chunks = t.div_ceil(a.chunk as u32);
-        let queue = self.ctx.queue();
         queue.write_buffer(&a.ids, 0, bytemuck::cast_slice(tokens));
-        // The position map read by the kernels: checkpoint number + 1 after token t, else 0.
         let mut map = vec![0u32; tokens.len()];
         for (i, &(pos, _)) in captures.iter().enumerate() {
             map[pos] = i as u32 + 1;
@@ -216,13 +210,25 @@ impl GpuModel {
             bytemuck::bytes_of(&Step { t_len: t, n_chunks: chunks, _pad: [0; 2] }),
         );
         let max_dim = self.ctx.summary().max_compute_workgroups_per_dimension;
+        encode::Dims { t, chunks, max_dim }
+    }
+
+    /// One chunk of at most `max_tokens` tokens; returns the logits `head` asks for.
+    async fn run_chunk(
+        &mut self,
+        tokens: &[u32],
+        head: Head,
+        captures: &[(usize, usize)],
+    ) -> Result<Vec<f32>> {
+        let (c, a) = (&self.config, &self.acts);
+        let dims = self.write_inputs(tokens, captures);
+        let queue = self.ctx.queue();
         // Inside error scopes: a dispatch or copy the device refuses is an error of this call.
         self.ctx
             .scoped("running the forward pass", || -> Result<()> {
                 let mut encoder = self.ctx.encoder("forward");
                 {
                     let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
-                    let dims = encode::Dims { t, chunks, max_dim };
                     encode::body(&mut pass, &self.kernels, c, &self.plan, dims, head);
                 }
                 let slot_bytes = self.slots.slot_bytes;

@@ -56,15 +56,7 @@ impl Argmax {
         let ids = ctx.storage_zeroed_f32("argmax ids", 1)?;
         let picks = ctx.storage_zeroed_f32("argmax picks", 2)?;
         let bind_group = self.kernel.bind(ctx, &[&step, &params, &logits_buf, &ids, &picks]);
-        ctx.scoped("running argmax", || {
-            let mut encoder = ctx.encoder("argmax");
-            {
-                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
-                self.kernel.dispatch(&mut pass, &bind_group, GROUPS);
-            }
-            ctx.queue().submit([encoder.finish()]);
-        })
-        .await?;
+        self.kernel.submit_once(ctx, &bind_group, GROUPS, "running argmax").await?;
         let readback = Readback::new(ctx, 8, "argmax readback");
         let list: Vec<u32> = readback.read(ctx, &picks, 0, 2).await?;
         let id: Vec<u32> = readback.read(ctx, &ids, 0, 1).await?;

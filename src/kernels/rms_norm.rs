@@ -75,16 +75,8 @@ impl RmsNorm {
         let w_buf = ctx.storage_from_f32("rms_norm weight", weight)?;
         let y_buf = ctx.storage_zeroed_f32("rms_norm y", x.len())?;
         let bind_group = self.kernel.bind(ctx, &[&step, &params, &x_buf, &w_buf, &y_buf]);
-        ctx.scoped("running rms_norm", || {
-            let mut encoder = ctx.encoder("rms_norm");
-            {
-                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
-                let groups = groups(rows, ctx.summary().max_compute_workgroups_per_dimension);
-                self.kernel.dispatch(&mut pass, &bind_group, groups);
-            }
-            ctx.queue().submit([encoder.finish()]);
-        })
-        .await?;
+        let groups = groups(rows, ctx.summary().max_compute_workgroups_per_dimension);
+        self.kernel.submit_once(ctx, &bind_group, groups, "running rms_norm").await?;
         ctx.read_f32(&y_buf, 0, x.len()).await
     }
 }

@@ -88,15 +88,7 @@ impl TopK {
         let logits_buf = ctx.storage_from_f32("top_k logits", logits)?;
         let top = ctx.storage_zeroed_f32("top_k top", words(capacity))?;
         let bind_group = self.kernel.bind(ctx, &[&step, &params, &logits_buf, &top]);
-        ctx.scoped("running top_k", || {
-            let mut encoder = ctx.encoder("top_k");
-            {
-                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
-                self.kernel.dispatch(&mut pass, &bind_group, GROUPS);
-            }
-            ctx.queue().submit([encoder.finish()]);
-        })
-        .await?;
+        self.kernel.submit_once(ctx, &bind_group, GROUPS, "running top_k").await?;
         let readback = Readback::new(ctx, 4 * words(capacity) as u64, "top_k readback");
         let raw: Vec<u32> = readback.read(ctx, &top, 0, words(capacity)).await?;
         Ok(decode(&raw, logits.len()))

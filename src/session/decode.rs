@@ -19,6 +19,10 @@ impl Runtime {
         options: GenerateOptions,
         mut on_token: impl FnMut(u32) -> bool,
     ) -> Result<Vec<u32>> {
+        if options.max_tokens == 0 {
+            self.settle(id)?;
+            return Ok(Vec::new());
+        }
         // On the GPU the picking moves to the device where the sampler allows.
         if self.greedy_batch > 0 && self.engine.greedy_on_device() {
             if sampler.is_plain_greedy() {

@@ -34,7 +34,7 @@ impl Runtime {
         Ok(())
     }
 
-    /// [`Runtime::generate`] for a plain greedy sampler on the GPU engine.
+    /// [`Runtime::generate`] (`max_tokens` ≥ 1) for a plain greedy sampler on the GPU engine.
     pub(super) async fn generate_greedy(
         &mut self,
         id: SessionId,
@@ -42,10 +42,6 @@ impl Runtime {
         mut on_token: impl FnMut(u32) -> bool,
     ) -> Result<Vec<u32>> {
         let mut out = Vec::new();
-        if options.max_tokens == 0 {
-            self.settle(id)?;
-            return Ok(out);
-        }
         let eos = self.engine.config().eos_token_id;
         let block = self.cache.config().block_size;
         let mut next = self.sample_next(id, &mut Sampler::greedy()).await?;

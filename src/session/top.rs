@@ -9,7 +9,8 @@ use crate::sampling::Sampler;
 use crate::session::{GenerateOptions, Runtime, SessionId};
 
 impl Runtime {
-    /// [`Runtime::generate`] for a sampler whose draws depend on the top `k` logits only.
+    /// [`Runtime::generate`] (`max_tokens` ≥ 1) for a sampler whose draws depend on the top `k`
+    /// logits only.
     pub(super) async fn generate_top(
         &mut self,
         id: SessionId,
@@ -19,10 +20,6 @@ impl Runtime {
         mut on_token: impl FnMut(u32) -> bool,
     ) -> Result<Vec<u32>> {
         let mut out = Vec::new();
-        if options.max_tokens == 0 {
-            self.settle(id)?;
-            return Ok(out);
-        }
         let eos = self.engine.config().eos_token_id;
         let block = self.cache.config().block_size;
         let mut next = self.sample_next(id, sampler).await?;
