@@ -43,9 +43,9 @@ impl Checkpoint {
         Ok(Self { config, layout, tokenizer_json, files })
     }
 
-    /// Opens a model folder: `config.json`, then `model.safetensors.index.json` with its
-    /// shards if it exists, else `model.safetensors`, and `tokenizer.json` if it exists. Only
-    /// headers are read here.
+    /// Opens a model folder: `config.json`, then `model.safetensors` if it exists, else
+    /// `model.safetensors.index.json` with its shards (the browser's loader asks in the same
+    /// order), and `tokenizer.json` if it exists. Only headers are read here.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn from_dir(dir: impl AsRef<std::path::Path>) -> Result<Self> {
         use crate::error::Error;
@@ -58,7 +58,9 @@ impl Checkpoint {
         })?;
         let config = Config::from_json(&config_json)?;
         let tokenizer_json = files.read_small("tokenizer.json")?;
-        let (names, weight_map) = match files.read_small("model.safetensors.index.json")? {
+        let single = dir.join("model.safetensors").is_file();
+        let index = if single { None } else { files.read_small("model.safetensors.index.json")? };
+        let (names, weight_map) = match index {
             Some(index) => {
                 let map = parse_index(&index)?;
                 (shard_names(&map), Some(map))

@@ -40,7 +40,11 @@ pub(crate) async fn open(source: &WebSource, reporter: &mut Reporter) -> Result<
     })?;
     let config = Config::from_json(&config_json)?;
     let tokenizer_json = small("tokenizer.json").await?;
-    let (names, weight_map) = match small("model.safetensors.index.json").await? {
+    // `model.safetensors` first, as natively: asking a single-file folder for an index it does
+    // not have would be a failed request (a red line in the page's console) on every load.
+    let mut single = source.read_head_if_any("model.safetensors", HEAD_BYTES).await?;
+    let index = if single.is_some() { None } else { small("model.safetensors.index.json").await? };
+    let (names, weight_map) = match index {
         Some(index) => {
             let map = parse_index(&index)?;
             (shard_names(&map), Some(map))
@@ -49,7 +53,10 @@ pub(crate) async fn open(source: &WebSource, reporter: &mut Reporter) -> Result<
     };
     let mut headers = Vec::with_capacity(names.len());
     for name in &names {
-        let (mut head, size) = source.read_head(name, HEAD_BYTES).await?;
+        let (mut head, size) = match single.take() {
+            Some(head) => head,
+            None => source.read_head(name, HEAD_BYTES).await?,
+        };
         let len = FileHeader::header_len(name, &head[..head.len().min(8)], size)?;
         if (head.len() as u64) < 8 + len {
             head = source.read_head(name, 8 + len).await?.0;

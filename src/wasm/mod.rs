@@ -4,6 +4,7 @@
 
 mod adapter_info;
 mod args;
+mod http;
 mod info;
 mod loader;
 mod model;

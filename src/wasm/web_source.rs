@@ -15,9 +15,10 @@ use std::collections::HashMap;
 use js_sys::{Promise, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
-use web_sys::{Blob, Cache, File, ReadableStreamDefaultReader, Request, RequestInit, Response};
+use web_sys::{Blob, Cache, File, ReadableStreamDefaultReader, Request, Response};
 
 use crate::error::{Error, Result};
+use crate::wasm::http::{fetch, header_u64, io, message, missing, same_file};
 
 /// The Cache API cache that holds downloaded model files.
 pub const CACHE_NAME: &str = "webmamba-v1";
@@ -25,12 +26,8 @@ pub const CACHE_NAME: &str = "webmamba-v1";
 /// Bytes read from a picked file at a time.
 const BLOB_PIECE: f64 = (4 << 20) as f64;
 
-#[wasm_bindgen]
-extern "C" {
-    /// `globalThis.fetch`: the same in a window and in a worker.
-    #[wasm_bindgen(js_name = fetch, catch)]
-    fn global_fetch(request: &Request) -> std::result::Result<Promise, JsValue>;
-}
+/// The reason of a picked folder's missing file.
+const NOT_PICKED: &str = "not among the picked files";
 
 /// Where a model folder is.
 pub(crate) enum WebSource {
@@ -146,6 +143,15 @@ impl WebSource {
         }
     }
 
+    /// [`WebSource::read_head`], or `None` when the folder has no such file.
+    pub async fn read_head_if_any(&self, name: &str, len: u64) -> Result<Option<(Vec<u8>, Option<u64>)>> {
+        match self.read_head(name, len).await {
+            Ok(head) => Ok(Some(head)),
+            Err(Error::Io { reason, .. }) if missing(&reason) || reason == NOT_PICKED => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Opens `name` for reading from its start; `None` when the folder has no such file.
     pub async fn open(&self, name: &str) -> Result<Option<Opened>> {
         match self {
@@ -192,7 +198,7 @@ impl WebSource {
             WebSource::Files(files) => files.iter().find(|f| f.name() == name),
             WebSource::Url { .. } => None,
         }
-        .ok_or_else(|| Error::Io { path: name.into(), reason: "not among the picked files".into() })
+        .ok_or_else(|| Error::Io { path: name.into(), reason: NOT_PICKED.into() })
     }
 
     /// The cached response for `name`, if there is one and the server (when reachable) agrees
@@ -307,48 +313,6 @@ fn absolute(url: String) -> String {
     href.and_then(|h| web_sys::Url::new_with_base(&url, &h).ok()).map_or(url, |u| u.href())
 }
 
-/// Why a file is not there: an HTML page answered for it. No model file is HTML, and servers
-/// for single-page apps (Vite's dev server, many static hosts) answer every missing path with
-/// their `index.html` and status 200.
-const HTML_PAGE: &str = "the server answered with an HTML page, not the file (its page for a missing file?)";
-
-/// Whether an `Io` reason from [`fetch`] means the file is not there.
-fn missing(reason: &str) -> bool {
-    reason.starts_with("HTTP 404") || reason == HTML_PAGE
-}
-
-/// `fetch(url)` with `method`, asking for the first `range` bytes when given; non-2xx statuses
-/// are `Io` errors starting "HTTP <status>", an HTML page is [`HTML_PAGE`].
-async fn fetch(url: &str, method: &str, range: Option<u64>) -> Result<Response> {
-    let init = RequestInit::new();
-    init.set_method(method);
-    if let Some(len) = range {
-        let headers = web_sys::Headers::new().map_err(|e| io(url, &e))?;
-        headers.set("Range", &format!("bytes=0-{}", len.max(1) - 1)).map_err(|e| io(url, &e))?;
-        init.set_headers(&headers);
-    }
-    let request = Request::new_with_str_and_init(url, &init).map_err(|e| io(url, &e))?;
-    let promise = global_fetch(&request).map_err(|e| io(url, &e))?;
-    let response: Response =
-        JsFuture::from(promise).await.map_err(|e| io(url, &e))?.dyn_into().map_err(|e| io(url, &e))?;
-    if !response.ok() {
-        return Err(Error::Io {
-            path: url.into(),
-            reason: format!("HTTP {} {}", response.status(), response.status_text()),
-        });
-    }
-    let html = response
-        .headers()
-        .get("content-type")
-        .ok()
-        .flatten()
-        .is_some_and(|t| t.trim_start().get(..9).is_some_and(|m| m.eq_ignore_ascii_case("text/html")));
-    if html {
-        return Err(Error::Io { path: url.into(), reason: HTML_PAGE.into() });
-    }
-    Ok(response)
-}
-
 fn body_reader(response: &Response, name: &str) -> Result<Reader> {
     let body = response
         .body()
@@ -374,29 +338,4 @@ async fn first_bytes(response: Response, len: u64, name: &str) -> Result<Vec<u8>
 async fn blob_bytes(blob: &Blob, name: &str) -> Result<Vec<u8>> {
     let buffer = JsFuture::from(blob.array_buffer()).await.map_err(|e| io(name, &e))?;
     Ok(Uint8Array::new(&buffer).to_vec())
-}
-
-/// Whether a cached response and a fresh `HEAD` describe the same file: equal ETags when both
-/// have one, equal sizes when both have one.
-fn same_file(cached: &Response, head: &Response) -> bool {
-    let get = |r: &Response, h: &str| r.headers().get(h).ok().flatten();
-    let etag = |r: &Response| get(r, "etag").or_else(|| get(r, "x-linked-etag"));
-    let agree = |a: Option<String>, b: Option<String>| a.zip(b).is_none_or(|(a, b)| a == b);
-    agree(etag(cached), etag(head)) && agree(get(cached, "content-length"), get(head, "content-length"))
-}
-
-fn header_u64(response: &Response, name: &str) -> Option<u64> {
-    response.headers().get(name).ok().flatten().and_then(|v| v.parse().ok())
-}
-
-fn io(path: &str, e: &JsValue) -> Error {
-    Error::Io { path: path.into(), reason: message(e) }
-}
-
-/// A JS error's message (or its string form).
-pub(crate) fn message(e: &JsValue) -> String {
-    e.dyn_ref::<js_sys::Error>()
-        .map(|e| String::from(e.message()))
-        .or_else(|| e.as_string())
-        .unwrap_or_else(|| format!("{e:?}"))
 }
