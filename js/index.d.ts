@@ -2,7 +2,9 @@
 // ES2022 and DOM libs, so a strict TypeScript app type-checks it without skipLibCheck. The
 // wasm-bindgen declarations (webmamba.d.ts) describe the same objects for the wasm module.
 
-/** A loading progress event: monotone per (phase, file), the last one has loaded == total. */
+/** A loading progress event: monotone per (phase, file), the last one has loaded == total.
+ *  Every weight file is announced (download, loaded 0) once the headers are read, before the
+ *  first weight byte, so the sum of the totals is the whole download from then on. */
 export interface LoadProgress {
   phase: 'download' | 'upload' | 'compile';
   file: string;
@@ -88,6 +90,9 @@ export interface ModelInfo {
   f16Subnormal: number;
   /** f16 storage: weights beyond ±65504 (clamped). */
   f16Overflow: number;
+  /** Tokens per checkpoint block of the state cache (block checkpoints sit at its multiples,
+   *  prompt-end checkpoints anywhere). */
+  blockSize: number;
   /** What went wrong without stopping the load (e.g. the offline cache is full). */
   warnings: string[];
 }

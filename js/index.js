@@ -18,6 +18,15 @@ export function init(wasm) {
 /** Loads `op` in the page or, with `options.worker`, in a worker. */
 async function open(op, args, options) {
   if (options !== null && typeof options === 'object' && options.worker) {
+    // A relative URL means the page's folder, as in-page; the worker would resolve it against
+    // its own script (this package's folder).
+    if (op === 'fromUrl' && typeof args[0] === 'string' && globalThis.document?.baseURI) {
+      try {
+        args = [new URL(args[0], document.baseURI).href];
+      } catch {
+        // left as it is: the wasm module reports the bad URL as in-page
+      }
+    }
     return WorkerModel.open(op, args, options);
   }
   await init();

@@ -1,14 +1,26 @@
 #!/usr/bin/env node
-// End-to-end check of what a user sees: serves www/ (after `npm run build:demo`), opens it in
-// headless Chromium (playwright-core, Debian's /usr/bin/chromium), and checks that
-//   1. with WebGPU the embedded model loads on the GPU, greedy generation from "Once upon a
-//      time" gives exactly HF transformers' greedy tokens (www/models/*/hf_reference.json), and
-//      Regenerate resumes from the prompt-end checkpoint (0 tokens re-read) with the same text;
-//   2. without WebGPU (no --enable-unsafe-webgpu) the page says so, falls back to the CPU, and
+// The demo's browser test, as a user sees it: serves www/ (after `npm run build:demo`) and
+// tests/fixtures/ (as /fixtures/), opens the page in headless Chromium (playwright-core,
+// Debian's /usr/bin/chromium) at 1280x800, and checks that
+//   1. the progress bar shows while the embedded model loads (Model.fromUrl, Worker mode), then
+//      the page is ready with the model in a Web Worker, on WebGPU (SwiftShader) when the
+//      browser has it;
+//   2. greedy generation from "Once upon a time" gives exactly HF transformers' greedy tokens
+//      (www/models/*/hf_reference.json), the speed line reads "… tok/s" and the timeline shows
+//      the prompt-end checkpoint; Regenerate resumes from it (0 tokens re-read, ringed on the
+//      timeline) with the same text; the JS API's error paths stay typed in Worker mode (Busy: tests/browser/api.mjs);
+//   3. after a reload the model comes from the offline cache (no weight bytes from the server),
+//      the same text is back, and Continue re-reads nothing (`data-prefilled="0"`) and goes on
+//      with HF's next greedy tokens;
+//   4. at a 390-px-wide phone viewport nothing overflows horizontally (nor at 1280x800);
+//   5. a URL with no model shows its error in the page and keeps the loaded model; a fixture
+//      model loads by URL through #model-url / #load-url and generates HF's greedy tokens for
+//      it (tests/fixtures/tiny-f32/reference.safetensors);
+//   6. without WebGPU (no --enable-unsafe-webgpu) the page says so, falls back to the CPU, and
 //      still gives HF's tokens;
-//   3. the page loads the model with Model.fromUrl (a progress bar), and after a reload from the
-//      offline cache (the server sends no weight bytes).
-// Screenshots: target/demo.png, target/demo-no-webgpu.png.
+// and that no page raised an uncaught error or logged a console error.
+// Screenshots: target/demo.png (1280x800), target/demo-phone.png (390x844),
+// target/demo-no-webgpu.png.
 import { mkdir, readFile } from 'node:fs/promises';
 import { chromium } from 'playwright-core';
 import { serve } from './serve.mjs';
@@ -16,11 +28,26 @@ import { serve } from './serve.mjs';
 const BASE_ARGS = ['--no-sandbox', '--disable-background-networking', '--disable-component-update',
   '--disable-sync', '--disable-quic', '--no-first-run'];
 const reference = JSON.parse(await readFile('www/models/shakespeare-mamba-3m/hf_reference.json', 'utf8'));
-const EOS = 0;
+const fixture = await fixtureReference('tiny-f32');
+const EOS = 0; // both models' end-of-text id
+const N = 24; // tokens per greedy turn (the embedded reference has 48: two turns)
 
 function check(cond, message) {
   if (!cond) { console.error(`demo-smoke: FAIL: ${message}`); process.exitCode = 1; }
   else console.log(`demo-smoke: ok: ${message}`);
+}
+
+/** HF's prompt and greedy ids for a fixture (tests/fixtures/NAME/reference.safetensors). */
+async function fixtureReference(name) {
+  const bytes = await readFile(`tests/fixtures/${name}/reference.safetensors`);
+  const len = Number(bytes.readBigUInt64LE(0));
+  const header = JSON.parse(bytes.subarray(8, 8 + len).toString());
+  const ints = (key) => {
+    const [a, b] = header[key].data_offsets;
+    return Array.from(new Int32Array(new Uint8Array(bytes.subarray(8 + len + a, 8 + len + b)).buffer));
+  };
+  const meta = JSON.parse(await readFile(`tests/fixtures/${name}/reference.json`, 'utf8'));
+  return { prompt: meta.prompt, promptIds: ints('prompt_ids'), greedyIds: ints('greedy_ids'), config: meta.hf_config };
 }
 
 async function waitFor(page, states) {
@@ -28,8 +55,8 @@ async function waitFor(page, states) {
   return page.evaluate(() => ({ state: document.body.dataset.state, status: document.getElementById('status').textContent }));
 }
 
-/** Greedy generation of `n` tokens; returns the generated ids and the prompt outcome. */
-async function generate(page, button, n) {
+/** Clicks `button` for a greedy turn of `n` tokens; returns what the page shows after it. */
+async function turn(page, button, n) {
   await page.fill('#temperature', '0');
   await page.fill('#max-tokens', String(n));
   await page.click(button);
@@ -40,81 +67,151 @@ async function generate(page, button, n) {
     text: document.getElementById('output').textContent,
     prefilled: document.getElementById('outcome').dataset.prefilled,
     resumedFrom: document.getElementById('outcome').dataset.resumedFrom,
+    speed: document.getElementById('speed').textContent,
+    ends: document.querySelectorAll('#timeline .end').length,
+    blocks: document.querySelectorAll('#timeline .block').length,
+    ringed: document.querySelectorAll('#timeline .from').length,
+    timeline: document.getElementById('timeline').getAttribute('aria-label'),
   }), end);
 }
 
-function matchesHf(tokens, n, label) {
-  const want = reference.greedy_ids.slice(0, tokens.length);
-  const stoppedAtEos = tokens.length < n && reference.greedy_ids[tokens.length] === EOS;
-  check(tokens.length > 0 && JSON.stringify(tokens) === JSON.stringify(want) && (tokens.length === n || stoppedAtEos),
+/** `tokens` are HF's greedy `want` (or a prefix of it that stopped at the end token). */
+function matchesHf(tokens, want, n, label) {
+  const same = JSON.stringify(tokens) === JSON.stringify(want.slice(0, tokens.length));
+  const stoppedAtEos = tokens.length < n && want[tokens.length] === EOS;
+  check(tokens.length > 0 && same && (tokens.length === n || stoppedAtEos),
     `${label}: ${tokens.length} greedy tokens equal HF transformers' (${JSON.stringify(tokens.slice(0, 8))}…)`);
 }
 
-async function visit(url, args, screenshot, expectBackend) {
+/** The page's width against the viewport's (a horizontal scrollbar is a layout bug). */
+async function checkNoOverflow(page, label) {
+  const { scroll, inner } = await page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, inner: window.innerWidth }));
+  check(scroll <= inner, `${label}: no horizontal overflow (page ${scroll} px wide in a ${inner} px viewport)`);
+}
+
+/** The JS API's error paths through the demo's (worker) model: typed, and the session survives. */
+async function checkApiErrors(page, backend) {
+  const api = await page.evaluate(async () => {
+    const codeOf = (p) => p.then(() => 'resolved', (e) => `${e.name}:${e.code}`);
+    const s = window.demo.model.newSession();
+    await s.append('To be, or not to be');
+    const corrupt = await codeOf(s.importState(new Uint8Array([1, 2, 3])));
+    const saved = await s.exportState();
+    const damaged = saved.slice(); damaged[100] ^= 1;
+    const damagedCode = await codeOf(s.importState(damaged));
+    const after = await s.append(' the question');
+    const t = await s.text();
+    s.close();
+    return { corrupt, damagedCode, prefilledAfter: after.prefilled, text: t,
+      worker: window.demo.model.constructor.name };
+  });
+  check(api.worker === 'WorkerModel', `${backend}: the model runs in the JS API's Worker mode (${api.worker})`);
+  check(api.corrupt === 'WebMambaError:CorruptState' && api.damagedCode === 'WebMambaError:CorruptState',
+    `bad state bytes are CorruptState errors (${api.corrupt}, ${api.damagedCode})`);
+  check(api.text === 'To be, or not to be the question' && api.prefilledAfter > 0,
+    `the session survives failed calls: ${JSON.stringify(api.text)}`);
+}
+
+/** Loads the tiny-f32 fixture through #model-url / #load-url and generates greedily with it. */
+async function checkLoadByUrl(page, base) {
+  // A folder with no model first: the error is in the page, the loaded model stays usable.
+  await page.fill('#model-url', `${base}no-such-model/`);
+  await page.click('#load-url');
+  const failed = await waitFor(page, ['ready', 'error']);
+  const usable = await page.evaluate(() => !document.getElementById('generate').disabled);
+  check(failed.state === 'error' && /no-such-model/.test(failed.status) && /\[\w+\]/.test(failed.status) && usable,
+    `a URL with no model gives an error in the page and keeps the model: ${failed.status}`);
+  await page.fill('#model-url', `${base}fixtures/tiny-f32/`);
+  await page.click('#load-url');
+  const loaded = await waitFor(page, ['ready', 'error']);
+  const table = await page.evaluate(() => document.getElementById('model').textContent);
+  const { hidden_size: d, num_hidden_layers: layers, vocab_size: vocab } = fixture.config;
+  check(loaded.state === 'ready' && table.includes(`d_model ${d}, ${layers} layers, vocabulary ${vocab}`),
+    `a fixture model loads by URL through #model-url/#load-url: ${loaded.status} / ${table.slice(0, 80)}…`);
+  const ids = await page.evaluate(async (p) => Array.from(await window.demo.model.encode(p)), fixture.prompt);
+  check(JSON.stringify(ids) === JSON.stringify(fixture.promptIds), `its tokenizer reads the prompt as HF's (${ids})`);
+  await page.fill('#prompt', fixture.prompt);
+  const n = fixture.greedyIds.length;
+  const got = await turn(page, '#generate', n);
+  matchesHf(got.tokens, fixture.greedyIds, n, 'the fixture loaded by URL');
+}
+
+async function visit(base, { args, backend, screenshot, full }) {
   const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: [...BASE_ARGS, ...args] });
   try {
-    const page = await browser.newPage({ viewport: { width: 900, height: 1100 } });
-    const pageErrors = [];
-    page.on('pageerror', (e) => pageErrors.push(String(e)));
-    const ready = await (async () => { await page.goto(url); return waitFor(page, ['ready', 'error']); })();
-    check(ready.state === 'ready', `${expectBackend}: page ready: ${ready.status}`);
-    const backend = await page.evaluate(() => document.body.dataset.backend);
-    check(backend === expectBackend, `model runs on the ${backend}`);
-    const n = 24;
-    const first = await generate(page, '#generate', n);
+    const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    const errors = [];
+    page.on('pageerror', (e) => errors.push(`uncaught: ${e}`));
+    page.on('console', (m) => m.type() === 'error' && errors.push(`console: ${m.text()}`));
+    // Every value the progress bar takes while it is on screen.
+    await page.addInitScript(() => document.addEventListener('DOMContentLoaded', () => {
+      const bar = document.getElementById('progress');
+      window.progressSeen = [];
+      new MutationObserver(() => getComputedStyle(bar).display !== 'none' && window.progressSeen.push(bar.value))
+        .observe(bar, { attributes: true, attributeFilter: ['value'] });
+    }));
+    await page.goto(base);
+    const ready = await waitFor(page, ['ready', 'error']);
+    check(ready.state === 'ready', `${backend}: page ready: ${ready.status}`);
+    const seen = await page.evaluate(() => window.progressSeen);
+    check(seen.some((v) => v > 0 && v < 1) && seen.at(-1) === 1,
+      `the progress bar showed the load (${seen.length} values, ${seen.slice(0, 4).map((v) => v.toFixed(2))}… ${seen.at(-1)})`);
+    check(await page.evaluate(() => document.body.dataset.backend) === backend, `model runs on the ${backend}`);
+
+    const first = await turn(page, '#generate', N);
     check(first.end.state === 'done', `generate finished: ${first.end.status}`);
-    matchesHf(first.tokens, n, `${backend} generate`);
+    matchesHf(first.tokens, reference.greedy_ids, N, `${backend} generate`);
     check(first.prefilled === String(reference.prompt_ids.length) && first.resumedFrom === '',
       `the first prompt is read whole (${first.prefilled} tokens, no checkpoint yet)`);
-    const again = await generate(page, '#regenerate', n);
+    check(/prefill [\d.]+ tok\/s .*first token after .*decode [\d.]+ tok\/s/.test(first.speed), `speed line: ${first.speed}`);
+    check(first.ends >= 1, `the timeline marks the prompt-end checkpoint (${first.timeline})`);
+    const again = await turn(page, '#regenerate', N);
     check(JSON.stringify(again.tokens) === JSON.stringify(first.tokens), `${backend} regenerate gives the same tokens`);
-    check(again.prefilled === '0' && again.resumedFrom === String(reference.prompt_ids.length),
-      `regenerate resumes from the prompt-end checkpoint (prefilled ${again.prefilled}, from ${again.resumedFrom})`);
+    check(again.prefilled === '0' && again.resumedFrom === String(reference.prompt_ids.length) && again.ringed === 1,
+      `regenerate resumes from the prompt-end checkpoint (prefilled ${again.prefilled}, from ${again.resumedFrom}, ringed ${again.ringed})`);
     console.log(`demo-smoke: ${backend} text: ${JSON.stringify(first.text)}`);
-    // The JS API's error paths: typed, catchable, and the session survives them.
-    const api = await page.evaluate(async () => {
-      const codeOf = (p) => p.then(() => 'resolved', (e) => `${e.name}:${e.code}`);
-      const s = window.demo.model.newSession();
-      const first = s.append('To be, or not to be');
-      const concurrent = await codeOf(s.append('that is'));
-      await first;
-      const corrupt = await codeOf(s.importState(new Uint8Array([1, 2, 3])));
-      const saved = await s.exportState();
-      const damaged = saved.slice(); damaged[100] ^= 1;
-      const damagedCode = await codeOf(s.importState(damaged));
-      const after = await s.append(' the question');
-      const t = s.text();
-      s.close();
-      return { concurrent, corrupt, damagedCode, prefilledAfter: after.prefilled, text: t };
-    });
-    check(api.concurrent === 'WebMambaError:Busy', `a concurrent call is a typed Busy error (${api.concurrent})`);
-    check(api.corrupt === 'WebMambaError:CorruptState' && api.damagedCode === 'WebMambaError:CorruptState',
-      `bad state bytes are CorruptState errors (${api.corrupt}, ${api.damagedCode})`);
-    check(api.text === 'To be, or not to be the question' && api.prefilledAfter > 0,
-      `the session survives failed calls: ${JSON.stringify(api.text)}`);
+    await checkApiErrors(page, backend);
+    await checkNoOverflow(page, `${backend} at 1280x800`);
     await page.screenshot({ path: screenshot, fullPage: true });
-    // The model came through Model.fromUrl with a progress bar; a reload reads it from the
-    // offline cache: no weight bytes from the server.
-    const weights = '/models/shakespeare-mamba-3m/model.safetensors';
-    const before = server.sent.get(weights) ?? 0;
-    await page.reload();
-    const reloaded = await waitFor(page, ['ready', 'error']);
-    const progress = await page.evaluate(() => document.getElementById('progress').value);
-    check(reloaded.state === 'ready' && before > 0 && (server.sent.get(weights) ?? 0) === before && progress === 1,
-      `after a reload the model loads from the offline cache (${(server.sent.get(weights) ?? 0) - before} more weight bytes; progress bar at ${progress})`);
-    check(pageErrors.length === 0, `no uncaught page errors ${JSON.stringify(pageErrors)}`);
+    if (full) await reloadAndMore(page, again);
+    check(errors.length === 0, `${backend}: no uncaught page errors or console errors ${JSON.stringify(errors)}`);
     return ready;
   } finally {
     await browser.close();
   }
 }
 
+/** 3–5 above, after a first visit that ended with `again`. */
+async function reloadAndMore(page, again) {
+  // A reload: the model from the offline cache, the conversation from the saved session.
+  const weights = '/models/shakespeare-mamba-3m/model.safetensors';
+  const before = server.sent.get(weights) ?? 0;
+  await page.reload();
+  const reloaded = await waitFor(page, ['ready', 'error']);
+  check(reloaded.state === 'ready' && before > 0 && (server.sent.get(weights) ?? 0) === before,
+    `after a reload the model loads from the offline cache (${(server.sent.get(weights) ?? 0) - before} more weight bytes): ${reloaded.status}`);
+  const restored = await page.evaluate(() => ({
+    text: document.getElementById('output').textContent, prompt: document.getElementById('prompt').value }));
+  check(restored.text === again.text && restored.prompt === reference.prompt,
+    `the same text is back after the reload (${JSON.stringify(restored.text.slice(0, 40))}…)`);
+  const more = await turn(page, '#continue', N);
+  check(more.prefilled === '0', `Continue after the reload re-reads nothing (data-prefilled="${more.prefilled}", from ${more.resumedFrom})`);
+  matchesHf(more.tokens, reference.greedy_ids, 2 * N, 'generate, reload, continue');
+
+  await page.setViewportSize({ width: 390, height: 844 });
+  await checkNoOverflow(page, 'a 390-px phone');
+  await page.screenshot({ path: 'target/demo-phone.png', fullPage: true });
+  await page.setViewportSize({ width: 1280, height: 800 });
+
+  await checkLoadByUrl(page, base);
+}
+
 await mkdir('target', { recursive: true });
-const server = await serve('www', 0);
-const url = `http://127.0.0.1:${server.address().port}/`;
+const server = await serve('www', 0, { mounts: { '/fixtures/': 'tests/fixtures' } });
+const base = `http://127.0.0.1:${server.address().port}/`;
 try {
-  await visit(url, ['--enable-unsafe-webgpu'], 'target/demo.png', 'gpu');
-  const off = await visit(url, [], 'target/demo-no-webgpu.png', 'cpu');
+  await visit(base, { args: ['--enable-unsafe-webgpu'], backend: 'gpu', screenshot: 'target/demo.png', full: true });
+  const off = await visit(base, { args: [], backend: 'cpu', screenshot: 'target/demo-no-webgpu.png', full: false });
   check(off.status.includes('WebGPU is not available in this browser'), `without WebGPU the page says so: ${off.status}`);
 } finally {
   server.close();

@@ -1,18 +1,55 @@
-// The demo: loads the embedded model (www/models/shakespeare-mamba-3m) through webmamba's npm
-// package (imported as a page without a bundler does) with Model.fromUrl (streamed, with a
-// progress bar, kept in the offline cache), on WebGPU when the browser has it (else on the
-// CPU), and chats with one session.
+// The demo: loads a Mamba model through webmamba's npm package (imported as a page without a
+// bundler does) in the package's Worker mode — the page stays responsive while the model reads
+// a prompt, even on the CPU fallback — on WebGPU when the browser has it, else on the CPU.
+// The embedded model (www/models/shakespeare-mamba-3m) loads first; #model-url / #load-url
+// load any folder URL in the Hugging Face layout and #model-folder a folder on this computer.
 // Generate edits the session to the prompt (only what changed is re-read), Stop/Continue pause
-// and resume exactly, Regenerate rewinds to the prompt's end (a kept checkpoint: nothing re-read).
+// and resume exactly, Regenerate rewinds to the prompt's end (a kept checkpoint: nothing
+// re-read). After each turn the session is saved (`session.save`) and restored on the next
+// visit, so a reload loses nothing and re-reads nothing.
+// `?model=URL` loads that model first; `?worker=0` runs the model in the page instead.
 import { Model } from './pkg/index.js'; // the npm package's entry: no init() needed
+import { lastModelUrl, recall, remember, sessionName, setLastModelUrl } from './saved.js';
+import { draw } from './timeline.js';
+import { turn } from './turns.js';
 
-const MODEL_DIR = 'models/shakespeare-mamba-3m';
+const EMBEDDED = { key: 'models/shakespeare-mamba-3m/', name: 'shakespeare-mamba-3m' };
+const params = new URLSearchParams(location.search);
+const WORKER = params.get('worker') !== '0';
 const $ = (id) => document.getElementById(id);
-let model, session, promptLength = 0, generating = false;
+const mib = (bytes) => `${(bytes / 2 ** 20).toFixed(bytes < 2 ** 20 ? 2 : 1)} MiB`;
+/** A download's size as people read it: B, KiB, MiB or GiB. */
+const size = (bytes) => (bytes < 1024 ? `${bytes} B` : bytes < 2 ** 20 ? `${Math.round(bytes / 1024)} KiB`
+  : bytes < 2 ** 30 ? mib(bytes) : `${(bytes / 2 ** 30).toFixed(2)} GiB`);
+
+/** What the page holds; `window.demo` for the console (and the demo's browser test). */
+const demo = {
+  model: null,
+  session: null,
+  source: null, // { key, name, url? }: where the model came from; key names its saved session
+  promptLength: 0,
+  tokens: [], // ids generated since the prompt (data-tokens)
+  last: null, // the last turn: { kind, resumedFrom, generatedFrom, end, ... }
+  busy: true,
+};
+window.demo = demo;
+/** What a turn (turns.js) updates on the page. */
+const ui = { setState, showError, setBusy, showStats, save };
 
 function setState(state, message) {
   document.body.dataset.state = state;
   $('status').textContent = message;
+}
+
+function showError(e, context = '') {
+  const code = e && e.code ? ` [${e.code}]` : '';
+  setState('error', `${context}${e && e.message ? e.message : e}${code}`);
+  document.body.dataset.errorCode = (e && e.code) || '';
+}
+
+function notice(text) {
+  $('outcome').dataset.notice = text;
+  if (text) $('outcome').textContent = text;
 }
 
 function fillTable(id, rows) {
@@ -27,146 +64,180 @@ function fillTable(id, rows) {
   }));
 }
 
-/** The progress bar: bytes downloaded and uploaded over all files, then kernels compiled. */
-function progressBar() {
+/** The progress bar, one run: weight bytes read (90%; the loader reports every weight file's
+ *  size before the first byte), then kernels compiled (10%); indeterminate before the weights
+ *  (config, tokenizer, headers). */
+function progressBar(name) {
   const seen = new Map(); // "phase file" -> { loaded, total }
   return (e) => {
     seen.set(`${e.phase} ${e.file}`, e);
-    const bytes = [...seen.values()].filter((p) => p.phase !== 'compile');
-    const [loaded, total] = bytes.reduce(([l, t], p) => [l + p.loaded, t + p.total], [0, 0]);
-    $('progress').value = e.phase === 'compile' ? e.loaded / e.total : total ? loaded / total : 0;
+    const weights = [...seen.values()].filter((p) => p.phase === 'download' && p.file.endsWith('.safetensors'));
+    const [loaded, total] = weights.reduce(([l, t], p) => [l + p.loaded, t + p.total], [0, 0]);
+    const compiled = seen.get('compile kernels');
+    if (compiled) $('progress').value = 0.9 + 0.1 * (compiled.loaded / compiled.total);
+    else if (total) $('progress').value = 0.9 * (loaded / total);
+    else $('progress').removeAttribute('value');
     // Downloading and storing interleave piece by piece: the text follows the download.
-    if (e.phase === 'compile') setState('loading', `Compiling kernels (${e.loaded}/${e.total})…`);
-    else if (e.phase === 'download') setState('loading', `Loading ${e.file}: ${mib(e.loaded)} of ${mib(e.total)}…`);
+    if (e.phase === 'compile') setState('loading', `${name}: compiling kernels (${e.loaded}/${e.total})…`);
+    else if (e.phase === 'download') setState('loading', `${name}: loading ${e.file}, ${size(e.loaded)} of ${size(e.total)}…`);
+    else if (e.phase === 'upload' && e.file && !seen.has(`download ${e.file}`)) {
+      setState('loading', `${name}: reading ${e.file}, ${size(e.loaded)} of ${size(e.total)}…`);
+    }
     if (e.warning) console.warn(e.warning);
   };
 }
 
-const mib = (bytes) => `${(bytes / 2 ** 20).toFixed(bytes < 2 ** 20 ? 2 : 1)} MiB`;
+/** Buttons: nothing while busy; Continue and Regenerate only after a prompt. */
+function setBusy(busy) {
+  demo.busy = busy;
+  const none = !demo.session;
+  $('generate').disabled = busy || none;
+  $('regenerate').disabled = busy || none || demo.promptLength === 0;
+  $('continue').disabled = busy || none || demo.promptLength === 0;
+  $('stop').disabled = !busy || none || document.body.dataset.state !== 'generating';
+  for (const id of ['load-url', 'model-folder', 'load-embedded']) $(id).disabled = busy;
+}
 
-function showStats(outcome) {
-  const s = session.stats();
-  if (outcome) {
-    const from = outcome.resumedFrom === undefined ? 'no checkpoint' : `the checkpoint after token ${outcome.resumedFrom}`;
-    $('outcome').textContent = `Prompt: ${outcome.prefilled} token(s) run through the model, resumed from ${from}.`;
-    $('outcome').dataset.prefilled = String(outcome.prefilled);
-    $('outcome').dataset.resumedFrom = String(outcome.resumedFrom ?? '');
-  }
+/** Redraws what depends on the session: the checkpoint table and the timeline. */
+async function showStats() {
+  if (!demo.session) return;
+  const s = await demo.session.stats();
   fillTable('checkpoints', [
     ['history', `${s.historyLength} tokens`],
     ['checkpoints on it', s.checkpoints.length ? Array.from(s.checkpoints).join(', ') : 'none yet'],
-    ['one checkpoint', mib(s.checkpointBytes)],
-    ['cache', `${s.cacheEntries} checkpoints, ${mib(s.cacheBytes)} of ${mib(s.cacheBudget)}`],
     ['tokens run (session)', `${s.tokensPrefilled}, ${s.hits} resume(s) from a checkpoint`],
+  ]);
+  draw({ stats: s, blockSize: demo.model.info.blockSize, turn: demo.last });
+}
+
+/** Puts the output back as `record` left it (or empty). */
+function showText(record) {
+  $('output').querySelector('.prompt-text').textContent = record?.prompt ?? '';
+  $('output').querySelector('.generated').textContent = record?.generated ?? '';
+  $('output').dataset.tokens = (record?.tokens ?? []).join(' ');
+  demo.tokens = record?.tokens ?? [];
+  demo.promptLength = record?.promptLength ?? 0;
+  demo.last = record?.turn ?? null;
+  if (record) $('prompt').value = record.prompt;
+}
+
+/** Saves the session and the page's record after a turn (best effort). */
+async function save() {
+  const record = {
+    prompt: $('output').querySelector('.prompt-text').textContent,
+    generated: $('output').querySelector('.generated').textContent,
+    promptLength: demo.promptLength,
+    tokens: demo.tokens,
+    turn: demo.last,
+  };
+  const why = await remember(demo.session, demo.source.key, record);
+  if (why) {
+    console.warn(why);
+    notice(why);
+  }
+}
+
+function describe(info, source) {
+  document.body.dataset.backend = info.backend;
+  const gpu = info.backend === 'gpu';
+  fillTable('model', [
+    ['model', `${source.name}: d_model ${info.dModel}, ${info.layers} layers, vocabulary ${info.vocab}`],
+    ['running on', `${gpu ? `WebGPU — ${info.adapter}` : `the CPU — ${info.adapter}`}${WORKER ? ' (in a Web Worker)' : ''}`],
+    ['weights', `${info.weightFormat}, ${mib(info.weightBytes)}${gpu ? ' on the GPU' : ' in memory'}`],
+    ...(gpu ? [['GPU memory', `${mib(info.weightBytes + info.activationBytes + info.stateSlotBytes)}: `
+      + `${mib(info.weightBytes)} weights, ${mib(info.activationBytes)} activations, `
+      + `${mib(info.stateSlotBytes)} state and checkpoint slots`]] : []),
+    ['state', `${mib(info.stateBytes)} per checkpoint, a block every ${info.blockSize} tokens`],
+    ...(source.url ? [['from', source.url]] : []),
   ]);
 }
 
-function setBusy(busy) {
-  generating = busy;
-  $('generate').disabled = busy;
-  $('regenerate').disabled = busy || promptLength === 0;
-  $('continue').disabled = busy || promptLength === 0;
-  $('stop').disabled = !busy;
-}
-
-function options(reseed) {
-  // The inputs may hold anything a user types; the API wants whole numbers and t >= 0.
-  const whole = (id, fallback) => Math.max(0, Math.floor(Number($(id).value))) || fallback;
-  const o = {
-    maxTokens: whole('max-tokens', 80),
-    temperature: Math.max(0, Number($('temperature').value)) || 0,
-  };
-  if (reseed) o.seed = whole('seed', 0);
-  return o;
-}
-
-async function run(action) {
+/** Loads a model with `load(options)` and makes it the page's; the previous one stays until
+ *  the new one is ready (and stays if it fails). Restores the saved conversation if any. */
+async function open(source, load) {
   setBusy(true);
+  $('progress').removeAttribute('value');
+  setState('loading', `Loading ${source.name}…`);
+  let model;
   try {
-    await action();
-    setState('done', `Done (${model.info.backend === 'gpu' ? 'WebGPU' : 'CPU'}).`);
+    model = await load({ worker: WORKER, onProgress: progressBar(source.name) });
   } catch (e) {
-    showError(e);
-  } finally {
+    showError(e, `Could not load ${source.name}: `);
+    console.warn(e);
     setBusy(false);
-    showStats();
+    return false;
   }
+  $('progress').value = 1;
+  const previous = demo.model;
+  Object.assign(demo, { model, source, session: null, last: null });
+  previous?.free();
+  describe(model.info, source);
+  const record = recall(source.key);
+  let restored = null;
+  if (record) {
+    try {
+      restored = await model.restoreSession(sessionName(source.key));
+    } catch (e) {
+      console.warn('webmamba demo: the saved session was not restored:', e);
+    }
+  }
+  demo.session = restored ?? model.newSession();
+  showText(restored ? record : null);
+  $('outcome').textContent = restored ? `Restored the saved conversation (${record.promptLength} prompt token(s) `
+    + `and ${record.tokens.length} generated): Continue or a new prompt re-read nothing that was already read.` : '';
+  $('speed').textContent = '';
+  setBusy(false);
+  await showStats();
+  const gpu = model.info.backend === 'gpu';
+  setState('ready', `${restored ? 'Restored. ' : ''}${gpu ? 'Ready.' : 'WebGPU is not available in this browser: '
+    + 'running on the CPU (slower).'} Write a prompt and press Generate.`);
+  return true;
 }
 
-async function generate(reseed) {
-  const out = $('output').querySelector('.generated');
-  setState('running', 'Generating…');
-  const ids = [];
-  await session.generate(options(reseed), (text, id) => {
-    out.textContent += text;
-    ids.push(id);
-  });
-  $('output').dataset.tokens = (($('output').dataset.tokens || '') + ' ' + ids.join(' ')).trim();
+/** A folder URL in the Hugging Face layout; a Hub repository page becomes its file URL. */
+function folderUrl(text) {
+  const t = text.trim();
+  const hub = /^https:\/\/huggingface\.co\/([^/\s]+\/[^/\s]+?)\/?$/.exec(t);
+  if (hub) return `https://huggingface.co/${hub[1]}/resolve/main/`;
+  return t.endsWith('/') ? t : `${t}/`;
 }
 
-async function onGenerate() {
-  await run(async () => {
-    const prompt = $('prompt').value;
-    setState('running', 'Reading the prompt…');
-    const outcome = await session.edit(prompt);
-    promptLength = session.tokens().length;
-    showStats(outcome);
-    $('output').querySelector('.prompt-text').textContent = prompt;
-    $('output').querySelector('.generated').textContent = '';
-    $('output').dataset.tokens = '';
-    await generate(true);
-  });
-}
-
-async function onRegenerate() {
-  await run(async () => {
-    const outcome = await session.rewind(promptLength);
-    showStats(outcome);
-    $('output').querySelector('.generated').textContent = '';
-    $('output').dataset.tokens = '';
-    await generate(true);
-  });
-}
-
-async function onContinue() {
-  await run(() => generate(false));
+async function openUrl(url) {
+  const name = decodeURIComponent(url.replace(/\/resolve\/main\/$/, '').replace(/\/$/, '').split('/').pop() || url);
+  return open({ key: url, name, url }, (o) => Model.fromUrl(url, o));
 }
 
 async function main() {
-  try {
-    setState('loading', 'Downloading the model…');
-    // Streams the files into the GPU (or memory) and keeps them in the offline cache.
-    model = await Model.fromUrl(MODEL_DIR, { onProgress: progressBar() });
-    session = model.newSession();
-    window.demo = { model, get session() { return session; } }; // for the console (and the smoke test)
-    const info = model.info;
-    fillTable('model', [
-      ['model', `${MODEL_DIR.split('/').pop()}: d_model ${info.dModel}, ${info.layers} layers, vocabulary ${info.vocab}`],
-      ['running on', info.backend === 'gpu' ? `WebGPU — ${info.adapter}` : `the CPU — ${info.adapter}`],
-      ['weights', `${info.weightFormat}, ${mib(info.weightBytes)}${info.backend === 'gpu'
-        ? ` on the GPU (+ ${mib(info.activationBytes)} activations, ${mib(info.stateSlotBytes)} state and checkpoints)` : ' in memory'}`],
-      ['state size', mib(info.stateBytes)],
-    ]);
-    document.body.dataset.backend = info.backend;
-    $('generate').onclick = onGenerate;
-    $('regenerate').onclick = onRegenerate;
-    $('continue').onclick = onContinue;
-    $('stop').onclick = () => session.stop();
-    setBusy(false);
-    showStats();
-    setState('ready', info.backend === 'gpu'
-      ? 'Ready. Write a prompt and press Generate.'
-      : 'WebGPU is not available in this browser: running on the CPU (slower). Write a prompt and press Generate.');
-  } catch (e) {
-    showError(e);
+  $('generate').onclick = () => turn(demo, ui, 'generate');
+  $('regenerate').onclick = () => turn(demo, ui, 'regenerate');
+  $('continue').onclick = () => turn(demo, ui, 'continue');
+  $('stop').onclick = () => demo.session?.stop();
+  $('load-url').onclick = async () => {
+    const text = $('model-url').value;
+    if (!text.trim()) {
+      showError(new Error('Write a model folder URL first.'));
+      return;
+    }
+    const url = folderUrl(text);
+    if (await openUrl(url)) setLastModelUrl(url);
+  };
+  $('model-url').onkeydown = (e) => e.key === 'Enter' && $('load-url').click();
+  $('model-folder').onchange = async (e) => {
+    const files = e.target.files;
+    if (!files?.length) return;
+    const name = files[0].webkitRelativePath.split('/')[0] || files[0].name;
+    await open({ key: `folder ${name}`, name }, (o) => Model.fromFiles(files, o));
+    e.target.value = '';
+  };
+  $('load-embedded').onclick = async () => {
+    if (await open(EMBEDDED, (o) => Model.fromUrl(EMBEDDED.key, o))) setLastModelUrl(null);
+  };
+  const wanted = params.get('model') ?? lastModelUrl();
+  if (wanted && await openUrl(folderUrl(wanted))) return;
+  const failed = wanted ? $('status').textContent : '';
+  if (await open(EMBEDDED, (o) => Model.fromUrl(EMBEDDED.key, o)) && failed) {
+    notice(`${failed} — the embedded model was loaded instead.`);
   }
 }
 
-function showError(e) {
-  const code = e && e.code ? ` [${e.code}]` : '';
-  setState('error', `${e && e.message ? e.message : e}${code}`);
-  document.body.dataset.errorCode = (e && e.code) || '';
-  console.error(e);
-}
-
-main();
+main().catch((e) => showError(e));

@@ -43,6 +43,10 @@ pub struct ModelInfo {
     /// f16 storage: weights beyond ±65504 (clamped).
     #[wasm_bindgen(js_name = f16Overflow)]
     pub f16_overflow: f64,
+    /// Tokens per checkpoint block of the state cache: block checkpoints sit at its multiples,
+    /// prompt-end checkpoints anywhere.
+    #[wasm_bindgen(js_name = blockSize)]
+    pub block_size: u32,
     /// What went wrong without stopping the load (e.g. the offline cache is full).
     pub warnings: Vec<String>,
 }
@@ -64,6 +68,7 @@ impl ModelInfo {
             state_slot_bytes: 0.0,
             f16_subnormal: 0.0,
             f16_overflow: 0.0,
+            block_size: rt.cache_config().block_size as u32,
             warnings,
         };
         match e {

@@ -67,6 +67,10 @@ pub(crate) async fn open(source: &WebSource, reporter: &mut Reporter) -> Result<
         })?;
         headers.push(FileHeader::parse(name, json, size)?);
     }
+    // Every weight file's size before its first byte: a progress bar knows the whole from here.
+    for h in &headers {
+        reporter.report(Phase::Download, &h.name, 0, h.size);
+    }
     let layout = Layout::new(&config, headers, weight_map.as_ref())?;
     Ok(Opened { config, tokenizer_json, layout })
 }
