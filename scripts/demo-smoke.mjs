@@ -10,8 +10,9 @@
 //      the prompt-end checkpoint; Regenerate resumes from it (0 tokens re-read, ringed on the
 //      timeline) with the same text; the JS API's error paths stay typed in Worker mode (Busy: tests/browser/api.mjs);
 //   3. after a reload the model comes from the offline cache (no weight bytes from the server),
-//      the same text is back, and Continue re-reads nothing (`data-prefilled="0"`) and goes on
-//      with HF's next greedy tokens;
+//      the same text is back, Continue re-reads nothing (`data-prefilled="0"`) and goes on
+//      with HF's next greedy tokens, and a next prompt that extends the text reads only its
+//      new tokens;
 //   4. at a 390-px-wide phone viewport nothing overflows horizontally (nor at 1280x800);
 //   5. a URL with no model shows its error in the page and keeps the loaded model; a fixture
 //      model loads by URL through #model-url / #load-url and generates HF's greedy tokens for
@@ -197,6 +198,20 @@ async function reloadAndMore(page, again) {
   const more = await turn(page, '#continue', N);
   check(more.prefilled === '0', `Continue after the reload re-reads nothing (data-prefilled="${more.prefilled}", from ${more.resumedFrom})`);
   matchesHf(more.tokens, reference.greedy_ids, 2 * N, 'generate, reload, continue');
+  // The next prompt, the whole text and more: only the new tokens are read.
+  const extended = `${more.text} And then`;
+  const expect = await page.evaluate(async (t) => {
+    const ids = Array.from(await window.demo.model.encode(t));
+    const history = Array.from(await window.demo.session.tokens());
+    let common = 0;
+    while (common < history.length && ids[common] === history[common]) common += 1;
+    return { ids: ids.length, history: history.length, common };
+  }, extended);
+  await page.fill('#prompt', extended);
+  const next = await turn(page, '#generate', 4);
+  check(expect.common === expect.history && next.prefilled === String(expect.ids - expect.history)
+    && next.resumedFrom === String(expect.history),
+    `the next prompt after the reload reads only its new tokens (prefilled ${next.prefilled} of ${expect.ids}, from ${next.resumedFrom})`);
 
   await page.setViewportSize({ width: 390, height: 844 });
   await checkNoOverflow(page, 'a 390-px phone');

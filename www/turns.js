@@ -33,14 +33,16 @@ function showSpeed(t) {
   $('speed').textContent = `Last turn: ${parts.join(' · ')}`;
 }
 
-function showOutcome(kind, prefilled, resumedFrom, historyLength) {
-  const from = resumedFrom === undefined ? 'no checkpoint'
-    : kind === 'continue' && resumedFrom === historyLength ? `the live state after token ${resumedFrom}`
-      : `the checkpoint after token ${resumedFrom}`;
+/** `#outcome`: what the turn ran through the model and where its state came from — a cached
+ *  checkpoint (`fromCheckpoint`), the live state (the history already ended there) or zeros. */
+function showOutcome(kind, prefilled, resumedFrom, fromCheckpoint) {
+  const from = resumedFrom === 0 ? 'from the start (no checkpoint)'
+    : fromCheckpoint ? `resumed from the checkpoint after token ${resumedFrom}`
+      : `continuing the live state after token ${resumedFrom}`;
   const what = kind === 'continue' ? 'Continue' : 'Prompt';
-  $('outcome').textContent = `${what}: ${prefilled} token(s) run through the model, resumed from ${from}.`;
+  $('outcome').textContent = `${what}: ${prefilled} token(s) run through the model, ${from}.`;
   $('outcome').dataset.prefilled = String(prefilled);
-  $('outcome').dataset.resumedFrom = String(resumedFrom ?? '');
+  $('outcome').dataset.resumedFrom = resumedFrom > 0 ? String(resumedFrom) : '';
 }
 
 /** Runs one turn of `kind` on `demo.session`; `ui` is the page's (main.js). */
@@ -64,7 +66,8 @@ export async function turn(demo, ui, kind) {
     const generatedFrom = outcome ? demo.promptLength : before.historyLength;
     if (outcome) {
       generatedText.textContent = '';
-      showOutcome(kind, outcome.prefilled, outcome.resumedFrom, generatedFrom);
+      // The state came from where the tokens run begin (a checkpoint, the live state or zeros).
+      showOutcome(kind, outcome.prefilled, generatedFrom - outcome.prefilled, outcome.resumedFrom !== undefined);
     }
     const t1 = performance.now();
     ui.setState('generating', 'Generating…');
@@ -80,8 +83,8 @@ export async function turn(demo, ui, kind) {
     const after = await session.stats();
     const generated = after.historyLength - generatedFrom;
     const reread = Number(after.tokensPrefilled - before.tokensPrefilled) - generated;
-    const resumedFrom = outcome ? (outcome.resumedFrom ?? 0) : generatedFrom - reread;
-    if (!outcome) showOutcome(kind, reread, resumedFrom > 0 ? resumedFrom : undefined, generatedFrom);
+    const resumedFrom = generatedFrom - reread;
+    if (!outcome) showOutcome(kind, reread, resumedFrom, reread > 0);
     demo.last = { kind, resumedFrom, generatedFrom, end: after.historyLength };
     showSpeed({ reread, prefillMs: outcome ? t1 - t0 : 0, firstMs, generated, decodeMs: t2 - t1 });
     await ui.save();
