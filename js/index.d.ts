@@ -74,6 +74,8 @@ export interface ModelInfo {
   backend: string;
   /** The GPU adapter ('' on the CPU), and why the CPU was chosen if it was. */
   adapter: string;
+  /** config.json's `model_type`: 'mamba' or 'falcon_mamba'. */
+  architecture: string;
   dModel: number;
   layers: number;
   vocab: number;

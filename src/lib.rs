@@ -34,6 +34,6 @@ pub use error::{Error, Result};
 pub use gpu::GpuContext;
 pub use gpu_model::{ConversionStats, GpuMemory, GpuModel, GpuModelOptions, Matmul, WeightFormat};
 pub use load::{Phase, Progress, Reporter};
-pub use model::{Checkpoint, Config, Matrix, ModelWeights};
+pub use model::{Arch, Checkpoint, Config, Matrix, ModelWeights};
 pub use session::{GREEDY_BATCH, GenerateOptions, Outcome, Runtime, SessionId, SessionStats};
 pub use tokenizer::Tokenizer;

@@ -36,6 +36,7 @@ dual_test! {
             let w = f.checkpoint().weights().unwrap();
             assert_eq!(w.layers.len(), c.n_layer, "{}", f.name);
             assert_eq!(w.embedding.len(), c.vocab_size * c.d_model, "{}", f.name);
+            assert_eq!(c.arch == webmamba::Arch::FalconMamba, f.name.starts_with("falcon"), "{}", f.name);
             match f.name {
                 "tiny-f32" => assert_eq!((c.d_model, c.d_state, c.d_conv, c.dt_rank, c.d_inner), (16, 4, 4, 1, 32)),
                 "bias-untied-bf16" => {
@@ -49,6 +50,11 @@ dual_test! {
                 "original-sharded" => assert_eq!((c.vocab_size, c.dt_rank, c.d_state), (304, 2, 6)),
                 // intermediate_size 40, not expand 2 × 16 (HF builds in_proj with 80 rows)
                 "intermediate-f32" => assert_eq!((c.d_inner, w.layers[0].in_proj.len()), (40, 80 * 16)),
+                // mixer_rms_eps as config.json says: 1e-3 here, HF's default 1e-6 in the other
+                "falcon-f32" => assert_eq!((c.mixer_rms_eps, c.dt_rank, c.d_model), (1e-3, 4, 24)),
+                "falcon-bias-bf16" => {
+                    assert_eq!((c.mixer_rms_eps, c.use_bias, c.tie_embeddings, c.d_conv), (1e-6, true, false, 3))
+                }
                 other => panic!("unknown fixture {other}"),
             }
         }
@@ -337,4 +343,24 @@ mod folders {
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }
+}
+
+/// The fingerprint's text of a Mamba-1 config is what `{:?}` printed before the architecture
+/// fields existed (states exported by earlier builds keep importing); Falcon-Mamba's differs.
+#[test]
+fn config_identity_is_stable() {
+    let json = br#"{"model_type":"mamba","vocab_size":300,"hidden_size":16,"num_hidden_layers":2,
+        "state_size":4,"conv_kernel":4,"expand":2,"time_step_rank":1,"eos_token_id":0}"#;
+    let c = webmamba::Config::from_json(json).unwrap();
+    assert_eq!(
+        c.identity(),
+        "Config { d_model: 16, n_layer: 2, d_inner: 32, d_state: 4, d_conv: 4, dt_rank: 1, vocab_size: 300, \
+         use_bias: false, use_conv_bias: true, norm_eps: 1e-5, tie_embeddings: true, eos_token_id: Some(0) }"
+    );
+    let falcon = String::from_utf8(json.to_vec()).unwrap().replace("\"mamba\"", "\"falcon_mamba\"");
+    let f = webmamba::Config::from_json(falcon.as_bytes()).unwrap();
+    assert_eq!(f.arch, webmamba::Arch::FalconMamba);
+    assert_eq!(f.mixer_rms_eps, 1e-6);
+    assert!(f.identity().ends_with(", arch: \"falcon_mamba\", mixer_rms_eps: 1e-6 }"), "{}", f.identity());
+    assert_eq!(webmamba::Config::from_json(f.to_hf_json().as_bytes()).unwrap(), f);
 }

@@ -49,14 +49,21 @@ fn prompt_logits(rt: &Runtime, id: SessionId) -> Vec<f32> {
     rt.logits(id).unwrap().expect("logits after the prompt").to_vec()
 }
 
-/// Every way of reaching the same prompt gives the uninterrupted run's logits and tokens.
+/// Every way of reaching the same prompt gives the uninterrupted run's logits and tokens: on a
+/// Mamba-1 fixture at five block sizes, and on a Falcon-Mamba one at two.
 async fn resume_equivalence(ctx: Option<&GpuContext>) {
-    let f = &fixtures::all()[0];
+    let all = fixtures::all();
+    resume_equivalence_on(&all[0], &[1, 3, 8, 16, 64], ctx).await;
+    let falcon = all.iter().find(|f| f.name == "falcon-f32").expect("the falcon-f32 fixture");
+    resume_equivalence_on(falcon, &[3, 16], ctx).await;
+}
+
+async fn resume_equivalence_on(f: &Fixture, blocks: &[usize], ctx: Option<&GpuContext>) {
     let mut reference_engine = engine(f, ctx).await;
     let vocab = reference_engine.config().vocab_size as u32;
     let backend = reference_engine.name();
     let mut rng = SmallRng::seed_from_u64(5);
-    for block in [1usize, 3, 8, 16, 64] {
+    for &block in blocks {
         let config = CacheConfig { block_size: block, retention: Retention::Dense, budget_bytes: 64 << 20 };
         let mut rt = Runtime::new(engine(f, ctx).await, config).unwrap();
         let lengths =
@@ -281,6 +288,22 @@ async fn export_import(ctx: Option<&GpuContext>) {
     let mut foreign = Runtime::new(engine(&fixtures::all()[1], None).await, CacheConfig::default()).unwrap();
     let c = foreign.new_session().unwrap();
     assert_eq!(foreign.import_state(c, &bytes).await.unwrap_err().code(), "StateMismatch");
+
+    // The format names the architecture: a Falcon-Mamba model refuses a Mamba state by it.
+    let falcon = fixtures::all().into_iter().find(|f| f.name == "falcon-bias-bf16").unwrap();
+    let mut falcon = Runtime::new(engine(&falcon, None).await, CacheConfig::default()).unwrap();
+    let d = falcon.new_session().unwrap();
+    let e = falcon.import_state(d, &bytes).await.unwrap_err();
+    assert!(e.to_string().contains("from a mamba model; this one is falcon_mamba"), "{e}");
+
+    // A version-1 state (before the architecture field: Mamba-1) still imports.
+    let arch_len = u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
+    let mut v1 = [&bytes[..8], &1u32.to_le_bytes()[..], &bytes[16 + arch_len..bytes.len() - 32]].concat();
+    let checksum = *blake3::hash(&v1).as_bytes();
+    v1.extend_from_slice(&checksum);
+    let e2 = other.new_session().unwrap();
+    other.import_state(e2, &v1).await.unwrap();
+    assert_eq!(greedy(&mut other, e2, 5).await, rest);
 }
 
 dual_test! {

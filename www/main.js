@@ -141,7 +141,8 @@ function describe(info, source) {
   document.body.dataset.backend = info.backend;
   const gpu = info.backend === 'gpu';
   fillTable('model', [
-    ['model', `${source.name}: d_model ${info.dModel}, ${info.layers} layers, vocabulary ${info.vocab}`],
+    ['model', `${source.name} (${info.architecture === 'falcon_mamba' ? 'Falcon-Mamba' : 'Mamba'}): `
+      + `d_model ${info.dModel}, ${info.layers} layers, vocabulary ${info.vocab}`],
     ['running on', `${gpu ? `WebGPU — ${info.adapter}` : `the CPU — ${info.adapter}`}${WORKER ? ' (in a Web Worker)' : ''}`],
     ['weights', `${info.weightFormat}, ${mib(info.weightBytes)}${gpu ? ' on the GPU' : ' in memory'}`],
     ...(gpu ? [['GPU memory', `${mib(info.weightBytes + info.activationBytes + info.stateSlotBytes)}: `

@@ -4,10 +4,10 @@
 //! and the fallback where WebGPU is missing. Symbols: see the glossary in [`crate::model`].
 
 use crate::cpu::matmul::linear;
-use crate::cpu::ops::{rms_norm, scan_step, silu, softplus};
+use crate::cpu::ops::{rms_norm, rms_norm_in_place, scan_step, silu, softplus};
 use crate::cpu::state::{LayerState, State};
 use crate::error::{Error, Result};
-use crate::model::{Config, LayerWeights, ModelWeights};
+use crate::model::{Arch, Config, LayerWeights, ModelWeights};
 
 /// Tokens one chunk of a forward call runs at a time: the activations of a chunk, not of the
 /// whole call, are what a long prompt keeps in memory (~0.2 MB per token for a 130M model).
@@ -183,7 +183,17 @@ impl CpuModel {
         }
 
         // [δ | B | C] = u · W_xᵀ: (T, R + 2N); Δ = softplus(δ · W_dtᵀ + b_dt): (T, E·D)
-        let dbc = linear(&u, &w.x_proj, None);
+        let mut dbc = linear(&u, &w.x_proj, None);
+        if c.arch == Arch::FalconMamba {
+            // Falcon-Mamba: each of δ, B and C divided by its own RMS (no weights).
+            for row in dbc.chunks_exact_mut(r + 2 * n) {
+                let (delta_in, bc) = row.split_at_mut(r);
+                let (b, cc) = bc.split_at_mut(n);
+                for part in [delta_in, b, cc] {
+                    rms_norm_in_place(part, c.mixer_rms_eps);
+                }
+            }
+        }
         let delta_in: Vec<f32> = dbc.chunks_exact(r + 2 * n).flat_map(|row| &row[..r]).copied().collect();
         let delta: Vec<f32> =
             linear(&delta_in, &w.dt_proj, Some(&w.dt_proj_bias)).into_iter().map(softplus).collect();

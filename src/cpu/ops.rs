@@ -20,6 +20,13 @@ pub fn rms_norm(x: &[f32], weight: &[f32], eps: f32) -> Vec<f32> {
     y
 }
 
+/// RMSNorm without a weight, in place: `x ← x / sqrt(mean(x²) + eps)` (HF
+/// `FalconMambaWeightlessRMSNorm`, on Δ's input, B and C of every token).
+pub fn rms_norm_in_place(x: &mut [f32], eps: f32) {
+    let scale = 1.0 / (dot(x, x) / x.len() as f32 + eps).sqrt();
+    x.iter_mut().for_each(|v| *v *= scale);
+}
+
 /// `x · σ(x)`, with [`exp`] (in wasm, `f32::exp` is a call into software libm, 74K of them per
 /// decoded token of a 130M model).
 pub fn silu(x: f32) -> f32 {

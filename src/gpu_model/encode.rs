@@ -3,7 +3,7 @@
 
 use crate::gpu::dispatch;
 use crate::gpu_model::plan::{Kernels, LayerPlan, LinearCall, Plan};
-use crate::kernels::{conv1d_silu, embedding, linear, rms_norm, scan_carry, scan_chunks};
+use crate::kernels::{conv1d_silu, embedding, linear, rms_norm, rms_slices, scan_carry, scan_chunks};
 use crate::model::Config;
 
 /// What `body` finishes with.
@@ -47,6 +47,9 @@ fn layer(pass: &mut wgpu::ComputePass<'_>, k: &Kernels, c: &Config, l: &LayerPla
     linear(pass, &l.in_proj, t);
     k.conv1d_silu.dispatch(pass, &l.conv.bind_group, conv1d_silu::groups(di));
     linear(pass, &l.x_proj, t);
+    if let (Some(kernel), Some(call)) = (&k.rms_slices, &l.x_proj_norms) {
+        kernel.dispatch(pass, &call.bind_group, rms_slices::groups(t, max_dim));
+    }
     linear(pass, &l.dt_proj, t);
     if chunks > 1 {
         k.scan_chunks.dispatch(pass, &l.scan_chunks.bind_group, scan_chunks::groups(di, chunks));

@@ -118,7 +118,7 @@ impl Loading<'_> {
         let mut formats: Vec<WeightFormat> = w.matrices().map(|m| m.format).collect();
         formats.sort();
         formats.dedup();
-        let kernels = Kernels::new(ctx, options.matmul, &formats, config.d_state, reporter).await?;
+        let kernels = Kernels::new(ctx, options.matmul, &formats, &config, reporter).await?;
         let plan = ctx
             .scoped("building the forward pass", || Plan::new(ctx, &config, &kernels, &w, &acts, &state))
             .await??;

@@ -9,11 +9,11 @@ use crate::gpu_model::activations::{Activations, StateBuffers};
 use crate::gpu_model::format::WeightFormat;
 use crate::gpu_model::weights::{GpuWeights, SplitMatrix};
 use crate::kernels::{
-    argmax, conv1d_silu, embedding, gemv, gemv_coalesced, linear, linear_direct, rms_norm, scan_carry,
-    scan_chunks, scan_output, top_k,
+    argmax, conv1d_silu, embedding, gemv, gemv_coalesced, linear, linear_direct, rms_norm, rms_slices,
+    scan_carry, scan_chunks, scan_output, top_k,
 };
 use crate::load::{Phase, Reporter};
-use crate::model::Config;
+use crate::model::{Arch, Config};
 
 /// The pipelines that read weights, for one weight format (the shaders' `W_FORMAT`).
 pub(crate) struct WeightKernels {
@@ -44,6 +44,8 @@ pub(crate) struct Kernels {
     /// One set per weight format the model's matrices use.
     pub weights: Vec<WeightKernels>,
     pub rms_norm: Kernel,
+    /// Falcon-Mamba's norms on δ, B and C (compiled for that architecture only).
+    pub rms_slices: Option<Kernel>,
     pub conv1d_silu: Kernel,
     pub scan_chunks: Kernel,
     pub scan_carry: Kernel,
@@ -59,14 +61,15 @@ impl Kernels {
         ctx: &GpuContext,
         matmul: Matmul,
         formats: &[WeightFormat],
-        d_state: usize,
+        config: &Config,
         reporter: &mut Reporter,
     ) -> Result<Self> {
+        let falcon = config.arch == Arch::FalconMamba;
         let direct = matmul.is_direct(ctx);
         let (linear_name, linear_source) =
             if direct { ("linear_direct", linear_direct::SOURCE) } else { ("linear", linear::SOURCE) };
         let (gemv_name, gemv_source, gemv_groups) = gemv_kernel(direct);
-        let total = (7 + 3 * formats.len()) as u64;
+        let total = (7 + falcon as usize + 3 * formats.len()) as u64;
         let mut done = 0;
         let mut tick = |reporter: &mut Reporter| {
             done += 1;
@@ -89,7 +92,7 @@ impl Kernels {
             weights.push(WeightKernels { format, embedding, linear, gemv, gemv_groups });
         }
         // The scans are specialised for the model's N (loops unrolled, state in registers).
-        let n = [("N_STATE", d_state as f64)];
+        let n = [("N_STATE", config.d_state as f64)];
         let mut compile = async |name, source, bindings, constants: &[(&str, f64)]| {
             let layout = bind_group_layout(ctx, name, bindings);
             let k = Kernel::with_constants(ctx, name, source, layout, constants).await;
@@ -99,6 +102,10 @@ impl Kernels {
         Ok(Self {
             weights,
             rms_norm: compile("rms_norm", rms_norm::SOURCE, rms_norm::BINDINGS, &[]).await?,
+            rms_slices: match falcon {
+                true => Some(compile("rms_slices", rms_slices::SOURCE, rms_slices::BINDINGS, &[]).await?),
+                false => None,
+            },
             conv1d_silu: compile("conv1d_silu", conv1d_silu::SOURCE, conv1d_silu::BINDINGS, &[]).await?,
             scan_chunks: compile("scan_chunks", scan_chunks::SOURCE, scan_chunks::BINDINGS, &n).await?,
             scan_carry: compile("scan_carry", scan_carry::SOURCE, scan_carry::BINDINGS, &[]).await?,
@@ -145,6 +152,8 @@ pub(crate) struct LayerPlan {
     pub in_proj: LinearCall,
     pub conv: Call,
     pub x_proj: LinearCall,
+    /// Falcon-Mamba: δ, B and C normalised in place after x_proj.
+    pub x_proj_norms: Option<Call>,
     pub dt_proj: LinearCall,
     pub scan_chunks: Call,
     pub scan_carry: Call,
@@ -308,6 +317,12 @@ impl Plan {
                 let dt =
                     linear::LinearParams { flags: linear::SOFTPLUS, y_col: delta_at, ..lin(dbc_stride, di) };
                 let out = linear::LinearParams { flags: linear::ACCUMULATE, ..lin(di, d) };
+                let norms = rms_slices::RmsSlicesParams {
+                    stride: dbc_stride,
+                    dt_rank: r,
+                    d_state: n,
+                    eps: c.mixer_rms_eps,
+                };
                 Ok(LayerPlan {
                     norm: b.call(&k.rms_norm, &norm(0), &[&a.h, &l.norm, &a.x_norm]),
                     in_proj: b.linear(&a.x_norm, &l.in_proj, &a.xz, lin(d, 2 * di))?,
@@ -324,6 +339,7 @@ impl Plan {
                         ],
                     ),
                     x_proj: b.linear(&a.ud, &l.x_proj, &a.dbc, lin(di, dbc_stride))?,
+                    x_proj_norms: k.rms_slices.as_ref().map(|kernel| b.call(kernel, &norms, &[&a.dbc])),
                     dt_proj: b.linear(&a.dbc, &l.dt_proj, &a.ud, dt)?,
                     scan_chunks: b.call(&k.scan_chunks, &chunks, &[&a.ud, &a.dbc, &l.a_d, &a.chunk_ab]),
                     scan_carry: b.call(&k.scan_carry, &carry, &[&a.chunk_ab, &s.ssm, &a.chunk_h0]),

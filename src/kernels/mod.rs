@@ -14,6 +14,7 @@ pub mod gemv_coalesced;
 pub mod linear;
 pub mod linear_direct;
 pub mod rms_norm;
+pub mod rms_slices;
 pub mod scan_carry;
 pub mod scan_chunks;
 pub mod scan_output;
@@ -34,6 +35,7 @@ pub const SHADERS: &[(&str, &str)] = &[
     ("linear", linear::SOURCE),
     ("linear_direct", linear_direct::SOURCE),
     ("rms_norm", rms_norm::SOURCE),
+    ("rms_slices", rms_slices::SOURCE),
     ("scan_carry", scan_carry::SOURCE),
     ("scan_chunks", scan_chunks::SOURCE),
     ("scan_output", scan_output::SOURCE),

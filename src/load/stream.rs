@@ -147,7 +147,7 @@ impl<'a> TensorStream<'a> {
     /// and first 4 KiB, in name order (so two fine-tunes of one architecture differ).
     pub fn fingerprint(&self, config: &Config) -> [u8; 32] {
         let mut h = blake3::Hasher::new();
-        h.update(format!("{config:?}").as_bytes());
+        h.update(config.identity().as_bytes());
         let mut entries: Vec<_> = self.layout.files.iter().flat_map(|f| &f.tensors).collect();
         entries.sort_by(|a, b| a.name.cmp(&b.name));
         for e in entries {

@@ -1,9 +1,10 @@
 //! [`Config`]: the model's hyper-parameters, parsed from a checkpoint's `config.json`.
 //!
-//! Two formats are accepted:
+//! Two formats are accepted (`config_formats.rs`):
 //! - Hugging Face `MambaForCausalLM` (`"model_type": "mamba"`: `hidden_size`,
 //!   `num_hidden_layers`, `state_size`, `conv_kernel`, `expand`/`intermediate_size`,
-//!   `time_step_rank`, `use_bias`, `use_conv_bias`, `layer_norm_epsilon`, ...);
+//!   `time_step_rank`, `use_bias`, `use_conv_bias`, `layer_norm_epsilon`, ...) and
+//!   `FalconMambaForCausalLM` (`"falcon_mamba"`: the same fields and `mixer_rms_eps`);
 //! - the original `state-spaces/mamba-*` format (`d_model`, `n_layer`, `ssm_cfg`,
 //!   `pad_vocab_size_multiple`), recognised by its `d_model` key.
 //!
@@ -14,10 +15,38 @@
 //! an implementation, not the result. `residual_in_fp32` is honoured trivially: webmamba keeps
 //! the residual stream in f32 always.
 
-use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
+
+/// Which architecture a checkpoint is (`model_type` in config.json).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arch {
+    /// Mamba-1 (`MambaForCausalLM`, `"mamba"`; the original `state-spaces/mamba-*` format).
+    Mamba,
+    /// Falcon-Mamba (`FalconMambaForCausalLM`, `"falcon_mamba"`): Mamba-1 with weightless
+    /// RMSNorms (ε = `mixer_rms_eps`) on x_proj's three outputs — Δ's input, B and C — before
+    /// they are used.
+    FalconMamba,
+}
+
+impl Arch {
+    /// The `model_type` of its HF config (also what exported states and `info` call it).
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Mamba => "mamba",
+            Arch::FalconMamba => "falcon_mamba",
+        }
+    }
+
+    /// The HF class that runs it.
+    pub fn hf_class(self) -> &'static str {
+        match self {
+            Arch::Mamba => "MambaForCausalLM",
+            Arch::FalconMamba => "FalconMambaForCausalLM",
+        }
+    }
+}
 
 /// Mamba hyper-parameters, normalised from either config format. Symbols as in the paper.
 #[derive(Clone, Debug, PartialEq)]
@@ -47,133 +76,11 @@ pub struct Config {
     pub tie_embeddings: bool,
     /// Token id that ends a generation, when the config names one.
     pub eos_token_id: Option<u32>,
-}
-
-/// `time_step_rank` is a number or the string "auto".
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Rank {
-    Auto(String),
-    Value(usize),
-}
-
-impl Rank {
-    fn resolve(self, d_model: usize, field: &str) -> Result<usize> {
-        match self {
-            Rank::Value(r) => Ok(r),
-            Rank::Auto(s) if s == "auto" => Ok(d_model.div_ceil(16)),
-            Rank::Auto(s) => Err(Error::Config(format!("{field} must be a number or \"auto\", not {s:?}"))),
-        }
-    }
-}
-
-fn default_true() -> bool {
-    true
-}
-
-/// Hugging Face `MambaConfig` (the fields that matter; others are ignored).
-#[derive(Deserialize)]
-struct HfConfig {
-    vocab_size: usize,
-    hidden_size: usize,
-    num_hidden_layers: usize,
-    #[serde(default = "d_state_default")]
-    state_size: usize,
-    #[serde(default = "d_conv_default")]
-    conv_kernel: usize,
-    #[serde(default = "expand_default")]
-    expand: f64,
-    intermediate_size: Option<usize>,
-    #[serde(default = "rank_default")]
-    time_step_rank: Rank,
-    #[serde(default)]
-    use_bias: bool,
-    #[serde(default = "default_true")]
-    use_conv_bias: bool,
-    #[serde(default = "eps_default")]
-    layer_norm_epsilon: f32,
-    #[serde(default = "default_true")]
-    tie_word_embeddings: bool,
-    #[serde(default = "act_default")]
-    hidden_act: String,
-    eos_token_id: Option<Value>,
-}
-
-/// The original `state-spaces/mamba` `MambaConfig`.
-#[derive(Deserialize)]
-struct OriginalConfig {
-    d_model: usize,
-    n_layer: usize,
-    vocab_size: usize,
-    #[serde(default)]
-    ssm_cfg: OriginalSsmConfig,
-    #[serde(default = "default_true")]
-    rms_norm: bool,
-    #[serde(default = "pad_default")]
-    pad_vocab_size_multiple: usize,
-    #[serde(default = "default_true")]
-    tie_embeddings: bool,
-    #[serde(default = "eps_default")]
-    norm_epsilon: f32,
-}
-
-#[derive(Deserialize)]
-struct OriginalSsmConfig {
-    #[serde(default = "layer_default")]
-    layer: String,
-    #[serde(default = "d_state_default")]
-    d_state: usize,
-    #[serde(default = "d_conv_default")]
-    d_conv: usize,
-    #[serde(default = "expand_default")]
-    expand: f64,
-    #[serde(default = "rank_default")]
-    dt_rank: Rank,
-    #[serde(default = "default_true")]
-    conv_bias: bool,
-    #[serde(default)]
-    bias: bool,
-}
-
-impl Default for OriginalSsmConfig {
-    fn default() -> Self {
-        // Deserializing `{}` applies the same defaults as the serde attributes above.
-        serde_json::from_str("{}").expect("defaults of an empty ssm_cfg")
-    }
-}
-
-fn d_state_default() -> usize {
-    16
-}
-fn d_conv_default() -> usize {
-    4
-}
-fn expand_default() -> f64 {
-    2.0
-}
-fn rank_default() -> Rank {
-    Rank::Auto("auto".into())
-}
-fn eps_default() -> f32 {
-    1e-5
-}
-fn act_default() -> String {
-    "silu".into()
-}
-fn pad_default() -> usize {
-    8
-}
-fn layer_default() -> String {
-    "Mamba1".into()
-}
-
-/// E·D = int(expand × D), as HF computes it; `expand` must be a positive finite number.
-fn inner_width(expand: f64, d_model: usize) -> Result<usize> {
-    let width = expand * d_model as f64;
-    if !(expand.is_finite() && expand > 0.0 && width < u32::MAX as f64) {
-        return Err(Error::Config(format!("expand {expand} × hidden_size {d_model} is not a usable width")));
-    }
-    Ok(width as usize)
+    /// The architecture.
+    pub arch: Arch,
+    /// ε of Falcon-Mamba's weightless RMSNorms on Δ's input, B and C (`mixer_rms_eps`;
+    /// unused by [`Arch::Mamba`]).
+    pub mixer_rms_eps: f32,
 }
 
 impl Config {
@@ -185,10 +92,11 @@ impl Config {
             Self::from_original(value)?
         } else {
             match value.get("model_type").and_then(Value::as_str) {
-                Some("mamba") => Self::from_hf(value)?,
+                Some("mamba") => Self::from_hf(value, Arch::Mamba)?,
+                Some("falcon_mamba") => Self::from_hf(value, Arch::FalconMamba)?,
                 Some(other) => {
                     return Err(Error::UnsupportedModel(format!(
-                        "model_type {other:?} (webmamba runs Mamba-1 checkpoints: \"mamba\")"
+                        "model_type {other:?} (webmamba runs \"mamba\" and \"falcon_mamba\" checkpoints)"
                     )));
                 }
                 None => {
@@ -200,77 +108,6 @@ impl Config {
         };
         config.validate()?;
         Ok(config)
-    }
-
-    fn from_hf(value: Value) -> Result<Self> {
-        let c: HfConfig = serde_json::from_value(value)
-            .map_err(|e| Error::Config(format!("Hugging Face Mamba config: {e}")))?;
-        if c.hidden_act != "silu" {
-            return Err(Error::UnsupportedModel(format!(
-                "hidden_act {:?} (Mamba uses \"silu\")",
-                c.hidden_act
-            )));
-        }
-        // As HF transformers (5.x): `intermediate_size` when config.json has it (even where it
-        // is not expand × hidden_size: HF then builds and runs the mixer at that width), else
-        // int(expand × hidden_size). The weights' shapes are checked against it (`Layout`).
-        let d_inner = match c.intermediate_size {
-            Some(0) => return Err(Error::Config("intermediate_size is 0".into())),
-            Some(n) => n,
-            None => inner_width(c.expand, c.hidden_size)?,
-        };
-        // HF allows a list of eos ids; the first ends generation.
-        let eos_token_id = match c.eos_token_id {
-            Some(Value::Number(n)) => n.as_u64().map(|v| v as u32),
-            Some(Value::Array(ids)) => ids.first().and_then(Value::as_u64).map(|v| v as u32),
-            _ => None,
-        };
-        Ok(Config {
-            d_model: c.hidden_size,
-            n_layer: c.num_hidden_layers,
-            d_inner,
-            d_state: c.state_size,
-            d_conv: c.conv_kernel,
-            dt_rank: c.time_step_rank.resolve(c.hidden_size, "time_step_rank")?,
-            vocab_size: c.vocab_size,
-            use_bias: c.use_bias,
-            use_conv_bias: c.use_conv_bias,
-            norm_eps: c.layer_norm_epsilon,
-            tie_embeddings: c.tie_word_embeddings,
-            eos_token_id,
-        })
-    }
-
-    fn from_original(value: Value) -> Result<Self> {
-        let c: OriginalConfig = serde_json::from_value(value)
-            .map_err(|e| Error::Config(format!("state-spaces Mamba config: {e}")))?;
-        if c.ssm_cfg.layer != "Mamba1" {
-            return Err(Error::UnsupportedModel(format!(
-                "ssm_cfg.layer {:?} (webmamba runs Mamba1)",
-                c.ssm_cfg.layer
-            )));
-        }
-        if !c.rms_norm {
-            return Err(Error::UnsupportedModel("rms_norm = false (LayerNorm blocks)".into()));
-        }
-        let multiple = c.pad_vocab_size_multiple.max(1);
-        let vocab_size = c.vocab_size.div_ceil(multiple).checked_mul(multiple).ok_or_else(|| {
-            Error::Config(format!("vocab_size {} padded to a multiple of {multiple} overflows", c.vocab_size))
-        })?;
-        Ok(Config {
-            d_model: c.d_model,
-            n_layer: c.n_layer,
-            d_inner: inner_width(c.ssm_cfg.expand, c.d_model)?,
-            d_state: c.ssm_cfg.d_state,
-            d_conv: c.ssm_cfg.d_conv,
-            dt_rank: c.ssm_cfg.dt_rank.resolve(c.d_model, "ssm_cfg.dt_rank")?,
-            vocab_size,
-            use_bias: c.ssm_cfg.bias,
-            use_conv_bias: c.ssm_cfg.conv_bias,
-            norm_eps: c.norm_epsilon,
-            tie_embeddings: c.tie_embeddings,
-            eos_token_id: None,
-        })
     }
 
     fn validate(&self) -> Result<()> {
@@ -290,6 +127,9 @@ impl Config {
         }
         if !(self.norm_eps.is_finite() && self.norm_eps >= 0.0) {
             return Err(Error::Config(format!("layer_norm_epsilon {} is not usable", self.norm_eps)));
+        }
+        if !(self.mixer_rms_eps.is_finite() && self.mixer_rms_eps >= 0.0) {
+            return Err(Error::Config(format!("mixer_rms_eps {} is not usable", self.mixer_rms_eps)));
         }
         // Every tensor and the whole state must be countable in u32 (what GPU indices hold; a
         // 2.8B model's largest tensor has 129M elements): sizes from a hostile config must not
@@ -351,7 +191,8 @@ impl Config {
         Ok(())
     }
 
-    /// This config as a Hugging Face `config.json` (`MambaForCausalLM`) that parses back to it.
+    /// This config as a Hugging Face `config.json` (`MambaForCausalLM` or
+    /// `FalconMambaForCausalLM`) that parses back to it.
     pub fn to_hf_json(&self) -> String {
         // `intermediate_size` carries the width (HF and `from_json` take it over expand), and
         // HF 5.24's strict `MambaConfig` wants an integer `expand`: 2, not 2.0 (which it
@@ -359,10 +200,11 @@ impl Config {
         // quotient when it is whole, else the nearest whole number at least 1.
         let expand = (self.d_inner as f64 / self.d_model.max(1) as f64).round().max(1.0) as u64;
         // The f32 epsilon as the decimal it was written as (1e-5, not 9.999999747378752e-6).
-        let eps = self.norm_eps.to_string().parse::<f64>().unwrap_or(f64::from(self.norm_eps));
-        serde_json::json!({
-            "architectures": ["MambaForCausalLM"],
-            "model_type": "mamba",
+        let decimal = |x: f32| x.to_string().parse::<f64>().unwrap_or(f64::from(x));
+        let eps = decimal(self.norm_eps);
+        let mut json = serde_json::json!({
+            "architectures": [self.arch.hf_class()],
+            "model_type": self.arch.name(),
             "vocab_size": self.vocab_size,
             "hidden_size": self.d_model,
             "num_hidden_layers": self.n_layer,
@@ -376,8 +218,39 @@ impl Config {
             "layer_norm_epsilon": eps,
             "tie_word_embeddings": self.tie_embeddings,
             "eos_token_id": self.eos_token_id,
-        })
-        .to_string()
+        });
+        if self.arch == Arch::FalconMamba {
+            json["mixer_rms_eps"] = decimal(self.mixer_rms_eps).into();
+        }
+        json.to_string()
+    }
+
+    /// The text of this config that a model's fingerprint hashes (so exported states name
+    /// their model). For Mamba-1 it is exactly what `{:?}` printed before `arch` and
+    /// `mixer_rms_eps` existed, so states exported by earlier builds still import; other
+    /// architectures append both.
+    pub fn identity(&self) -> String {
+        let base = format!(
+            "Config {{ d_model: {:?}, n_layer: {:?}, d_inner: {:?}, d_state: {:?}, d_conv: {:?}, \
+             dt_rank: {:?}, vocab_size: {:?}, use_bias: {:?}, use_conv_bias: {:?}, norm_eps: {:?}, \
+             tie_embeddings: {:?}, eos_token_id: {:?}",
+            self.d_model,
+            self.n_layer,
+            self.d_inner,
+            self.d_state,
+            self.d_conv,
+            self.dt_rank,
+            self.vocab_size,
+            self.use_bias,
+            self.use_conv_bias,
+            self.norm_eps,
+            self.tie_embeddings,
+            self.eos_token_id,
+        );
+        match self.arch {
+            Arch::Mamba => format!("{base} }}"),
+            arch => format!("{base}, arch: {:?}, mixer_rms_eps: {:?} }}", arch.name(), self.mixer_rms_eps),
+        }
     }
 
     /// Width of `x_proj`'s output: Δ (R) ‖ B (N) ‖ C (N).

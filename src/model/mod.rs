@@ -21,9 +21,11 @@
 //! | `d` | D (skip) | per-channel skip weight (not the width D) |
 //! | `ssm` | h | SSM state (E·D, N): h_t = exp(Δ_t A) ⊙ h_{t−1} + Δ_t B_t x_t |
 //! | `conv` | — | the last K−1 conv inputs, the conv1d's carried window |
+//! | `mixer_rms_eps` | — | Falcon-Mamba only: ε of the weightless RMSNorms applied to δ (the R inputs of `dt_proj`), B and C of every token right after `x_proj` |
 
 mod checkpoint;
 mod config;
+mod config_formats;
 mod header;
 mod layout;
 pub(crate) mod matrix;
@@ -31,7 +33,7 @@ mod random;
 mod weights;
 
 pub use checkpoint::Checkpoint;
-pub use config::Config;
+pub use config::{Arch, Config};
 pub use header::{FileHeader, TensorEntry, parse_index, shard_names};
 pub use layout::{Layout, Part, Planned, Role};
 pub use matrix::{Matrix, MatrixData};

@@ -4,7 +4,8 @@
 //! Format, little-endian:
 //! ```text
 //! magic  "WMSTATE\0"                    8 bytes
-//! version u32 = 1
+//! version u32 = 2
+//! architecture: n u32, n UTF-8 bytes   (Config::arch's name: "mamba", "falcon_mamba"; not in v1)
 //! model fingerprint                     32 bytes  (ModelWeights::fingerprint)
 //! token prefix hash                     32 bytes  (blake3 of the tokens)
 //! n_tokens u64, tokens u32 × n_tokens
@@ -12,14 +13,16 @@
 //! n_state u64,  state f32 × n_state    (State::to_flat)
 //! checksum                              32 bytes  (blake3 of everything before it)
 //! ```
+//! Version 1 (no architecture field: Mamba-1) still imports.
 
 use crate::cache::keys;
 use crate::cpu::State;
 use crate::error::{Error, Result};
+use crate::model::Arch;
 use crate::session::{Done, Runtime, SessionId};
 
 const MAGIC: &[u8; 8] = b"WMSTATE\0";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
 fn tokens_hash(tokens: &[u32]) -> [u8; 32] {
     let mut h = blake3::Hasher::new();
@@ -68,6 +71,9 @@ impl Runtime {
         let mut out = Vec::with_capacity(128 + 4 * (s.history.len() + logits.len() + flat.len()));
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&VERSION.to_le_bytes());
+        let arch = self.engine.config().arch.name().as_bytes();
+        out.extend_from_slice(&(arch.len() as u32).to_le_bytes());
+        out.extend_from_slice(arch);
         out.extend_from_slice(&self.engine.fingerprint());
         out.extend_from_slice(&tokens_hash(&s.history));
         out.extend_from_slice(&(s.history.len() as u64).to_le_bytes());
@@ -103,9 +109,23 @@ impl Runtime {
             return Err(Error::StateMismatch("not a webmamba state".into()));
         }
         let version = u32::from_le_bytes(r.take(4)?.try_into().expect("4 bytes"));
-        if version != VERSION {
+        let arch = match version {
+            1 => Arch::Mamba.name().as_bytes(),
+            VERSION => {
+                let n = u32::from_le_bytes(r.take(4)?.try_into().expect("4 bytes"));
+                r.take(n as usize)?
+            }
+            _ => {
+                return Err(Error::StateMismatch(format!(
+                    "format version {version}; this build reads 1 to {VERSION}"
+                )));
+            }
+        };
+        let ours = self.engine.config().arch.name();
+        if arch != ours.as_bytes() {
             return Err(Error::StateMismatch(format!(
-                "format version {version}; this build reads {VERSION}"
+                "the state is from a {} model; this one is {ours}",
+                String::from_utf8_lossy(arch)
             )));
         }
         if r.take(32)? != self.engine.fingerprint() {

@@ -14,6 +14,8 @@ pub struct ModelInfo {
     pub backend: String,
     /// The GPU adapter ("" on the CPU), and why the CPU was chosen if it was.
     pub adapter: String,
+    /// The architecture, as config.json's `model_type`: "mamba" or "falcon_mamba".
+    pub architecture: String,
     /// Width of the residual stream.
     #[wasm_bindgen(js_name = dModel)]
     pub d_model: u32,
@@ -58,6 +60,7 @@ impl ModelInfo {
         let mut info = ModelInfo {
             backend: e.name().into(),
             adapter,
+            architecture: c.arch.name().into(),
             d_model: c.d_model as u32,
             layers: c.n_layer as u32,
             vocab: c.vocab_size as u32,

@@ -48,8 +48,16 @@ macro_rules! single {
 }
 
 /// Names of every fixture folder (a native test checks this against `tests/fixtures/`).
-pub const NAMES: &[&str] =
-    &["tiny-f32", "bias-untied-bf16", "wide-f16", "medium-bf16", "original-sharded", "intermediate-f32"];
+pub const NAMES: &[&str] = &[
+    "tiny-f32",
+    "bias-untied-bf16",
+    "wide-f16",
+    "medium-bf16",
+    "original-sharded",
+    "intermediate-f32",
+    "falcon-f32",
+    "falcon-bias-bf16",
+];
 
 /// Every fixture.
 pub fn all() -> Vec<Fixture> {
@@ -76,6 +84,8 @@ pub fn all() -> Vec<Fixture> {
             reference: file!("original-sharded", "reference.safetensors"),
         },
         single!("intermediate-f32"),
+        single!("falcon-f32"),
+        single!("falcon-bias-bf16"),
     ]
 }
 

@@ -1,0 +1,33 @@
+//! Falcon-Mamba's weightless RMSNorms on the GPU: the Rust side of `shaders/rms_slices.wgsl`.
+//!
+//! In place on x_proj's output `dbc` (T, R + 2N): each token's δ (R), B (N) and C (N) are each
+//! divided by their own `sqrt(mean(v²) + eps)`. One workgroup per (row, slice).
+
+use crate::gpu::{Binding, grid_2d};
+
+/// WGSL source of the kernel.
+pub const SOURCE: &str = include_str!("../../shaders/rms_slices.wgsl");
+
+/// step, params, dbc (T, R + 2N), normalised in place.
+pub const BINDINGS: &[Binding] = &[Binding::Uniform, Binding::Uniform, Binding::ReadWrite];
+
+/// The kernel's uniform parameters (`Params` in the shader).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct RmsSlicesParams {
+    /// Floats per row of dbc: R + 2N.
+    pub stride: u32,
+    /// R: the δ slice's length.
+    pub dt_rank: u32,
+    /// N: the B and C slices' length.
+    pub d_state: u32,
+    /// `mixer_rms_eps`.
+    pub eps: f32,
+}
+
+/// Workgroups for `rows` rows: one per (row, slice), rows on a 2-D grid within the device's
+/// limit, the three slices along z.
+pub fn groups(rows: u32, max_per_dim: u32) -> (u32, u32, u32) {
+    let (x, y) = grid_2d(rows, max_per_dim);
+    (x, y, 3)
+}
