@@ -5,6 +5,11 @@
 //!
 //! Every kernel of the forward pass takes the shared [`Step`] uniform at binding 0 (written
 //! once per forward call) and its own static `Params` at binding 1.
+//!
+//! Rust is the source of truth for that contract: `tests/kernel_contract.rs` reflects every
+//! shader with naga and checks each `Params` and `Step` (size, member names and offsets) and
+//! the constants both sides use (flags, `TILE`, `K_MAX`, `N_MAX`, `STAGE`...) against the
+//! Rust structs and constants here.
 
 pub mod argmax;
 pub mod conv1d_silu;

@@ -1,0 +1,154 @@
+//! The Rust↔WGSL kernel contract, with Rust as the source of truth: every shader is reflected
+//! with naga and each uniform struct it declares (`Params`, `Step`) must have the size and the
+//! member offsets of the Rust struct the host writes into it (`src/kernels/*.rs`), member for
+//! member by name; the constants both sides use (flags, limits, workgroup-memory sizes) must
+//! have the same values. A mismatch here is a kernel reading the wrong field, or writing past
+//! its workgroup memory, on the GPU.
+#![cfg(not(target_arch = "wasm32"))]
+
+use std::mem::{offset_of, size_of};
+
+use naga::{Expression, Literal, Module, TypeInner};
+use webmamba::kernels::{self, *};
+
+fn module(shader: &str) -> Module {
+    let source = kernels::SHADERS
+        .iter()
+        .find(|(name, _)| *name == shader)
+        .unwrap_or_else(|| panic!("no shader {shader}"))
+        .1;
+    naga::front::wgsl::parse_str(source).unwrap_or_else(|e| panic!("{shader}: {}", e.emit_to_string(source)))
+}
+
+/// `struct_name` of `shader`: (size in bytes, [(member, offset)]) as the shader lays it out.
+fn wgsl_struct(shader: &str, struct_name: &str) -> (u32, Vec<(String, u32)>) {
+    let m = module(shader);
+    let (_, ty) = m
+        .types
+        .iter()
+        .find(|(_, t)| t.name.as_deref() == Some(struct_name))
+        .unwrap_or_else(|| panic!("{shader}: no struct {struct_name}"));
+    let TypeInner::Struct { members, span } = &ty.inner else {
+        panic!("{shader}: {struct_name} is not a struct")
+    };
+    (*span, members.iter().map(|mb| (mb.name.clone().unwrap_or_default(), mb.offset)).collect())
+}
+
+/// The struct's layout in the shader equals the Rust one: same size, and every named member
+/// (padding, `_…`, excepted: the sizes cover it) at the same offset on both sides.
+fn check(shader: &str, struct_name: &str, size: usize, rust: &[(&str, usize)]) {
+    let (span, members) = wgsl_struct(shader, struct_name);
+    assert_eq!(span as usize, size, "{shader}: {struct_name} is {span} bytes in WGSL, {size} in Rust");
+    let named: Vec<(String, u32)> = members.into_iter().filter(|(n, _)| !n.starts_with('_')).collect();
+    let rust: Vec<(String, u32)> =
+        rust.iter().filter(|(n, _)| !n.starts_with('_')).map(|(n, o)| (n.to_string(), *o as u32)).collect();
+    assert_eq!(named, rust, "{shader}: {struct_name} members (name, offset): WGSL left, Rust right");
+}
+
+/// Checks `shader`'s `Params` against Rust type `$ty` with fields `$f…` (in declaration order;
+/// a field left out changes the size and fails).
+macro_rules! params {
+    ($shader:literal, $ty:ty, [$($f:ident),* $(,)?]) => {
+        check($shader, "Params", size_of::<$ty>(), &[$((stringify!($f), offset_of!($ty, $f))),*])
+    };
+}
+
+#[test]
+fn every_params_struct_matches_its_rust_struct() {
+    params!("argmax", argmax::ArgmaxParams, [vocab, capacity, _pad]);
+    params!(
+        "conv1d_silu",
+        conv1d_silu::Conv1dParams,
+        [d_inner, d_conv, xz_stride, state_offset, has_bias, map_len, slot_len, _pad]
+    );
+    params!("embedding", embedding::EmbeddingParams, [d_model, row_start, n_rows, w_scales]);
+    for shader in ["linear", "linear_direct", "gemv", "gemv_coalesced"] {
+        use linear::LinearParams as P;
+        let fields = [
+            ("n_in", offset_of!(P, n_in)),
+            ("n_out", offset_of!(P, n_out)),
+            ("x_stride", offset_of!(P, x_stride)),
+            ("w_scales", offset_of!(P, w_scales)),
+            ("x_row_start", offset_of!(P, x_row_start)),
+            ("y_stride", offset_of!(P, y_stride)),
+            ("y_col", offset_of!(P, y_col)),
+            ("rows_max", offset_of!(P, rows_max)),
+            ("flags", offset_of!(P, flags)),
+        ];
+        check(shader, "Params", size_of::<P>(), &fields);
+    }
+    params!("rms_norm", rms_norm::RmsNormParams, [cols, eps, flags, _pad]);
+    params!("rms_slices", rms_slices::RmsSlicesParams, [stride, dt_rank, d_state, eps]);
+    params!("scan_carry", scan_carry::ScanCarryParams, [plane, state_offset, _pad]);
+    params!(
+        "scan_chunks",
+        scan_chunks::ScanChunksParams,
+        [d_inner, dbc_stride, dt_rank, chunk, delta_at, _pad]
+    );
+    params!(
+        "scan_output",
+        scan_output::ScanOutputParams,
+        [
+            d_inner,
+            dbc_stride,
+            dt_rank,
+            chunk,
+            state_offset,
+            xz_stride,
+            delta_at,
+            map_len,
+            slot_len,
+            slot_ssm_at,
+            _pad
+        ]
+    );
+    params!("top_k", top_k::TopKParams, [vocab, k, capacity, _pad]);
+}
+
+#[test]
+fn every_step_struct_matches_the_rust_step() {
+    let rust = [("t_len", offset_of!(Step, t_len)), ("n_chunks", offset_of!(Step, n_chunks))];
+    let mut with_step = 0;
+    for (shader, _) in kernels::SHADERS {
+        if module(shader).types.iter().any(|(_, t)| t.name.as_deref() == Some("Step")) {
+            check(shader, "Step", size_of::<Step>(), &rust);
+            with_step += 1;
+        }
+    }
+    assert!(with_step >= 10, "only {with_step} shaders declare Step");
+}
+
+/// The value of `const name` in `shader` (a u32 literal).
+fn constant(shader: &str, name: &str) -> u32 {
+    let m = module(shader);
+    let (_, c) = m
+        .constants
+        .iter()
+        .find(|(_, c)| c.name.as_deref() == Some(name))
+        .unwrap_or_else(|| panic!("{shader}: no const {name}"));
+    match m.global_expressions[c.init] {
+        Expression::Literal(Literal::U32(v)) => v,
+        ref other => panic!("{shader}: const {name} is not a u32 literal: {other:?}"),
+    }
+}
+
+#[test]
+fn shared_constants_have_one_value() {
+    for shader in ["linear", "linear_direct", "gemv", "gemv_coalesced"] {
+        assert_eq!(constant(shader, "BIAS"), linear::BIAS, "{shader}: BIAS");
+        assert_eq!(constant(shader, "ACCUMULATE"), linear::ACCUMULATE, "{shader}: ACCUMULATE");
+        assert_eq!(constant(shader, "SOFTPLUS"), linear::SOFTPLUS, "{shader}: SOFTPLUS");
+    }
+    for shader in ["linear", "linear_direct"] {
+        assert_eq!(constant(shader, "TILE"), linear::TILE, "{shader}: TILE");
+    }
+    assert_eq!(constant("gemv_coalesced", "ROWS"), gemv_coalesced::OUTPUTS_PER_GROUP);
+    assert_eq!(constant("rms_norm", "LAST_ROW"), rms_norm::LAST_ROW);
+    assert_eq!(constant("argmax", "NAN_PICK"), argmax::NAN_PICK);
+    assert_eq!(constant("conv1d_silu", "K_MAX") as usize, conv1d_silu::K_MAX);
+    for shader in ["scan_chunks", "scan_output"] {
+        // Workgroup memory is sized by STAGE in the shader and checked against it at load.
+        assert_eq!(constant(shader, "STAGE") as usize, scan_chunks::STAGE, "{shader}: STAGE");
+        assert_eq!(constant(shader, "N_MAX") as usize, scan_output::N_MAX, "{shader}: N_MAX");
+    }
+}
