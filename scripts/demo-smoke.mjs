@@ -15,8 +15,8 @@
 //      new tokens;
 //   4. at a 390-px-wide phone viewport nothing overflows horizontally (nor at 1280x800);
 //   5. a URL with no model shows its error in the page and keeps the loaded model; a fixture
-//      model loads by URL through #model-url / #load-url and generates HF's greedy tokens for
-//      it (tests/fixtures/tiny-f32/reference.safetensors);
+//      model (a Falcon-Mamba) loads by URL through #model-url / #load-url and generates HF's
+//      greedy tokens for it (tests/fixtures/falcon-bias-bf16/reference.safetensors);
 //   6. without WebGPU (no --enable-unsafe-webgpu) the page says so, falls back to the CPU, and
 //      still gives HF's tokens;
 // and that no page raised an uncaught error or logged a console error.
@@ -29,7 +29,7 @@ import { serve } from './serve.mjs';
 const BASE_ARGS = ['--no-sandbox', '--disable-background-networking', '--disable-component-update',
   '--disable-sync', '--disable-quic', '--no-first-run'];
 const reference = JSON.parse(await readFile('www/models/shakespeare-mamba-3m/hf_reference.json', 'utf8'));
-const fixture = await fixtureReference('tiny-f32');
+const fixture = await fixtureReference('falcon-bias-bf16'); // a Falcon-Mamba, by URL
 const EOS = 0; // both models' end-of-text id
 const N = 24; // tokens per greedy turn (the embedded reference has 48: two turns)
 
@@ -79,7 +79,7 @@ async function turn(page, button, n) {
 /** `tokens` are HF's greedy `want` (or a prefix of it that stopped at the end token). */
 function matchesHf(tokens, want, n, label) {
   const same = JSON.stringify(tokens) === JSON.stringify(want.slice(0, tokens.length));
-  const stoppedAtEos = tokens.length < n && want[tokens.length] === EOS;
+  const stoppedAtEos = tokens.length < n && tokens.at(-1) === EOS; // the end token is kept
   check(tokens.length > 0 && same && (tokens.length === n || stoppedAtEos),
     `${label}: ${tokens.length} greedy tokens equal HF transformers' (${JSON.stringify(tokens.slice(0, 8))}…)`);
 }
@@ -113,7 +113,7 @@ async function checkApiErrors(page, backend) {
     `the session survives failed calls: ${JSON.stringify(api.text)}`);
 }
 
-/** Loads the tiny-f32 fixture through #model-url / #load-url and generates greedily with it. */
+/** Loads the falcon-bias-bf16 fixture through #model-url / #load-url and generates greedily with it. */
 async function checkLoadByUrl(page, base) {
   // A folder with no model first: the error is in the page, the loaded model stays usable.
   await page.fill('#model-url', `${base}no-such-model/`);
@@ -122,12 +122,12 @@ async function checkLoadByUrl(page, base) {
   const usable = await page.evaluate(() => !document.getElementById('generate').disabled);
   check(failed.state === 'error' && /no-such-model/.test(failed.status) && /\[\w+\]/.test(failed.status) && usable,
     `a URL with no model gives an error in the page and keeps the model: ${failed.status}`);
-  await page.fill('#model-url', `${base}fixtures/tiny-f32/`);
+  await page.fill('#model-url', `${base}fixtures/falcon-bias-bf16/`);
   await page.click('#load-url');
   const loaded = await waitFor(page, ['ready', 'error']);
   const table = await page.evaluate(() => document.getElementById('model').textContent);
   const { hidden_size: d, num_hidden_layers: layers, vocab_size: vocab } = fixture.config;
-  check(loaded.state === 'ready' && table.includes(`d_model ${d}, ${layers} layers, vocabulary ${vocab}`),
+  check(loaded.state === 'ready' && table.includes(`(Falcon-Mamba): d_model ${d}, ${layers} layers, vocabulary ${vocab}`),
     `a fixture model loads by URL through #model-url/#load-url: ${loaded.status} / ${table.slice(0, 80)}…`);
   const ids = await page.evaluate(async (p) => Array.from(await window.demo.model.encode(p)), fixture.prompt);
   check(JSON.stringify(ids) === JSON.stringify(fixture.promptIds), `its tokenizer reads the prompt as HF's (${ids})`);
