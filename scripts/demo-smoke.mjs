@@ -16,7 +16,8 @@
 //   4. at a 390-px-wide phone viewport nothing overflows horizontally (nor at 1280x800);
 //   5. a URL with no model shows its error in the page and keeps the loaded model; a fixture
 //      model (a Falcon-Mamba) loads by URL through #model-url / #load-url and generates HF's
-//      greedy tokens for it (tests/fixtures/falcon-bias-bf16/reference.safetensors);
+//      greedy tokens for it (tests/fixtures/falcon-bias-bf16/reference.safetensors), and
+//      again from its folder through the folder picker (#model-folder);
 //   6. without WebGPU (no --enable-unsafe-webgpu) the page says so, falls back to the CPU, and
 //      still gives HF's tokens;
 // and that no page raised an uncaught error or logged a console error.
@@ -135,6 +136,15 @@ async function checkLoadByUrl(page, base) {
   const n = fixture.greedyIds.length;
   const got = await turn(page, '#generate', n);
   matchesHf(got.tokens, fixture.greedyIds, n, 'the fixture loaded by URL');
+
+  // The folder picker (#model-folder, webkitdirectory): the same model from the files.
+  await page.setInputFiles('#model-folder', 'tests/fixtures/falcon-bias-bf16');
+  const picked = await waitFor(page, ['ready', 'error']);
+  const from = await page.evaluate(() => document.getElementById('model').textContent);
+  check(picked.state === 'ready' && from.includes('falcon-bias-bf16 (Falcon-Mamba)') && !from.includes('http'),
+    `a model folder loads through the folder picker: ${picked.status}`);
+  const again = await turn(page, '#generate', n);
+  matchesHf(again.tokens, fixture.greedyIds, n, 'the fixture picked as a folder');
 }
 
 async function visit(base, { args, backend, screenshot, full }) {
