@@ -128,7 +128,7 @@ export interface WebMambaError extends Error {
     | 'UnsupportedModel' | 'Config' | 'Safetensors' | 'MissingTensor' | 'ShapeMismatch'
     | 'UnsupportedDtype' | 'NonFiniteWeight' | 'Tokenizer' | 'Io' | 'CacheBudget'
     | 'StateMismatch' | 'CorruptState' | 'Storage' | 'Busy' | 'NoSession' | 'InvalidInput'
-    | 'Readback' | 'Aborted' | 'Worker';
+    | 'Readback' | 'Aborted' | 'Worker' | 'Internal';
 }
 
 type Bytes = Uint8Array | ArrayBuffer;

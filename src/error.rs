@@ -124,6 +124,12 @@ pub enum Error {
     #[error("corrupt state: {0}")]
     CorruptState(String),
 
+    /// A broken invariant inside webmamba (a bug): reported as an error, never a panic, so a
+    /// page's call rejects instead of the module aborting. The session stays usable where the
+    /// failing call allows.
+    #[error("internal error (please report): {0}")]
+    Internal(String),
+
     /// A call came in while another call on the same model was still running (JavaScript).
     #[error("busy: {0}")]
     Busy(String),
@@ -205,6 +211,7 @@ impl Error {
             Error::CorruptState(_) => "CorruptState",
             Error::NoSession(_) => "NoSession",
             Error::Busy(_) => "Busy",
+            Error::Internal(_) => "Internal",
             Error::Aborted(_) => "Aborted",
             Error::Storage { .. } => "Storage",
             Error::InvalidInput(_) => "InvalidInput",

@@ -146,7 +146,10 @@ impl Runtime {
             return Err(e);
         }
         let s = self.sessions.get(&id.0).ok_or(Error::NoSession(id.0))?;
-        let logits = s.logits.clone().expect("logits after generating");
+        let Some(logits) = s.logits.clone() else {
+            self.cache.release(slot, true);
+            return Err(Error::Internal("no logits after generating".into()));
+        };
         let end = self.cache.insert_end(&s.history, &s.keys, slot, logits);
         self.cache.pin(end, true);
         let s = self.session_mut(id)?;

@@ -45,8 +45,14 @@ impl<'a> Reader<'a> {
         self.0 = rest;
         Ok(head)
     }
+    fn array<const N: usize>(&mut self) -> Result<[u8; N]> {
+        self.take(N)?.try_into().map_err(|_| Error::CorruptState("a field has the wrong length".into()))
+    }
+    fn u32(&mut self) -> Result<u32> {
+        Ok(u32::from_le_bytes(self.array()?))
+    }
     fn u64(&mut self) -> Result<u64> {
-        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes")))
+        Ok(u64::from_le_bytes(self.array()?))
     }
     fn words(&mut self) -> Result<&'a [u8]> {
         let n = self.u64()?;
@@ -108,11 +114,11 @@ impl Runtime {
         if r.take(8)? != MAGIC {
             return Err(Error::StateMismatch("not a webmamba state".into()));
         }
-        let version = u32::from_le_bytes(r.take(4)?.try_into().expect("4 bytes"));
+        let version = r.u32()?;
         let arch = match version {
             1 => Arch::Mamba.name().as_bytes(),
             VERSION => {
-                let n = u32::from_le_bytes(r.take(4)?.try_into().expect("4 bytes"));
+                let n = r.u32()?;
                 r.take(n as usize)?
             }
             _ => {
@@ -178,7 +184,7 @@ impl Runtime {
         }
         let end = slot.map(|slot| self.cache.insert_end(&tokens, &keys, slot, logits.clone()));
         let logits = (!logits.is_empty()).then_some(logits);
-        self.commit(id, Done { history: tokens, keys, logits, end, prefilled: 0, missed: false });
+        self.commit(id, Done { history: tokens, keys, logits, end, prefilled: 0, missed: false })?;
         self.session_mut(id)?.salt = (!self.session(id)?.history.is_empty()).then_some(salt);
         Ok(())
     }

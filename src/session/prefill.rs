@@ -4,7 +4,7 @@
 
 use crate::cache::EntryId;
 use crate::cpu::Logits;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::session::{Done, Outcome, Runtime, SessionId};
 
 /// Where an operation starts from.
@@ -39,15 +39,20 @@ impl Runtime {
             self.commit(
                 id,
                 Done { history: Vec::new(), keys, logits: None, end: None, prefilled: 0, missed: false },
-            );
+            )?;
             return Ok(Outcome::default());
         }
         let hit = self.cache.lookup(target, &keys);
-        let hit_len = hit.map(|h| self.cache.entry(h).expect("looked-up entry").len);
-        let (start, from) = match (live_len, hit_len) {
-            (Some(l), Some(h)) if h > l => (h, Start::Cached(hit.expect("hit"))),
+        let hit = match hit {
+            Some(h) => {
+                Some((h, self.cache.entry(h).ok_or_else(|| internal("a looked-up entry is gone"))?.len))
+            }
+            None => None,
+        };
+        let (start, from) = match (live_len, hit) {
+            (Some(l), Some((h, len))) if len > l => (len, Start::Cached(h)),
             (Some(l), _) => (l, Start::Live),
-            (None, Some(h)) => (h, Start::Cached(hit.expect("hit"))),
+            (None, Some((h, len))) => (len, Start::Cached(h)),
             (None, None) => (0, Start::Zero),
         };
 
@@ -70,7 +75,10 @@ impl Runtime {
         };
         let restored = match (&end_slot, &from) {
             (Err(_), _) => Ok(()),
-            (Ok(_), Start::Cached(h)) => self.engine.load_state(self.cache.entry(*h).expect("pinned").slot),
+            (Ok(_), Start::Cached(h)) => match self.cache.entry(*h) {
+                Some(e) => self.engine.load_state(e.slot),
+                None => Err(internal("a pinned entry is gone")),
+            },
             (Ok(_), Start::Zero) => {
                 self.engine.reset();
                 Ok(())
@@ -92,8 +100,15 @@ impl Runtime {
         }
 
         let logits = if start == n {
-            let h = existing_end.expect("a full-length hit is a prompt-end");
-            self.cache.entry(h).and_then(|e| e.logits()).expect("prompt-end logits").to_vec()
+            // A hit as long as the target is its prompt-end, which keeps its logits.
+            let kept = existing_end.and_then(|h| self.cache.entry(h)).and_then(|e| e.logits());
+            match kept {
+                Some(logits) => logits.to_vec(),
+                None => {
+                    self.abandon(id, end_slot, &[], &held);
+                    return Err(internal("a full-length hit without prompt-end logits"));
+                }
+            }
         } else {
             // Block boundaries strictly inside (start, n) that retention wants and lack.
             let mut captures = Vec::new();
@@ -135,7 +150,10 @@ impl Runtime {
                 }
                 self.cache.insert_end(target, &keys, slot, logits.clone())
             }
-            (None, None) => unreachable!("a prompt-end slot was reserved"),
+            (None, None) => {
+                self.abandon(id, None, &[], &held);
+                return Err(internal("no prompt-end slot was reserved"));
+            }
         };
         for &h in &held {
             self.cache.pin(h, false);
@@ -150,7 +168,7 @@ impl Runtime {
             prefilled: n - start,
             missed,
         };
-        self.commit(id, done);
+        self.commit(id, done)?;
         let s = self.session_mut(id)?;
         if resumed_from.is_some() {
             s.hits += 1;
@@ -159,12 +177,14 @@ impl Runtime {
     }
 
     /// Records a finished operation on the session: history, logits, pin, counters.
-    pub(super) fn commit(&mut self, id: SessionId, done: Done) {
+    pub(super) fn commit(&mut self, id: SessionId, done: Done) -> Result<()> {
         let Done { history, keys, logits, end, prefilled, missed } = done;
+        let Some(s) = self.sessions.get_mut(&id.0) else {
+            return Err(internal("the session ended during its call"));
+        };
         if let Some(e) = end {
             self.cache.pin(e, true);
         }
-        let s = self.sessions.get_mut(&id.0).expect("checked session");
         let old = std::mem::replace(&mut s.pinned, end);
         s.history = history;
         s.keys = keys;
@@ -175,6 +195,7 @@ impl Runtime {
         if let Some(o) = old {
             self.cache.pin(o, false);
         }
+        Ok(())
     }
 
     /// After a failed forward: give back reserved slots and mark the live state unknown (the
@@ -193,4 +214,9 @@ impl Runtime {
             s.live_valid = false;
         }
     }
+}
+
+/// A broken invariant of the cache bookkeeping, as an error instead of a panic.
+fn internal(what: &str) -> Error {
+    Error::Internal(format!("state cache: {what}"))
 }
