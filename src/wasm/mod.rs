@@ -6,6 +6,7 @@ mod adapter_info;
 mod args;
 mod http;
 mod info;
+mod lease;
 mod loader;
 mod model;
 mod options;

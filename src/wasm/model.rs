@@ -15,73 +15,12 @@ use crate::model::Checkpoint;
 use crate::session::Runtime;
 use crate::tokenizer::Tokenizer;
 use crate::wasm::info::ModelInfo;
+use crate::wasm::lease::{Lease, Shared};
 use crate::wasm::loader;
 use crate::wasm::options::LoadConfig;
 use crate::wasm::session::Session;
 use crate::wasm::web_source::{self, WebSource};
 use crate::wasm::{args, saved, to_js};
-
-/// What [`Model`] and its sessions share: the runtime (taken out while a call runs, see
-/// [`Lease`], so a second concurrent call is a `Busy` error rather than a panic) and the
-/// tokenizer.
-pub(crate) struct Shared {
-    pub rt: RefCell<Option<Runtime>>,
-    pub tokenizer: Option<Tokenizer>,
-}
-
-impl Shared {
-    /// Whether no call holds the runtime.
-    pub fn is_idle(&self) -> bool {
-        self.rt.try_borrow().is_ok_and(|r| r.is_some())
-    }
-
-    pub fn tokenizer(&self) -> Result<&Tokenizer> {
-        self.tokenizer
-            .as_ref()
-            .ok_or_else(|| Error::Tokenizer("the model was loaded without tokenizer.json".into()))
-    }
-}
-
-/// The runtime, taken out of [`Shared`] for the whole of one call. An asynchronous call takes
-/// it when the call is made, not when its future first runs, so a call made while another is
-/// pending is `Busy` on every backend (the CPU one never suspends); dropping the lease — the
-/// call finished, failed or was abandoned — puts the runtime back.
-pub(crate) struct Lease {
-    shared: Rc<Shared>,
-    rt: Option<Runtime>,
-}
-
-impl Lease {
-    /// Takes the runtime out of `shared`; `Busy` while another call holds it.
-    pub fn new(shared: &Rc<Shared>) -> Result<Lease> {
-        let rt = shared.rt.try_borrow_mut().ok().and_then(|mut r| r.take()).ok_or_else(busy)?;
-        Ok(Lease { shared: Rc::clone(shared), rt: Some(rt) })
-    }
-
-    /// The runtime and what else the model shares.
-    pub fn parts(&mut self) -> Result<(&mut Runtime, &Shared)> {
-        // A lease holds the runtime until it is dropped; an error, not a panic, all the same.
-        Ok((self.rt.as_mut().ok_or_else(busy)?, &self.shared))
-    }
-
-    /// Runs a synchronous `f` on the runtime of `shared`.
-    pub fn run<T>(shared: &Rc<Shared>, f: impl FnOnce(&mut Runtime) -> Result<T>) -> Result<T> {
-        let mut lease = Lease::new(shared)?;
-        f(lease.parts()?.0)
-    }
-}
-
-impl Drop for Lease {
-    fn drop(&mut self) {
-        if let Some(rt) = self.rt.take() {
-            *self.shared.rt.borrow_mut() = Some(rt);
-        }
-    }
-}
-
-fn busy() -> Error {
-    Error::Busy("another call on this model is still running; await it first".into())
-}
 
 /// A loaded model.
 #[wasm_bindgen]

@@ -11,7 +11,7 @@ use wasm_bindgen_futures::future_to_promise;
 use crate::error::{Error, Result};
 use crate::sampling::{Sampler, StopStrings};
 use crate::session::{GenerateOptions as NativeOptions, Runtime, SessionId};
-use crate::wasm::model::{Lease, Shared};
+use crate::wasm::lease::{Lease, Shared};
 use crate::wasm::options::GenerateConfig;
 use crate::wasm::stream::TokenStream;
 use crate::wasm::{args, to_js};

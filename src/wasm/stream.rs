@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::sampling::{Sampler, StopStrings};
 use crate::session::SessionId;
 use crate::tokenizer::StreamDecoder;
-use crate::wasm::model::{Lease, Shared};
+use crate::wasm::lease::{Lease, Shared};
 use crate::wasm::options::GenerateConfig;
 use crate::wasm::to_js;
 
