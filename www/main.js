@@ -9,6 +9,7 @@
 // visit, so a reload loses nothing and re-reads nothing.
 // `?model=URL` loads that model first; `?worker=0` runs the model in the page instead.
 import { Model } from './pkg/index.js'; // the npm package's entry: no init() needed
+import { mib, size } from './format.js';
 import { lastModelUrl, recall, remember, sessionName, setLastModelUrl } from './saved.js';
 import { draw } from './timeline.js';
 import { turn } from './turns.js';
@@ -17,10 +18,6 @@ const EMBEDDED = { key: 'models/shakespeare-mamba-3m/', name: 'shakespeare-mamba
 const params = new URLSearchParams(location.search);
 const WORKER = params.get('worker') !== '0';
 const $ = (id) => document.getElementById(id);
-const mib = (bytes) => `${(bytes / 2 ** 20).toFixed(bytes < 2 ** 20 ? 2 : 1)} MiB`;
-/** A download's size as people read it: B, KiB, MiB or GiB. */
-const size = (bytes) => (bytes < 1024 ? `${bytes} B` : bytes < 2 ** 20 ? `${Math.round(bytes / 1024)} KiB`
-  : bytes < 2 ** 30 ? mib(bytes) : `${(bytes / 2 ** 30).toFixed(2)} GiB`);
 
 /** What the page holds; `window.demo` for the console (and the demo's browser test). */
 const demo = {
@@ -98,10 +95,11 @@ function setBusy(busy) {
   for (const id of ['load-url', 'model-folder', 'load-embedded']) $(id).disabled = busy;
 }
 
-/** Redraws what depends on the session: the checkpoint table and the timeline. */
-async function showStats() {
+/** Redraws what depends on the session: the checkpoint table and the timeline (from `stats`,
+ *  the session's `stats()` when the caller has just read them). */
+async function showStats(stats) {
   if (!demo.session) return;
-  const s = await demo.session.stats();
+  const s = stats ?? await demo.session.stats();
   fillTable('checkpoints', [
     ['history', `${s.historyLength} tokens`],
     ['checkpoints on it', s.checkpoints.length ? Array.from(s.checkpoints).join(', ') : 'none yet'],

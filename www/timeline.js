@@ -4,11 +4,12 @@
 // against its budget as a thin bar underneath. Drawn from `session.stats()` and the last turn;
 // redrawn at the box's width when it changes.
 
+import { mib } from './format.js';
+
 const NS = 'http://www.w3.org/2000/svg';
 const H = 72; // px: marks 4–22, bar 24–40, block ticks 40–49, cache bar 60–66
 const PAD = 8;
 
-const mib = (bytes) => `${(bytes / 2 ** 20).toFixed(bytes < 2 ** 20 ? 2 : 1)} MiB`;
 
 function el(name, attrs, title) {
   const e = document.createElementNS(NS, name);

@@ -52,6 +52,7 @@ export async function turn(demo, ui, kind) {
   ui.setState('generating', kind === 'continue' ? 'Generating…' : 'Reading the prompt…');
   ui.setBusy(true);
   const t0 = performance.now();
+  let after; // the session's stats once the turn ended (redrawn from, not read again)
   try {
     const before = await session.stats();
     let outcome = null;
@@ -80,7 +81,7 @@ export async function turn(demo, ui, kind) {
     // Every id after the prompt (onToken sees only those that complete some text).
     demo.tokens = Array.from(await session.tokens()).slice(demo.promptLength);
     $('output').dataset.tokens = demo.tokens.join(' ');
-    const after = await session.stats();
+    after = await session.stats();
     const generated = after.historyLength - generatedFrom;
     const reread = Number(after.tokensPrefilled - before.tokensPrefilled) - generated;
     const resumedFrom = generatedFrom - reread;
@@ -94,6 +95,6 @@ export async function turn(demo, ui, kind) {
     console.error(e);
   } finally {
     ui.setBusy(false);
-    await ui.showStats().catch((e) => ui.showError(e));
+    await ui.showStats(after).catch((e) => ui.showError(e));
   }
 }
