@@ -74,7 +74,7 @@ export interface ModelInfo {
   backend: string;
   /** The GPU adapter ('' on the CPU), and why the CPU was chosen if it was. */
   adapter: string;
-  /** config.json's `model_type`: 'mamba' or 'falcon_mamba'. */
+  /** config.json's `model_type`: 'mamba', 'falcon_mamba' or 'mamba2'. */
   architecture: string;
   dModel: number;
   layers: number;

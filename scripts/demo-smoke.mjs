@@ -17,7 +17,8 @@
 //   5. a URL with no model shows its error in the page and keeps the loaded model; a fixture
 //      model (a Falcon-Mamba) loads by URL through #model-url / #load-url and generates HF's
 //      greedy tokens for it (tests/fixtures/falcon-bias-bf16/reference.safetensors), and
-//      again from its folder through the folder picker (#model-folder);
+//      again from its folder through the folder picker (#model-folder); so does a Mamba-2
+//      fixture (mamba2-bias-bf16) by URL;
 //   6. without WebGPU (no --enable-unsafe-webgpu) the page says so, falls back to the CPU, and
 //      still gives HF's tokens;
 // and that no page raised an uncaught error or logged a console error.
@@ -31,6 +32,7 @@ const BASE_ARGS = ['--no-sandbox', '--disable-background-networking', '--disable
   '--disable-sync', '--disable-quic', '--no-first-run'];
 const reference = JSON.parse(await readFile('www/models/shakespeare-mamba-3m/hf_reference.json', 'utf8'));
 const fixture = await fixtureReference('falcon-bias-bf16'); // a Falcon-Mamba, by URL
+const mamba2 = await fixtureReference('mamba2-bias-bf16'); // a Mamba-2, by URL
 const EOS = 0; // both models' end-of-text id
 const N = 24; // tokens per greedy turn (the embedded reference has 48: two turns)
 
@@ -145,6 +147,17 @@ async function checkLoadByUrl(page, base) {
     `a model folder loads through the folder picker: ${picked.status}`);
   const again = await turn(page, '#generate', n);
   matchesHf(again.tokens, fixture.greedyIds, n, 'the fixture picked as a folder');
+
+  // A Mamba-2 model (the SSD mixer) by URL: named as such, HF's greedy tokens.
+  await page.fill('#model-url', `${base}fixtures/mamba2-bias-bf16/`);
+  await page.click('#load-url');
+  const ssd = await waitFor(page, ['ready', 'error']);
+  const ssdTable = await page.evaluate(() => document.getElementById('model').textContent);
+  check(ssd.state === 'ready' && ssdTable.includes(`(Mamba-2): d_model ${mamba2.config.hidden_size}`),
+    `a Mamba-2 fixture loads by URL: ${ssd.status} / ${ssdTable.slice(0, 80)}…`);
+  await page.fill('#prompt', mamba2.prompt);
+  const m2 = mamba2.greedyIds.length;
+  matchesHf((await turn(page, '#generate', m2)).tokens, mamba2.greedyIds, m2, 'the Mamba-2 fixture');
 }
 
 async function visit(base, { args, backend, screenshot, full }) {

@@ -2,7 +2,8 @@
 //
 //   u[t, c] = silu(b[c] + Σ_{j<K} w[c, j] · xs[t - K + 1 + j, c])
 //
-// where xs are the first d_inner columns of in_proj's output and positions before this call's
+// where xs are `d_inner` columns of in_proj's output from column `x_at` (Mamba-1: x, the first
+// E·D; Mamba-2: x ‖ B ‖ C, conv_dim columns after z) and positions before this call's
 // first token come from the carried window (the last K-1 inputs, the conv part of the state).
 // One invocation per channel walks the T tokens in order with the window in registers and
 // leaves the new window (the last K-1 inputs) in the state. Channels are independent, so the
@@ -23,14 +24,14 @@ struct Step {
 }
 
 struct Params {
-    d_inner: u32,      // E·D channels
+    d_inner: u32,      // channels: E·D (Mamba-1), conv_dim = E·D + 2·G·N (Mamba-2)
     d_conv: u32,       // K
     xz_stride: u32,    // 2·E·D: floats between rows of xz
     state_offset: u32, // layer · (K-1) · E·D: this layer's window in the state buffer
     has_bias: u32,     // 1 when conv1d has a bias
     map_len: u32,      // T_max: length of the position map at the start of `capture`
     slot_len: u32,     // floats per checkpoint slot (the whole state of every layer)
-    _pad0: u32,
+    x_at: u32,         // column of xz where the conv's input starts (0; Mamba-2: E·D)
 }
 
 @group(0) @binding(0) var<uniform> step: Step;
@@ -64,7 +65,7 @@ fn conv1d_silu(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     let b = select(0.0, bias[c], p.has_bias != 0u);
     for (var t = 0u; t < step.t_len; t++) {
-        let xt = xz[t * p.xz_stride + c];
+        let xt = xz[t * p.xz_stride + p.x_at + c];
         var acc = b + w[k - 1u] * xt;
         for (var j = 0u; j + 1u < k; j++) {
             acc += w[j] * win[j];

@@ -6,6 +6,8 @@
 // the partial sums are reduced as a tree in workgroup memory, and every invocation then scales
 // its slice. Rows are spread over a 2-D grid so more than 65,535 rows can be dispatched.
 // With LAST_ROW only x's row T-1 is normalised, into y's row 0 (decode / last-logits path).
+// With `groups` G > 1 every token's row holds G rows of `cols` (Mamba-2's gated RMSNorm: each
+// group of E·D / G channels by its own RMS), and row r takes weight[(r % G) · cols ..].
 
 const WG: u32 = 64u; // invocations per workgroup (a power of two; see the tree reduction)
 const LAST_ROW: u32 = 1u;
@@ -20,14 +22,15 @@ struct Step {
 struct Params {
     cols: u32,  // d: row length (d_model)
     eps: f32,   // layer_norm_epsilon
-    flags: u32, // LAST_ROW
-    _pad: u32,
+    flags: u32,  // LAST_ROW
+    groups: u32, // G: rows per token (1 but for Mamba-2's gated norm)
+
 }
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read> x: array<f32>;         // (T, d)
-@group(0) @binding(3) var<storage, read> weight: array<f32>;    // (d)
+@group(0) @binding(3) var<storage, read> weight: array<f32>;    // (G · d)
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;   // (T, d), or (1, d) with LAST_ROW
 
 var<workgroup> partial: array<f32, WG>; // (WG) per-invocation sums of squares
@@ -39,7 +42,7 @@ fn rms_norm(
     @builtin(local_invocation_index) lid: u32,
 ) {
     let last = (p.flags & LAST_ROW) != 0u;
-    let rows = select(step.t_len, 1u, last);
+    let rows = select(step.t_len * p.groups, 1u, last);
     let row = wid.y * nwg.x + wid.x;
     if (row >= rows) {
         return; // uniform per workgroup: the whole workgroup leaves together
@@ -63,6 +66,6 @@ fn rms_norm(
 
     let scale = inverseSqrt(partial[0] / f32(p.cols) + p.eps);
     for (var i = lid; i < p.cols; i += WG) {
-        y[dst + i] = x[src + i] * scale * weight[i];
+        y[dst + i] = x[src + i] * scale * weight[(row % p.groups) * p.cols + i];
     }
 }

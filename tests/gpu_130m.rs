@@ -1,6 +1,7 @@
-//! The GPU forward pass at the size of a real model: a seeded random model of mamba-130m's shape
+//! The GPU forward pass at the size of a real model: seeded random models of mamba-130m's shape
 //! (d_model 768, 24 layers, d_state 16, vocab 50280; ~130M parameters, 154 MB f32 embedding —
-//! more than lavapipe's 128 MiB binding limit, so it is split). A 300-token prompt (5 scan
+//! more than lavapipe's 128 MiB binding limit, so it is split) and of mamba2-130m's (the same
+//! width and depth; 24 heads × head_dim 64, N 128, 1 group). A 300-token prompt (several scan
 //! chunks) and 32 decode steps, against the CPU reference. Native only: on a software adapter
 //! in a browser this is minutes.
 #![cfg(not(target_arch = "wasm32"))]
@@ -21,15 +22,32 @@ fn mamba_130m_shape() -> Config {
     .unwrap()
 }
 
+fn mamba2_130m_shape() -> Config {
+    Config::from_json(
+        br#"{"model_type":"mamba2","vocab_size":50280,"hidden_size":768,"num_hidden_layers":24,
+            "state_size":128,"expand":2,"conv_kernel":4,"num_heads":24,"head_dim":64,"n_groups":1,
+            "tie_word_embeddings":true}"#,
+    )
+    .unwrap()
+}
+
 #[test]
 fn gpu_matches_cpu_on_a_130m_shaped_model() {
-    let Some(ctx) = pollster::block_on(gpu("gpu_matches_cpu_on_a_130m_shaped_model")) else { return };
-    let config = mamba_130m_shape();
+    matches_cpu("130m", mamba_130m_shape());
+}
+
+#[test]
+fn gpu_matches_cpu_on_a_130m_shaped_mamba2_model() {
+    matches_cpu("mamba2-130m", mamba2_130m_shape());
+}
+
+fn matches_cpu(name: &str, config: Config) {
+    let Some(ctx) = pollster::block_on(gpu(&format!("{name}: the GPU matches the CPU"))) else { return };
     let t0 = std::time::Instant::now();
     let checkpoint = Checkpoint::random(&config, 130, Dtype::F32).unwrap();
     let weights = checkpoint.weights().unwrap();
     log(&format!(
-        "[130m] {:.1}M parameters, random weights in {:.1?}",
+        "[{name}] {:.1}M parameters, random weights in {:.1?}",
         weights.parameters() as f64 / 1e6,
         t0.elapsed()
     ));
@@ -47,8 +65,8 @@ fn gpu_matches_cpu_on_a_130m_shaped_model() {
     let t0 = std::time::Instant::now();
     let mut state = State::zeros(&config);
     let want = cpu.forward(&prompt, &mut state, Logits::All).unwrap();
-    log(&format!("[130m] prefill 300: GPU {gpu_time:.1?}, CPU reference {:.1?}", t0.elapsed()));
-    assert_close("130m: 300-token prefill logits", &got, &want, 1e-4, 0.0);
+    log(&format!("[{name}] prefill 300: GPU {gpu_time:.1?}, CPU reference {:.1?}", t0.elapsed()));
+    assert_close(&format!("{name}: 300-token prefill logits"), &got, &want, 1e-4, 0.0);
 
     let mut next = argmax(&got[got.len() - 50280..]).unwrap() as u32;
     let (mut gpu_time, mut worst) = (std::time::Duration::ZERO, 0.0f32);
@@ -57,9 +75,9 @@ fn gpu_matches_cpu_on_a_130m_shaped_model() {
         let got = pollster::block_on(gpu.forward(&[next], Logits::Last)).unwrap();
         gpu_time += t0.elapsed();
         let want = cpu.forward(&[next], &mut state, Logits::Last).unwrap();
-        assert_close(&format!("130m: decode step {step}"), &got, &want, 1e-4, 0.0);
+        assert_close(&format!("{name}: decode step {step}"), &got, &want, 1e-4, 0.0);
         worst = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(worst, f32::max);
         next = argmax(&got).unwrap() as u32;
     }
-    log(&format!("[130m] 32 decode steps: GPU {:.1?}/token, max |diff| {worst:e}", gpu_time / 32));
+    log(&format!("[{name}] 32 decode steps: GPU {:.1?}/token, max |diff| {worst:e}", gpu_time / 32));
 }

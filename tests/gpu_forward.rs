@@ -129,7 +129,8 @@ dual_test! {
 
     async fn in_scan_checkpoints_equal_cpu_states() {
         let Some(ctx) = gpu("in_scan_checkpoints_equal_cpu_states").await else { return };
-        let f = &fixtures::all()[3];
+        // A Mamba-1 and a Mamba-2 model (mamba2-f32: the SSD kernels capture too).
+        for f in fixtures::all().iter().filter(|f| ["medium-bf16", "mamba2-f32"].contains(&f.name)) {
         let (cpu, mut m) = load(&ctx, f, 128).await;
         let tokens = random_ids(11, 200, cpu.config().vocab_size);
         // More checkpoints than one forward chunk can capture, across scan chunks and forward
@@ -140,10 +141,10 @@ dual_test! {
         let got_logits = m.forward_capturing(&tokens, Logits::Last, &captures).await.unwrap();
         let mut state = State::zeros(cpu.config());
         let (want_logits, want) = cpu.forward_capturing(&tokens, &mut state, Logits::Last, &positions).unwrap();
-        assert_close("logits with captures", &got_logits, &want_logits, 1e-4, 0.0);
+        assert_close(&format!("{}: logits with captures", f.name), &got_logits, &want_logits, 1e-4, 0.0);
         for (&(pos, slot), want) in captures.iter().zip(&want) {
             let got = m.read_slot(slot).await.unwrap();
-            assert_close(&format!("checkpoint after token {pos}"), &got.to_flat(), &want.to_flat(), 1e-5, 1e-4);
+            assert_close(&format!("{}: checkpoint after token {pos}", f.name), &got.to_flat(), &want.to_flat(), 1e-5, 1e-4);
         }
         // A checkpoint restored into the working state continues like the CPU from there.
         m.load_state(captures[10].1).unwrap();
@@ -151,6 +152,7 @@ dual_test! {
         let next = &tokens[captures[10].0 + 1..captures[10].0 + 9];
         let got = m.forward(next, Logits::All).await.unwrap();
         assert_close("continue from a checkpoint", &got, &cpu.forward(next, &mut from, Logits::All).unwrap(), 1e-4, 0.0);
+        }
     }
 
     async fn decode_steps_create_no_gpu_objects() {

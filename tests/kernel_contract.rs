@@ -59,7 +59,7 @@ fn every_params_struct_matches_its_rust_struct() {
     params!(
         "conv1d_silu",
         conv1d_silu::Conv1dParams,
-        [d_inner, d_conv, xz_stride, state_offset, has_bias, map_len, slot_len, _pad]
+        [d_inner, d_conv, xz_stride, state_offset, has_bias, map_len, slot_len, x_at]
     );
     params!("embedding", embedding::EmbeddingParams, [d_model, row_start, n_rows, w_scales]);
     for shader in ["linear", "linear_direct", "gemv", "gemv_coalesced"] {
@@ -77,7 +77,7 @@ fn every_params_struct_matches_its_rust_struct() {
         ];
         check(shader, "Params", size_of::<P>(), &fields);
     }
-    params!("rms_norm", rms_norm::RmsNormParams, [cols, eps, flags, _pad]);
+    params!("rms_norm", rms_norm::RmsNormParams, [cols, eps, flags, groups]);
     params!("rms_slices", rms_slices::RmsSlicesParams, [stride, dt_rank, d_state, eps]);
     params!("scan_carry", scan_carry::ScanCarryParams, [plane, state_offset, _pad]);
     params!(
@@ -103,6 +103,32 @@ fn every_params_struct_matches_its_rust_struct() {
         ]
     );
     params!("top_k", top_k::TopKParams, [vocab, k, capacity, _pad]);
+    use ssd_chunks::SsdParams as S;
+    let ssd = [
+        ("d_inner", offset_of!(S, d_inner)),
+        ("u_stride", offset_of!(S, u_stride)),
+        ("proj_stride", offset_of!(S, proj_stride)),
+        ("dt_at", offset_of!(S, dt_at)),
+        ("head_dim", offset_of!(S, head_dim)),
+        ("n_heads", offset_of!(S, n_heads)),
+        ("n_groups", offset_of!(S, n_groups)),
+        ("group_channels", offset_of!(S, group_channels)),
+        ("group_wgs", offset_of!(S, group_wgs)),
+        ("chunk", offset_of!(S, chunk)),
+        ("dt_min", offset_of!(S, dt_min)),
+        ("dt_max", offset_of!(S, dt_max)),
+    ];
+    check("ssd_chunks", "Params", size_of::<S>(), &ssd);
+    // ssd_output's Params: the same members, flattened, then where the layer's state lives.
+    use ssd_output::SsdOutputParams as O;
+    let mut output = ssd.to_vec();
+    output.extend([
+        ("state_offset", offset_of!(O, state_offset)),
+        ("map_len", offset_of!(O, map_len)),
+        ("slot_len", offset_of!(O, slot_len)),
+        ("slot_ssm_at", offset_of!(O, slot_ssm_at)),
+    ]);
+    check("ssd_output", "Params", size_of::<O>(), &output);
 }
 
 #[test]
@@ -150,5 +176,9 @@ fn shared_constants_have_one_value() {
         // Workgroup memory is sized by STAGE in the shader and checked against it at load.
         assert_eq!(constant(shader, "STAGE") as usize, scan_chunks::STAGE, "{shader}: STAGE");
         assert_eq!(constant(shader, "N_MAX") as usize, scan_output::N_MAX, "{shader}: N_MAX");
+    }
+    for shader in ["ssd_chunks", "ssd_output"] {
+        assert_eq!(constant(shader, "STAGE") as usize, ssd_chunks::STAGE, "{shader}: STAGE");
+        assert_eq!(constant(shader, "N_MAX") as usize, ssd_chunks::N_MAX, "{shader}: N_MAX");
     }
 }

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use common::fixtures;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView, serialize};
-use webmamba::{Checkpoint, Config, Error};
+use webmamba::{Arch, Checkpoint, Config, Error};
 
 /// The tiny fixture's weights rebuilt with `edit` applied to its tensor list.
 fn rebuilt(edit: impl FnOnce(&mut Vec<(String, Dtype, Vec<usize>, Vec<u8>)>)) -> Vec<u8> {
@@ -55,6 +55,18 @@ dual_test! {
                 "falcon-bias-bf16" => {
                     assert_eq!((c.mixer_rms_eps, c.use_bias, c.tie_embeddings, c.d_conv), (1e-6, true, false, 3))
                 }
+                // Mamba-2: heads, groups and the Δ clamp as config.json says (HF 5 writes ∞ as
+                // {"__float__": "Infinity"}); no x_proj / dt_proj, a gated norm per block.
+                "mamba2-f32" => {
+                    assert_eq!((c.arch, c.n_heads, c.head_dim, c.n_groups, c.chunk_size), (Arch::Mamba2, 8, 8, 2, 8));
+                    assert_eq!((c.time_step_limit, c.conv_dim(), c.tie_embeddings), ((0.0, f32::INFINITY), 64 + 32, true));
+                    assert!(w.layers[0].x_proj.is_none() && w.layers[0].gated_norm.as_ref().is_some_and(|g| g.len() == 64));
+                }
+                "mamba2-bias-bf16" => {
+                    assert_eq!((c.n_heads, c.head_dim, c.n_groups, c.time_step_limit), (3, 16, 1, (0.02, 0.3)));
+                    assert_eq!((c.use_bias, c.use_conv_bias, c.tie_embeddings, c.norm_eps), (true, false, false, 1e-6));
+                }
+                "mamba2-groups-f16" => assert_eq!((c.n_heads, c.head_dim, c.n_groups, c.d_state, c.d_conv), (8, 4, 4, 32, 2)),
                 other => panic!("unknown fixture {other}"),
             }
         }
@@ -153,8 +165,30 @@ dual_test! {
         let rank = config(r#"{"model_type":"mamba","vocab_size":10,"hidden_size":33,"num_hidden_layers":1}"#).unwrap();
         assert_eq!(rank.dt_rank, 3, "auto = ceil(33 / 16)");
 
+        // Mamba-2: ∞ as older HF wrote it (a bare `Infinity`, not JSON) and as HF 5 does.
+        let m2 = r#"{"model_type":"mamba2","vocab_size":10,"hidden_size":8,"num_hidden_layers":1,"num_heads":4,
+            "head_dim":4,"n_groups":2,"state_size":8,"chunk_size":16,"time_step_limit":[0.0, LIMIT]}"#;
+        for limit in ["Infinity", r#"{"__float__": "Infinity"}"#, "1e9"] {
+            let c = config(&m2.replace("LIMIT", limit)).unwrap();
+            assert_eq!((c.arch, c.d_inner, c.n_heads, c.head_dim, c.n_groups), (webmamba::Arch::Mamba2, 16, 4, 4, 2));
+            assert_eq!((c.conv_dim(), c.in_proj_dim(), c.tie_embeddings, c.eos_token_id), (16 + 32, 16 + 48 + 4, false, None));
+            assert_eq!(c.time_step_limit.1, if limit == "1e9" { 1e9 } else { f32::INFINITY });
+            // to_hf_json round-trips (∞ left out: HF's default).
+            assert_eq!(config(&c.to_hf_json()).unwrap(), c);
+        }
+        // A string that merely contains the word stays a string.
+        assert!(config(&m2.replace("LIMIT", "1").replace("\"mamba2\"", "\"mamba2\",\"note\":\"NaN Infinity\"")).is_ok());
+
+        let groups_3 = m2.replace("LIMIT", "Infinity").replace(r#""n_groups":2"#, r#""n_groups":3"#);
+        let (reversed, one) = (m2.replace("[0.0, LIMIT]", "[0.5, 0.1]"), m2.replace("[0.0, LIMIT]", "[0.0]"));
+        let nan = m2.replace("LIMIT", "NaN");
         for (bad, kind) in [
-            (r#"{"model_type":"mamba2","vocab_size":10,"hidden_size":8,"num_hidden_layers":1}"#, "UnsupportedModel"),
+            // HF's defaults: 128 heads × 64 is not 2 × 8.
+            (r#"{"model_type":"mamba2","vocab_size":10,"hidden_size":8,"num_hidden_layers":1}"#, "Config"),
+            (groups_3.as_str(), "Config"),
+            (reversed.as_str(), "Config"),
+            (one.as_str(), "Config"),
+            (nan.as_str(), "Config"),
             (r#"{"d_model":8,"n_layer":1,"vocab_size":10,"ssm_cfg":{"layer":"Mamba2"}}"#, "UnsupportedModel"),
             (r#"{"vocab_size":10}"#, "UnsupportedModel"),
             (r#"{"model_type":"mamba","vocab_size":10,"hidden_size":8,"num_hidden_layers":1,"intermediate_size":0}"#, "Config"),

@@ -50,21 +50,32 @@ fn prompt_logits(rt: &Runtime, id: SessionId) -> Vec<f32> {
 }
 
 /// Every way of reaching the same prompt gives the uninterrupted run's logits and tokens: on a
-/// Mamba-1 fixture at five block sizes, and on a Falcon-Mamba one at two.
+/// Mamba-1 fixture at five block sizes, on a Falcon-Mamba one at two, and on Mamba-2 ones (G = 2
+/// and G = 4) at three (prompts up to 3·64 + 1 tokens cross the GPU's 64-token SSD chunks).
 async fn resume_equivalence(ctx: Option<&GpuContext>) {
     let all = fixtures::all();
-    resume_equivalence_on(&all[0], &[1, 3, 8, 16, 64], ctx).await;
-    let falcon = all.iter().find(|f| f.name == "falcon-f32").expect("the falcon-f32 fixture");
-    resume_equivalence_on(falcon, &[3, 16], ctx).await;
+    let dense = Retention::Dense;
+    resume_equivalence_on(&all[0], &[1, 3, 8, 16, 64], dense, ctx).await;
+    let named = |name: &str| all.iter().find(|f| f.name == name).unwrap_or_else(|| panic!("fixture {name}"));
+    resume_equivalence_on(named("falcon-f32"), &[3, 16], dense, ctx).await;
+    resume_equivalence_on(named("mamba2-f32"), &[1, 5, 64], dense, ctx).await;
+    // Sparse retention (every 2nd boundary, and always the prompt end) on Mamba-2.
+    resume_equivalence_on(named("mamba2-f32"), &[4], Retention::Sparse(2), ctx).await;
+    resume_equivalence_on(named("mamba2-groups-f16"), &[8], dense, ctx).await;
 }
 
-async fn resume_equivalence_on(f: &Fixture, blocks: &[usize], ctx: Option<&GpuContext>) {
+async fn resume_equivalence_on(
+    f: &Fixture,
+    blocks: &[usize],
+    retention: Retention,
+    ctx: Option<&GpuContext>,
+) {
     let mut reference_engine = engine(f, ctx).await;
     let vocab = reference_engine.config().vocab_size as u32;
     let backend = reference_engine.name();
     let mut rng = SmallRng::seed_from_u64(5);
     for &block in blocks {
-        let config = CacheConfig { block_size: block, retention: Retention::Dense, budget_bytes: 64 << 20 };
+        let config = CacheConfig { block_size: block, retention, budget_bytes: 64 << 20 };
         let mut rt = Runtime::new(engine(f, ctx).await, config).unwrap();
         let lengths =
             [block.saturating_sub(1).max(1), block, 3 * block, 3 * block - 1, 3 * block + 1, 2 * block + 2];
@@ -143,7 +154,12 @@ async fn resume_equivalence_on(f: &Fixture, blocks: &[usize], ctx: Option<&GpuCo
 /// the interval. The prompt-end checkpoint must exist, serve the next turn, and make an
 /// identical resend prefill nothing.
 async fn prompt_end_survives_sparse_retention(ctx: Option<&GpuContext>) {
-    let f = &fixtures::all()[3];
+    for f in fixtures::all().iter().filter(|f| ["medium-bf16", "mamba2-f32"].contains(&f.name)) {
+        prompt_end_survives_sparse_retention_on(f, ctx).await;
+    }
+}
+
+async fn prompt_end_survives_sparse_retention_on(f: &Fixture, ctx: Option<&GpuContext>) {
     let config = CacheConfig { block_size: 4, retention: Retention::Sparse(2), budget_bytes: 16 << 20 };
     let mut rt = Runtime::new(engine(f, ctx).await, config).unwrap();
     let prompt: Vec<u32> = (0..13).map(|i| (i * 17 + 3) % 300).collect();
@@ -264,7 +280,34 @@ async fn eviction_respects_pins_and_budget(ctx: Option<&GpuContext>) {
 
 /// Export, import elsewhere (also into another backend of the same model), reject mismatches.
 async fn export_import(ctx: Option<&GpuContext>) {
-    let f = &fixtures::all()[3];
+    let all = fixtures::all();
+    let (bytes, rest) = export_import_on(&all[3], ctx).await;
+    let mamba2 = all.iter().find(|f| f.name == "mamba2-f32").unwrap();
+    export_import_on(mamba2, ctx).await;
+    let mut other = Runtime::new(engine(&all[3], None).await, CacheConfig::default()).unwrap();
+
+    // The format names the architecture: other architectures refuse a Mamba state by it.
+    for (name, arch) in [("falcon-bias-bf16", "falcon_mamba"), ("mamba2-f32", "mamba2")] {
+        let f = all.iter().find(|f| f.name == name).unwrap();
+        let mut rt = Runtime::new(engine(f, None).await, CacheConfig::default()).unwrap();
+        let d = rt.new_session().unwrap();
+        let e = rt.import_state(d, &bytes).await.unwrap_err();
+        assert!(e.to_string().contains(&format!("from a mamba model; this one is {arch}")), "{e}");
+    }
+
+    // A version-1 state (before the architecture field: Mamba-1) still imports.
+    let arch_len = u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
+    let mut v1 = [&bytes[..8], &1u32.to_le_bytes()[..], &bytes[16 + arch_len..bytes.len() - 32]].concat();
+    let checksum = *blake3::hash(&v1).as_bytes();
+    v1.extend_from_slice(&checksum);
+    let e2 = other.new_session().unwrap();
+    other.import_state(e2, &v1).await.unwrap();
+    assert_eq!(greedy(&mut other, e2, 5).await, rest);
+}
+
+/// Exports a session of `f` and imports it into a fresh CPU runtime: the same history and next
+/// tokens; damaged and foreign bytes are refused. Returns the export and the tokens after it.
+async fn export_import_on(f: &Fixture, ctx: Option<&GpuContext>) -> (Vec<u8>, Vec<u32>) {
     let mut rt = Runtime::new(engine(f, ctx).await, CacheConfig::default()).unwrap();
     let a = rt.new_session().unwrap();
     rt.append(a, &f.reference().prompt_ids).await.unwrap();
@@ -289,21 +332,7 @@ async fn export_import(ctx: Option<&GpuContext>) {
     let c = foreign.new_session().unwrap();
     assert_eq!(foreign.import_state(c, &bytes).await.unwrap_err().code(), "StateMismatch");
 
-    // The format names the architecture: a Falcon-Mamba model refuses a Mamba state by it.
-    let falcon = fixtures::all().into_iter().find(|f| f.name == "falcon-bias-bf16").unwrap();
-    let mut falcon = Runtime::new(engine(&falcon, None).await, CacheConfig::default()).unwrap();
-    let d = falcon.new_session().unwrap();
-    let e = falcon.import_state(d, &bytes).await.unwrap_err();
-    assert!(e.to_string().contains("from a mamba model; this one is falcon_mamba"), "{e}");
-
-    // A version-1 state (before the architecture field: Mamba-1) still imports.
-    let arch_len = u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
-    let mut v1 = [&bytes[..8], &1u32.to_le_bytes()[..], &bytes[16 + arch_len..bytes.len() - 32]].concat();
-    let checksum = *blake3::hash(&v1).as_bytes();
-    v1.extend_from_slice(&checksum);
-    let e2 = other.new_session().unwrap();
-    other.import_state(e2, &v1).await.unwrap();
-    assert_eq!(greedy(&mut other, e2, 5).await, rest);
+    (bytes, rest)
 }
 
 dual_test! {

@@ -90,4 +90,18 @@ fn shared_declarations_are_identical() {
             weight_readers[0].0
         );
     }
+    // The activations written out in several shaders: PyTorch's softplus and SiLU, one text.
+    for function in ["fn softplus(", "fn silu("] {
+        let copies: Vec<_> = shaders
+            .iter()
+            .filter_map(|(n, s)| {
+                let start = s.find(function)?;
+                Some((n, &s[start..start + s[start..].find("\n}")? + 2]))
+            })
+            .collect();
+        assert!(copies.len() >= 3, "{function}: {} copies", copies.len());
+        for (name, text) in &copies {
+            assert_eq!(*text, copies[0].1, "{name}: {function}…) differs from {}'s", copies[0].0);
+        }
+    }
 }

@@ -135,11 +135,14 @@ async function save() {
   }
 }
 
+/** What the page calls each `info.architecture` (config.json's model_type). */
+const ARCHITECTURES = { mamba: 'Mamba', falcon_mamba: 'Falcon-Mamba', mamba2: 'Mamba-2' };
+
 function describe(info, source) {
   document.body.dataset.backend = info.backend;
   const gpu = info.backend === 'gpu';
   fillTable('model', [
-    ['model', `${source.name} (${info.architecture === 'falcon_mamba' ? 'Falcon-Mamba' : 'Mamba'}): `
+    ['model', `${source.name} (${ARCHITECTURES[info.architecture] ?? info.architecture}): `
       + `d_model ${info.dModel}, ${info.layers} layers, vocabulary ${info.vocab}`],
     ['running on', `${gpu ? `WebGPU — ${info.adapter}` : `the CPU — ${info.adapter}`}${WORKER ? ' (in a Web Worker)' : ''}`],
     ['weights', `${info.weightFormat}, ${mib(info.weightBytes)}${gpu ? ' on the GPU' : ' in memory'}`],

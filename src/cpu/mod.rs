@@ -8,6 +8,7 @@ mod model;
 pub mod ops;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd128;
+mod ssd;
 mod state;
 
 pub use model::{CHUNK_TOKENS, CpuModel, Logits};

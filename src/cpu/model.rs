@@ -5,6 +5,7 @@
 
 use crate::cpu::matmul::linear;
 use crate::cpu::ops::{rms_norm, rms_norm_in_place, scan_step, silu, softplus};
+use crate::cpu::ssd;
 use crate::cpu::state::{LayerState, State};
 use crate::error::{Error, Result};
 use crate::model::{Arch, Config, LayerWeights, ModelWeights};
@@ -16,15 +17,53 @@ pub const CHUNK_TOKENS: usize = 256;
 /// A model ready to run on the CPU.
 pub struct CpuModel {
     w: ModelWeights,
-    /// A = −exp(A_log) per layer, computed once. (E·D, N) each
+    /// A = −exp(A_log) per layer, computed once. (E·D, N) each; Mamba-2 (H)
     a: Vec<Vec<f32>>,
 }
 
 /// Where one layer's states are captured: after each token in `positions`, into `states`.
-struct Capture<'a> {
-    positions: &'a [usize],
-    states: &'a mut [State],
-    layer: usize,
+pub(super) struct Capture<'a> {
+    pub positions: &'a [usize],
+    pub states: &'a mut [State],
+    pub layer: usize,
+}
+
+/// u = silu(conv1d(x) + b_conv): the causal depthwise conv over the `conv.len() / (K−1)`
+/// channels of `proj` (T rows of `stride` floats) that start at column `at`, run over
+/// [carried window ‖ this call's rows]. Leaves the new window in `st.conv` and, for each
+/// captured position, the window after it in its snapshot. (T, channels)
+pub(super) fn conv_silu(
+    w: &LayerWeights,
+    proj: &[f32],
+    stride: usize,
+    at: usize,
+    k: usize,
+    st: &mut LayerState,
+    cap: &mut Capture<'_>,
+) -> Vec<f32> {
+    let ch_len = w.conv.len() / k;
+    let t_len = proj.len() / stride;
+    // window: the carried K−1 inputs followed by this call's, (K−1+T, channels).
+    let mut window = st.conv.clone();
+    for t in 0..t_len {
+        window.extend_from_slice(&proj[t * stride + at..t * stride + at + ch_len]);
+    }
+    let mut u = vec![0.0; t_len * ch_len];
+    for t in 0..t_len {
+        for ch in 0..ch_len {
+            let mut acc = w.conv_bias.as_ref().map_or(0.0, |b| b[ch]);
+            for j in 0..k {
+                acc += w.conv[ch * k + j] * window[(t + j) * ch_len + ch];
+            }
+            u[t * ch_len + ch] = silu(acc);
+        }
+    }
+    st.conv.copy_from_slice(&window[t_len * ch_len..]);
+    for (&p, snap) in cap.positions.iter().zip(cap.states.iter_mut()) {
+        // After token p the window holds rows p+1 .. p+K of [carried ‖ inputs].
+        snap.layers[cap.layer].conv.copy_from_slice(&window[(p + 1) * ch_len..(p + k) * ch_len]);
+    }
+    u
 }
 
 /// Which positions' logits a forward call returns.
@@ -150,40 +189,25 @@ impl CpuModel {
         a: &[f32],
         x: &[f32],
         st: &mut LayerState,
-        cap: Capture<'_>,
+        mut cap: Capture<'_>,
     ) -> Vec<f32> {
-        let Capture { positions, states: snapshots, layer: li } = cap;
         let c = &self.w.config;
+        let (Some(x_proj), Some(dt_proj)) = (&w.x_proj, &w.dt_proj) else {
+            // A Mamba-2 block (Layout gives every architecture's blocks their own tensors).
+            return ssd::mixer(c, w, a, x, st, cap);
+        };
         let (d, di, n, k, r) = (c.d_model, c.d_inner, c.d_state, c.d_conv, c.dt_rank);
         let t_len = x.len() / d;
 
         // [xs | z] = x · W_inᵀ (+ b_in): (T, 2·E·D)
         let xz = linear(x, &w.in_proj, w.in_proj_bias.as_deref());
 
-        // u = silu(conv1d(xs) + b_conv): causal depthwise conv over [window ‖ xs]. (T, E·D)
-        // window: the carried K−1 inputs followed by this call's xs, (K−1+T, E·D).
-        let mut window = st.conv.clone();
-        for t in 0..t_len {
-            window.extend_from_slice(&xz[t * 2 * di..t * 2 * di + di]);
-        }
-        let mut u = vec![0.0; t_len * di];
-        for t in 0..t_len {
-            for ch in 0..di {
-                let mut acc = w.conv_bias.as_ref().map_or(0.0, |b| b[ch]);
-                for j in 0..k {
-                    acc += w.conv[ch * k + j] * window[(t + j) * di + ch];
-                }
-                u[t * di + ch] = silu(acc);
-            }
-        }
-        st.conv.copy_from_slice(&window[t_len * di..]);
-        for (&p, snap) in positions.iter().zip(snapshots.iter_mut()) {
-            // After token p the window holds rows p+1 .. p+K of [carried ‖ xs].
-            snap.layers[li].conv.copy_from_slice(&window[(p + 1) * di..(p + k) * di]);
-        }
+        // u = silu(conv1d(xs) + b_conv): (T, E·D)
+        let u = conv_silu(w, &xz, 2 * di, 0, k, st, &mut cap);
+        let Capture { positions, states: snapshots, layer: li } = cap;
 
         // [δ | B | C] = u · W_xᵀ: (T, R + 2N); Δ = softplus(δ · W_dtᵀ + b_dt): (T, E·D)
-        let mut dbc = linear(&u, &w.x_proj, None);
+        let mut dbc = linear(&u, x_proj, None);
         if c.arch == Arch::FalconMamba {
             // Falcon-Mamba: each of δ, B and C divided by its own RMS (no weights).
             for row in dbc.chunks_exact_mut(r + 2 * n) {
@@ -196,7 +220,7 @@ impl CpuModel {
         }
         let delta_in: Vec<f32> = dbc.chunks_exact(r + 2 * n).flat_map(|row| &row[..r]).copied().collect();
         let delta: Vec<f32> =
-            linear(&delta_in, &w.dt_proj, Some(&w.dt_proj_bias)).into_iter().map(softplus).collect();
+            linear(&delta_in, dt_proj, Some(&w.dt_bias)).into_iter().map(softplus).collect();
 
         // Selective scan, sequential in t:
         //   h_t = exp(Δ_t A) ⊙ h_{t−1} + (Δ_t u_t) B_t,   y_t = h_t · C_t + D u_t,

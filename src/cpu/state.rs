@@ -8,9 +8,10 @@ use crate::model::Config;
 /// One layer's recurrent state.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LayerState {
-    /// The last K−1 conv inputs (`xs`), oldest first; zeros before the first token. (K−1, E·D)
+    /// The last K−1 conv inputs (`xs`; Mamba-2: x ‖ B ‖ C), oldest first; zeros before the
+    /// first token. (K−1, conv_dim), conv_dim = E·D (Mamba-1) or E·D + 2·G·N (Mamba-2)
     pub conv: Vec<f32>,
-    /// The SSM state h. (E·D, N)
+    /// The SSM state h. (E·D, N); Mamba-2 reads it as (H, P, N)
     pub ssm: Vec<f32>,
 }
 
@@ -24,8 +25,10 @@ pub struct State {
 impl State {
     /// The state before any token: all zeros.
     pub fn zeros(c: &Config) -> Self {
-        let layer =
-            LayerState { conv: vec![0.0; (c.d_conv - 1) * c.d_inner], ssm: vec![0.0; c.d_inner * c.d_state] };
+        let layer = LayerState {
+            conv: vec![0.0; (c.d_conv - 1) * c.conv_dim()],
+            ssm: vec![0.0; c.d_inner * c.d_state],
+        };
         Self { layers: vec![layer; c.n_layer] }
     }
 
@@ -53,10 +56,9 @@ impl State {
     /// Fails unless this state has the shape of `c`'s states.
     pub fn check_fits(&self, c: &Config) -> Result<()> {
         let fits = self.layers.len() == c.n_layer
-            && self
-                .layers
-                .iter()
-                .all(|l| l.conv.len() == (c.d_conv - 1) * c.d_inner && l.ssm.len() == c.d_inner * c.d_state);
+            && self.layers.iter().all(|l| {
+                l.conv.len() == (c.d_conv - 1) * c.conv_dim() && l.ssm.len() == c.d_inner * c.d_state
+            });
         if fits {
             Ok(())
         } else {
@@ -66,7 +68,7 @@ impl State {
 
     /// Floats in a state for `c`.
     pub fn floats(c: &Config) -> usize {
-        c.n_layer * ((c.d_conv - 1) * c.d_inner + c.d_inner * c.d_state)
+        c.n_layer * ((c.d_conv - 1) * c.conv_dim() + c.d_inner * c.d_state)
     }
 
     /// Size in bytes of a state for `c` in f32 (what a checkpoint costs).
@@ -90,7 +92,7 @@ impl State {
                 flat.len()
             )));
         }
-        let (conv_len, ssm_len) = ((c.d_conv - 1) * c.d_inner, c.d_inner * c.d_state);
+        let (conv_len, ssm_len) = ((c.d_conv - 1) * c.conv_dim(), c.d_inner * c.d_state);
         let (conv, ssm) = flat.split_at(c.n_layer * conv_len);
         let layers = (0..c.n_layer)
             .map(|l| LayerState {

@@ -3,24 +3,26 @@
 use crate::cpu::State;
 use crate::error::Result;
 use crate::gpu::{GpuContext, Readback};
-use crate::kernels::{Step, scan_chunks, top_k};
-use crate::model::Config;
+use crate::kernels::{Step, scan_chunks, ssd_chunks, top_k};
+use crate::model::{Arch, Config};
 
 /// Scratch buffers of one forward chunk of at most `max_tokens` tokens (T ≤ max_tokens).
 pub(crate) struct Activations {
-    pub step: wgpu::Buffer,     // Step uniform
-    pub ids: wgpu::Buffer,      // (T) u32
-    pub h: wgpu::Buffer,        // (T, D) residual stream
-    pub x_norm: wgpu::Buffer,   // (T, D) normalised h
-    pub xz: wgpu::Buffer,       // (T, 2·E·D) in_proj output: xs ‖ z
-    pub ud: wgpu::Buffer,       // (2, T_max, E·D): u (conv1d + SiLU output), then Δ
-    pub dbc: wgpu::Buffer,      // (T, R + 2N) x_proj output: δ ‖ B ‖ C
-    pub y: wgpu::Buffer,        // (T, E·D) gated scan output
+    pub step: wgpu::Buffer,   // Step uniform
+    pub ids: wgpu::Buffer,    // (T) u32
+    pub h: wgpu::Buffer,      // (T, D) residual stream
+    pub x_norm: wgpu::Buffer, // (T, D) normalised h
+    pub xz: wgpu::Buffer, // (T, 2·E·D) in_proj output: xs ‖ z; Mamba-2 (T, E·D + conv_dim + H) z ‖ x ‖ B ‖ C ‖ δ
+    /// (2, T_max, E·D): u (conv1d + SiLU output), then Δ. Mamba-2: (T_max, conv_dim), u = x ‖ B
+    /// ‖ C after the conv; once the scan has read it, the gated RMSNorm's output (T, E·D).
+    pub ud: wgpu::Buffer,
+    pub dbc: wgpu::Buffer, // (T, R + 2N) x_proj output: δ ‖ B ‖ C (Mamba-2: unused, 1 float)
+    pub y: wgpu::Buffer,   // (T, E·D) gated scan output
     pub chunk_ab: wgpu::Buffer, // (chunks, 2, E·D, N) per-chunk affine maps
     pub chunk_h0: wgpu::Buffer, // (chunks, E·D, N) chunk start states
-    pub logits: wgpu::Buffer,   // (logits_rows, V)
-    pub capture: wgpu::Buffer,  // (T_max) position → checkpoint number + 1, then (captures, slot_len)
-    pub readback: Readback,     // logits_rows · V floats
+    pub logits: wgpu::Buffer, // (logits_rows, V)
+    pub capture: wgpu::Buffer, // (T_max) position → checkpoint number + 1, then (captures, slot_len)
+    pub readback: Readback, // logits_rows · V floats
     /// (1 + max_picks) u32: count, then the greedy picks in order; or the top-k summary,
     /// top_k::words(CAPACITY) u32 — as long as the longer of the two.
     pub picks: wgpu::Buffer,
@@ -38,7 +40,7 @@ pub(crate) struct Activations {
 
 /// The recurrent state of every layer on the GPU (the same layout as [`crate::State`]).
 pub(crate) struct StateBuffers {
-    pub conv: wgpu::Buffer, // (layers, K−1, E·D)
+    pub conv: wgpu::Buffer, // (layers, K−1, conv_dim)
     pub ssm: wgpu::Buffer,  // (layers, E·D, N)
     /// The state before a greedy batch (conv ‖ ssm, a checkpoint slot's layout), to rewind to
     /// when generation stops inside the batch.
@@ -50,7 +52,8 @@ pub(crate) struct StateBuffers {
 impl Activations {
     pub fn new(ctx: &GpuContext, c: &Config, max_tokens: usize, max_picks: usize) -> Result<Self> {
         let t = max_tokens;
-        let chunk = scan_chunks::chunk_len(c.d_state);
+        let mamba2 = c.arch == Arch::Mamba2;
+        let chunk = if mamba2 { ssd_chunks::CHUNK } else { scan_chunks::chunk_len(c.d_state) };
         let chunks = t.div_ceil(chunk);
         let plane = c.d_inner * c.d_state;
         // All-position logits are computed in blocks of rows that fit one binding (≤ 64 MiB).
@@ -66,9 +69,9 @@ impl Activations {
             ids: z("ids", t)?,
             h: z("h", t * c.d_model)?,
             x_norm: z("x_norm", t * c.d_model)?,
-            xz: z("xz", t * 2 * c.d_inner)?,
-            ud: z("u, delta", 2 * t * c.d_inner)?,
-            dbc: z("dbc", t * c.x_proj_dim())?,
+            xz: z("xz", t * c.in_proj_dim())?,
+            ud: z("u, delta", if mamba2 { t * c.conv_dim() } else { 2 * t * c.d_inner })?,
+            dbc: z("dbc", if mamba2 { 1 } else { t * c.x_proj_dim() })?,
             y: z("y", t * c.d_inner)?,
             chunk_ab: z("chunk_ab", chunks * 2 * plane)?,
             chunk_h0: z("chunk_h0", chunks * plane)?,
@@ -136,7 +139,7 @@ impl StateBuffers {
     }
 
     pub fn new(ctx: &GpuContext, c: &Config) -> Result<Self> {
-        let conv_len = c.n_layer * (c.d_conv - 1) * c.d_inner;
+        let conv_len = c.n_layer * (c.d_conv - 1) * c.conv_dim();
         Ok(Self {
             conv: ctx.storage_zeroed_f32("conv state", conv_len)?,
             ssm: ctx.storage_zeroed_f32("ssm state", c.n_layer * c.d_inner * c.d_state)?,

@@ -2,8 +2,9 @@
 //! nothing is created here. Dispatch sizes depend on T (this chunk's tokens).
 
 use crate::gpu::dispatch;
-use crate::gpu_model::plan::{Kernels, LayerPlan, LinearCall, Plan};
-use crate::kernels::{conv1d_silu, embedding, linear, rms_norm, rms_slices, scan_carry, scan_chunks};
+use crate::gpu_model::pipelines::Kernels;
+use crate::gpu_model::plan::{LayerPlan, LinearCall, Plan};
+use crate::kernels::{conv1d_silu, embedding, linear, rms_norm, rms_slices, scan_carry};
 use crate::model::Config;
 
 /// What `body` finishes with.
@@ -45,17 +46,23 @@ fn layer(pass: &mut wgpu::ComputePass<'_>, k: &Kernels, c: &Config, l: &LayerPla
     let Dims { t, chunks, max_dim } = d;
     k.rms_norm.dispatch(pass, &l.norm.bind_group, rms_norm::groups(t, max_dim));
     linear(pass, &l.in_proj, t);
-    k.conv1d_silu.dispatch(pass, &l.conv.bind_group, conv1d_silu::groups(di));
-    linear(pass, &l.x_proj, t);
-    if let (Some(kernel), Some(call)) = (&k.rms_slices, &l.x_proj_norms) {
-        kernel.dispatch(pass, &call.bind_group, rms_slices::groups(t, max_dim));
+    k.conv1d_silu.dispatch(pass, &l.conv.bind_group, conv1d_silu::groups(l.conv_channels));
+    if let Some(p) = &l.projections {
+        linear(pass, &p.x_proj, t);
+        if let (Some(kernel), Some(call)) = (&k.rms_slices, &p.x_proj_norms) {
+            kernel.dispatch(pass, &call.bind_group, rms_slices::groups(t, max_dim));
+        }
+        linear(pass, &p.dt_proj, t);
     }
-    linear(pass, &l.dt_proj, t);
+    let scan = (l.scan_width, chunks, 1);
     if chunks > 1 {
-        k.scan_chunks.dispatch(pass, &l.scan_chunks.bind_group, scan_chunks::groups(di, chunks));
+        k.scan_chunks.dispatch(pass, &l.scan_chunks.bind_group, scan);
         k.scan_carry.dispatch(pass, &l.scan_carry.bind_group, scan_carry::groups(di * n));
     }
-    k.scan_output.dispatch(pass, &l.scan_output.bind_group, scan_chunks::groups(di, chunks));
+    k.scan_output.dispatch(pass, &l.scan_output.bind_group, scan);
+    if let Some((call, groups)) = &l.gated_norm {
+        k.rms_norm.dispatch(pass, &call.bind_group, rms_norm::groups(t * groups, max_dim));
+    }
     linear(pass, &l.out_proj, t);
 }
 

@@ -9,10 +9,11 @@ use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 use crate::gpu_model::activations::{Activations, StateBuffers};
 use crate::gpu_model::checks;
-use crate::gpu_model::plan::{Kernels, Plan};
+use crate::gpu_model::pipelines::Kernels;
+use crate::gpu_model::plan::Plan;
 use crate::gpu_model::slots::Slots;
 use crate::gpu_model::upload::Upload;
-use crate::gpu_model::weights::GpuWeights;
+use crate::gpu_model::weights::{GpuWeights, a_d_offsets};
 use crate::gpu_model::{GpuMemory, GpuModel, GpuModelOptions, MAX_GREEDY_STEPS, WeightFormat};
 use crate::load::Reporter;
 use crate::model::{Checkpoint, Config, Layout};
@@ -103,8 +104,8 @@ impl GpuModel {
             }
             Err(other) => return Err(other),
         };
-        let a_len = config.d_inner * config.d_state;
-        Ok(Loading { ctx, config: config.clone(), options, sink: Upload::new(ctx, w, a_len), acts, state })
+        let sink = Upload::new(ctx, w, a_d_offsets(config));
+        Ok(Loading { ctx, config: config.clone(), options, sink, acts, state })
     }
 }
 

@@ -13,6 +13,8 @@ mod encode;
 mod format;
 mod greedy;
 mod load;
+mod mixers;
+mod pipelines;
 mod plan;
 mod slots;
 mod top;
@@ -31,7 +33,8 @@ use crate::model::Config;
 
 use activations::{Activations, StateBuffers};
 use encode::Head;
-use plan::{Kernels, Plan};
+use pipelines::Kernels;
+use plan::Plan;
 use slots::Slots;
 use weights::GpuWeights;
 

@@ -21,25 +21,25 @@ pub(crate) struct Upload<'a> {
     pub stats: ConversionStats,
     /// Bytes written since the last flush.
     unflushed: u64,
-    /// d_inner · d_state: where D starts in a layer's `a_d` buffer.
-    a_len: usize,
+    /// Where D (after A) and Mamba-2's dt_bias (after D) start in a layer's `a_d` buffer.
+    a_d_at: (usize, usize),
 }
 
 impl<'a> Upload<'a> {
-    pub fn new(ctx: &'a GpuContext, weights: GpuWeights, a_len: usize) -> Self {
-        Self { ctx, weights, stats: ConversionStats::default(), unflushed: 0, a_len }
+    pub fn new(ctx: &'a GpuContext, weights: GpuWeights, a_d_at: (usize, usize)) -> Self {
+        Self { ctx, weights, stats: ConversionStats::default(), unflushed: 0, a_d_at }
     }
 }
 
 impl Sink for Upload<'_> {
     fn rows(&mut self, t: &Planned, first_row: usize, bytes: &[u8]) -> Result<()> {
-        let Upload { ctx, weights: w, stats, unflushed, a_len } = self;
+        let Upload { ctx, weights: w, stats, unflushed, a_d_at } = self;
         let matrix = match t.role {
             Role::Embedding => Some(&w.embedding),
             Role::LmHead => w.lm_head.as_ref(),
             Role::Layer(i, Part::InProj) => Some(&w.layers[i].in_proj),
-            Role::Layer(i, Part::XProj) => Some(&w.layers[i].x_proj),
-            Role::Layer(i, Part::DtProj) => Some(&w.layers[i].dt_proj),
+            Role::Layer(i, Part::XProj) => w.layers[i].x_proj.as_ref(),
+            Role::Layer(i, Part::DtProj) => w.layers[i].dt_proj.as_ref(),
             Role::Layer(i, Part::OutProj) => Some(&w.layers[i].out_proj),
             _ => None,
         };
@@ -70,14 +70,21 @@ impl Sink for Upload<'_> {
                         None => return Ok(()),
                     },
                     Part::ALog => (&l.a_d, at, values.iter().map(|v| -v.exp()).collect()),
-                    Part::D => (&l.a_d, *a_len + at, values),
+                    Part::D => (&l.a_d, a_d_at.0 + at, values),
+                    Part::DtBias => (&l.a_d, a_d_at.1 + at, values),
+                    Part::GatedNorm => match &l.gated_norm {
+                        Some(b) => (b, at, values),
+                        None => return Ok(()),
+                    },
                     Part::InProjBias | Part::DtProjBias | Part::OutProjBias => {
                         let m = match part {
-                            Part::InProjBias => &l.in_proj,
-                            Part::DtProjBias => &l.dt_proj,
-                            _ => &l.out_proj,
+                            Part::InProjBias => Some(&l.in_proj),
+                            Part::DtProjBias => l.dt_proj.as_ref(),
+                            _ => Some(&l.out_proj),
                         };
-                        m.write_bias(ctx, &values);
+                        if let Some(m) = m {
+                            m.write_bias(ctx, &values);
+                        }
                         return Ok(());
                     }
                     Part::InProj | Part::XProj | Part::DtProj | Part::OutProj => return Ok(()),

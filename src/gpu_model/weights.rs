@@ -10,7 +10,7 @@
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 use crate::gpu_model::format::{Encoded, WeightFormat};
-use crate::model::{Config, Layout, Part, Role};
+use crate::model::{Arch, Config, Layout, Part, Role};
 
 /// Rows [row_start, row_start + rows) of a matrix, in one buffer.
 pub(crate) struct MatrixPart {
@@ -100,16 +100,26 @@ impl SplitMatrix {
     }
 }
 
-/// One block's weights on the GPU (shapes as in [`crate::model::LayerWeights`]).
+/// One block's weights on the GPU (shapes as in [`crate::model::LayerWeights`]; Mamba-2's
+/// where they differ: H heads, conv_dim = E·D + 2·G·N).
 pub(crate) struct GpuLayer {
-    pub norm: wgpu::Buffer,              // (D)
-    pub in_proj: SplitMatrix,            // (2·E·D, D), bias (2·E·D)
-    pub conv: wgpu::Buffer,              // (E·D, K)
-    pub conv_bias: Option<wgpu::Buffer>, // (E·D)
-    pub x_proj: SplitMatrix,             // (R + 2N, E·D)
-    pub dt_proj: SplitMatrix,            // (E·D, R), bias (E·D)
-    pub a_d: wgpu::Buffer,               // (E·D·N + E·D): A = −exp(A_log), then D
-    pub out_proj: SplitMatrix,           // (D, E·D), bias (D)
+    pub norm: wgpu::Buffer,               // (D)
+    pub in_proj: SplitMatrix,             // (2·E·D, D), bias; Mamba-2 (E·D + conv_dim + H, D)
+    pub conv: wgpu::Buffer,               // (E·D, K); Mamba-2 (conv_dim, K)
+    pub conv_bias: Option<wgpu::Buffer>,  // (E·D); Mamba-2 (conv_dim)
+    pub x_proj: Option<SplitMatrix>,      // (R + 2N, E·D); not in Mamba-2
+    pub dt_proj: Option<SplitMatrix>,     // (E·D, R), bias (E·D); not in Mamba-2
+    pub a_d: wgpu::Buffer, // (E·D·N + E·D): A = −exp(A_log), then D; Mamba-2 (3·H): A ‖ D ‖ dt_bias
+    pub gated_norm: Option<wgpu::Buffer>, // Mamba-2: the gated RMSNorm's gain (E·D)
+    pub out_proj: SplitMatrix, // (D, E·D), bias (D)
+}
+
+/// Where D starts in a layer's `a_d` buffer (after A), and Mamba-2's dt_bias (after D).
+pub(crate) fn a_d_offsets(c: &Config) -> (usize, usize) {
+    match c.arch {
+        Arch::Mamba2 => (c.n_heads, 2 * c.n_heads),
+        Arch::Mamba | Arch::FalconMamba => (c.d_inner * c.d_state, c.d_inner * c.d_state + c.d_inner),
+    }
 }
 
 /// All weights on the GPU.
@@ -141,14 +151,16 @@ impl GpuWeights {
             .map(|i| {
                 let name = |s: &str| format!("layers.{i}.{s}");
                 let has = |part| layout.get(Role::Layer(i, part)).is_some();
+                let (cd, mamba1) = (c.conv_dim(), c.arch != Arch::Mamba2);
                 Ok(GpuLayer {
                     norm: z(&name("norm"), d)?,
-                    in_proj: m(&name("in_proj"), (2 * di, d), has(Part::InProjBias))?,
-                    conv: z(&name("conv1d"), di * k)?,
-                    conv_bias: has(Part::ConvBias).then(|| z(&name("conv1d.bias"), di)).transpose()?,
-                    x_proj: m(&name("x_proj"), (r + 2 * n, di), false)?,
-                    dt_proj: m(&name("dt_proj"), (di, r), true)?,
-                    a_d: z(&name("A,D"), di * n + di)?,
+                    in_proj: m(&name("in_proj"), (c.in_proj_dim(), d), has(Part::InProjBias))?,
+                    conv: z(&name("conv1d"), cd * k)?,
+                    conv_bias: has(Part::ConvBias).then(|| z(&name("conv1d.bias"), cd)).transpose()?,
+                    x_proj: mamba1.then(|| m(&name("x_proj"), (r + 2 * n, di), false)).transpose()?,
+                    dt_proj: mamba1.then(|| m(&name("dt_proj"), (di, r), true)).transpose()?,
+                    a_d: z(&name("A,D"), a_d_offsets(c).1 + if mamba1 { 0 } else { c.n_heads })?,
+                    gated_norm: (!mamba1).then(|| z(&name("mixer.norm"), di)).transpose()?,
                     out_proj: m(&name("out_proj"), (d, di), has(Part::OutProjBias))?,
                 })
             })
@@ -169,14 +181,19 @@ impl GpuWeights {
 
     /// Every matrix, for listing formats and bytes.
     pub fn matrices(&self) -> impl Iterator<Item = &SplitMatrix> {
-        let layers = self.layers.iter().flat_map(|l| [&l.in_proj, &l.x_proj, &l.dt_proj, &l.out_proj]);
+        let layers = self
+            .layers
+            .iter()
+            .flat_map(|l| [Some(&l.in_proj), l.x_proj.as_ref(), l.dt_proj.as_ref(), Some(&l.out_proj)])
+            .flatten();
         std::iter::once(&self.embedding).chain(self.lm_head.as_ref()).chain(layers)
     }
 
     /// Bytes of every weight buffer.
     pub fn bytes(&self) -> u64 {
         let vectors = |l: &GpuLayer| {
-            l.norm.size() + l.conv.size() + l.conv_bias.as_ref().map_or(0, wgpu::Buffer::size) + l.a_d.size()
+            let opt = |b: &Option<wgpu::Buffer>| b.as_ref().map_or(0, wgpu::Buffer::size);
+            l.norm.size() + l.conv.size() + opt(&l.conv_bias) + l.a_d.size() + opt(&l.gated_norm)
         };
         self.matrices().map(SplitMatrix::bytes).sum::<u64>()
             + self.layers.iter().map(vectors).sum::<u64>()

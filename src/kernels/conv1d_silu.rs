@@ -40,8 +40,8 @@ pub struct Conv1dParams {
     pub map_len: u32,
     /// Floats per checkpoint slot.
     pub slot_len: u32,
-    /// Padding to 32 bytes.
-    pub _pad: u32,
+    /// Column of xz where the input starts: 0, or E·D for Mamba-2 (after z).
+    pub x_at: u32,
 }
 
 /// Workgroups: one invocation per channel.

@@ -23,6 +23,8 @@ pub mod rms_slices;
 pub mod scan_carry;
 pub mod scan_chunks;
 pub mod scan_output;
+pub mod ssd_chunks;
+pub mod ssd_output;
 pub mod top_k;
 
 pub use argmax::Argmax;
@@ -44,6 +46,8 @@ pub const SHADERS: &[(&str, &str)] = &[
     ("scan_carry", scan_carry::SOURCE),
     ("scan_chunks", scan_chunks::SOURCE),
     ("scan_output", scan_output::SOURCE),
+    ("ssd_chunks", ssd_chunks::SOURCE),
+    ("ssd_output", ssd_output::SOURCE),
     ("top_k", top_k::SOURCE),
 ];
 

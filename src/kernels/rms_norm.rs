@@ -27,8 +27,9 @@ pub struct RmsNormParams {
     pub eps: f32,
     /// `LAST_ROW` or 0.
     pub flags: u32,
-    /// Uniform structs are padded to 16 bytes.
-    pub _pad: u32,
+    /// G: rows of `cols` per token, row r scaled by `weight[(r % G)·cols ..]` (Mamba-2's gated
+    /// RMSNorm); 1 otherwise.
+    pub groups: u32,
 }
 
 /// Workgroups for `rows` rows (one per row, on a 2-D grid within the device's limit).
@@ -70,7 +71,7 @@ impl RmsNorm {
         let rows = (x.len() / cols) as u32;
         let step = ctx.uniform("rms_norm step", &Step { t_len: rows, ..Default::default() });
         let params =
-            ctx.uniform("rms_norm params", &RmsNormParams { cols: cols as u32, eps, ..Default::default() });
+            ctx.uniform("rms_norm params", &RmsNormParams { cols: cols as u32, eps, flags: 0, groups: 1 });
         let x_buf = ctx.storage_from_f32("rms_norm x", x)?;
         let w_buf = ctx.storage_from_f32("rms_norm weight", weight)?;
         let y_buf = ctx.storage_zeroed_f32("rms_norm y", x.len())?;

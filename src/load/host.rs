@@ -10,7 +10,9 @@ use safetensors::Dtype;
 
 use crate::error::{Error, Result};
 use crate::load::stream::Sink;
-use crate::model::{Config, LayerWeights, Layout, Matrix, MatrixData, ModelWeights, Part, Planned, Role};
+use crate::model::{
+    Arch, Config, LayerWeights, Layout, Matrix, MatrixData, ModelWeights, Part, Planned, Role,
+};
 
 /// A tensor being filled.
 enum Building {
@@ -67,11 +69,15 @@ impl HostSink {
                 in_proj_bias: take_vector(t, role(Part::InProjBias)).ok(),
                 conv: take_vector(t, role(Part::Conv))?,
                 conv_bias: take_vector(t, role(Part::ConvBias)).ok(),
-                x_proj: take_matrix(t, layout, role(Part::XProj))?,
-                dt_proj: take_matrix(t, layout, role(Part::DtProj))?,
-                dt_proj_bias: take_vector(t, role(Part::DtProjBias))?,
+                x_proj: optional_matrix(t, layout, role(Part::XProj))?,
+                dt_proj: optional_matrix(t, layout, role(Part::DtProj))?,
+                dt_bias: match config.arch {
+                    Arch::Mamba2 => take_vector(t, role(Part::DtBias))?,
+                    Arch::Mamba | Arch::FalconMamba => take_vector(t, role(Part::DtProjBias))?,
+                },
                 a_log: take_vector(t, role(Part::ALog))?,
                 d: take_vector(t, role(Part::D))?,
+                gated_norm: take_vector(t, role(Part::GatedNorm)).ok(),
                 out_proj: take_matrix(t, layout, role(Part::OutProj))?,
                 out_proj_bias: take_vector(t, role(Part::OutProjBias)).ok(),
             });
@@ -90,6 +96,15 @@ fn take_matrix(tensors: &mut HashMap<Role, Building>, layout: &Layout, role: Rol
         Building::BF16(v) => MatrixData::BF16(v),
     };
     Ok(Matrix { rows: p.rows, cols: p.cols, data })
+}
+
+/// The matrix playing `role` when the layout has one (x_proj, dt_proj: Mamba-1 only).
+fn optional_matrix(
+    tensors: &mut HashMap<Role, Building>,
+    layout: &Layout,
+    role: Role,
+) -> Result<Option<Matrix>> {
+    layout.get(role).map(|_| take_matrix(tensors, layout, role)).transpose()
 }
 
 /// The f32 vector playing `role`; an error when the checkpoint has none (optional biases).

@@ -4,7 +4,9 @@
 //! - Hugging Face `MambaForCausalLM` (`"model_type": "mamba"`: `hidden_size`,
 //!   `num_hidden_layers`, `state_size`, `conv_kernel`, `expand`/`intermediate_size`,
 //!   `time_step_rank`, `use_bias`, `use_conv_bias`, `layer_norm_epsilon`, ...) and
-//!   `FalconMambaForCausalLM` (`"falcon_mamba"`: the same fields and `mixer_rms_eps`);
+//!   `FalconMambaForCausalLM` (`"falcon_mamba"`: the same fields and `mixer_rms_eps`) and
+//!   `Mamba2ForCausalLM` (`"mamba2"`: `num_heads`, `head_dim`, `n_groups`, `chunk_size`,
+//!   `time_step_limit`; its width is int(`expand` × `hidden_size`));
 //! - the original `state-spaces/mamba-*` format (`d_model`, `n_layer`, `ssm_cfg`,
 //!   `pad_vocab_size_multiple`), recognised by its `d_model` key.
 //!
@@ -28,6 +30,10 @@ pub enum Arch {
     /// RMSNorms (ε = `mixer_rms_eps`) on x_proj's three outputs — Δ's input, B and C — before
     /// they are used.
     FalconMamba,
+    /// Mamba-2 (`Mamba2ForCausalLM`, `"mamba2"`): the SSD mixer — one in_proj to z ‖ x ‖ B ‖ C
+    /// ‖ Δ, a conv over x ‖ B ‖ C, a scalar A and Δ per head, B and C per group, and a gated
+    /// RMSNorm before out_proj.
+    Mamba2,
 }
 
 impl Arch {
@@ -36,6 +42,7 @@ impl Arch {
         match self {
             Arch::Mamba => "mamba",
             Arch::FalconMamba => "falcon_mamba",
+            Arch::Mamba2 => "mamba2",
         }
     }
 
@@ -44,6 +51,7 @@ impl Arch {
         match self {
             Arch::Mamba => "MambaForCausalLM",
             Arch::FalconMamba => "FalconMambaForCausalLM",
+            Arch::Mamba2 => "Mamba2ForCausalLM",
         }
     }
 }
@@ -81,12 +89,27 @@ pub struct Config {
     /// ε of Falcon-Mamba's weightless RMSNorms on Δ's input, B and C (`mixer_rms_eps`;
     /// unused by [`Arch::Mamba`]).
     pub mixer_rms_eps: f32,
+    /// H: Mamba-2's heads (`num_heads`), each with one A, D, Δ bias and Δ per token; H · P =
+    /// E·D. Mamba-1: E·D (every channel its own head).
+    pub n_heads: usize,
+    /// P: channels per head (`head_dim`). Mamba-1: 1.
+    pub head_dim: usize,
+    /// G: Mamba-2's groups of heads sharing one B and C per token (`n_groups`); also the groups
+    /// of the gated RMSNorm. Mamba-1: 1.
+    pub n_groups: usize,
+    /// Mamba-2's `chunk_size`: the chunk of HF's (and the CUDA kernels') SSD scan. It does not
+    /// change the result, so webmamba's kernels choose their own; kept for the HF config.
+    pub chunk_size: usize,
+    /// Mamba-2: Δ is clamped to [min, max] after the softplus (`time_step_limit`; (0, ∞) is no
+    /// clamp). Mamba-1: (0, ∞).
+    pub time_step_limit: (f32, f32),
 }
 
 impl Config {
     /// Parses `config.json` bytes in either format and checks the result.
     pub fn from_json(bytes: &[u8]) -> Result<Self> {
-        let value: Value = serde_json::from_slice(bytes)
+        // HF writes an unbounded `time_step_limit` as Python's bare `Infinity` (not JSON).
+        let value: Value = serde_json::from_slice(&quote_non_finite(bytes))
             .map_err(|e| Error::Config(format!("config.json is not valid JSON: {e}")))?;
         let config = if value.get("d_model").is_some() {
             Self::from_original(value)?
@@ -94,9 +117,10 @@ impl Config {
             match value.get("model_type").and_then(Value::as_str) {
                 Some("mamba") => Self::from_hf(value, Arch::Mamba)?,
                 Some("falcon_mamba") => Self::from_hf(value, Arch::FalconMamba)?,
+                Some("mamba2") => Self::from_hf_mamba2(value)?,
                 Some(other) => {
                     return Err(Error::UnsupportedModel(format!(
-                        "model_type {other:?} (webmamba runs \"mamba\" and \"falcon_mamba\" checkpoints)"
+                        "model_type {other:?} (webmamba runs \"mamba\", \"falcon_mamba\" and \"mamba2\" checkpoints)"
                     )));
                 }
                 None => {
@@ -119,6 +143,9 @@ impl Config {
             ("d_conv", self.d_conv),
             ("dt_rank", self.dt_rank),
             ("vocab_size", self.vocab_size),
+            ("num_heads", self.n_heads),
+            ("head_dim", self.head_dim),
+            ("n_groups", self.n_groups),
         ];
         for (name, v) in sizes {
             if v == 0 {
@@ -131,26 +158,46 @@ impl Config {
         if !(self.mixer_rms_eps.is_finite() && self.mixer_rms_eps >= 0.0) {
             return Err(Error::Config(format!("mixer_rms_eps {} is not usable", self.mixer_rms_eps)));
         }
+        if self.n_heads.checked_mul(self.head_dim) != Some(self.d_inner) {
+            return Err(Error::Config(format!(
+                "num_heads {} × head_dim {} must be the inner width {}",
+                self.n_heads, self.head_dim, self.d_inner
+            )));
+        }
+        if !self.n_heads.is_multiple_of(self.n_groups) {
+            return Err(Error::Config(format!(
+                "num_heads {} is not a multiple of n_groups {}",
+                self.n_heads, self.n_groups
+            )));
+        }
+        let (lo, hi) = self.time_step_limit;
+        if !(lo >= 0.0 && lo <= hi && !hi.is_nan()) {
+            return Err(Error::Config(format!("time_step_limit ({lo}, {hi}) is not a usable range")));
+        }
         // Every tensor and the whole state must be countable in u32 (what GPU indices hold; a
         // 2.8B model's largest tensor has 129M elements): sizes from a hostile config must not
         // wrap into small, misleading numbers.
         let (d, di, n, k, r, v) =
             (self.d_model, self.d_inner, self.d_state, self.d_conv, self.dt_rank, self.vocab_size);
         let mul = |a: usize, b: usize| a.checked_mul(b);
+        let conv_dim = mul(2 * self.n_groups, n).and_then(|x| x.checked_add(di));
         let state = mul(di, n)
-            .zip(mul(di, k - 1))
+            .zip(conv_dim.and_then(|cd| mul(cd, k - 1)))
             .and_then(|(a, b)| a.checked_add(b))
             .and_then(|s| mul(s, self.n_layer));
         let counts = [
             ("embedding (vocab_size × hidden_size)", mul(v, d)),
-            ("in_proj (2 × intermediate_size × hidden_size)", mul(2, di).and_then(|x| mul(x, d))),
+            (
+                "in_proj (its outputs × hidden_size)",
+                conv_dim.and_then(|cd| cd.checked_add(di + self.n_heads)).and_then(|x| mul(x, d)),
+            ),
             (
                 "x_proj ((time_step_rank + 2 × state_size) × intermediate_size)",
                 mul(2, n).and_then(|x| x.checked_add(r)).and_then(|x| mul(x, di)),
             ),
             ("dt_proj (intermediate_size × time_step_rank)", mul(di, r)),
             ("A_log (intermediate_size × state_size)", mul(di, n)),
-            ("conv1d (intermediate_size × conv_kernel)", mul(di, k)),
+            ("conv1d (its channels × conv_kernel)", conv_dim.and_then(|cd| mul(cd, k))),
             ("the recurrent state (layers × intermediate_size × (state_size + conv_kernel − 1))", state),
         ];
         for (what, count) in counts {
@@ -191,8 +238,8 @@ impl Config {
         Ok(())
     }
 
-    /// This config as a Hugging Face `config.json` (`MambaForCausalLM` or
-    /// `FalconMambaForCausalLM`) that parses back to it.
+    /// This config as a Hugging Face `config.json` (`MambaForCausalLM`,
+    /// `FalconMambaForCausalLM` or `Mamba2ForCausalLM`) that parses back to it.
     pub fn to_hf_json(&self) -> String {
         // `intermediate_size` carries the width (HF and `from_json` take it over expand), and
         // HF 5.24's strict `MambaConfig` wants an integer `expand`: 2, not 2.0 (which it
@@ -222,13 +269,24 @@ impl Config {
         if self.arch == Arch::FalconMamba {
             json["mixer_rms_eps"] = decimal(self.mixer_rms_eps).into();
         }
+        if self.arch == Arch::Mamba2 {
+            // HF's Mamba2 width is expand × hidden_size (no intermediate_size field).
+            json["num_heads"] = self.n_heads.into();
+            json["head_dim"] = self.head_dim.into();
+            json["n_groups"] = self.n_groups.into();
+            json["chunk_size"] = self.chunk_size.into();
+            let (lo, hi) = self.time_step_limit;
+            if lo != 0.0 || hi.is_finite() {
+                json["time_step_limit"] = serde_json::json!([decimal(lo), decimal(hi)]);
+            }
+        }
         json.to_string()
     }
 
     /// The text of this config that a model's fingerprint hashes (so exported states name
     /// their model). For Mamba-1 it is exactly what `{:?}` printed before `arch` and
     /// `mixer_rms_eps` existed, so states exported by earlier builds still import; other
-    /// architectures append both.
+    /// architectures append both (and Mamba-2 its head layout and Δ clamp).
     pub fn identity(&self) -> String {
         let base = format!(
             "Config {{ d_model: {:?}, n_layer: {:?}, d_inner: {:?}, d_state: {:?}, d_conv: {:?}, \
@@ -249,12 +307,74 @@ impl Config {
         );
         match self.arch {
             Arch::Mamba => format!("{base} }}"),
-            arch => format!("{base}, arch: {:?}, mixer_rms_eps: {:?} }}", arch.name(), self.mixer_rms_eps),
+            Arch::FalconMamba => {
+                format!("{base}, arch: {:?}, mixer_rms_eps: {:?} }}", self.arch.name(), self.mixer_rms_eps)
+            }
+            Arch::Mamba2 => format!(
+                "{base}, arch: {:?}, mixer_rms_eps: {:?}, n_heads: {:?}, head_dim: {:?}, n_groups: {:?}, \
+                 time_step_limit: {:?} }}",
+                self.arch.name(),
+                self.mixer_rms_eps,
+                self.n_heads,
+                self.head_dim,
+                self.n_groups,
+                self.time_step_limit,
+            ),
         }
     }
 
-    /// Width of `x_proj`'s output: Δ (R) ‖ B (N) ‖ C (N).
+    /// Width of `x_proj`'s output: Δ (R) ‖ B (N) ‖ C (N). (Mamba-1 and Falcon-Mamba.)
     pub fn x_proj_dim(&self) -> usize {
         self.dt_rank + 2 * self.d_state
     }
+
+    /// Channels of the conv1d (and of its carried window): x (E·D) for Mamba-1; x ‖ B ‖ C
+    /// (E·D + 2·G·N) for Mamba-2.
+    pub fn conv_dim(&self) -> usize {
+        match self.arch {
+            Arch::Mamba2 => self.d_inner + 2 * self.n_groups * self.d_state,
+            Arch::Mamba | Arch::FalconMamba => self.d_inner,
+        }
+    }
+
+    /// Width of `in_proj`'s output: x ‖ z (2·E·D) for Mamba-1; z ‖ x ‖ B ‖ C ‖ Δ
+    /// (E·D + conv_dim + H) for Mamba-2.
+    pub fn in_proj_dim(&self) -> usize {
+        match self.arch {
+            Arch::Mamba2 => self.d_inner + self.conv_dim() + self.n_heads,
+            Arch::Mamba | Arch::FalconMamba => 2 * self.d_inner,
+        }
+    }
+}
+
+/// `bytes` with every bare `Infinity`, `-Infinity` and `NaN` outside strings (what Python's
+/// `json.dumps` writes for non-finite floats, and JSON does not allow) turned into a string
+/// (`"Infinity"`...), which the fields that accept them read back.
+fn quote_non_finite(bytes: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    const WORDS: [&[u8]; 3] = [b"-Infinity", b"Infinity", b"NaN"];
+    let (mut out, mut in_string, mut escaped, mut i) = (Vec::new(), false, false, 0);
+    let mut changed = false;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if in_string {
+            (escaped, in_string) = match (escaped, b) {
+                (true, _) => (false, true),
+                (false, b'\\') => (true, true),
+                (false, b'"') => (false, false),
+                _ => (false, true),
+            };
+        } else if b == b'"' {
+            in_string = true;
+        } else if let Some(word) = WORDS.iter().find(|w| bytes[i..].starts_with(w)) {
+            out.push(b'"');
+            out.extend_from_slice(word);
+            out.push(b'"');
+            i += word.len();
+            changed = true;
+            continue;
+        }
+        out.push(b);
+        i += 1;
+    }
+    if changed { std::borrow::Cow::Owned(out) } else { std::borrow::Cow::Borrowed(bytes) }
 }

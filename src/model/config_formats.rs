@@ -61,6 +61,44 @@ struct HfConfig {
     mixer_rms_eps: f32,
 }
 
+/// Hugging Face `Mamba2Config` (the fields that matter; others are ignored). Its defaults are
+/// HF's (5.24): a config.json that leaves a field out means HF's default.
+#[derive(Deserialize)]
+struct HfMamba2Config {
+    vocab_size: usize,
+    hidden_size: usize,
+    num_hidden_layers: usize,
+    #[serde(default = "heads_default")]
+    num_heads: usize,
+    #[serde(default = "head_dim_default")]
+    head_dim: usize,
+    #[serde(default = "groups_default")]
+    n_groups: usize,
+    #[serde(default = "ssd_state_default")]
+    state_size: usize,
+    #[serde(default = "d_conv_default")]
+    conv_kernel: usize,
+    #[serde(default = "expand_default")]
+    expand: f64,
+    #[serde(default = "rank_default")]
+    time_step_rank: Rank,
+    #[serde(default)]
+    use_bias: bool,
+    #[serde(default = "default_true")]
+    use_conv_bias: bool,
+    #[serde(default = "eps_default")]
+    layer_norm_epsilon: f32,
+    #[serde(default)]
+    tie_word_embeddings: bool,
+    #[serde(default = "act_default")]
+    hidden_act: String,
+    eos_token_id: Option<Value>,
+    #[serde(default = "chunk_default")]
+    chunk_size: usize,
+    /// Numbers, "Infinity" (see `quote_non_finite`) or HF 5's {"__float__": "Infinity"}.
+    time_step_limit: Option<Vec<Value>>,
+}
+
 /// The original `state-spaces/mamba` `MambaConfig`.
 #[derive(Deserialize)]
 struct OriginalConfig {
@@ -130,6 +168,21 @@ fn act_default() -> String {
 fn pad_default() -> usize {
     8
 }
+fn heads_default() -> usize {
+    128
+}
+fn head_dim_default() -> usize {
+    64
+}
+fn groups_default() -> usize {
+    8
+}
+fn ssd_state_default() -> usize {
+    128
+}
+fn chunk_default() -> usize {
+    256
+}
 fn layer_default() -> String {
     "Mamba1".into()
 }
@@ -143,16 +196,76 @@ fn inner_width(expand: f64, d_model: usize) -> Result<usize> {
     Ok(width as usize)
 }
 
+/// HF allows a list of eos ids; the first ends generation.
+fn first_eos(eos: Option<Value>) -> Option<u32> {
+    match eos {
+        Some(Value::Number(n)) => n.as_u64().map(|v| v as u32),
+        Some(Value::Array(ids)) => ids.first().and_then(Value::as_u64).map(|v| v as u32),
+        _ => None,
+    }
+}
+
+fn check_act(act: &str) -> Result<()> {
+    if act == "silu" {
+        Ok(())
+    } else {
+        Err(Error::UnsupportedModel(format!("hidden_act {act:?} (Mamba uses \"silu\")")))
+    }
+}
+
+/// `time_step_limit`: two numbers (or "Infinity"); absent means (0, ∞).
+fn step_limit(limit: Option<Vec<Value>>) -> Result<(f32, f32)> {
+    let Some(limit) = limit else { return Ok((0.0, f32::INFINITY)) };
+    let bad = || Error::Config(format!("time_step_limit must be two numbers, not {limit:?}"));
+    // HF 5.x writes ∞ as {"__float__": "Infinity"}; older versions as a bare `Infinity`.
+    let number = |v: &Value| match v {
+        Value::Number(n) => n.as_f64().map(|x| x as f32),
+        Value::String(s) if s == "Infinity" => Some(f32::INFINITY),
+        Value::Object(o) if o.get("__float__").and_then(Value::as_str) == Some("Infinity") => {
+            Some(f32::INFINITY)
+        }
+        _ => None,
+    };
+    match limit.as_slice() {
+        [lo, hi] => Ok((number(lo).ok_or_else(bad)?, number(hi).ok_or_else(bad)?)),
+        _ => Err(bad()),
+    }
+}
+
 impl Config {
+    pub(super) fn from_hf_mamba2(value: Value) -> Result<Self> {
+        let c: HfMamba2Config = serde_json::from_value(value)
+            .map_err(|e| Error::Config(format!("Hugging Face Mamba2ForCausalLM config: {e}")))?;
+        check_act(&c.hidden_act)?;
+        Ok(Config {
+            d_model: c.hidden_size,
+            n_layer: c.num_hidden_layers,
+            // HF's Mamba2Mixer: int(expand × hidden_size), whatever else config.json says.
+            d_inner: inner_width(c.expand, c.hidden_size)?,
+            d_state: c.state_size,
+            d_conv: c.conv_kernel,
+            // Unused by the SSD mixer (HF keeps the field).
+            dt_rank: c.time_step_rank.resolve(c.hidden_size, "time_step_rank")?,
+            vocab_size: c.vocab_size,
+            use_bias: c.use_bias,
+            use_conv_bias: c.use_conv_bias,
+            norm_eps: c.layer_norm_epsilon,
+            tie_embeddings: c.tie_word_embeddings,
+            eos_token_id: first_eos(c.eos_token_id),
+            arch: Arch::Mamba2,
+            mixer_rms_eps: MIXER_EPS_DEFAULT,
+            n_heads: c.num_heads,
+            head_dim: c.head_dim,
+            n_groups: c.n_groups,
+            chunk_size: c.chunk_size,
+            time_step_limit: step_limit(c.time_step_limit)?,
+        })
+    }
+
     pub(super) fn from_hf(value: Value, arch: Arch) -> Result<Self> {
         let c: HfConfig = serde_json::from_value(value)
             .map_err(|e| Error::Config(format!("Hugging Face {} config: {e}", arch.hf_class())))?;
-        if c.hidden_act != "silu" {
-            return Err(Error::UnsupportedModel(format!(
-                "hidden_act {:?} (Mamba uses \"silu\")",
-                c.hidden_act
-            )));
-        }
+        check_act(&c.hidden_act)?;
         // As HF transformers (5.x): `intermediate_size` when config.json has it (even where it
         // is not expand × hidden_size: HF then builds and runs the mixer at that width), else
         // int(expand × hidden_size). The weights' shapes are checked against it (`Layout`).
@@ -161,12 +274,7 @@ impl Config {
             Some(n) => n,
             None => inner_width(c.expand, c.hidden_size)?,
         };
-        // HF allows a list of eos ids; the first ends generation.
-        let eos_token_id = match c.eos_token_id {
-            Some(Value::Number(n)) => n.as_u64().map(|v| v as u32),
-            Some(Value::Array(ids)) => ids.first().and_then(Value::as_u64).map(|v| v as u32),
-            _ => None,
-        };
+        let eos_token_id = first_eos(c.eos_token_id);
         Ok(Config {
             d_model: c.hidden_size,
             n_layer: c.num_hidden_layers,
@@ -182,6 +290,11 @@ impl Config {
             eos_token_id,
             arch,
             mixer_rms_eps: c.mixer_rms_eps,
+            n_heads: d_inner,
+            head_dim: 1,
+            n_groups: 1,
+            chunk_size: 0,
+            time_step_limit: (0.0, f32::INFINITY),
         })
     }
 
@@ -190,7 +303,8 @@ impl Config {
             .map_err(|e| Error::Config(format!("state-spaces Mamba config: {e}")))?;
         if c.ssm_cfg.layer != "Mamba1" {
             return Err(Error::UnsupportedModel(format!(
-                "ssm_cfg.layer {:?} (webmamba runs Mamba1)",
+                "ssm_cfg.layer {:?} in the original state-spaces format (webmamba reads Mamba1 there; \
+                 Mamba-2 from a Hugging Face Mamba2ForCausalLM config.json)",
                 c.ssm_cfg.layer
             )));
         }
@@ -201,10 +315,11 @@ impl Config {
         let vocab_size = c.vocab_size.div_ceil(multiple).checked_mul(multiple).ok_or_else(|| {
             Error::Config(format!("vocab_size {} padded to a multiple of {multiple} overflows", c.vocab_size))
         })?;
+        let d_inner = inner_width(c.ssm_cfg.expand, c.d_model)?;
         Ok(Config {
             d_model: c.d_model,
             n_layer: c.n_layer,
-            d_inner: inner_width(c.ssm_cfg.expand, c.d_model)?,
+            d_inner,
             d_state: c.ssm_cfg.d_state,
             d_conv: c.ssm_cfg.d_conv,
             dt_rank: c.ssm_cfg.dt_rank.resolve(c.d_model, "ssm_cfg.dt_rank")?,
@@ -216,6 +331,11 @@ impl Config {
             eos_token_id: None,
             arch: Arch::Mamba,
             mixer_rms_eps: MIXER_EPS_DEFAULT,
+            n_heads: d_inner,
+            head_dim: 1,
+            n_groups: 1,
+            chunk_size: 0,
+            time_step_limit: (0.0, f32::INFINITY),
         })
     }
 }

@@ -6,7 +6,9 @@
 //! Both tensor layouts are accepted:
 //! - Hugging Face: `backbone.embeddings.weight`, `backbone.layers.N.{norm,mixer.*}`,
 //!   `backbone.norm_f.weight`, optional `lm_head.weight`;
-//! - original state-spaces: the same but `backbone.embedding.weight`.
+//! - original state-spaces: the same but `backbone.embedding.weight`;
+//! - Mamba-2 (HF `Mamba2ForCausalLM`): the same names outside the mixer; in it `in_proj`,
+//!   `conv1d`, `dt_bias`, `A_log`, `D`, `norm` (gated RMSNorm) and `out_proj`.
 //!
 //! Shapes use the glossary of [`crate::model`]: D = d_model, E·D = d_inner, N = d_state,
 //! K = d_conv, R = dt_rank, V = vocab.
@@ -16,21 +18,22 @@ use std::collections::{BTreeMap, HashMap};
 use safetensors::Dtype;
 
 use crate::error::{Error, Result};
-use crate::model::config::Config;
+use crate::model::config::{Arch, Config};
 use crate::model::header::FileHeader;
 
-/// One tensor of a Mamba block (`backbone.layers.N.…`).
+/// One tensor of a Mamba block (`backbone.layers.N.…`). Shapes are Mamba-1's; Mamba-2's
+/// (H heads, G groups, conv_dim = E·D + 2·G·N) are given where they differ.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Part {
     /// `norm.weight` (D)
     Norm,
-    /// `mixer.in_proj.weight` (2·E·D, D)
+    /// `mixer.in_proj.weight` (2·E·D, D); Mamba-2 (E·D + conv_dim + H, D)
     InProj,
-    /// `mixer.in_proj.bias` (2·E·D)
+    /// `mixer.in_proj.bias` (2·E·D); Mamba-2 (E·D + conv_dim + H)
     InProjBias,
-    /// `mixer.conv1d.weight` (E·D, 1, K)
+    /// `mixer.conv1d.weight` (E·D, 1, K); Mamba-2 (conv_dim, 1, K)
     Conv,
-    /// `mixer.conv1d.bias` (E·D)
+    /// `mixer.conv1d.bias` (E·D); Mamba-2 (conv_dim)
     ConvBias,
     /// `mixer.x_proj.weight` (R + 2N, E·D)
     XProj,
@@ -38,10 +41,14 @@ pub enum Part {
     DtProj,
     /// `mixer.dt_proj.bias` (E·D)
     DtProjBias,
-    /// `mixer.A_log` (E·D, N)
+    /// `mixer.A_log` (E·D, N); Mamba-2 (H)
     ALog,
-    /// `mixer.D` (E·D)
+    /// `mixer.D` (E·D); Mamba-2 (H)
     D,
+    /// Mamba-2: `mixer.dt_bias` (H)
+    DtBias,
+    /// Mamba-2: `mixer.norm.weight`, the gated RMSNorm's gain (E·D)
+    GatedNorm,
     /// `mixer.out_proj.weight` (D, E·D)
     OutProj,
     /// `mixer.out_proj.bias` (D)
@@ -196,6 +203,15 @@ fn wanted(c: &Config, original_layout: bool, has_lm_head: bool) -> Result<Vec<(R
     let embedding = if original_layout { "backbone.embedding.weight" } else { "backbone.embeddings.weight" };
     let mut out = vec![(Role::Embedding, embedding.to_string(), vec![v, d])];
     for i in 0..c.n_layer {
+        let parts = if c.arch == Arch::Mamba2 { mamba2_parts(c) } else { Vec::new() };
+        for (part, leaf, shape, present) in parts {
+            if present {
+                out.push((Role::Layer(i, part), format!("backbone.layers.{i}.{leaf}"), shape));
+            }
+        }
+        if c.arch == Arch::Mamba2 {
+            continue;
+        }
         let parts: [(Part, &str, Vec<usize>, bool); 12] = [
             (Part::Norm, "norm.weight", vec![d], true),
             (Part::InProj, "mixer.in_proj.weight", vec![2 * di, d], true),
@@ -226,4 +242,22 @@ fn wanted(c: &Config, original_layout: bool, has_lm_head: bool) -> Result<Vec<(R
         });
     }
     Ok(out)
+}
+
+/// A Mamba-2 block's tensors as (part, name under the layer, shape, present).
+fn mamba2_parts(c: &Config) -> Vec<(Part, &'static str, Vec<usize>, bool)> {
+    let (d, di, h, k, cd) = (c.d_model, c.d_inner, c.n_heads, c.d_conv, c.conv_dim());
+    vec![
+        (Part::Norm, "norm.weight", vec![d], true),
+        (Part::InProj, "mixer.in_proj.weight", vec![c.in_proj_dim(), d], true),
+        (Part::InProjBias, "mixer.in_proj.bias", vec![c.in_proj_dim()], c.use_bias),
+        (Part::Conv, "mixer.conv1d.weight", vec![cd, 1, k], true),
+        (Part::ConvBias, "mixer.conv1d.bias", vec![cd], c.use_conv_bias),
+        (Part::DtBias, "mixer.dt_bias", vec![h], true),
+        (Part::ALog, "mixer.A_log", vec![h], true),
+        (Part::D, "mixer.D", vec![h], true),
+        (Part::GatedNorm, "mixer.norm.weight", vec![di], true),
+        (Part::OutProj, "mixer.out_proj.weight", vec![d, di], true),
+        (Part::OutProjBias, "mixer.out_proj.bias", vec![d], c.use_bias),
+    ]
 }

@@ -22,6 +22,20 @@
 //! | `ssm` | h | SSM state (E·D, N): h_t = exp(Δ_t A) ⊙ h_{t−1} + Δ_t B_t x_t |
 //! | `conv` | — | the last K−1 conv inputs, the conv1d's carried window |
 //! | `mixer_rms_eps` | — | Falcon-Mamba only: ε of the weightless RMSNorms applied to δ (the R inputs of `dt_proj`), B and C of every token right after `x_proj` |
+//!
+//! Mamba-2 (Dao & Gu 2024, "Transformers are SSMs": SSD) changes the mixer, not the block:
+//! | code | symbol | meaning |
+//! |---|---|---|
+//! | `n_heads` | H | heads; each has one A, D, Δ bias, and one Δ per token |
+//! | `head_dim` | P | channels per head: H·P = E·D |
+//! | `n_groups` | G | groups of heads sharing one B and one C per token (N each); also the gated norm's groups |
+//! | `conv_dim()` | — | E·D + 2·G·N: the conv runs over x ‖ B ‖ C (and its window is that wide) |
+//! | `in_proj_dim()` | — | E·D + conv_dim + H: `in_proj` gives z ‖ x ‖ B ‖ C ‖ δ |
+//! | `a` | A | `−exp(A_log)`, (H): a scalar per head (Mamba-1: a matrix per channel) |
+//! | `delta` | Δ | `clamp(softplus(δ + dt_bias), time_step_limit)`, (T, H) |
+//! | `ssm` | h | (H, P, N): h_t = exp(Δ_t A) h_{t−1} + Δ_t x_t ⊗ B_t, y_t = h_t C_t + D x_t |
+//! | `gated_norm` | — | `mixer.norm`: y·silu(z), then RMSNorm per group of E·D/G channels, times the gain |
+//! | `chunk_size` | Q | HF's SSD chunk; the math does not depend on it (our kernels choose their own) |
 
 mod checkpoint;
 mod config;

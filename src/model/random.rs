@@ -15,7 +15,7 @@ use safetensors::Dtype;
 
 use crate::error::{Error, Result};
 use crate::model::checkpoint::Checkpoint;
-use crate::model::config::Config;
+use crate::model::config::{Arch, Config};
 
 /// One tensor to generate: its name, shape and how to fill it.
 struct Spec {
@@ -36,7 +36,7 @@ enum Fill {
     ALog(usize),
 }
 
-/// Every tensor of a Hugging Face `MambaForCausalLM` of shape `c`, in the order they are
+/// Every tensor of a Hugging Face `MambaForCausalLM` (or `Mamba2ForCausalLM`) of shape `c`, in the order they are
 /// generated and written.
 fn specs(c: &Config) -> Vec<Spec> {
     let (d, di, n, k, r, v) = (c.d_model, c.d_inner, c.d_state, c.d_conv, c.dt_rank, c.vocab_size);
@@ -46,6 +46,27 @@ fn specs(c: &Config) -> Vec<Spec> {
     for i in 0..c.n_layer {
         let p = |leaf: &str| format!("backbone.layers.{i}.{leaf}");
         add(p("norm.weight"), vec![d], Fill::Around(1.0, 0.1));
+        if c.arch == Arch::Mamba2 {
+            // HF's Mamba2Mixer init: A = 1..H per head, D = 1, Δ's bias as Mamba-1's.
+            let (h, cd, zxbcdt) = (c.n_heads, c.conv_dim(), c.in_proj_dim());
+            add(p("mixer.in_proj.weight"), vec![zxbcdt, d], Fill::Uniform(fan(d)));
+            if c.use_bias {
+                add(p("mixer.in_proj.bias"), vec![zxbcdt], Fill::Uniform(fan(d)));
+            }
+            add(p("mixer.conv1d.weight"), vec![cd, 1, k], Fill::Uniform(fan(k)));
+            if c.use_conv_bias {
+                add(p("mixer.conv1d.bias"), vec![cd], Fill::Uniform(fan(k)));
+            }
+            add(p("mixer.dt_bias"), vec![h], Fill::DtBias);
+            add(p("mixer.A_log"), vec![h], Fill::ALog(h));
+            add(p("mixer.D"), vec![h], Fill::Around(1.0, 0.1));
+            add(p("mixer.norm.weight"), vec![di], Fill::Around(1.0, 0.1));
+            add(p("mixer.out_proj.weight"), vec![d, di], Fill::Uniform(fan(di) / (c.n_layer as f32).sqrt()));
+            if c.use_bias {
+                add(p("mixer.out_proj.bias"), vec![d], Fill::Uniform(fan(di)));
+            }
+            continue;
+        }
         add(p("mixer.in_proj.weight"), vec![2 * di, d], Fill::Uniform(fan(d)));
         if c.use_bias {
             add(p("mixer.in_proj.bias"), vec![2 * di], Fill::Uniform(fan(d)));

@@ -14,7 +14,7 @@ pub struct ModelInfo {
     pub backend: String,
     /// The GPU adapter ("" on the CPU), and why the CPU was chosen if it was.
     pub adapter: String,
-    /// The architecture, as config.json's `model_type`: "mamba" or "falcon_mamba".
+    /// The architecture, as config.json's `model_type`: "mamba", "falcon_mamba" or "mamba2".
     pub architecture: String,
     /// Width of the residual stream.
     #[wasm_bindgen(js_name = dModel)]

@@ -57,6 +57,9 @@ pub const NAMES: &[&str] = &[
     "intermediate-f32",
     "falcon-f32",
     "falcon-bias-bf16",
+    "mamba2-f32",
+    "mamba2-bias-bf16",
+    "mamba2-groups-f16",
 ];
 
 /// Every fixture.
@@ -86,6 +89,9 @@ pub fn all() -> Vec<Fixture> {
         single!("intermediate-f32"),
         single!("falcon-f32"),
         single!("falcon-bias-bf16"),
+        single!("mamba2-f32"),
+        single!("mamba2-bias-bf16"),
+        single!("mamba2-groups-f16"),
     ]
 }
 

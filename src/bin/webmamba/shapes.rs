@@ -1,5 +1,6 @@
-//! The shapes of the published Mamba-1 models (state-spaces/mamba-*-hf), for random models of
-//! real size: `webmamba bench --shape`, `webmamba random --shape`.
+//! The shapes of the published Mamba-1 models (state-spaces/mamba-*-hf) and Mamba-2 models
+//! (state-spaces/mamba2-*), for random models of real size: `webmamba bench --shape`,
+//! `webmamba random --shape`.
 
 use clap::ValueEnum;
 use webmamba::Config;
@@ -22,22 +23,53 @@ pub enum Shape {
     /// mamba-2.8b: d_model 2560, 64 layers.
     #[value(name = "2.8b")]
     Mamba2_8b,
+    /// mamba2-130m: d_model 768, 24 layers (24 heads).
+    #[value(name = "mamba2-130m")]
+    Ssd130m,
+    /// mamba2-370m: d_model 1024, 48 layers (32 heads).
+    #[value(name = "mamba2-370m")]
+    Ssd370m,
+    /// mamba2-780m: d_model 1536, 48 layers (48 heads).
+    #[value(name = "mamba2-780m")]
+    Ssd780m,
+    /// mamba2-1.3b: d_model 2048, 48 layers (64 heads).
+    #[value(name = "mamba2-1.3b")]
+    Ssd1_3b,
+    /// mamba2-2.7b: d_model 2560, 64 layers (80 heads).
+    #[value(name = "mamba2-2.7b")]
+    Ssd2_7b,
 }
 
 impl Shape {
-    /// The config: d_state 16, expand 2, conv 4, vocabulary 50280, tied embeddings.
+    /// The config. Mamba-1: d_state 16, expand 2, conv 4, vocabulary 50280, tied embeddings.
+    /// Mamba-2: d_state 128, head_dim 64, 1 group, expand 2, conv 4, vocabulary 50288 (50277
+    /// padded to a multiple of 16), tied embeddings.
     pub fn config(self) -> Config {
-        let (d, layers) = match self {
-            Shape::Mamba130m => (768, 24),
-            Shape::Mamba370m => (1024, 48),
-            Shape::Mamba790m => (1536, 48),
-            Shape::Mamba1_4b => (2048, 48),
-            Shape::Mamba2_8b => (2560, 64),
+        let (d, layers, mamba2) = match self {
+            Shape::Mamba130m => (768, 24, false),
+            Shape::Mamba370m => (1024, 48, false),
+            Shape::Mamba790m => (1536, 48, false),
+            Shape::Mamba1_4b => (2048, 48, false),
+            Shape::Mamba2_8b => (2560, 64, false),
+            Shape::Ssd130m => (768, 24, true),
+            Shape::Ssd370m => (1024, 48, true),
+            Shape::Ssd780m => (1536, 48, true),
+            Shape::Ssd1_3b => (2048, 48, true),
+            Shape::Ssd2_7b => (2560, 64, true),
         };
-        let json = format!(
-            r#"{{"model_type":"mamba","vocab_size":50280,"hidden_size":{d},"num_hidden_layers":{layers},
-                "state_size":16,"expand":2,"conv_kernel":4,"eos_token_id":0}}"#
-        );
+        let json = if mamba2 {
+            format!(
+                r#"{{"model_type":"mamba2","vocab_size":50288,"hidden_size":{d},"num_hidden_layers":{layers},
+                    "state_size":128,"expand":2,"conv_kernel":4,"num_heads":{},"head_dim":64,"n_groups":1,
+                    "tie_word_embeddings":true,"eos_token_id":0}}"#,
+                2 * d / 64
+            )
+        } else {
+            format!(
+                r#"{{"model_type":"mamba","vocab_size":50280,"hidden_size":{d},"num_hidden_layers":{layers},
+                    "state_size":16,"expand":2,"conv_kernel":4,"eos_token_id":0}}"#
+            )
+        };
         // A fixed, valid config: parsing cannot fail.
         Config::from_json(json.as_bytes()).unwrap_or_else(|e| unreachable!("built-in config: {e}"))
     }

@@ -1,0 +1,79 @@
+//! Pass 1 of Mamba-2's chunked scan (each chunk's state from zero and its decay): the Rust side
+//! of `shaders/ssd_chunks.wgsl`. Passes 2 and 3: `scan_carry` (shared with Mamba-1) and
+//! `ssd_output`.
+
+use crate::gpu::Binding;
+
+/// WGSL source.
+pub const SOURCE: &str = include_str!("../../shaders/ssd_chunks.wgsl");
+
+/// Largest `state_size` the SSD kernels support (`N_MAX`).
+pub const N_MAX: usize = 256;
+
+/// Floats of workgroup memory the SSD kernels stage B (and C) rows in (`STAGE`): 8 KiB, within
+/// WebGPU's guaranteed 16 KiB for any N ≤ N_MAX (a tile of STAGE / 2N ≥ 4 tokens).
+pub const STAGE: usize = 2048;
+
+/// Tokens per chunk of the three-pass prefill scan.
+pub const CHUNK: usize = 64;
+
+/// step, params, u (T, conv_dim), zxbcdt (T, E·D + conv_dim + H), A‖D‖dt_bias (3·H),
+/// chunk a‖b (chunks, 2, E·D, N).
+pub const BINDINGS: &[Binding] =
+    &[Binding::Uniform, Binding::Uniform, Binding::Read, Binding::Read, Binding::Read, Binding::ReadWrite];
+
+/// `Params` of `ssd_chunks.wgsl`; `ssd_output.wgsl`'s starts with the same members.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct SsdParams {
+    /// E·D = H·P.
+    pub d_inner: u32,
+    /// conv_dim = E·D + 2·G·N: floats between rows of u.
+    pub u_stride: u32,
+    /// E·D + conv_dim + H: floats between rows of zxbcdt.
+    pub proj_stride: u32,
+    /// E·D + conv_dim: where δ starts in a zxbcdt row.
+    pub dt_at: u32,
+    /// P.
+    pub head_dim: u32,
+    /// H.
+    pub n_heads: u32,
+    /// G.
+    pub n_groups: u32,
+    /// E·D / G.
+    pub group_channels: u32,
+    /// Workgroups per group: ceil(E·D / G / 64).
+    pub group_wgs: u32,
+    /// Tokens per chunk.
+    pub chunk: u32,
+    /// `time_step_limit`'s lower bound.
+    pub dt_min: f32,
+    /// `time_step_limit`'s upper bound.
+    pub dt_max: f32,
+}
+
+impl SsdParams {
+    /// The parameters of model `c` (chunks of `chunk` tokens).
+    pub fn new(c: &crate::Config, chunk: usize) -> Self {
+        let group_channels = c.d_inner / c.n_groups;
+        Self {
+            d_inner: c.d_inner as u32,
+            u_stride: c.conv_dim() as u32,
+            proj_stride: c.in_proj_dim() as u32,
+            dt_at: (c.d_inner + c.conv_dim()) as u32,
+            head_dim: c.head_dim as u32,
+            n_heads: c.n_heads as u32,
+            n_groups: c.n_groups as u32,
+            group_channels: group_channels as u32,
+            group_wgs: group_channels.div_ceil(64) as u32,
+            chunk: chunk as u32,
+            dt_min: c.time_step_limit.0,
+            dt_max: c.time_step_limit.1,
+        }
+    }
+
+    /// Workgroups: 64 channels of one group × one chunk each.
+    pub fn groups(&self, n_chunks: u32) -> (u32, u32, u32) {
+        (self.n_groups * self.group_wgs, n_chunks, 1)
+    }
+}
