@@ -24,13 +24,13 @@ export interface LoadOptions {
   cache?: boolean;
   /** Called as files download, weights upload and kernels compile. */
   onProgress?: (event: LoadProgress) => void;
-  /** Tokens per GPU forward chunk (default 256). */
+  /** Tokens per GPU forward chunk (default 512). */
   maxTokens?: number;
   /** Tokens per checkpoint block of the state cache (default 64). */
   blockSize?: number;
   /** Keep every k-th block checkpoint (0, the default: every one); prompt ends always. */
   sparseEvery?: number;
-  /** The state cache's budget in bytes (default 64 MiB; Infinity is fine). */
+  /** The state cache's budget in bytes (default 64 MiB, raised to four checkpoints where a model's state is larger, as Mamba-2's are; Infinity is fine). */
   budgetBytes?: number;
   /** Run the model in a dedicated Web Worker (default false): the page stays responsive. */
   worker?: boolean;

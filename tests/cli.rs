@@ -198,7 +198,7 @@ fn replay_reports_prefills_resumes_and_checkpoints() {
             dir.to_str().unwrap(),
             "--ops",
             ops.to_str().unwrap(),
-            "--checkpoint-interval",
+            "--block-size",
             "4",
             "--retention",
             "sparse:2",

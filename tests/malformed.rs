@@ -37,7 +37,9 @@ fn resealed(mut b: Vec<u8>) -> Vec<u8> {
     b
 }
 
-async fn matrix(ctx: Option<&GpuContext>) {
+/// Every malformed input, each a typed error, the session intact (run on both backends:
+/// `malformed_inputs_leave_sessions_intact::{cpu, gpu}`).
+async fn malformed_inputs_leave_sessions_intact(ctx: Option<&GpuContext>) {
     let all = fixtures::all();
     let f = &all[0];
     let mut rt =
@@ -138,14 +140,4 @@ async fn matrix(ctx: Option<&GpuContext>) {
     ));
 }
 
-dual_test! {
-    async fn cpu_malformed_inputs_leave_sessions_intact() {
-        matrix(None).await;
-    }
-
-    async fn gpu_malformed_inputs_leave_sessions_intact() {
-        if let Some(ctx) = common::gpu("gpu_malformed_inputs_leave_sessions_intact").await {
-            matrix(Some(&ctx)).await;
-        }
-    }
-}
+dual_backend_test!(malformed_inputs_leave_sessions_intact);

@@ -4,7 +4,7 @@
 mod common;
 
 use common::fixtures::{self, Fixture};
-use common::{assert_close, gpu, log};
+use common::{assert_close, log};
 use rand::{Rng, SeedableRng, rngs::SmallRng};
 use webmamba::sampling::Sampler;
 use webmamba::{
@@ -335,33 +335,14 @@ async fn export_import_on(f: &Fixture, ctx: Option<&GpuContext>) -> (Vec<u8>, Ve
     (bytes, rest)
 }
 
+dual_backend_test!(
+    resume_equivalence,
+    prompt_end_survives_sparse_retention,
+    long_history_short_follow_up,
+    eviction_respects_pins_and_budget,
+    export_import,
+);
+
 dual_test! {
-    async fn cpu_resume_equivalence() { resume_equivalence(None).await }
-    async fn cpu_prompt_end_survives_sparse_retention() { prompt_end_survives_sparse_retention(None).await }
-    async fn cpu_long_history_short_follow_up() { long_history_short_follow_up(None).await }
-    async fn cpu_eviction_respects_pins_and_budget() { eviction_respects_pins_and_budget(None).await }
-
     async fn cpu_the_smallest_budget_serves_every_turn() { the_smallest_budget_serves_every_turn(None).await }
-    async fn cpu_export_import() { export_import(None).await }
-
-    async fn gpu_resume_equivalence() {
-        let Some(ctx) = gpu("gpu_resume_equivalence").await else { return };
-        resume_equivalence(Some(&ctx)).await
-    }
-    async fn gpu_prompt_end_survives_sparse_retention() {
-        let Some(ctx) = gpu("gpu_prompt_end_survives_sparse_retention").await else { return };
-        prompt_end_survives_sparse_retention(Some(&ctx)).await
-    }
-    async fn gpu_long_history_short_follow_up() {
-        let Some(ctx) = gpu("gpu_long_history_short_follow_up").await else { return };
-        long_history_short_follow_up(Some(&ctx)).await
-    }
-    async fn gpu_eviction_respects_pins_and_budget() {
-        let Some(ctx) = gpu("gpu_eviction_respects_pins_and_budget").await else { return };
-        eviction_respects_pins_and_budget(Some(&ctx)).await
-    }
-    async fn gpu_export_import() {
-        let Some(ctx) = gpu("gpu_export_import").await else { return };
-        export_import(Some(&ctx)).await
-    }
 }

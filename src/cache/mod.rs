@@ -11,49 +11,25 @@
 //!
 //! Eviction is LRU over entries no session pins; each live session pins its latest prompt-end.
 //! Bytes in use (state slot + stored logits per entry) never exceed the budget.
+//!
+//! Callers pass a [`Prefix`] (tokens with their chain keys, made by [`StateCache::prefix`]); a
+//! call pins and reserves through a [`Hold`] ([`StateCache::hold`]), which gives back whatever
+//! the call did not turn into entries when it is dropped.
 
+mod config;
+mod hold;
 pub mod keys;
+mod prefix;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 
 use crate::error::{Error, Result};
+pub use config::{CacheConfig, CacheStats, Retention};
+pub use hold::{Hold, Reservation};
 use keys::Key;
-
-/// Which block boundaries are kept.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Retention {
-    /// Every block boundary.
-    Dense,
-    /// Every `k`-th block boundary (b·B with b a multiple of k), plus prompt-ends.
-    Sparse(usize),
-}
-
-impl Retention {
-    /// Whether the boundary after block `b` (b ≥ 1) is kept.
-    pub fn keeps(self, b: usize) -> bool {
-        match self {
-            Retention::Dense => true,
-            Retention::Sparse(k) => b.is_multiple_of(k.max(1)),
-        }
-    }
-}
-
-/// Cache settings.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CacheConfig {
-    /// B: tokens per block; checkpoints sit at multiples of B (and at prompt ends).
-    pub block_size: usize,
-    /// Which boundaries are kept.
-    pub retention: Retention,
-    /// Most bytes the cached states and logits may take.
-    pub budget_bytes: u64,
-}
-
-impl Default for CacheConfig {
-    fn default() -> Self {
-        Self { block_size: 64, retention: Retention::Dense, budget_bytes: 256 << 20 }
-    }
-}
+pub use prefix::Prefix;
 
 /// Entry id (index into the entry table).
 pub type EntryId = usize;
@@ -91,22 +67,6 @@ impl Entry {
             Kind::Block => None,
         }
     }
-}
-
-/// Counters over the cache's life.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CacheStats {
-    /// Entries held now.
-    pub entries: usize,
-    /// Bytes they take.
-    pub bytes_used: u64,
-    /// The budget.
-    pub budget_bytes: u64,
-    /// Entries evicted so far.
-    pub evictions: u64,
-    /// Bytes reserved for checkpoints a call is computing (0 between calls: a failed call gives
-    /// its reservations back).
-    pub bytes_reserved: u64,
 }
 
 /// The cache's bookkeeping. See the module documentation.
@@ -168,6 +128,29 @@ impl StateCache {
         &self.config
     }
 
+    /// `tokens` with their chain keys, in the shared namespace or (with `salt`) a private one
+    /// ([`keys::private_root`]).
+    pub fn prefix(&self, tokens: Vec<u32>, salt: Option<&Key>) -> Prefix {
+        let block = self.config.block_size;
+        let root = salt.map_or_else(|| keys::root(block), |salt| keys::private_root(block, salt));
+        Prefix::new(root, tokens, block)
+    }
+
+    /// A call's hold on the cache: its pins and reservations end with it.
+    pub fn hold(&mut self) -> Hold<'_> {
+        Hold::new(self)
+    }
+
+    /// Moves a session's lasting pin from its previous latest prompt-end to `new`.
+    pub fn repin(&mut self, old: Option<EntryId>, new: Option<EntryId>) {
+        if let Some(new) = new {
+            self.pin(new, true);
+        }
+        if let Some(old) = old {
+            self.pin(old, false);
+        }
+    }
+
     /// Counters.
     pub fn stats(&self) -> CacheStats {
         CacheStats {
@@ -190,8 +173,9 @@ impl StateCache {
 
     /// The longest cached state for a prefix of `tokens` usable to continue them: the state
     /// after m < n tokens, or after all n tokens only from a prompt-end (whose logits make
-    /// recomputing the last position unnecessary). `keys` is `keys::chain(tokens, B)`.
-    pub fn lookup(&mut self, tokens: &[u32], keys: &[Key]) -> Option<EntryId> {
+    /// recomputing the last position unnecessary).
+    pub fn lookup(&mut self, prefix: &Prefix) -> Option<EntryId> {
+        let (tokens, keys) = (prefix.tokens(), prefix.keys());
         let n = tokens.len();
         let block = self.config.block_size;
         for b in (0..keys.len()).rev() {
@@ -223,11 +207,10 @@ impl StateCache {
         b > 0 && self.config.retention.keeps(b) && !self.blocks.contains_key(key)
     }
 
-    /// Whether a prompt-end for exactly `tokens` (chain `keys`) is cached; returns it.
-    pub fn find_end(&self, tokens: &[u32], keys: &[Key]) -> Option<EntryId> {
-        let b = keys.len() - 1;
-        let tail = &tokens[b * self.config.block_size..];
-        self.ends.get(&keys[b])?.iter().copied().find(|&id| {
+    /// Whether a prompt-end for exactly `prefix` is cached; returns it.
+    pub fn find_end(&self, prefix: &Prefix) -> Option<EntryId> {
+        let (tail, key) = (prefix.tail(), prefix.whole_blocks().1);
+        self.ends.get(&key)?.iter().copied().find(|&id| {
             let e = self.entries[id].as_ref().expect("indexed entries exist");
             matches!(&e.kind, Kind::PromptEnd { tail: t, .. } if t[..] == *tail)
         })
@@ -236,7 +219,7 @@ impl StateCache {
     /// Makes room for and returns a slot for a new entry of `kind`'s cost, evicting least
     /// recently used unpinned entries. A block entry is optional: `Ok(None)` when no room can
     /// be made. A prompt-end is not: [`Error::CacheBudget`] then. Nothing is evicted on failure.
-    pub fn reserve(&mut self, prompt_end: bool) -> Result<Option<usize>> {
+    fn reserve(&mut self, prompt_end: bool) -> Result<Option<usize>> {
         let cost = self.slot_bytes + if prompt_end { self.logits_bytes } else { 0 };
         let budget = self.config.budget_bytes;
         let mut victims: Vec<(u64, EntryId)> = self
@@ -277,27 +260,25 @@ impl StateCache {
     }
 
     /// Gives back a slot from [`StateCache::reserve`] that ended up unused.
-    pub fn release(&mut self, slot: usize, prompt_end: bool) {
+    fn release(&mut self, slot: usize, prompt_end: bool) {
         self.bytes_reserved -= self.slot_bytes + if prompt_end { self.logits_bytes } else { 0 };
         self.free_slots.push(slot);
     }
 
     /// Records a block entry for the state after `len` tokens (chain key `key`) in `slot`
     /// (reserved with `reserve(false)`).
-    pub fn insert_block(&mut self, key: Key, len: usize, slot: usize) -> EntryId {
+    fn insert_block(&mut self, key: Key, len: usize, slot: usize) -> EntryId {
         let id = self.insert(Entry { len, slot, key, kind: Kind::Block, last_used: 0, pins: 0 });
         self.blocks.insert(key, id);
         id
     }
 
-    /// Records a prompt-end entry for `tokens` (chain `keys`) in `slot` (reserved with
-    /// `reserve(true)`) with its logits.
-    pub fn insert_end(&mut self, tokens: &[u32], keys: &[Key], slot: usize, logits: Vec<f32>) -> EntryId {
-        let b = keys.len() - 1;
-        let tail = tokens[b * self.config.block_size..].to_vec();
-        let key = keys[b];
+    /// Records a prompt-end entry for `prefix` in `slot` (reserved with `reserve(true)`) with
+    /// its logits.
+    fn insert_end(&mut self, prefix: &Prefix, slot: usize, logits: Vec<f32>) -> EntryId {
+        let (tail, key) = (prefix.tail().to_vec(), prefix.whole_blocks().1);
         let kind = Kind::PromptEnd { tail, logits };
-        let id = self.insert(Entry { len: tokens.len(), slot, key, kind, last_used: 0, pins: 0 });
+        let id = self.insert(Entry { len: prefix.len(), slot, key, kind, last_used: 0, pins: 0 });
         self.ends.entry(key).or_default().push(id);
         id
     }
@@ -349,7 +330,7 @@ impl StateCache {
     }
 
     /// Pins (`+1`) or unpins (`−1`) an entry: pinned entries are never evicted.
-    pub fn pin(&mut self, id: EntryId, on: bool) {
+    fn pin(&mut self, id: EntryId, on: bool) {
         if let Some(e) = self.entries[id].as_mut() {
             e.pins = if on { e.pins + 1 } else { e.pins.saturating_sub(1) };
         }
@@ -360,9 +341,10 @@ impl StateCache {
         self.entry(id).is_some_and(|e| e.pins > 0)
     }
 
-    /// Positions of every cached state on the path of `tokens` (block boundaries and
+    /// Positions of every cached state on the path of `prefix` (block boundaries and
     /// prompt-ends that are prefixes of it), ascending.
-    pub fn positions_on(&self, tokens: &[u32], keys: &[Key]) -> Vec<usize> {
+    pub fn positions_on(&self, prefix: &Prefix) -> Vec<usize> {
+        let (tokens, keys) = (prefix.tokens(), prefix.keys());
         let block = self.config.block_size;
         let mut out = Vec::new();
         for (b, key) in keys.iter().enumerate() {

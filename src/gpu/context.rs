@@ -19,8 +19,9 @@ pub struct AdapterSummary {
     pub name: String,
     /// Backend: `vulkan`, `metal`, `dx12`, `gl` or `webgpu`.
     pub backend: String,
-    /// `DiscreteGpu`, `IntegratedGpu`, `Cpu`, ...
-    pub device_type: String,
+    /// Discrete, integrated, a software rasteriser (`Cpu`: lavapipe, SwiftShader), ... — wgpu's
+    /// own type, not a string to compare.
+    pub device_type: wgpu::DeviceType,
     /// Driver name and version where the platform reports them (empty in browsers).
     pub driver: String,
     /// Whether `shader-f16` was enabled on the device.
@@ -44,7 +45,7 @@ impl std::fmt::Display for AdapterSummary {
         let yes_no = |b: bool| if b { "yes" } else { "no" };
         write!(
             f,
-            "{} [{}, {}{}] shader-f16: {}, timestamps: {}, max storage binding: {} MiB",
+            "{} [{}, {:?}{}] shader-f16: {}, timestamps: {}, max storage binding: {} MiB",
             self.name,
             self.backend,
             self.device_type,
@@ -156,7 +157,7 @@ impl GpuContext {
         let summary = AdapterSummary {
             name,
             backend: info.backend.to_str().to_string(),
-            device_type: format!("{:?}", info.device_type),
+            device_type: info.device_type,
             driver: [info.driver.as_str(), info.driver_info.as_str()]
                 .iter()
                 .filter(|s| !s.is_empty())

@@ -17,6 +17,22 @@ pub enum Binding {
 }
 
 impl Binding {
+    /// A forward-pass kernel's `N` bindings in the order they all follow: the `Step` and
+    /// `Params` uniforms, `reads` read-only storage buffers, then read-write ones.
+    pub const fn forward<const N: usize>(reads: usize) -> [Binding; N] {
+        let mut out = [Binding::ReadWrite; N];
+        let mut i = 0;
+        while i < N {
+            if i < 2 {
+                out[i] = Binding::Uniform;
+            } else if i < 2 + reads {
+                out[i] = Binding::Read;
+            }
+            i += 1;
+        }
+        out
+    }
+
     fn entry(self, binding: u32) -> wgpu::BindGroupLayoutEntry {
         let ty = match self {
             Binding::Uniform => wgpu::BufferBindingType::Uniform,

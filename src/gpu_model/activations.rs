@@ -32,10 +32,55 @@ pub(crate) struct Activations {
     pub max_tokens: usize,
     pub logits_rows: usize,
     pub chunk: usize,
+    /// Where the position map and the captured checkpoints sit in `capture`.
+    pub capture_layout: CaptureLayout,
+}
+
+/// The capture buffer's layout, known here only: a (T_max) map from token position to
+/// checkpoint number + 1 (0: none; u32 bits in f32 slots), then `captures` areas of one whole
+/// state each in a checkpoint slot's layout — every layer's conv window (K−1, conv_dim), then
+/// every layer's SSM state (E·D, N). `conv1d_silu` and the scan outputs write the areas (their
+/// `Params` come from here); the forward pass copies area i to its slot.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CaptureLayout {
+    /// T_max: the map's length.
+    pub map_len: usize,
+    /// Floats in one whole state.
+    pub slot_len: usize,
     /// Checkpoints one forward chunk can capture.
     pub captures: usize,
-    /// Floats in one whole state (every layer's conv window, then every layer's SSM state).
-    pub slot_len: usize,
+    /// (K−1)·conv_dim: one layer's conv window.
+    conv_layer: usize,
+    /// E·D·N: one layer's SSM state.
+    ssm_layer: usize,
+    layers: usize,
+}
+
+impl CaptureLayout {
+    fn new(c: &Config, map_len: usize, captures: usize) -> Self {
+        let (conv_layer, ssm_layer) = ((c.d_conv - 1) * c.conv_dim(), c.d_inner * c.d_state);
+        Self { map_len, slot_len: State::floats(c), captures, conv_layer, ssm_layer, layers: c.n_layer }
+    }
+
+    /// Floats of the whole buffer.
+    fn floats(&self) -> usize {
+        self.map_len + self.captures * self.slot_len
+    }
+
+    /// Where layer `layer`'s conv window sits in a state (in the state buffer and in an area).
+    pub fn conv_at(&self, layer: usize) -> usize {
+        layer * self.conv_layer
+    }
+
+    /// Where layer `layer`'s SSM state sits in an area (after every layer's conv window).
+    pub fn ssm_at(&self, layer: usize) -> usize {
+        self.layers * self.conv_layer + layer * self.ssm_layer
+    }
+
+    /// The byte offset of area `i` in the buffer.
+    pub fn area_offset(&self, i: usize) -> u64 {
+        4 * (self.map_len + i * self.slot_len) as u64
+    }
 }
 
 /// The recurrent state of every layer on the GPU (the same layout as [`crate::State`]).
@@ -59,9 +104,9 @@ impl Activations {
         // All-position logits are computed in blocks of rows that fit one binding (≤ 64 MiB).
         let logits_rows = ((64 << 20).min(ctx.max_binding()) as usize / (4 * c.vocab_size)).clamp(1, t);
         // Checkpoint captures per forward chunk: up to 64, within 32 MiB and one binding.
-        let slot_len = State::floats(c);
         let room = (32usize << 20).min(ctx.max_binding() as usize).saturating_sub(4 * t);
-        let captures = (room / (4 * slot_len)).clamp(1, 64);
+        let captures = (room / (4 * State::floats(c))).clamp(1, 64);
+        let capture_layout = CaptureLayout::new(c, t, captures);
         let z = |label: &str, len: usize| ctx.storage_zeroed_f32(label, len);
         let picks_len = (1 + max_picks).max(top_k::words(top_k::CAPACITY));
         Ok(Self {
@@ -76,7 +121,7 @@ impl Activations {
             chunk_ab: z("chunk_ab", chunks * 2 * plane)?,
             chunk_h0: z("chunk_h0", chunks * plane)?,
             logits: z("logits", logits_rows * c.vocab_size)?,
-            capture: z("checkpoint capture", t + captures * slot_len)?,
+            capture: z("checkpoint capture", capture_layout.floats())?,
             readback: Readback::new(ctx, (logits_rows * c.vocab_size * 4) as u64, "logits readback"),
             picks: z("greedy picks, top k", picks_len)?,
             picks_readback: Readback::new(ctx, 4 * picks_len as u64, "greedy picks, top k readback"),
@@ -84,8 +129,7 @@ impl Activations {
             max_tokens,
             logits_rows,
             chunk,
-            captures,
-            slot_len,
+            capture_layout,
         })
     }
 }

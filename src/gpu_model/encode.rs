@@ -1,11 +1,8 @@
 //! Recording a forward chunk into a compute pass by walking the [`Plan`]: only dispatches,
-//! nothing is created here. Dispatch sizes depend on T (this chunk's tokens).
+//! nothing is created here, and nothing here knows a kernel — each call carries its pipeline,
+//! bind group and how its workgroups follow from this chunk's sizes ([`Dims`]).
 
-use crate::gpu::dispatch;
-use crate::gpu_model::pipelines::Kernels;
-use crate::gpu_model::plan::{LayerPlan, LinearCall, Plan};
-use crate::kernels::{conv1d_silu, embedding, linear, rms_norm, rms_slices, scan_carry};
-use crate::model::Config;
+use crate::gpu_model::plan::{LayerPlan, Plan};
 
 /// What `body` finishes with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,18 +13,6 @@ pub(crate) enum Head {
     Last,
     /// norm_f of every row; the LM head runs afterwards, block by block.
     AllRowsNormalised,
-}
-
-/// Records the LM head (or any linear call) over `rows` rows.
-pub(crate) fn linear(pass: &mut wgpu::ComputePass<'_>, call: &LinearCall, rows: u32) {
-    for part in &call.parts {
-        let bind_group = &part.call.bind_group;
-        if rows <= linear::GEMV_MAX_ROWS {
-            dispatch(pass, &part.gemv, bind_group, (part.gemv_groups)(rows, part.n_out));
-        } else {
-            dispatch(pass, &part.gemm, bind_group, linear::gemm_groups(rows, part.n_out));
-        }
-    }
 }
 
 /// Sizes of one forward chunk.
@@ -41,55 +26,42 @@ pub(crate) struct Dims {
     pub max_dim: u32,
 }
 
-fn layer(pass: &mut wgpu::ComputePass<'_>, k: &Kernels, c: &Config, l: &LayerPlan, d: Dims) {
-    let (di, n) = (c.d_inner as u32, c.d_state as u32);
-    let Dims { t, chunks, max_dim } = d;
-    k.rms_norm.dispatch(pass, &l.norm.bind_group, rms_norm::groups(t, max_dim));
-    linear(pass, &l.in_proj, t);
-    k.conv1d_silu.dispatch(pass, &l.conv.bind_group, conv1d_silu::groups(l.conv_channels));
+fn layer(pass: &mut wgpu::ComputePass<'_>, l: &LayerPlan, d: Dims) {
+    l.norm.dispatch(pass, d);
+    l.in_proj.dispatch(pass, d.t);
+    l.conv.dispatch(pass, d);
     if let Some(p) = &l.projections {
-        linear(pass, &p.x_proj, t);
-        if let (Some(kernel), Some(call)) = (&k.rms_slices, &p.x_proj_norms) {
-            kernel.dispatch(pass, &call.bind_group, rms_slices::groups(t, max_dim));
+        p.x_proj.dispatch(pass, d.t);
+        if let Some(norms) = &p.x_proj_norms {
+            norms.dispatch(pass, d);
         }
-        linear(pass, &p.dt_proj, t);
+        p.dt_proj.dispatch(pass, d.t);
     }
-    let scan = (l.scan_width, chunks, 1);
-    if chunks > 1 {
-        k.scan_chunks.dispatch(pass, &l.scan_chunks.bind_group, scan);
-        k.scan_carry.dispatch(pass, &l.scan_carry.bind_group, scan_carry::groups(di * n));
+    if d.chunks > 1 {
+        l.scan_chunks.dispatch(pass, d);
+        l.scan_carry.dispatch(pass, d);
     }
-    k.scan_output.dispatch(pass, &l.scan_output.bind_group, scan);
-    if let Some((call, groups)) = &l.gated_norm {
-        k.rms_norm.dispatch(pass, &call.bind_group, rms_norm::groups(t * groups, max_dim));
+    l.scan_output.dispatch(pass, d);
+    if let Some(norm) = &l.gated_norm {
+        norm.dispatch(pass, d);
     }
-    linear(pass, &l.out_proj, t);
+    l.out_proj.dispatch(pass, d.t);
 }
 
 /// Records embedding → every layer → norm_f (→ LM head for `Head::Last`) for T tokens.
-pub(crate) fn body(
-    pass: &mut wgpu::ComputePass<'_>,
-    k: &Kernels,
-    c: &Config,
-    plan: &Plan,
-    d: Dims,
-    head: Head,
-) {
-    let Dims { t, max_dim, .. } = d;
-    for (call, pipeline) in &plan.embedding {
-        dispatch(pass, pipeline, &call.bind_group, embedding::groups(t, c.d_model as u32));
+pub(crate) fn body(pass: &mut wgpu::ComputePass<'_>, plan: &Plan, d: Dims, head: Head) {
+    for call in &plan.embedding {
+        call.dispatch(pass, d);
     }
     for l in &plan.layers {
-        layer(pass, k, c, l, d);
+        layer(pass, l, d);
     }
     match head {
         Head::None => {}
         Head::Last => {
-            k.rms_norm.dispatch(pass, &plan.norm_last.bind_group, rms_norm::groups(1, max_dim));
-            linear(pass, &plan.head_last, 1);
+            plan.norm_last.dispatch(pass, d);
+            plan.head_last.dispatch(pass, 1);
         }
-        Head::AllRowsNormalised => {
-            k.rms_norm.dispatch(pass, &plan.norm_all.bind_group, rms_norm::groups(t, max_dim));
-        }
+        Head::AllRowsNormalised => plan.norm_all.dispatch(pass, d),
     }
 }

@@ -36,8 +36,8 @@ impl GpuModel {
                 {
                     let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
                     for _ in 0..steps {
-                        encode::body(&mut pass, &self.kernels, &self.config, &self.plan, dims, Head::Last);
-                        self.kernels.argmax.dispatch(&mut pass, &self.plan.argmax.bind_group, argmax::GROUPS);
+                        encode::body(&mut pass, &self.plan, dims, Head::Last);
+                        self.plan.argmax.dispatch(&mut pass, dims);
                     }
                 }
                 queue.submit([encoder.finish()]);

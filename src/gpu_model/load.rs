@@ -119,6 +119,7 @@ impl Loading<'_> {
         let mut formats: Vec<WeightFormat> = w.matrices().map(|m| m.format).collect();
         formats.sort();
         formats.dedup();
+        // The plan's calls hold the pipelines they dispatch: the kernel set goes once it is built.
         let kernels = Kernels::new(ctx, options.matmul, &formats, &config, reporter).await?;
         let plan = ctx
             .scoped("building the forward pass", || Plan::new(ctx, &config, &kernels, &w, &acts, &state))
@@ -132,17 +133,6 @@ impl Loading<'_> {
             conversion,
         };
         let slots = Slots::new(ctx, State::bytes(&config) as u64)?;
-        Ok(GpuModel {
-            ctx: ctx.clone(),
-            config,
-            kernels,
-            _weights: w,
-            acts,
-            state,
-            plan,
-            slots,
-            fingerprint,
-            memory,
-        })
+        Ok(GpuModel { ctx: ctx.clone(), config, _weights: w, acts, state, plan, slots, fingerprint, memory })
     }
 }

@@ -33,7 +33,6 @@ use crate::model::Config;
 
 use activations::{Activations, StateBuffers};
 use encode::Head;
-use pipelines::Kernels;
 use plan::Plan;
 use slots::Slots;
 use weights::GpuWeights;
@@ -57,7 +56,7 @@ impl Matmul {
     /// Whether `ctx`'s model uses the software-adapter kernels.
     pub(crate) fn is_direct(self, ctx: &GpuContext) -> bool {
         match self {
-            Matmul::Auto => ctx.summary().device_type == "Cpu",
+            Matmul::Auto => ctx.summary().device_type == wgpu::DeviceType::Cpu,
             Matmul::Tiled => false,
             Matmul::Direct => true,
         }
@@ -109,7 +108,6 @@ pub struct GpuMemory {
 pub struct GpuModel {
     ctx: GpuContext,
     config: Config,
-    kernels: Kernels,
     // Kept alive with the bind groups that reference them.
     _weights: GpuWeights,
     acts: Activations,
@@ -170,8 +168,9 @@ impl GpuModel {
             // A forward chunk: at most max_tokens tokens and at most `captures` checkpoints.
             let mut end = (start + self.acts.max_tokens).min(tokens.len());
             let in_chunk = captures[next_capture..].iter().take_while(|(p, _)| *p < end).count();
-            if in_chunk > self.acts.captures {
-                end = captures[next_capture + self.acts.captures - 1].0 + 1;
+            let room = self.acts.capture_layout.captures;
+            if in_chunk > room {
+                end = captures[next_capture + room - 1].0 + 1;
             }
             let chunk_captures: Vec<(usize, usize)> = captures[next_capture..]
                 .iter()
@@ -232,12 +231,12 @@ impl GpuModel {
                 let mut encoder = self.ctx.encoder("forward");
                 {
                     let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
-                    encode::body(&mut pass, &self.kernels, c, &self.plan, dims, head);
+                    encode::body(&mut pass, &self.plan, dims, head);
                 }
                 let slot_bytes = self.slots.slot_bytes;
                 for (i, &(_, slot)) in captures.iter().enumerate() {
                     let (buffer, offset) = self.slots.locate(slot)?;
-                    let from = 4 * (a.max_tokens as u64) + i as u64 * slot_bytes;
+                    let from = a.capture_layout.area_offset(i);
                     encoder.copy_buffer_to_buffer(&a.capture, from, buffer, offset, slot_bytes);
                 }
                 queue.submit([encoder.finish()]);
@@ -260,7 +259,7 @@ impl GpuModel {
             let mut encoder = self.ctx.encoder("lm head");
             {
                 let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
-                encode::linear(&mut pass, block, rows as u32);
+                block.dispatch(&mut pass, rows as u32);
             }
             queue.submit([encoder.finish()]);
             out.extend(self.read_logits(rows * c.vocab_size).await?);

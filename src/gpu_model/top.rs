@@ -31,8 +31,8 @@ impl GpuModel {
                 let mut encoder = self.ctx.encoder("decode step, top k");
                 {
                     let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
-                    encode::body(&mut pass, &self.kernels, &self.config, &self.plan, dims, Head::Last);
-                    self.kernels.top_k.dispatch(&mut pass, &self.plan.top_k.bind_group, top_k::GROUPS);
+                    encode::body(&mut pass, &self.plan, dims, Head::Last);
+                    self.plan.top_k.dispatch(&mut pass, dims);
                 }
                 queue.submit([encoder.finish()]);
             })

@@ -11,16 +11,7 @@ pub const K_MAX: usize = 8;
 
 /// step, params, xz (T, 2·E·D), weight (E·D, K), bias (E·D), conv state (L, K−1, E·D),
 /// u‖Δ (2, T_max, E·D), capture (map + checkpoint slots).
-pub const BINDINGS: &[Binding] = &[
-    Binding::Uniform,
-    Binding::Uniform,
-    Binding::Read,
-    Binding::Read,
-    Binding::Read,
-    Binding::ReadWrite,
-    Binding::ReadWrite,
-    Binding::ReadWrite,
-];
+pub const BINDINGS: &[Binding] = &Binding::forward::<8>(3);
 
 /// `Params` of the shader.
 #[repr(C)]

@@ -24,7 +24,5 @@ pub struct EmbeddingParams {
     pub w_scales: u32,
 }
 
-/// Workgroups for T tokens of width D (64 columns per workgroup, one token per row).
-pub fn groups(t_len: u32, d_model: u32) -> (u32, u32, u32) {
-    (d_model.div_ceil(64), t_len, 1)
-}
+/// Columns of a token's row per workgroup (the workgroup size; one token per grid row).
+pub const COLUMNS: u32 = 64;

@@ -3,7 +3,7 @@
 //! In place on x_proj's output `dbc` (T, R + 2N): each token's δ (R), B (N) and C (N) are each
 //! divided by their own `sqrt(mean(v²) + eps)`. One workgroup per (row, slice).
 
-use crate::gpu::{Binding, grid_2d};
+use crate::gpu::Binding;
 
 /// WGSL source of the kernel.
 pub const SOURCE: &str = include_str!("../../shaders/rms_slices.wgsl");
@@ -25,9 +25,6 @@ pub struct RmsSlicesParams {
     pub eps: f32,
 }
 
-/// Workgroups for `rows` rows: one per (row, slice), rows on a 2-D grid within the device's
-/// limit, the three slices along z.
-pub fn groups(rows: u32, max_per_dim: u32) -> (u32, u32, u32) {
-    let (x, y) = grid_2d(rows, max_per_dim);
-    (x, y, 3)
-}
+/// Workgroups along z: one per slice (δ, B, C); the rows go on a 2-D grid within the device's
+/// limit, a workgroup each.
+pub const SLICES: u32 = 3;

@@ -18,18 +18,7 @@ pub fn workgroup_bytes(n: usize) -> usize {
 
 /// step, params, u‖Δ, dbc, xz, A‖D, chunk start states, SSM state (L, E·D, N), y (T, E·D),
 /// capture (map + checkpoint slots). Eight storage bindings: WebGPU's guaranteed minimum.
-pub const BINDINGS: &[Binding] = &[
-    Binding::Uniform,
-    Binding::Uniform,
-    Binding::Read,
-    Binding::Read,
-    Binding::Read,
-    Binding::Read,
-    Binding::Read,
-    Binding::ReadWrite,
-    Binding::ReadWrite,
-    Binding::ReadWrite,
-];
+pub const BINDINGS: &[Binding] = &Binding::forward::<10>(5);
 
 /// `Params` of the shader.
 #[repr(C)]

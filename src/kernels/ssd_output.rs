@@ -9,17 +9,7 @@ pub const SOURCE: &str = include_str!("../../shaders/ssd_output.wgsl");
 
 /// step, params, u, zxbcdt, A‖D‖dt_bias, chunk start states (chunks, E·D, N), SSM state
 /// (L, H, P, N), y (T, E·D), capture (map + checkpoint slots).
-pub const BINDINGS: &[Binding] = &[
-    Binding::Uniform,
-    Binding::Uniform,
-    Binding::Read,
-    Binding::Read,
-    Binding::Read,
-    Binding::Read,
-    Binding::ReadWrite,
-    Binding::ReadWrite,
-    Binding::ReadWrite,
-];
+pub const BINDINGS: &[Binding] = &Binding::forward::<9>(4);
 
 /// `Params` of the shader: [`SsdParams`], then where this layer's state lives.
 #[repr(C)]

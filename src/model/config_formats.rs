@@ -61,13 +61,12 @@ struct HfConfig {
     mixer_rms_eps: f32,
 }
 
-/// Hugging Face `Mamba2Config` (the fields that matter; others are ignored). Its defaults are
-/// HF's (5.24): a config.json that leaves a field out means HF's default.
+/// What Hugging Face's `Mamba2Config` adds to (or defaults differently from) `MambaConfig`; the
+/// rest is read as [`HfConfig`]. Defaults are HF's (5.24): a config.json that leaves a field out
+/// means HF's default.
 #[derive(Deserialize)]
 struct HfMamba2Config {
-    vocab_size: usize,
     hidden_size: usize,
-    num_hidden_layers: usize,
     #[serde(default = "heads_default")]
     num_heads: usize,
     #[serde(default = "head_dim_default")]
@@ -76,23 +75,10 @@ struct HfMamba2Config {
     n_groups: usize,
     #[serde(default = "ssd_state_default")]
     state_size: usize,
-    #[serde(default = "d_conv_default")]
-    conv_kernel: usize,
     #[serde(default = "expand_default")]
     expand: f64,
-    #[serde(default = "rank_default")]
-    time_step_rank: Rank,
-    #[serde(default)]
-    use_bias: bool,
-    #[serde(default = "default_true")]
-    use_conv_bias: bool,
-    #[serde(default = "eps_default")]
-    layer_norm_epsilon: f32,
     #[serde(default)]
     tie_word_embeddings: bool,
-    #[serde(default = "act_default")]
-    hidden_act: String,
-    eos_token_id: Option<Value>,
     #[serde(default = "chunk_default")]
     chunk_size: usize,
     /// Numbers, "Infinity" (see `quote_non_finite`) or HF 5's {"__float__": "Infinity"}.
@@ -234,31 +220,20 @@ fn step_limit(limit: Option<Vec<Value>>) -> Result<(f32, f32)> {
 
 impl Config {
     pub(super) fn from_hf_mamba2(value: Value) -> Result<Self> {
-        let c: HfMamba2Config = serde_json::from_value(value)
+        let c: HfMamba2Config = serde_json::from_value(value.clone())
             .map_err(|e| Error::Config(format!("Hugging Face Mamba2ForCausalLM config: {e}")))?;
-        check_act(&c.hidden_act)?;
         Ok(Config {
-            d_model: c.hidden_size,
-            n_layer: c.num_hidden_layers,
             // HF's Mamba2Mixer: int(expand × hidden_size), whatever else config.json says.
             d_inner: inner_width(c.expand, c.hidden_size)?,
             d_state: c.state_size,
-            d_conv: c.conv_kernel,
-            // Unused by the SSD mixer (HF keeps the field).
-            dt_rank: c.time_step_rank.resolve(c.hidden_size, "time_step_rank")?,
-            vocab_size: c.vocab_size,
-            use_bias: c.use_bias,
-            use_conv_bias: c.use_conv_bias,
-            norm_eps: c.layer_norm_epsilon,
             tie_embeddings: c.tie_word_embeddings,
-            eos_token_id: first_eos(c.eos_token_id),
-            arch: Arch::Mamba2,
-            mixer_rms_eps: MIXER_EPS_DEFAULT,
             n_heads: c.num_heads,
             head_dim: c.head_dim,
             n_groups: c.n_groups,
             chunk_size: c.chunk_size,
             time_step_limit: step_limit(c.time_step_limit)?,
+            // The fields Mamba-1 reads the same way (time_step_rank is kept but unused).
+            ..Self::from_hf(value, Arch::Mamba2)?
         })
     }
 

@@ -1,7 +1,6 @@
 //! [`Runtime::generate`]: decoding after a session's history, one token per forward, keeping
 //! block boundaries reached on the way and the final state as the session's latest prompt-end.
 
-use crate::cache::keys;
 use crate::cpu::Logits;
 use crate::error::{Error, Result};
 use crate::sampling::Sampler;
@@ -59,7 +58,6 @@ impl Runtime {
     /// [`Runtime::settle`] after the last step (a stream does, when it ends).
     pub async fn step(&mut self, id: SessionId, sampler: &mut Sampler) -> Result<u32> {
         let token = self.sample_next(id, sampler).await?;
-        let block = self.cache.config().block_size;
         let fed = self.engine.forward(&[token], Logits::Last).await;
         let s = self.session_mut(id)?;
         let logits = match fed {
@@ -69,10 +67,10 @@ impl Runtime {
                 return Err(e);
             }
         };
-        s.history.push(token);
+        let boundary = s.history.push(token);
         s.logits = Some(logits);
         s.prefilled += 1;
-        if s.history.len().is_multiple_of(block) {
+        if boundary {
             self.block_reached(id)?;
         }
         Ok(token)
@@ -85,23 +83,12 @@ impl Runtime {
             return Err(Error::InvalidInput("generate needs a prompt: append tokens first".into()));
         }
         if !(s.live_valid && s.logits.is_some()) || self.active != Some(id.0) {
-            let history = s.history.clone();
+            let history = s.history.tokens().to_vec();
             self.ensure(id, &history).await?;
         }
         let s = self.session(id)?;
         let logits = s.logits.as_deref().ok_or(Error::InvalidInput("no logits after the history".into()))?;
-        sampler.sample(logits, &s.history)
-    }
-
-    /// The history just reached a block boundary: chain its key and keep the boundary's state
-    /// if retention wants it.
-    pub(super) fn block_reached(&mut self, id: SessionId) -> Result<()> {
-        let block = self.cache.config().block_size;
-        let s = self.session_mut(id)?;
-        let tail = &s.history[s.history.len() - block..];
-        let Some(&last) = s.keys.last() else { return Err(Error::InvalidInput("no root key".into())) };
-        s.keys.push(keys::child(&last, tail));
-        self.capture_boundary(id)
+        sampler.sample(logits, s.history.tokens())
     }
 
     /// After decoding: keeps the end of the history as the session's latest prompt-end, if the
@@ -115,20 +102,17 @@ impl Runtime {
         self.store_end(id)
     }
 
-    /// During decode: keep the block boundary just reached if retention wants it and there is
-    /// room (best effort).
-    fn capture_boundary(&mut self, id: SessionId) -> Result<()> {
+    /// During decode, the history just reached a block boundary: keep its state if retention
+    /// wants it and there is room (best effort).
+    pub(super) fn block_reached(&mut self, id: SessionId) -> Result<()> {
         let s = self.session(id)?;
-        let b = s.keys.len() - 1;
-        let (key, len) = (s.keys[b], s.history.len());
-        if self.cache.wants_block(b, &key)
-            && let Some(slot) = self.cache.reserve(false)?
+        let ((b, key), len) = (s.history.whole_blocks(), s.history.len());
+        let mut hold = self.cache.hold();
+        if hold.cache().wants_block(b, &key)
+            && let Some(r) = hold.reserve(false)?
         {
-            if let Err(e) = self.engine.save_state(slot) {
-                self.cache.release(slot, false);
-                return Err(e);
-            }
-            self.cache.insert_block(key, len, slot);
+            self.engine.save_state(r.slot())?;
+            hold.insert_block(r, key, len);
         }
         Ok(())
     }
@@ -136,26 +120,18 @@ impl Runtime {
     /// After generating: keep the end of the history as the session's latest prompt-end, if the
     /// budget allows (best effort: the previous one stays pinned otherwise).
     fn store_end(&mut self, id: SessionId) -> Result<()> {
-        let s = self.session(id)?;
-        if self.cache.find_end(&s.history, &s.keys).is_some() {
+        let s = self.sessions.get_mut(&id.0).ok_or(Error::NoSession(id.0))?;
+        if self.cache.find_end(&s.history).is_some() {
             return Ok(());
         }
-        let Ok(Some(slot)) = self.cache.reserve(true) else { return Ok(()) };
-        if let Err(e) = self.engine.save_state(slot) {
-            self.cache.release(slot, true);
-            return Err(e);
-        }
-        let s = self.sessions.get(&id.0).ok_or(Error::NoSession(id.0))?;
-        let Some(logits) = s.logits.clone() else {
-            self.cache.release(slot, true);
-            return Err(Error::Internal("no logits after generating".into()));
-        };
-        let end = self.cache.insert_end(&s.history, &s.keys, slot, logits);
-        self.cache.pin(end, true);
-        let s = self.session_mut(id)?;
-        if let Some(old) = s.pinned.replace(end) {
-            self.cache.pin(old, false);
-        }
+        let logits = s.logits.clone().ok_or_else(|| Error::Internal("no logits after generating".into()))?;
+        let mut hold = self.cache.hold();
+        let Ok(Some(r)) = hold.reserve(true) else { return Ok(()) };
+        self.engine.save_state(r.slot())?;
+        let end = hold.insert_end(r, &s.history, logits);
+        drop(hold);
+        let old = s.pinned.replace(end);
+        self.cache.repin(old, Some(end));
         Ok(())
     }
 }

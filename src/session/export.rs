@@ -15,7 +15,6 @@
 //! ```
 //! Version 1 (no architecture field: Mamba-1) still imports.
 
-use crate::cache::keys;
 use crate::cpu::State;
 use crate::error::{Error, Result};
 use crate::model::Arch;
@@ -66,7 +65,7 @@ impl Runtime {
     pub async fn export_state(&mut self, id: SessionId) -> Result<Vec<u8>> {
         let s = self.session(id)?;
         if !s.live_valid {
-            let history = s.history.clone();
+            let history = s.history.tokens().to_vec();
             self.ensure(id, &history).await?;
         }
         self.activate(id)?;
@@ -81,9 +80,9 @@ impl Runtime {
         out.extend_from_slice(&(arch.len() as u32).to_le_bytes());
         out.extend_from_slice(arch);
         out.extend_from_slice(&self.engine.fingerprint());
-        out.extend_from_slice(&tokens_hash(&s.history));
+        out.extend_from_slice(&tokens_hash(s.history.tokens()));
         out.extend_from_slice(&(s.history.len() as u64).to_le_bytes());
-        out.extend_from_slice(bytemuck::cast_slice(&s.history));
+        out.extend_from_slice(bytemuck::cast_slice(s.history.tokens()));
         out.extend_from_slice(&(logits.len() as u64).to_le_bytes());
         out.extend_from_slice(bytemuck::cast_slice(logits));
         out.extend_from_slice(&(flat.len() as u64).to_le_bytes());
@@ -162,30 +161,29 @@ impl Runtime {
         salt.update(checksum);
         salt.update(&self.next_salt.to_le_bytes());
         let salt = *salt.finalize().as_bytes();
-        let block = self.cache.config().block_size;
-        let keys = keys::chain_from(keys::private_root(block, &salt), &tokens, block);
+        let history = self.cache.prefix(tokens, Some(&salt));
+        self.activate(id)?;
         // Room for its prompt-end first (CacheBudget fails before anything changed); the slot
-        // goes back if anything after fails.
-        let slot = if tokens.is_empty() { None } else { self.cache.reserve(true)? };
-        let written = self.activate(id).and_then(|()| {
-            self.engine.write_state(&state)?;
-            slot.map_or(Ok(()), |slot| self.engine.save_state(slot))
+        // goes back with the hold if anything after fails.
+        let mut hold = self.cache.hold();
+        let reserved = if history.is_empty() { None } else { hold.reserve(true)? };
+        let written = self.engine.write_state(&state).and_then(|()| match &reserved {
+            Some(r) => self.engine.save_state(r.slot()),
+            None => Ok(()),
         });
         if let Err(e) = written {
-            if let Some(slot) = slot {
-                self.cache.release(slot, true);
-            }
-            if self.active == Some(id.0)
-                && let Some(s) = self.sessions.get_mut(&id.0)
-            {
+            drop(hold);
+            if let Some(s) = self.sessions.get_mut(&id.0) {
                 s.live_valid = false; // the working state may be half written: rebuild it
             }
             return Err(e);
         }
-        let end = slot.map(|slot| self.cache.insert_end(&tokens, &keys, slot, logits.clone()));
+        let end = reserved.map(|r| hold.insert_end(r, &history, logits.clone()));
+        drop(hold);
         let logits = (!logits.is_empty()).then_some(logits);
-        self.commit(id, Done { history: tokens, keys, logits, end, prefilled: 0, missed: false })?;
-        self.session_mut(id)?.salt = (!self.session(id)?.history.is_empty()).then_some(salt);
+        self.commit(id, Done { history, logits, end, prefilled: 0, missed: false })?;
+        let s = self.session_mut(id)?;
+        s.salt = (!s.history.is_empty()).then_some(salt);
         Ok(())
     }
 }

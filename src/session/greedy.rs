@@ -59,7 +59,7 @@ impl Runtime {
             for &t in &fed {
                 kept += 1;
                 let s = self.session_mut(id)?;
-                s.history.push(t);
+                s.history.push(t); // a batch ends at a block boundary: checked below
                 s.prefilled += 1;
                 out.push(t);
                 if (options.stop_at_eos && Some(t) == eos) || !on_token(t) {

@@ -22,8 +22,8 @@ pub use greedy::GREEDY_BATCH;
 
 use std::collections::HashMap;
 
-use crate::cache::keys::{self, Key};
-use crate::cache::{CacheConfig, CacheStats, EntryId, StateCache};
+use crate::cache::keys::Key;
+use crate::cache::{CacheConfig, CacheStats, EntryId, Prefix, StateCache};
 use crate::cpu::State;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
@@ -61,7 +61,7 @@ pub struct SessionStats {
 }
 
 /// Options of [`Runtime::generate`].
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GenerateOptions {
     /// Most tokens to generate.
     pub max_tokens: usize,
@@ -69,10 +69,21 @@ pub struct GenerateOptions {
     pub stop_at_eos: bool,
 }
 
+impl GenerateOptions {
+    /// Tokens generated when a caller does not say (the JS API and the CLI alike).
+    pub const DEFAULT_MAX_TOKENS: usize = 64;
+}
+
+impl Default for GenerateOptions {
+    fn default() -> Self {
+        Self { max_tokens: Self::DEFAULT_MAX_TOKENS, stop_at_eos: true }
+    }
+}
+
 struct Session {
-    history: Vec<u32>,
-    /// `keys::chain_from(root, history)`, `root` the shared root or the session's private one.
-    keys: Vec<Key>,
+    /// The tokens so far with their chain keys (from the shared root or the session's private
+    /// one).
+    history: Prefix,
     /// Set by importing a state: the session's checkpoints live in a namespace of their own
     /// (`keys::private_root`), so a state nobody here computed is never resumed by another
     /// session. Cleared when the history is emptied.
@@ -107,8 +118,7 @@ pub struct Runtime {
 
 /// What a finished operation leaves in its session.
 struct Done {
-    history: Vec<u32>,
-    keys: Vec<Key>,
+    history: Prefix,
     logits: Option<Vec<f32>>,
     /// The prompt-end entry to pin as the session's latest.
     end: Option<EntryId>,
@@ -161,10 +171,8 @@ impl Runtime {
         };
         let id = self.next_id;
         self.next_id += 1;
-        let keys = vec![keys::root(self.cache.config().block_size)];
         let s = Session {
-            history: Vec::new(),
-            keys,
+            history: self.cache.prefix(Vec::new(), None),
             salt: None,
             live_slot,
             live_valid: false,
@@ -181,9 +189,7 @@ impl Runtime {
     /// Closes a session: its pinned checkpoint becomes evictable, its slot reusable.
     pub fn close_session(&mut self, id: SessionId) -> Result<()> {
         let s = self.sessions.remove(&id.0).ok_or(Error::NoSession(id.0))?;
-        if let Some(p) = s.pinned {
-            self.cache.pin(p, false);
-        }
+        self.cache.repin(s.pinned, None);
         self.free_live_slots.push(s.live_slot);
         if self.active == Some(id.0) {
             self.active = None;
@@ -201,7 +207,7 @@ impl Runtime {
 
     /// The session's tokens so far.
     pub fn history(&self, id: SessionId) -> Result<&[u32]> {
-        Ok(&self.session(id)?.history)
+        Ok(self.session(id)?.history.tokens())
     }
 
     /// Logits after the session's last token, if known.
@@ -216,19 +222,31 @@ impl Runtime {
             tokens_prefilled: s.prefilled,
             hits: s.hits,
             misses: s.misses,
-            checkpoints: self.cache.positions_on(&s.history, &s.keys),
+            checkpoints: self.cache.positions_on(&s.history),
             checkpoint_bytes: State::bytes(self.engine.config()) as u64,
         })
     }
 
-    /// The chain keys of `tokens` in session `id`'s namespace (shared, or private after an import).
-    fn chain(&self, id: SessionId, tokens: &[u32]) -> Result<Vec<Key>> {
-        let block = self.cache.config().block_size;
-        let root = match self.session(id)?.salt {
-            Some(salt) => keys::private_root(block, &salt),
-            None => keys::root(block),
+    /// `tokens` with their chain keys in session `id`'s namespace (shared, or private after an
+    /// import).
+    fn prefix(&self, id: SessionId, tokens: Vec<u32>) -> Result<Prefix> {
+        Ok(self.cache.prefix(tokens, self.session(id)?.salt.as_ref()))
+    }
+
+    /// Records a finished operation on the session: history, logits, pin, counters.
+    fn commit(&mut self, id: SessionId, done: Done) -> Result<()> {
+        let Done { history, logits, end, prefilled, missed } = done;
+        let Some(s) = self.sessions.get_mut(&id.0) else {
+            return Err(Error::Internal("state cache: the session ended during its call".into()));
         };
-        Ok(keys::chain_from(root, tokens, block))
+        let old = std::mem::replace(&mut s.pinned, end);
+        s.history = history;
+        s.logits = logits;
+        s.live_valid = true;
+        s.prefilled += prefilled as u64;
+        s.misses += missed as u64;
+        self.cache.repin(old, end);
+        Ok(())
     }
 
     /// Makes `id`'s live state the engine's working state.
@@ -251,7 +269,7 @@ impl Runtime {
 
     /// Feeds `tokens` after the session's history.
     pub async fn append(&mut self, id: SessionId, tokens: &[u32]) -> Result<Outcome> {
-        let mut target = self.session(id)?.history.clone();
+        let mut target = self.session(id)?.history.tokens().to_vec();
         target.extend_from_slice(tokens);
         self.ensure(id, &target).await
     }
@@ -259,7 +277,7 @@ impl Runtime {
     /// Truncates the history to `len` tokens and restores the state there (from the nearest
     /// checkpoint at or before it, re-prefilling only the rest).
     pub async fn rewind(&mut self, id: SessionId, len: usize) -> Result<Outcome> {
-        let history = &self.session(id)?.history;
+        let history = self.session(id)?.history.tokens();
         if len > history.len() {
             return Err(Error::InvalidInput(format!(
                 "cannot rewind to {len}: the history has {}",

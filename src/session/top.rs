@@ -21,7 +21,6 @@ impl Runtime {
     ) -> Result<Vec<u32>> {
         let mut out = Vec::new();
         let eos = self.engine.config().eos_token_id;
-        let block = self.cache.config().block_size;
         let mut next = self.sample_next(id, sampler).await?;
         let failure: Option<Error> = loop {
             let s = self.session_mut(id)?;
@@ -29,11 +28,11 @@ impl Runtime {
             s.logits = None;
             let top = self.engine.forward_top(next, k).await?;
             let s = self.session_mut(id)?;
-            s.history.push(next);
+            let boundary = s.history.push(next);
             s.prefilled += 1;
             s.live_valid = true;
             out.push(next);
-            if s.history.len().is_multiple_of(block) {
+            if boundary {
                 self.block_reached(id)?;
             }
             if (options.stop_at_eos && Some(next) == eos)
@@ -42,7 +41,7 @@ impl Runtime {
             {
                 break None;
             }
-            let history = &self.session(id)?.history;
+            let history = self.session(id)?.history.tokens();
             let picked = match top.as_ref().and_then(|t| sampler.sample_top(t, history)) {
                 Some(picked) => picked,
                 None => match self.engine.last_logits().await {

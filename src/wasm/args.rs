@@ -31,16 +31,6 @@ pub fn ids(v: &JsValue, name: &str) -> Result<Vec<u32>> {
     })
 }
 
-/// `v` must be numbers: a `Float32Array`, or an array of numbers.
-pub fn floats(v: &JsValue, name: &str) -> Result<Vec<f32>> {
-    if let Some(a) = v.dyn_ref::<js_sys::Float32Array>() {
-        return Ok(a.to_vec());
-    }
-    elements(v, name, "a Float32Array or an array of numbers", |x, at| {
-        x.as_f64().map(|x| x as f32).ok_or_else(|| wrong(at, "a number", x))
-    })
-}
-
 /// Each element of array `v` read by `each` (given its name, `name[i]`); `v` must be an array
 /// (`what` says what else would do).
 fn elements<T>(

@@ -158,7 +158,8 @@ impl Model {
         warnings: Vec<String>,
     ) -> Result<Model> {
         let tokenizer = tokenizer_json.map(Tokenizer::from_bytes).transpose()?;
-        let rt = Runtime::new(engine, o.cache_config)?;
+        let cache = o.cache_config(engine.config());
+        let rt = Runtime::new(engine, cache)?;
         let info = ModelInfo::new(&rt, adapter, warnings);
         Ok(Model { shared: Rc::new(Shared { rt: RefCell::new(Some(rt)), tokenizer }), info })
     }

@@ -7,17 +7,12 @@ use wasm_bindgen::{JsCast, JsValue};
 
 use crate::cache::{CacheConfig, Retention};
 use crate::error::{Error, Result};
-use crate::gpu_model::WeightFormat;
+use crate::gpu_model::{GpuModelOptions, WeightFormat};
 use crate::load::{Progress, Reporter};
+use crate::model::Config;
 use crate::sampling::{Sampler, SamplingOptions};
+use crate::session::GenerateOptions;
 use crate::wasm::args;
-
-/// Defaults shared by every loader.
-pub const DEFAULT_BLOCK_SIZE: u32 = 64;
-/// Default checkpoint-cache budget: 64 MiB.
-pub const DEFAULT_BUDGET_BYTES: f64 = 64.0 * 1048576.0;
-/// Default tokens per GPU forward chunk.
-pub const DEFAULT_MAX_TOKENS: u32 = 256;
 
 /// Everything a loader needs to know, parsed.
 pub(crate) struct LoadConfig {
@@ -27,7 +22,10 @@ pub(crate) struct LoadConfig {
     /// Keep downloads in the Cache API.
     pub cache: bool,
     pub max_tokens: u32,
-    pub cache_config: CacheConfig,
+    pub block_size: usize,
+    pub retention: Retention,
+    /// `None`: the model's default ([`CacheConfig::for_model`]).
+    pub budget_bytes: Option<u64>,
     pub on_progress: Option<Function>,
 }
 
@@ -71,14 +69,26 @@ impl LoadConfig {
             backend,
             weights: WeightFormat::parse(&string("weights", "auto")?)?,
             cache,
-            max_tokens: whole("maxTokens", DEFAULT_MAX_TOKENS)?.max(1),
-            cache_config: CacheConfig {
-                block_size: whole("blockSize", DEFAULT_BLOCK_SIZE)? as usize,
-                retention: if sparse_every == 0 { Retention::Dense } else { Retention::Sparse(sparse_every) },
-                budget_bytes: number("budgetBytes", DEFAULT_BUDGET_BYTES)?.min(u64::MAX as f64) as u64,
+            // The Rust defaults: one set for the JS API, the CLI and Rust.
+            max_tokens: whole("maxTokens", GpuModelOptions::default().max_tokens as u32)?.max(1),
+            block_size: whole("blockSize", CacheConfig::default().block_size as u32)? as usize,
+            retention: if sparse_every == 0 { Retention::Dense } else { Retention::Sparse(sparse_every) },
+            budget_bytes: match field("budgetBytes")? {
+                None => None,
+                Some(_) => Some(number("budgetBytes", 0.0)?.min(u64::MAX as f64) as u64),
             },
             on_progress,
         })
+    }
+
+    /// The cache settings for model `c`: the budget asked for, else the model's default.
+    pub fn cache_config(&self, c: &Config) -> CacheConfig {
+        let default = CacheConfig::for_model(c);
+        CacheConfig {
+            block_size: self.block_size,
+            retention: self.retention,
+            budget_bytes: self.budget_bytes.unwrap_or(default.budget_bytes),
+        }
     }
 
     /// A reporter that calls `onProgress({ phase, file, loaded, total, warning? })`.
@@ -164,7 +174,7 @@ impl GenerateConfig {
     pub fn parse(options: &JsValue, on_token: &JsValue) -> Result<Self> {
         let field = |name: &str| field(options, name, "generate options");
         let max_tokens = match field("maxTokens")? {
-            None => 64,
+            None => GenerateOptions::DEFAULT_MAX_TOKENS,
             Some(v) => args::whole(&v, "options.maxTokens", u32::MAX as u64)? as usize,
         };
         // A number field checked by `ok`, or `default`.

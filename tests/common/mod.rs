@@ -2,6 +2,8 @@
 //!
 //! - [`dual_test!`]: write a test body once; it runs as `#[test]` natively (driven by
 //!   `pollster`) and as `#[wasm_bindgen_test]` in headless Chromium.
+//! - [`dual_backend_test!`]: a test written once over `Option<&GpuContext>`, run on the CPU
+//!   reference and on the GPU (`name::cpu`, `name::gpu`).
 //! - [`gpu`]: opens a GPU context and prints the adapter. Without an adapter it FAILS when
 //!   `CI=true` or `WEBMAMBA_REQUIRE_GPU=1` (the README's test command sets it) and otherwise
 //!   skips, saying so loudly.
@@ -29,6 +31,27 @@ macro_rules! dual_test {
         #[test]
         fn $name() {
             pollster::block_on(async $body)
+        }
+    )*};
+}
+
+/// Tests written once over `Option<&GpuContext>` (`None`: the CPU reference), each run on both
+/// backends: `dual_backend_test!(name, …)` makes `name::cpu` and `name::gpu` (which needs an
+/// adapter: see [`gpu`]) from `async fn name(ctx: Option<&GpuContext>)`, natively and in the
+/// browser.
+#[macro_export]
+macro_rules! dual_backend_test {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            $crate::dual_test! {
+                async fn cpu() {
+                    super::$name(None).await
+                }
+                async fn gpu() {
+                    let Some(ctx) = $crate::common::gpu(concat!(stringify!($name), "::gpu")).await else { return };
+                    super::$name(Some(&ctx)).await
+                }
+            }
         }
     )*};
 }

@@ -10,8 +10,8 @@ use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
 use webmamba::{Checkpoint, Logits, Matmul};
 
+use crate::setup::{Backend, Weights, checkpoint, engine};
 use crate::shapes::Shape;
-use crate::{Backend, Weights, checkpoint, engine};
 
 /// Options of `webmamba bench`.
 #[derive(Args)]

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use webmamba::sampling::Sampler;
 use webmamba::{CacheConfig, GenerateOptions, Matmul, Retention, Runtime, Tokenizer};
 
-use crate::{Backend, Weights, checkpoint, engine};
+use crate::setup::{Backend, Weights, checkpoint, engine};
 
 /// Options of `webmamba replay`.
 #[derive(Args)]
@@ -26,15 +26,16 @@ pub struct ReplayArgs {
     /// JSON file: an array of operations.
     #[arg(long)]
     ops: PathBuf,
-    /// B: tokens per checkpoint block.
-    #[arg(long, default_value_t = 64)]
-    checkpoint_interval: usize,
+    /// B: tokens per checkpoint block (the JS API's `blockSize`; `--checkpoint-interval` is
+    /// its old name).
+    #[arg(long, alias = "checkpoint-interval", default_value_t = CacheConfig::default().block_size)]
+    block_size: usize,
     /// `dense` or `sparse:K` (keep every K-th block boundary, plus prompt ends).
     #[arg(long, default_value = "dense")]
     retention: String,
-    /// Cache budget in bytes.
-    #[arg(long, default_value_t = 256 << 20)]
-    budget: u64,
+    /// Cache budget in bytes (default: 64 MiB, or four checkpoints where the model's are larger).
+    #[arg(long)]
+    budget: Option<u64>,
     /// Where to run the model.
     #[arg(long, value_enum, default_value_t = Backend::Cpu)]
     backend: Backend,
@@ -69,12 +70,13 @@ pub fn run(a: ReplayArgs) -> Result<()> {
             .context("--ops must be a JSON array")?;
     let checkpoint = checkpoint(a.model.as_ref())?;
     let tokenizer = checkpoint.tokenizer_json.as_deref().map(Tokenizer::from_bytes).transpose()?;
+    let engine = engine(&checkpoint, a.backend, Matmul::Auto, a.weights)?;
     let config = CacheConfig {
-        block_size: a.checkpoint_interval,
+        block_size: a.block_size,
         retention: retention(&a.retention)?,
-        budget_bytes: a.budget,
+        budget_bytes: a.budget.unwrap_or(CacheConfig::for_model(engine.config()).budget_bytes),
     };
-    let mut rt = Runtime::new(engine(&checkpoint, a.backend, Matmul::Auto, a.weights)?, config)?;
+    let mut rt = Runtime::new(engine, config)?;
     let mut session = rt.new_session()?;
     for op in ops {
         let (name, arg) = op

@@ -25,7 +25,7 @@ use anyhow::Result;
 use serde_json::{Value, json};
 use webmamba::{CacheConfig, Checkpoint, Engine, GREEDY_BATCH, Logits, Matmul, Retention, Runtime};
 
-use crate::{Backend, Weights, engine};
+use crate::setup::{Backend, Weights, engine};
 
 /// Median, min and max of a figure over the runs.
 struct Stat {

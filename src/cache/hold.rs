@@ -1,0 +1,89 @@
+//! [`Hold`]: what one call holds in the cache while it runs — the entries it resumes from or
+//! reuses (pinned, so making room cannot evict them) and the slots it reserved for new
+//! checkpoints ([`Reservation`]). Dropping the hold gives all of it back: an error anywhere in
+//! the call, a `?` included, releases what the call took; a reservation filled by an insert is
+//! the call's result and stays.
+
+use crate::cache::keys::Key;
+use crate::cache::{EntryId, Prefix, StateCache};
+use crate::error::Result;
+
+/// A slot reserved for one new checkpoint (a block or a prompt-end). Filled by
+/// [`Hold::insert_block`] / [`Hold::insert_end`]; released with its hold otherwise.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Reservation {
+    slot: usize,
+    prompt_end: bool,
+}
+
+impl Reservation {
+    /// The engine slot to write the state into.
+    pub fn slot(&self) -> usize {
+        self.slot
+    }
+}
+
+/// A call's pins and reservations; see the module documentation.
+pub struct Hold<'a> {
+    cache: &'a mut StateCache,
+    pins: Vec<EntryId>,
+    /// (slot, prompt_end) of every reservation not yet filled.
+    open: Vec<(usize, bool)>,
+}
+
+impl<'a> Hold<'a> {
+    pub(super) fn new(cache: &'a mut StateCache) -> Self {
+        Self { cache, pins: Vec::new(), open: Vec::new() }
+    }
+
+    /// The cache (lookups).
+    pub fn cache(&mut self) -> &mut StateCache {
+        self.cache
+    }
+
+    /// Keeps entry `id` from eviction until the hold ends.
+    pub fn pin(&mut self, id: EntryId) {
+        self.cache.pin(id, true);
+        self.pins.push(id);
+    }
+
+    /// A slot for a new entry, evicting least recently used unpinned entries to make room: a
+    /// block is optional (`Ok(None)` without room), a prompt-end is not (`CacheBudget`).
+    pub fn reserve(&mut self, prompt_end: bool) -> Result<Option<Reservation>> {
+        let slot = self.cache.reserve(prompt_end)?;
+        Ok(slot.map(|slot| {
+            self.open.push((slot, prompt_end));
+            Reservation { slot, prompt_end }
+        }))
+    }
+
+    /// Records the block entry for the state after `len` tokens (chain key `key`) written
+    /// into `r`'s slot.
+    pub fn insert_block(&mut self, r: Reservation, key: Key, len: usize) -> EntryId {
+        debug_assert!(!r.prompt_end, "a prompt-end's reservation holds a block");
+        self.filled(&r);
+        self.cache.insert_block(key, len, r.slot)
+    }
+
+    /// Records the prompt-end entry for `prefix` written into `r`'s slot, with its logits.
+    pub fn insert_end(&mut self, r: Reservation, prefix: &Prefix, logits: Vec<f32>) -> EntryId {
+        debug_assert!(r.prompt_end, "a block's reservation holds a prompt-end");
+        self.filled(&r);
+        self.cache.insert_end(prefix, r.slot, logits)
+    }
+
+    fn filled(&mut self, r: &Reservation) {
+        self.open.retain(|&(slot, _)| slot != r.slot);
+    }
+}
+
+impl Drop for Hold<'_> {
+    fn drop(&mut self) {
+        for &(slot, prompt_end) in &self.open {
+            self.cache.release(slot, prompt_end);
+        }
+        for &id in &self.pins {
+            self.cache.pin(id, false);
+        }
+    }
+}
