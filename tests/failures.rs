@@ -144,9 +144,12 @@ fn forge(mut blob: Vec<u8>, state_floats: usize, value: f32) -> Vec<u8> {
 /// An imported state is trusted by its own session only: another session that reaches the same
 /// tokens computes its own state (before: it resumed from the imported prompt-end — here a
 /// forged one — and generated whatever the forger chose).
-async fn imported_states_stay_private(engines: [Engine; 2], name: &str) {
+async fn imported_states_stay_private(ctx: Option<&GpuContext>) {
     let want = reference(cpu_engine(), 8).await;
-    let [first, second] = engines;
+    let (first, second, name) = match ctx {
+        Some(ctx) => (gpu_engine(ctx).await, gpu_engine(ctx).await, "gpu"),
+        None => (cpu_engine(), cpu_engine(), "cpu"),
+    };
     let floats = webmamba::State::floats(first.config());
     // Exported by another runtime (another tab, an earlier visit): nothing here computed it.
     let mut elsewhere = Runtime::new(first, block(4, 8 << 20)).unwrap();
@@ -174,18 +177,4 @@ async fn imported_states_stay_private(engines: [Engine; 2], name: &str) {
     assert_eq!(greedy(&mut rt, b, 8).await.unwrap(), want, "{name}");
 }
 
-#[test]
-fn cpu_imported_states_stay_private() {
-    pollster::block_on(imported_states_stay_private([cpu_engine(), cpu_engine()], "cpu"));
-}
-
-#[test]
-fn gpu_imported_states_stay_private() {
-    let Some(ctx) = pollster::block_on(common::gpu("gpu_imported_states_stay_private")) else {
-        return;
-    };
-    pollster::block_on(async {
-        let engines = [gpu_engine(&ctx).await, gpu_engine(&ctx).await];
-        imported_states_stay_private(engines, "gpu").await
-    });
-}
+dual_backend_test!(imported_states_stay_private);

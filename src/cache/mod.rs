@@ -180,8 +180,7 @@ impl StateCache {
         let block = self.config.block_size;
         for b in (0..keys.len()).rev() {
             let mut best: Option<(usize, EntryId)> = None;
-            for &id in self.ends.get(&keys[b]).into_iter().flatten() {
-                let e = self.entries[id].as_ref().expect("indexed entries exist");
+            for (id, e) in self.ends_at(&keys[b]) {
                 if let Kind::PromptEnd { tail, .. } = &e.kind
                     && e.len <= n
                     && tokens[b * block..e.len] == tail[..]
@@ -210,10 +209,15 @@ impl StateCache {
     /// Whether a prompt-end for exactly `prefix` is cached; returns it.
     pub fn find_end(&self, prefix: &Prefix) -> Option<EntryId> {
         let (tail, key) = (prefix.tail(), prefix.whole_blocks().1);
-        self.ends.get(&key)?.iter().copied().find(|&id| {
-            let e = self.entries[id].as_ref().expect("indexed entries exist");
-            matches!(&e.kind, Kind::PromptEnd { tail: t, .. } if t[..] == *tail)
-        })
+        self.ends_at(&key)
+            .find(|(_, e)| matches!(&e.kind, Kind::PromptEnd { tail: t, .. } if t[..] == *tail))
+            .map(|(id, _)| id)
+    }
+
+    /// The prompt-end entries indexed under `key` (an index entry without its entry is skipped:
+    /// the index and the table change together, so there is none).
+    fn ends_at(&self, key: &Key) -> impl Iterator<Item = (EntryId, &Entry)> {
+        self.ends.get(key).into_iter().flatten().filter_map(|&id| Some((id, self.entries.get(id)?.as_ref()?)))
     }
 
     /// Makes room for and returns a slot for a new entry of `kind`'s cost, evicting least
@@ -247,7 +251,7 @@ impl StateCache {
                     ),
                 });
             };
-            bytes -= self.cost(&self.entries[id].as_ref().expect("victim exists").kind);
+            bytes -= self.entries[id].as_ref().map_or(0, |e| self.cost(&e.kind));
             slots += 1;
             needed += 1;
         }
@@ -255,8 +259,12 @@ impl StateCache {
             self.remove(id);
             self.evictions += 1;
         }
+        let slot = self
+            .free_slots
+            .pop()
+            .ok_or_else(|| Error::Internal("state cache: no free slot after making room".into()))?;
         self.bytes_reserved += cost;
-        Ok(Some(self.free_slots.pop().expect("a slot was made free")))
+        Ok(Some(slot))
     }
 
     /// Gives back a slot from [`StateCache::reserve`] that ended up unused.
@@ -303,7 +311,7 @@ impl StateCache {
     }
 
     fn remove(&mut self, id: EntryId) {
-        let e = self.entries[id].take().expect("entry exists");
+        let Some(e) = self.entries.get_mut(id).and_then(Option::take) else { return };
         self.bytes_used -= self.cost(&e.kind);
         self.free_slots.push(e.slot);
         match e.kind {
@@ -351,8 +359,7 @@ impl StateCache {
             if b > 0 && self.blocks.contains_key(key) {
                 out.push(b * block);
             }
-            for &id in self.ends.get(key).into_iter().flatten() {
-                let e = self.entries[id].as_ref().expect("indexed entries exist");
+            for (_, e) in self.ends_at(key) {
                 if let Kind::PromptEnd { tail, .. } = &e.kind
                     && e.len <= tokens.len()
                     && tokens[b * block..e.len] == tail[..]
