@@ -126,7 +126,7 @@ export interface WebMambaError extends Error {
   code:
     | 'NoAdapter' | 'DeviceRequest' | 'Gpu' | 'DeviceLost' | 'OutOfMemory' | 'LimitExceeded'
     | 'UnsupportedModel' | 'Config' | 'Safetensors' | 'MissingTensor' | 'ShapeMismatch'
-    | 'UnsupportedDtype' | 'NonFiniteWeight' | 'Tokenizer' | 'Io' | 'CacheBudget'
+    | 'UnsupportedDtype' | 'NonFiniteWeight' | 'NonFiniteOutput' | 'Tokenizer' | 'Io' | 'CacheBudget'
     | 'StateMismatch' | 'CorruptState' | 'Storage' | 'Busy' | 'NoSession' | 'InvalidInput'
     | 'Readback' | 'Aborted' | 'Worker' | 'Internal';
 }
@@ -189,7 +189,8 @@ export declare class Session {
   stop(): void;
   tokens(): Uint32Array;
   text(): string;
-  /** The logits after the last token (undefined before any). */
+  /** The logits after the last token (undefined before any); throws `NonFiniteOutput` when
+   *  the model computed NaN or ±Inf there. */
   logits(): Float32Array | undefined;
   stats(): Stats;
   /** The live state, the history and the model's fingerprint, as bytes. */

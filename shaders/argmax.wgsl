@@ -5,12 +5,13 @@
 //
 // One workgroup: each of the WG invocations walks a strided slice of the logits (adjacent
 // invocations read adjacent floats), keeping its best (value, index); the WG bests are reduced
-// as a tree in workgroup memory. A NaN anywhere makes the pick NAN_PICK (the CPU sampler refuses
-// such logits too); NaN is tested on the bits, since WGSL lets a compiler assume it away.
+// as a tree in workgroup memory. A NaN or ±Inf anywhere makes the pick NON_FINITE_PICK: the model
+// overflowed, and the host reports it (as it does for such logits read back); it is tested on
+// the bits (all exponent bits set), since WGSL lets a compiler assume NaN and Inf away.
 
 const WG: u32 = 256u; // invocations (a power of two; see the tree reduction)
 const NONE: u32 = 0xffffffffu; // no index yet
-const NAN_PICK: u32 = 0xfffffffeu; // the logits held a NaN
+const NON_FINITE_PICK: u32 = 0xfffffffeu; // the logits held a NaN or ±Inf
 
 struct Step {
     t_len: u32,    // T: tokens in this forward call
@@ -34,10 +35,10 @@ struct Params {
 
 var<workgroup> best_value: array<f32, WG>; // (WG) each invocation's best logit
 var<workgroup> best_index: array<u32, WG>; // (WG) its index (NONE: none seen)
-var<workgroup> saw_nan: array<u32, WG>;    // (WG) 1 where the invocation's slice held a NaN
+var<workgroup> saw_bad: array<u32, WG>;    // (WG) 1 where the invocation's slice held NaN or ±Inf
 
-fn is_nan(v: f32) -> bool {
-    return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
+fn is_non_finite(v: f32) -> bool {
+    return (bitcast<u32>(v) & 0x7f800000u) == 0x7f800000u;
 }
 
 // Whether (v, i) beats (bv, bi): larger, or as large and earlier; anything beats NONE.
@@ -49,11 +50,11 @@ fn beats(v: f32, i: u32, bv: f32, bi: u32) -> bool {
 fn argmax(@builtin(local_invocation_index) lid: u32) {
     var bv = 0.0;
     var bi = NONE;
-    var nan = 0u;
+    var bad = 0u;
     for (var i = lid; i < p.vocab; i += WG) {
         let v = logits[i];
-        if (is_nan(v)) {
-            nan = 1u;
+        if (is_non_finite(v)) {
+            bad = 1u;
         } else if (beats(v, i, bv, bi)) {
             bv = v;
             bi = i;
@@ -61,7 +62,7 @@ fn argmax(@builtin(local_invocation_index) lid: u32) {
     }
     best_value[lid] = bv;
     best_index[lid] = bi;
-    saw_nan[lid] = nan;
+    saw_bad[lid] = bad;
     workgroupBarrier();
     for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
         if (lid < stride) {
@@ -70,12 +71,12 @@ fn argmax(@builtin(local_invocation_index) lid: u32) {
                 best_value[lid] = best_value[other];
                 best_index[lid] = best_index[other];
             }
-            saw_nan[lid] = max(saw_nan[lid], saw_nan[other]);
+            saw_bad[lid] = max(saw_bad[lid], saw_bad[other]);
         }
         workgroupBarrier();
     }
     if (lid == 0u) {
-        let pick = select(best_index[0], NAN_PICK, saw_nan[0] != 0u || best_index[0] == NONE);
+        let pick = select(best_index[0], NON_FINITE_PICK, saw_bad[0] != 0u || best_index[0] == NONE);
         ids[0] = pick;
         let n = picks[0];
         if (n < p.capacity) {

@@ -6,8 +6,9 @@
 // One workgroup. Logits are mapped to u32 keys that order like the floats; a radix select
 // (four rounds over 8-bit digits, most significant first, a 256-bin histogram in workgroup
 // memory per round) finds the k-th largest key exactly; a last pass collects every logit whose
-// key is at least that. NaN is tested on the bits (WGSL lets a compiler assume it away) and
-// only reported: the host refuses such logits.
+// key is at least that. NaN and ±Inf are tested on the bits (WGSL lets a compiler assume them
+// away) and reported: the model overflowed, and the host refuses such logits. NaNs are left
+// out of the select (they have no order).
 
 const WG: u32 = 256u; // invocations; also the histogram's bins (one digit of 8 bits)
 
@@ -28,7 +29,7 @@ struct Params {
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read> logits: array<f32>;   // (V): row 0 of the logits
-// (4 + 2·capacity): count of logits ≥ the threshold (may exceed capacity), NaN seen (0/1),
+// (4 + 2·capacity): count of logits ≥ the threshold (may exceed capacity), NaN or ±Inf seen (0/1),
 // 1 + the key of the largest logit below the threshold (0: none), the threshold key; then
 // (index, f32 bits) pairs.
 @group(0) @binding(3) var<storage, read_write> top: array<u32>;
@@ -38,10 +39,14 @@ var<workgroup> prefix: u32;                  // the threshold key's digits decid
 var<workgroup> remaining: u32;               // its rank among the keys with that prefix
 var<workgroup> found: atomic<u32>;           // logits ≥ the threshold collected
 var<workgroup> below: atomic<u32>;           // 1 + the largest key below the threshold
-var<workgroup> nan_seen: atomic<u32>;
+var<workgroup> non_finite: atomic<u32>;      // 1: a NaN or ±Inf was seen
 
 fn is_nan(bits: u32) -> bool {
     return (bits & 0x7fffffffu) > 0x7f800000u;
+}
+
+fn is_non_finite(bits: u32) -> bool {
+    return (bits & 0x7f800000u) == 0x7f800000u;
 }
 
 // Keys that order like the floats: negative floats have every bit flipped, others the sign bit.
@@ -56,7 +61,7 @@ fn top_k(@builtin(local_invocation_index) lid: u32) {
         remaining = p.k;
         atomicStore(&found, 0u);
         atomicStore(&below, 0u);
-        atomicStore(&nan_seen, 0u);
+        atomicStore(&non_finite, 0u);
     }
     var mask = 0u; // the decided digits' bits (the same in every invocation)
     for (var round = 0u; round < 4u; round++) {
@@ -66,8 +71,10 @@ fn top_k(@builtin(local_invocation_index) lid: u32) {
         let decided = prefix;
         for (var i = lid; i < p.vocab; i += WG) {
             let bits = bitcast<u32>(logits[i]);
+            if (is_non_finite(bits)) {
+                atomicStore(&non_finite, 1u);
+            }
             if (is_nan(bits)) {
-                atomicStore(&nan_seen, 1u);
                 continue;
             }
             let key = order_key(bits);
@@ -116,7 +123,7 @@ fn top_k(@builtin(local_invocation_index) lid: u32) {
     workgroupBarrier();
     if (lid == 0u) {
         top[0] = atomicLoad(&found);
-        top[1] = atomicLoad(&nan_seen);
+        top[1] = atomicLoad(&non_finite);
         top[2] = atomicLoad(&below);
         top[3] = threshold;
     }

@@ -107,7 +107,7 @@ impl Engine {
     }
 
     /// One decode step and the top `k` of the logits after it ([`GpuModel::forward_top`]).
-    pub async fn forward_top(&mut self, token: u32, k: usize) -> Result<Option<crate::sampling::LogitsTop>> {
+    pub async fn forward_top(&mut self, token: u32, k: usize) -> Result<crate::kernels::top_k::Top> {
         match self {
             Engine::Cpu { .. } => Err(no_device_greedy()),
             Engine::Gpu(m) => m.forward_top(token, k).await,

@@ -92,6 +92,23 @@ pub enum Error {
         index: u64,
     },
 
+    /// The model computed NaN or ±Inf from finite weights: they overflow f32 at run time on this
+    /// input. The session keeps the tokens fed (the one at `position` included) and stays
+    /// usable: rewind or edit to an earlier position and go on from there. (An imported state
+    /// holding NaN or ±Inf is refused with it too, the session unchanged.)
+    #[error(
+        "the model's output is not finite (NaN or ±Inf) in the {what} after position {position} of \
+         the history: its weights overflow at run time on this input; rewind to an earlier \
+         position to go on"
+    )]
+    NonFiniteOutput {
+        /// Index in the session's history of the token after which the output is not finite
+        /// (the last token of the call that computed it).
+        position: u64,
+        /// What is not finite: "logits", or "state" (an imported state).
+        what: String,
+    },
+
     /// `tokenizer.json` could not be loaded, or encoding/decoding failed.
     #[error("tokenizer: {0}")]
     Tokenizer(String),
@@ -204,6 +221,7 @@ impl Error {
             Error::MissingTensor { .. } => "MissingTensor",
             Error::UnsupportedDtype { .. } => "UnsupportedDtype",
             Error::NonFiniteWeight { .. } => "NonFiniteWeight",
+            Error::NonFiniteOutput { .. } => "NonFiniteOutput",
             Error::Tokenizer(_) => "Tokenizer",
             Error::Io { .. } => "Io",
             Error::CacheBudget { .. } => "CacheBudget",

@@ -1,13 +1,13 @@
 //! The greedy pick on the GPU (`shaders/argmax.wgsl`, lavapipe natively, SwiftShader in headless
 //! Chromium) against the definition: the index of the largest value, the first on ties (as
-//! torch.argmax); NaN anywhere is refused.
+//! torch.argmax); NaN or ±Inf anywhere is refused (the model overflowed).
 
 mod common;
 
 use common::gpu;
 use rand::{Rng, SeedableRng, rngs::SmallRng};
 use webmamba::kernels::Argmax;
-use webmamba::kernels::argmax::NAN_PICK;
+use webmamba::kernels::argmax::NON_FINITE_PICK;
 
 /// The first index of the largest value.
 fn first_max(values: &[f32]) -> u32 {
@@ -38,35 +38,36 @@ dual_test! {
                 }
                 assert_eq!(kernel.run(&ctx, &logits).await.unwrap(), first_max(&logits), "V={v} ties");
             }
-            // -inf entries (filtered tokens) and a maximum at the very end.
+            // The most negative finite entries and a maximum at the very end.
             for x in logits.iter_mut().step_by(3) {
-                *x = f32::NEG_INFINITY;
+                *x = f32::MIN;
             }
             logits[v - 1] = 40.0;
-            assert_eq!(kernel.run(&ctx, &logits).await.unwrap(), first_max(&logits), "V={v} -inf");
+            assert_eq!(kernel.run(&ctx, &logits).await.unwrap(), first_max(&logits), "V={v} f32::MIN");
         }
-        // All equal: index 0. All -inf: index 0 too (torch.argmax gives 0).
+        // All equal: index 0; the largest finite value wins.
         assert_eq!(kernel.run(&ctx, &[2.5; 1000]).await.unwrap(), 0);
-        assert_eq!(kernel.run(&ctx, &[f32::NEG_INFINITY; 300]).await.unwrap(), 0);
-        // +inf wins over every finite value.
-        let mut inf = vec![1.0f32; 600];
-        inf[417] = f32::INFINITY;
-        assert_eq!(kernel.run(&ctx, &inf).await.unwrap(), 417);
+        let mut max = vec![1.0f32; 600];
+        max[417] = f32::MAX;
+        assert_eq!(kernel.run(&ctx, &max).await.unwrap(), 417);
     }
 
-    async fn argmax_refuses_nan() {
-        let Some(ctx) = gpu("argmax_refuses_nan").await else { return };
+    async fn argmax_refuses_non_finite() {
+        let Some(ctx) = gpu("argmax_refuses_non_finite").await else { return };
         let kernel = Argmax::new(&ctx).await.expect("compile argmax");
-        for (v, at) in [(1usize, 0usize), (300, 0), (300, 299), (50_280, 12_345)] {
-            let mut logits = vec![0.5f32; v];
-            logits[at] = f32::NAN;
-            assert_eq!(kernel.run(&ctx, &logits).await.unwrap(), NAN_PICK, "V={v} NaN at {at}");
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            for (v, at) in [(1usize, 0usize), (300, 0), (300, 299), (50_280, 12_345)] {
+                let mut logits = vec![0.5f32; v];
+                logits[at] = bad;
+                assert_eq!(kernel.run(&ctx, &logits).await.unwrap(), NON_FINITE_PICK, "V={v} {bad} at {at}");
+            }
+            // Beside the maximum: still refused.
+            let mut logits = vec![0.0f32; 700];
+            logits[3] = 9.0;
+            logits[600] = bad;
+            assert_eq!(kernel.run(&ctx, &logits).await.unwrap(), NON_FINITE_PICK, "{bad} beside 9.0");
         }
-        // A NaN beside the maximum is still refused.
-        let mut logits = vec![0.0f32; 700];
-        logits[3] = 9.0;
-        logits[600] = f32::NAN;
-        assert_eq!(kernel.run(&ctx, &logits).await.unwrap(), NAN_PICK);
+        assert_eq!(kernel.run(&ctx, &[f32::NEG_INFINITY; 300]).await.unwrap(), NON_FINITE_PICK);
         assert!(ctx.take_uncaptured_error().is_none(), "no stray GPU error");
     }
 }

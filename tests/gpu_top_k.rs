@@ -9,6 +9,7 @@ use common::fixtures;
 use common::gpu;
 use rand::{Rng, SeedableRng, rngs::SmallRng};
 use webmamba::kernels::TopK;
+use webmamba::kernels::top_k::Top;
 use webmamba::sampling::{LogitsTop, Sampler, SamplingOptions};
 use webmamba::{CacheConfig, Engine, GenerateOptions, GpuModelOptions, Runtime};
 
@@ -36,32 +37,37 @@ dual_test! {
                 if k > v {
                     continue;
                 }
-                // Logits of both signs, a few exact ties, a few -inf.
+                // Logits of both signs, a few exact ties, a few of the most negative finite value.
                 let mut logits: Vec<f32> = (0..v).map(|_| rng.random_range(-30.0..10.0)).collect();
                 for _ in 0..v / 50 {
                     let (i, j) = (rng.random_range(0..v), rng.random_range(0..v));
                     logits[i] = logits[j];
                 }
                 for x in logits.iter_mut().step_by(97) {
-                    *x = f32::NEG_INFINITY;
+                    *x = f32::MIN;
                 }
                 let got = kernel.run(&ctx, &logits, k, 512).await.unwrap();
                 let want = top_by_definition(&logits, k);
                 if want.entries.len() > 512 {
-                    assert_eq!(got, None, "V={v} k={k}: more ties than room");
+                    assert_eq!(got, Top::TooManyTies, "V={v} k={k}: more ties than room");
                 } else {
-                    assert_eq!(got, Some(want), "V={v} k={k}");
+                    assert_eq!(got, Top::Found(want), "V={v} k={k}");
                 }
             }
         }
         // Many ties at the threshold: kept while they fit, refused beyond the room.
         let flat = vec![1.5f32; 1000];
-        assert_eq!(kernel.run(&ctx, &flat, 3, 1000).await.unwrap(), Some(top_by_definition(&flat, 3)));
-        assert_eq!(kernel.run(&ctx, &flat, 3, 512).await.unwrap(), None);
-        // A NaN: refused (the host reads everything and fails as the CPU path does).
-        let mut nan = vec![0.25f32; 700];
-        nan[650] = f32::NAN;
-        assert_eq!(kernel.run(&ctx, &nan, 5, 512).await.unwrap(), None);
+        assert_eq!(kernel.run(&ctx, &flat, 3, 1000).await.unwrap(), Top::Found(top_by_definition(&flat, 3)));
+        assert_eq!(kernel.run(&ctx, &flat, 3, 512).await.unwrap(), Top::TooManyTies);
+        // A NaN or ±Inf, in the top or below it: the model overflowed (NonFiniteOutput).
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            for at in [0, 650] {
+                let mut logits = vec![0.25f32; 700];
+                logits[3] = 2.0;
+                logits[at] = bad;
+                assert_eq!(kernel.run(&ctx, &logits, 5, 512).await.unwrap(), Top::NonFinite, "{bad} at {at}");
+            }
+        }
         assert!(ctx.take_uncaptured_error().is_none(), "no stray GPU error");
     }
 

@@ -170,7 +170,7 @@ fn shared_constants_have_one_value() {
     }
     assert_eq!(constant("gemv_coalesced", "ROWS"), gemv_coalesced::OUTPUTS_PER_GROUP);
     assert_eq!(constant("rms_norm", "LAST_ROW"), rms_norm::LAST_ROW);
-    assert_eq!(constant("argmax", "NAN_PICK"), argmax::NAN_PICK);
+    assert_eq!(constant("argmax", "NON_FINITE_PICK"), argmax::NON_FINITE_PICK);
     assert_eq!(constant("conv1d_silu", "K_MAX") as usize, conv1d_silu::K_MAX);
     // The embedding's dispatch covers a row with COLUMNS-wide workgroups.
     assert_eq!(module("embedding").entry_points[0].workgroup_size[0], embedding::COLUMNS);

@@ -16,8 +16,8 @@ impl GpuModel {
     /// logits after the token before it — in one submit — and returns the picks: `picks[i]` is
     /// the argmax of the logits after fed token `i` (`first` is fed token 0, `picks[i]` fed
     /// token `i + 1`), so the last pick is the next token to feed. Fewer than `steps` picks
-    /// come back when the logits after fed token `picks.len()` held a NaN (the steps after it
-    /// ran on garbage: rewind). The state from before the batch is kept for
+    /// come back when the logits after fed token `picks.len()` held a NaN or ±Inf (the steps
+    /// after it ran on garbage: rewind). The state from before the batch is kept for
     /// [`GpuModel::rewind`]; the last logits stay on the GPU ([`GpuModel::last_logits`]).
     pub async fn greedy(&mut self, first: u32, steps: usize) -> Result<Vec<u32>> {
         if steps == 0 || steps > self.acts.max_picks {
@@ -51,7 +51,7 @@ impl GpuModel {
                 message: format!("{} picks were written for {steps} steps", raw[0]),
             });
         }
-        Ok(raw[1..].iter().copied().take_while(|&p| p != argmax::NAN_PICK).collect())
+        Ok(raw[1..].iter().copied().take_while(|&p| p != argmax::NON_FINITE_PICK).collect())
     }
 
     /// Checks `token` and the device, and writes a one-token decode step's inputs (no

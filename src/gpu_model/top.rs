@@ -6,14 +6,13 @@
 use crate::error::{Error, Result};
 use crate::gpu_model::GpuModel;
 use crate::gpu_model::encode::{self, Head};
-use crate::kernels::top_k;
-use crate::sampling::LogitsTop;
+use crate::kernels::top_k::{self, Top};
 
 impl GpuModel {
-    /// Feeds `token` (one decode step) and returns the top `k` of the logits after it; `None`
-    /// when they cannot be summarised (a NaN, or more logits tied at the k-th than
-    /// [`top_k::CAPACITY`]): read them with [`GpuModel::last_logits`] then.
-    pub async fn forward_top(&mut self, token: u32, k: usize) -> Result<Option<LogitsTop>> {
+    /// Feeds `token` (one decode step) and returns the top `k` of the logits after it, or
+    /// [`Top::TooManyTies`] (more logits tied at the k-th than [`top_k::CAPACITY`]: read them
+    /// with [`GpuModel::last_logits`]) or [`Top::NonFinite`] (a NaN or ±Inf among them).
+    pub async fn forward_top(&mut self, token: u32, k: usize) -> Result<Top> {
         let v = self.config.vocab_size;
         if k == 0 || k > top_k::CAPACITY.min(v) {
             return Err(Error::InvalidInput(format!(

@@ -14,8 +14,8 @@ pub const SOURCE: &str = include_str!("../../shaders/argmax.wgsl");
 pub const BINDINGS: &[Binding] =
     &[Binding::Uniform, Binding::Uniform, Binding::Read, Binding::ReadWrite, Binding::ReadWrite];
 
-/// The pick when the logits held a NaN.
-pub const NAN_PICK: u32 = 0xffff_fffe;
+/// The pick when the logits held a NaN or ±Inf (the model overflowed).
+pub const NON_FINITE_PICK: u32 = 0xffff_fffe;
 
 /// Workgroups of a dispatch: one.
 pub const GROUPS: (u32, u32, u32) = (1, 1, 1);
@@ -43,7 +43,7 @@ impl Argmax {
         Ok(Self { kernel: Kernel::new(ctx, "argmax", SOURCE, BINDINGS).await? })
     }
 
-    /// The index of the largest of `logits` (the first on ties), or [`NAN_PICK`]. Allocates
+    /// The index of the largest of `logits` (the first on ties), or [`NON_FINITE_PICK`]. Allocates
     /// buffers on every call.
     pub async fn run(&self, ctx: &GpuContext, logits: &[f32]) -> Result<u32> {
         if logits.is_empty() {

@@ -44,18 +44,31 @@ fn from_key(key: u32) -> f32 {
     f32::from_bits(if key & 0x8000_0000 != 0 { key & 0x7fff_ffff } else { !key })
 }
 
-/// The kernel's output as a [`LogitsTop`] (entries ascending by index); `None` when the logits
-/// held a NaN or more logits tied at the threshold than the buffer holds (read them all then).
-pub fn decode(raw: &[u32], vocab: usize) -> Option<LogitsTop> {
-    let (found, nan, below) = (raw[0] as usize, raw[1] != 0, raw[2]);
+/// What the kernel found in the logits.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Top {
+    /// Their top (entries ascending by index).
+    Found(LogitsTop),
+    /// More logits tie at the threshold than the buffer holds: read them all.
+    TooManyTies,
+    /// A logit is NaN or ±Inf: the model overflowed (`Error::NonFiniteOutput`).
+    NonFinite,
+}
+
+/// The kernel's output (`raw`: the `top` buffer) for `vocab` logits.
+pub fn decode(raw: &[u32], vocab: usize) -> Top {
+    let (found, non_finite, below) = (raw[0] as usize, raw[1] != 0, raw[2]);
     let pairs = &raw[4..];
-    if nan || found > pairs.len() / 2 {
-        return None;
+    if non_finite {
+        return Top::NonFinite;
+    }
+    if found > pairs.len() / 2 {
+        return Top::TooManyTies;
     }
     let mut entries: Vec<(u32, f32)> =
         pairs[..2 * found].chunks_exact(2).map(|p| (p[0], f32::from_bits(p[1]))).collect();
     entries.sort_unstable_by_key(|e| e.0);
-    Some(LogitsTop { vocab, entries, below: (below != 0).then(|| from_key(below - 1)) })
+    Top::Found(LogitsTop { vocab, entries, below: (below != 0).then(|| from_key(below - 1)) })
 }
 
 /// The compiled pipeline, with a one-shot [`TopK::run`].
@@ -71,13 +84,7 @@ impl TopK {
 
     /// The top `k` of `logits` (see [`decode`]), with room for `capacity` pairs. Allocates
     /// buffers on every call.
-    pub async fn run(
-        &self,
-        ctx: &GpuContext,
-        logits: &[f32],
-        k: usize,
-        capacity: usize,
-    ) -> Result<Option<LogitsTop>> {
+    pub async fn run(&self, ctx: &GpuContext, logits: &[f32], k: usize, capacity: usize) -> Result<Top> {
         if k == 0 || k > logits.len() {
             return Err(Error::InvalidInput(format!("top-k of {} logits with k = {k}", logits.len())));
         }

@@ -10,7 +10,9 @@ impl Runtime {
     /// Generates up to `options.max_tokens` tokens after the history. Each token is fed to the
     /// model before `on_token` sees it; `on_token` returning `false` stops between steps, with
     /// the state at the last emitted token, so a later call continues exactly as an
-    /// uninterrupted run would (with the same sampler).
+    /// uninterrupted run would (with the same sampler). When the logits after a token fed are
+    /// not finite, it ends with [`Error::NonFiniteOutput`] naming that token's position (it
+    /// stays in the history; `on_token` saw it).
     pub async fn generate(
         &mut self,
         id: SessionId,
@@ -70,7 +72,8 @@ impl Runtime {
         let boundary = s.history.push(token);
         s.logits = Some(logits);
         s.prefilled += 1;
-        if boundary {
+        // A non-finite state is not kept; the next step (or the settle) reports it.
+        if boundary && self.check_logits(id).is_ok() {
             self.block_reached(id)?;
         }
         Ok(token)
@@ -86,19 +89,20 @@ impl Runtime {
             let history = s.history.tokens().to_vec();
             self.ensure(id, &history).await?;
         }
-        let s = self.session(id)?;
-        let logits = s.logits.as_deref().ok_or(Error::InvalidInput("no logits after the history".into()))?;
-        sampler.sample(logits, s.history.tokens())
+        let logits = self.logits(id)?.ok_or(Error::InvalidInput("no logits after the history".into()))?;
+        sampler.sample(logits, self.session(id)?.history.tokens())
     }
 
     /// After decoding: keeps the end of the history as the session's latest prompt-end, if the
     /// budget allows (best effort: the previous one stays pinned otherwise), so a regenerate
-    /// or the next turn resumes there.
+    /// or the next turn resumes there. Logits that are not finite are not kept:
+    /// [`Error::NonFiniteOutput`].
     pub fn settle(&mut self, id: SessionId) -> Result<()> {
         let s = self.session(id)?;
         if !(s.live_valid && s.logits.is_some()) || self.active != Some(id.0) {
             return Ok(()); // nothing current to keep
         }
+        self.check_logits(id)?;
         self.store_end(id)
     }
 

@@ -18,7 +18,7 @@
 use crate::cpu::State;
 use crate::error::{Error, Result};
 use crate::model::Arch;
-use crate::session::{Done, Runtime, SessionId};
+use crate::session::{Done, Runtime, SessionId, finite};
 
 const MAGIC: &[u8; 8] = b"WMSTATE\0";
 const VERSION: u32 = 2;
@@ -61,8 +61,10 @@ impl<'a> Reader<'a> {
 }
 
 impl Runtime {
-    /// The session's history, logits and live state as bytes (see the module documentation).
+    /// The session's history, logits and live state as bytes (see the module documentation);
+    /// [`Error::NonFiniteOutput`] after non-finite logits (nothing usable to keep).
     pub async fn export_state(&mut self, id: SessionId) -> Result<Vec<u8>> {
+        self.check_logits(id)?;
         let s = self.session(id)?;
         if !s.live_valid {
             let history = s.history.tokens().to_vec();
@@ -94,7 +96,8 @@ impl Runtime {
 
     /// Replaces the session's history and live state with exported ones. Bytes from another
     /// model or another format version are [`Error::StateMismatch`]; damaged bytes are
-    /// [`Error::CorruptState`]. The session is unchanged when this fails (its history; its
+    /// [`Error::CorruptState`]; NaN or ±Inf in the logits or the state are
+    /// [`Error::NonFiniteOutput`]. The session is unchanged when this fails (its history; its
     /// live state is rebuilt by the next call if the failure came after writing it).
     ///
     /// The imported state stays private to this session: its checkpoints (and those computed
@@ -153,6 +156,11 @@ impl Runtime {
         self.engine.config().check_ids(&tokens)?;
         let state = State::from_flat(c, &flat)
             .map_err(|_| Error::StateMismatch("the state does not fit this model".into()))?;
+        finite::check(&logits, tokens.len())?;
+        if !finite::all(&flat) {
+            let position = tokens.len().saturating_sub(1) as u64;
+            return Err(Error::NonFiniteOutput { position, what: "state".into() });
+        }
 
         // The imported state is nobody's computation here: its checkpoints go to a namespace of
         // the session's own, so no other session resumes from it.

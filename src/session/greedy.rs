@@ -1,15 +1,18 @@
 //! Greedy generation on the GPU: batches of decode steps whose tokens are picked and fed on the
 //! GPU ([`crate::Engine::greedy`]), a few bytes read back per batch instead of V logits per
 //! token. Tokens still reach `on_token` one at a time, fed before it sees them; a stop inside a
-//! batch (end of text, `on_token` returning false, NaN logits) rewinds to the batch's start and
-//! replays the kept tokens one step each — the same kernels, so the state and logits are the
-//! ones a token-by-token run leaves, bit for bit. A batch never crosses a block boundary, so
-//! the boundary's checkpoint is the state right after the batch.
+//! batch (end of text, `on_token` returning false, non-finite logits) rewinds to the batch's
+//! start and replays the kept tokens one step each — the same kernels, so the state and logits
+//! are the ones a token-by-token run leaves, bit for bit. A batch never crosses a block
+//! boundary, so the boundary's checkpoint is the state right after the batch. Logits that are
+//! not finite make `argmax` pick `NON_FINITE_PICK`: the batch keeps the tokens up to the one
+//! whose logits they are, and generation ends with [`Error::NonFiniteOutput`] (see
+//! `session/finite.rs`).
 
 use crate::cpu::Logits;
 use crate::error::{Error, Result};
 use crate::sampling::Sampler;
-use crate::session::{GenerateOptions, Runtime, SessionId};
+use crate::session::{GenerateOptions, Runtime, SessionId, finite};
 
 /// Greedy steps per GPU submit by default: text arrives every 8 tokens at most.
 pub const GREEDY_BATCH: usize = 8;
@@ -45,14 +48,14 @@ impl Runtime {
         let eos = self.engine.config().eos_token_id;
         let block = self.cache.config().block_size;
         let mut next = self.sample_next(id, &mut Sampler::greedy()).await?;
-        let nan = loop {
+        let non_finite = loop {
             let len = self.session(id)?.history.len();
             let steps = self.greedy_batch.min(options.max_tokens - out.len()).min(block - len % block);
             let s = self.session_mut(id)?;
             s.live_valid = false; // until the batch is accounted for
             s.logits = None;
             let picks = self.engine.greedy(next, steps).await?;
-            // Fed token i + 1 is picks[i]; after a NaN pick nothing fed is valid.
+            // Fed token i + 1 is picks[i]; after a non-finite pick nothing fed is valid.
             let valid = (picks.len() + 1).min(steps);
             let fed: Vec<u32> = std::iter::once(next).chain(picks.iter().copied()).take(valid).collect();
             let (mut kept, mut stop) = (0, false);
@@ -70,7 +73,8 @@ impl Runtime {
                     crate::platform::yield_now().await;
                 }
             }
-            let nan = !stop && picks.len() < steps;
+            // Kept up to the token whose logits the device found not finite.
+            let non_finite = picks.len() < steps && kept == fed.len();
             if kept < steps {
                 // Back to the batch's start; the kept tokens again, one decode step each.
                 self.engine.rewind()?;
@@ -81,18 +85,20 @@ impl Runtime {
                 self.session_mut(id)?.logits = Some(logits);
             }
             self.session_mut(id)?.live_valid = true;
-            if self.session(id)?.history.len().is_multiple_of(block) {
+            if self.session(id)?.history.len().is_multiple_of(block) && !non_finite {
                 self.block_reached(id)?;
             }
-            if stop || nan || out.len() == options.max_tokens {
-                break nan;
+            if stop || non_finite || out.len() == options.max_tokens {
+                break non_finite;
             }
             next = picks[steps - 1];
             crate::platform::yield_now().await;
         };
+        // Non-finite logits are refused by the settle, on the host copy it reads anyway; the
+        // device's verdict stands either way.
         self.settle_from_device(id).await?;
-        if nan {
-            return Err(Error::InvalidInput("logits are empty or contain NaN".into()));
+        if non_finite {
+            return Err(finite::non_finite(self.session(id)?.history.len()));
         }
         Ok(out)
     }

@@ -14,6 +14,7 @@
 
 mod decode;
 mod export;
+mod finite;
 mod greedy;
 mod prefill;
 mod top;
@@ -210,8 +211,10 @@ impl Runtime {
         Ok(self.session(id)?.history.tokens())
     }
 
-    /// Logits after the session's last token, if known.
+    /// Logits after the session's last token, if known; [`Error::NonFiniteOutput`] when they
+    /// hold NaN or ±Inf (the model overflowed: see `session/finite.rs`).
     pub fn logits(&self, id: SessionId) -> Result<Option<&[f32]>> {
+        self.check_logits(id)?;
         Ok(self.session(id)?.logits.as_deref())
     }
 

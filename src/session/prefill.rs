@@ -6,12 +6,13 @@ use crate::cache::{EntryId, Hold, Prefix};
 use crate::cpu::Logits;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::session::{Done, Outcome, Runtime, SessionId};
+use crate::session::{Done, Outcome, Runtime, SessionId, finite};
 
 impl Runtime {
     /// Makes the session's history `target` and its live state the state after it, with the
     /// logits of its last position. Fails before changing anything when the tokens are bad or
-    /// the cache cannot keep the prompt-end checkpoint.
+    /// the cache cannot keep the prompt-end checkpoint. Logits that are not finite are
+    /// [`Error::NonFiniteOutput`] after the history became `target` (see `session/finite.rs`).
     pub async fn ensure(&mut self, id: SessionId, target: &[u32]) -> Result<Outcome> {
         self.engine.config().check_ids(target)?;
         self.activate(id)?;
@@ -26,6 +27,7 @@ impl Runtime {
             (s.live_valid && target.starts_with(history) && (history.len() < n || s.logits.is_some()))
                 .then_some(history.len());
         if live_len == Some(n) {
+            self.check_logits(id)?;
             return Ok(Outcome::default());
         }
         if n == 0 {
@@ -53,12 +55,14 @@ impl Runtime {
             Start::Zero => (0, None),
         };
         let missed = matches!(from, Start::Zero);
-        let done =
-            Done { history: prefix, logits: Some(logits), end: Some(end), prefilled: n - start, missed };
+        // Non-finite logits kept no prompt-end: the previous one stays the session's pin.
+        let end = end.or(self.session(id)?.pinned);
+        let done = Done { history: prefix, logits: Some(logits), end, prefilled: n - start, missed };
         self.commit(id, done)?;
         if resumed_from.is_some() {
             self.session_mut(id)?.hits += 1;
         }
+        self.check_logits(id)?;
         Ok(Outcome { prefilled: n - start, resumed_from })
     }
 }
@@ -75,14 +79,15 @@ enum Start {
 /// The prefill of `prefix` behind [`Runtime::ensure`] (at least one token): from the cheapest
 /// start (`live_len`: how much of it the live state already covers), keeping the block
 /// checkpoints retention asks for and the prompt-end. Returns the last position's logits, the
-/// prompt-end entry and where it started; on failure the error and whether the engine's
-/// working state was touched. Whatever it pinned or reserved goes back with `hold`.
+/// prompt-end entry (none when the logits are not finite: then nothing is kept) and where it
+/// started; on failure the error and whether the engine's working state was touched. Whatever
+/// it pinned or reserved goes back with `hold`.
 async fn prefill(
     engine: &mut Engine,
     hold: &mut Hold<'_>,
     prefix: &Prefix,
     live_len: Option<usize>,
-) -> std::result::Result<(Vec<f32>, EntryId, Start), (Error, bool)> {
+) -> std::result::Result<(Vec<f32>, Option<EntryId>, Start), (Error, bool)> {
     let (n, block) = (prefix.len(), hold.cache().config().block_size);
     let hit = hold.cache().lookup(prefix);
     let hit = match hit {
@@ -148,6 +153,10 @@ async fn prefill(
             .forward_capturing(&prefix.tokens()[start..], Logits::Last, &plan)
             .await
             .map_err(touched)?;
+        if !finite::all(&logits) {
+            // The overflow may have begun before any capture: keep none (the hold frees them).
+            return Ok((logits, None, from));
+        }
         for (_, r, b) in captures {
             hold.insert_block(r, prefix.keys()[b], b * block);
         }
@@ -165,7 +174,7 @@ async fn prefill(
         }
         (None, None) => return Err((internal("no prompt-end slot was reserved"), true)),
     };
-    Ok((logits, end, from))
+    Ok((logits, Some(end), from))
 }
 
 /// A broken invariant of the cache bookkeeping, as an error instead of a panic.

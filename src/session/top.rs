@@ -2,11 +2,13 @@
 //! its logits (`GpuModel::forward_top`: a few KB, not V floats) and the host draws from them
 //! exactly as from all the logits ([`Sampler::sample_top`]: the same tokens and generator
 //! state), reading all V only when the top cannot decide. The logits after the last token are
-//! read once, at the end.
+//! read once, at the end. The kernel also says whether every logit was finite: if not, the
+//! token fed stays and generation ends with [`Error::NonFiniteOutput`] (`session/finite.rs`).
 
 use crate::error::{Error, Result};
+use crate::kernels::top_k::Top;
 use crate::sampling::Sampler;
-use crate::session::{GenerateOptions, Runtime, SessionId};
+use crate::session::{GenerateOptions, Runtime, SessionId, finite};
 
 impl Runtime {
     /// [`Runtime::generate`] (`max_tokens` ≥ 1) for a sampler whose draws depend on the top `k`
@@ -32,17 +34,24 @@ impl Runtime {
             s.prefilled += 1;
             s.live_valid = true;
             out.push(next);
-            if boundary {
+            // The logits after `next` are not finite: it stays, and the run ends after it.
+            let non_finite = (top == Top::NonFinite).then(|| finite::non_finite(s.history.len()));
+            if boundary && non_finite.is_none() {
                 self.block_reached(id)?;
             }
             if (options.stop_at_eos && Some(next) == eos)
                 || !on_token(next)
                 || out.len() == options.max_tokens
+                || non_finite.is_some()
             {
-                break None;
+                break non_finite;
             }
             let history = self.session(id)?.history.tokens();
-            let picked = match top.as_ref().and_then(|t| sampler.sample_top(t, history)) {
+            let from_top = match &top {
+                Top::Found(t) => sampler.sample_top(t, history),
+                Top::TooManyTies | Top::NonFinite => None,
+            };
+            let picked = match from_top {
                 Some(picked) => picked,
                 None => match self.engine.last_logits().await {
                     Ok(logits) => sampler.sample(&logits, history),

@@ -219,7 +219,8 @@ impl Session {
     }
 
     /// The logits after the history's last token (V), `undefined` before any token: for
-    /// scoring, or for a sampler of your own.
+    /// scoring, or for a sampler of your own. Throws `NonFiniteOutput` where the model
+    /// computed NaN or ±Inf (see `Runtime::logits`).
     pub fn logits(&self) -> std::result::Result<Option<Vec<f32>>, JsValue> {
         Lease::run(&self.shared, |rt| Ok(rt.logits(self.id)?.map(<[f32]>::to_vec))).map_err(to_js)
     }
