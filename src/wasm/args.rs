@@ -2,6 +2,11 @@
 //! them here, so a wrong type or an out-of-range number is an `InvalidInput` WebMambaError
 //! naming the argument — never wasm-bindgen's untyped exception, a silent coercion
 //! (`rewind("x")` used to rewind to 0) or a trap.
+//!
+//! Typed arrays and `ArrayBuffer`s are recognised by their `Symbol.toStringTag`, not by
+//! `instanceof`: a value made in another JavaScript realm (an iframe, a worker's message, a
+//! browser extension, Firefox's WebDriver sandbox) is not an instance of this realm's
+//! `Uint8Array`, and wasm-bindgen's `dyn_ref` would refuse it.
 
 use js_sys::{ArrayBuffer, Function, Uint8Array, Uint32Array};
 use wasm_bindgen::{JsCast, JsValue};
@@ -21,10 +26,28 @@ pub fn whole(v: &JsValue, name: &str, max: u64) -> Result<u64> {
     }
 }
 
+/// `v`'s `Symbol.toStringTag` ("Uint8Array", "ArrayBuffer", …): the same in every realm.
+fn tag(v: &JsValue) -> Option<String> {
+    if !v.is_object() {
+        return None;
+    }
+    js_sys::Reflect::get(v, &js_sys::Symbol::to_string_tag()).ok()?.as_string()
+}
+
+/// `v` as a `Uint8Array`, from any realm (a typed array whose tag says so).
+pub fn uint8_array(v: &JsValue) -> Option<&Uint8Array> {
+    (ArrayBuffer::is_view(v) && tag(v).as_deref() == Some("Uint8Array")).then(|| v.unchecked_ref())
+}
+
+/// `v` as an `ArrayBuffer`, from any realm.
+fn array_buffer(v: &JsValue) -> Option<&ArrayBuffer> {
+    (!ArrayBuffer::is_view(v) && tag(v).as_deref() == Some("ArrayBuffer")).then(|| v.unchecked_ref())
+}
+
 /// `v` must be token ids: a `Uint32Array`, or an array of whole numbers below 2^32.
 pub fn ids(v: &JsValue, name: &str) -> Result<Vec<u32>> {
-    if let Some(a) = v.dyn_ref::<Uint32Array>() {
-        return Ok(a.to_vec());
+    if ArrayBuffer::is_view(v) && tag(v).as_deref() == Some("Uint32Array") {
+        return Ok(v.unchecked_ref::<Uint32Array>().to_vec());
     }
     elements(v, name, "a Uint32Array or an array of token ids", |id, at| {
         whole(id, at, u32::MAX as u64).map(|n| n as u32)
@@ -47,10 +70,10 @@ fn elements<T>(
 
 /// `v` must be bytes: a `Uint8Array` or an `ArrayBuffer`.
 pub fn bytes(v: &JsValue, name: &str) -> Result<Vec<u8>> {
-    if let Some(a) = v.dyn_ref::<Uint8Array>() {
+    if let Some(a) = uint8_array(v) {
         return Ok(a.to_vec());
     }
-    if let Some(b) = v.dyn_ref::<ArrayBuffer>() {
+    if let Some(b) = array_buffer(v) {
         return Ok(Uint8Array::new(b).to_vec());
     }
     Err(wrong(name, "a Uint8Array or an ArrayBuffer", v))

@@ -76,9 +76,16 @@ pub(crate) fn io(path: &str, e: &JsValue) -> Error {
 }
 
 /// A JS error's message (or its string form).
+/// An error from another realm (an iframe, a sandbox) is no `instanceof` this realm's `Error`:
+/// its `name` and `message` are read as properties.
 pub(crate) fn message(e: &JsValue) -> String {
-    e.dyn_ref::<js_sys::Error>()
-        .map(|e| String::from(e.message()))
-        .or_else(|| e.as_string())
-        .unwrap_or_else(|| format!("{e:?}"))
+    if let Some(text) = e.as_string() {
+        return text;
+    }
+    let field = |f: &str| js_sys::Reflect::get(e, &f.into()).ok().and_then(|v| v.as_string());
+    match (field("name"), field("message")) {
+        (Some(name), Some(message)) if name != "Error" && !message.is_empty() => format!("{name}: {message}"),
+        (_, Some(message)) if !message.is_empty() => message,
+        _ => format!("{e:?}"),
+    }
 }

@@ -78,9 +78,9 @@ pub async fn put(name: &str, bytes: &[u8]) -> Result<()> {
 /// The bytes saved under `name`; `Error::InvalidInput` when there are none.
 pub async fn get(name: &str) -> Result<Vec<u8>> {
     let v = wait(&format!("reading session {name:?}"), idb_get(name)).await?;
-    match v.dyn_into::<Uint8Array>() {
-        Ok(a) => Ok(a.to_vec()),
-        Err(_) => Err(Error::InvalidInput(format!("no saved session named {name:?}"))),
+    match crate::wasm::args::uint8_array(&v) {
+        Some(a) => Ok(a.to_vec()),
+        None => Err(Error::InvalidInput(format!("no saved session named {name:?}"))),
     }
 }
 

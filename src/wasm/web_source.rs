@@ -241,7 +241,13 @@ impl Reader {
                     return Ok(None);
                 }
                 let value = Reflect::get(&result, &"value".into()).map_err(|e| io(name, &e))?;
-                Ok(Some(value.dyn_into::<Uint8Array>().map_err(|e| io(name, &e))?.to_vec()))
+                // Any realm's Uint8Array: a copy of the package imported from another realm
+                // (Firefox's WebDriver sandbox, an extension's content script) gets the page's.
+                let bytes = crate::wasm::args::uint8_array(&value).ok_or_else(|| Error::Io {
+                    path: name.into(),
+                    reason: "the response body gave something other than bytes".into(),
+                })?;
+                Ok(Some(bytes.to_vec()))
             }
             Reader::Blob { blob, at } => {
                 if *at >= blob.size() {

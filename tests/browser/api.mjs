@@ -1,8 +1,11 @@
 #!/usr/bin/env node
-// The JavaScript API as a page uses it, in headless Chromium through the npm package's entry
-// (www/pkg/index.js, built by `npm run build:demo`), with the embedded default model.
-// The model runs in the page on WebGPU and on the CPU, and in a Web Worker (`worker: true`) on
-// WebGPU, where it must give the same tokens as in the page. Checked on each:
+// The JavaScript API as a page uses it, in every browser engine (Chromium, Firefox, WebKit:
+// engines.mjs) through the npm package's entry (www/pkg/index.js, built by `npm run
+// build:demo`), with the embedded default model. The model runs in the page and in a Web Worker
+// (`worker: true`), on the CPU backend everywhere and on WebGPU where the engine has an adapter
+// (Chromium's SwiftShader); a worker must give the same tokens as the page, and every engine
+// the same greedy text. Where there is no adapter, backend "gpu" is NoAdapter and "auto" falls
+// back to the CPU. Checked on each:
 //   - plain-object options; `session.stream()` yields one { text, id } per token and its text
 //     adds up to what `generate` returns;
 //   - an AbortSignal fired after 8 pieces ends the stream there; `generate` then continues to
@@ -14,11 +17,35 @@
 //     new tokens and generation continues as if the page had never reloaded; another model's
 //     session is StateMismatch; a full quota is a Storage error (in the page); savedSessions and
 //     deleteSession.
-import { chromium } from 'playwright-core';
+import { readFileSync } from 'node:fs';
 import { serve } from '../../scripts/serve.mjs';
-import { ARGS, checker, openTestPage, reload } from './harness.mjs';
+import { runEngines } from './harness.mjs';
 
-const { check, counts } = checker('api');
+/** The current engine's check (runEngines gives each engine its own counts). */
+let check;
+
+/** HF transformers' greedy ids for the embedded model after 'Once upon a time' (recorded at
+ *  training time): every engine's greedy run must give their first 24. */
+const HF = JSON.parse(readFileSync('www/models/shakespeare-mamba-3m/hf_reference.json', 'utf8'));
+
+/** Where the engine has no WebGPU adapter: backend "gpu" is a typed NoAdapter, "auto" falls back
+ *  to the CPU and says why — in the page and in a worker. */
+async function noAdapter(page) {
+  for (const worker of [false, true]) {
+    const r = await page.evaluate(async ({ worker }) => {
+      const { Model } = window.webmamba;
+      let gpu;
+      try { (await Model.fromUrl('/models/shakespeare-mamba-3m/', { backend: 'gpu', cache: false, worker })).free(); gpu = 'accepted'; } catch (e) { gpu = `${e.name}:${e.code}`; }
+      const auto = await Model.fromUrl('/models/shakespeare-mamba-3m/', { cache: false, worker });
+      const info = auto.info;
+      auto.free();
+      return { gpu, auto: info.backend, adapter: info.adapter };
+    }, { worker });
+    const w = worker ? ' (worker)' : '';
+    check(r.gpu === 'WebMambaError:NoAdapter', `no WebGPU adapter${w}: backend "gpu" is ${r.gpu}`);
+    check(r.auto === 'cpu', `no WebGPU adapter${w}: backend "auto" runs on the CPU (${r.adapter})`);
+  }
+}
 
 /** Every check of the API on `backend`, in the page or (`worker`) in a Web Worker. Written with
  *  `await` on every call, which works the same on both. */
@@ -192,7 +219,7 @@ async function saved(page, worker) {
     model.free();
     return r;
   }, { worker });
-  await reload(page);
+  await page.reload();
   const after = await page.evaluate(async ({ worker }) => {
     const { Model } = window.webmamba;
     const model = await Model.fromUrl('/models/shakespeare-mamba-3m/', { cache: false, worker });
@@ -221,43 +248,47 @@ async function saved(page, worker) {
 }
 
 const server = await serve('tests/browser', 0,
-  { mounts: { '/pkg/': 'www/pkg', '/models/': 'www/models', '/fixtures/': 'tests/fixtures' } });
+  { mounts: { '/pkg/': process.env.WEBMAMBA_PKG ?? 'www/pkg', '/models/': 'www/models', '/fixtures/': 'tests/fixtures' } });
 const base = `http://127.0.0.1:${server.address().port}`;
-const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ARGS });
 try {
-  const { page, pageErrors } = await openTestPage(browser, base);
-  const runs = {};
-  for (const [backend, worker] of [['gpu', false], ['cpu', false], ['gpu', true]]) {
-    const r = await run(page, backend, worker);
-    const b = `${backend} (${r.backend}${worker ? ', worker' : ''})`;
-    runs[b] = r;
-    check(r.backend === backend, `${b}: runs where asked`);
-    check(r.proxy === worker && r.isModel, `${b}: ${worker ? 'a WorkerModel' : 'an in-page model'}, and instanceof Model`);
-    check(r.streamPieces === 24 && r.streamIds && r.streamText === r.wantText,
-      `${b}: stream yields 24 pieces whose ids and text equal generate's (${JSON.stringify(r.wantText)})`);
-    check(r.abortedPieces === 8 && r.abortedHistory === 8, `${b}: an AbortSignal fired after 8 pieces ends the stream there (${r.abortedPieces} pieces, ${r.abortedHistory} tokens fed)`);
-    check(r.abortedContinues, `${b}: generate after the abort continues to the uninterrupted run's tokens`);
-    check(r.breakContinues, `${b}: generate after a break continues to the uninterrupted run's tokens`);
-    check(r.abortError === 'AbortError' && r.interruptedContinues, `${b}: generate aborted mid-way rejects with ${r.abortError}, and continues exactly`);
-    check(r.seedA === r.seedAgain && r.seedA !== r.seedB, `${b}: seed 3 twice gives the same text (${JSON.stringify(r.seedA.slice(0, 40))}…), seed 4 another`);
-    check(r.stopped === r.stopWant, `${b}: stop ${JSON.stringify(r.stop)} ends the text where it begins (${JSON.stringify(r.stopped)})`);
-    check(r.negative === 'WebMambaError:InvalidInput', `${b}: a negative temperature is ${r.negative}`);
-  }
-  const [gpu, cpu, worker] = Object.values(runs);
-  check(gpu.seedA === cpu.seedA, 'the same seed gives the same sampled text on WebGPU and on the CPU');
-  check(JSON.stringify(worker.wantIds) === JSON.stringify(gpu.wantIds) && worker.wantText === gpu.wantText,
-    'worker: true gives the same greedy tokens as the in-page model');
-  check(worker.seedA === gpu.seedA, 'worker: true gives the same seeded text as the in-page model');
-  await workerEdges(page);
-  await saved(page, false);
-  await saved(page, true);
-  check(pageErrors.length === 0, `no uncaught page errors ${JSON.stringify(pageErrors)}`);
+  await runEngines('api', base, async ({ page, webgpu, check: engineCheck }) => {
+    check = engineCheck;
+    // WebGPU where the engine offers it; the CPU backend in the page and in a worker everywhere.
+    const variants = webgpu ? [['gpu', false], ['cpu', false], ['gpu', true], ['cpu', true]] : [['cpu', false], ['cpu', true]];
+    const runs = {};
+    for (const [backend, worker] of variants) {
+      const r = await run(page, backend, worker);
+      const b = `${backend} (${r.backend}${worker ? ', worker' : ''})`;
+      runs[`${backend}${worker ? ' worker' : ''}`] = r;
+      check(r.backend === backend, `${b}: runs where asked`);
+      check(r.proxy === worker && r.isModel, `${b}: ${worker ? 'a WorkerModel' : 'an in-page model'}, and instanceof Model`);
+      check(r.streamPieces === 24 && r.streamIds && r.streamText === r.wantText,
+        `${b}: stream yields 24 pieces whose ids and text equal generate's (${JSON.stringify(r.wantText)})`);
+      check(r.abortedPieces === 8 && r.abortedHistory === 8, `${b}: an AbortSignal fired after 8 pieces ends the stream there (${r.abortedPieces} pieces, ${r.abortedHistory} tokens fed)`);
+      check(r.abortedContinues, `${b}: generate after the abort continues to the uninterrupted run's tokens`);
+      check(r.breakContinues, `${b}: generate after a break continues to the uninterrupted run's tokens`);
+      check(r.abortError === 'AbortError' && r.interruptedContinues, `${b}: generate aborted mid-way rejects with ${r.abortError}, and continues exactly`);
+      check(r.seedA === r.seedAgain && r.seedA !== r.seedB, `${b}: seed 3 twice gives the same text (${JSON.stringify(r.seedA.slice(0, 40))}…), seed 4 another`);
+      check(r.stopped === r.stopWant, `${b}: stop ${JSON.stringify(r.stop)} ends the text where it begins (${JSON.stringify(r.stopped)})`);
+      check(r.negative === 'WebMambaError:InvalidInput', `${b}: a negative temperature is ${r.negative}`);
+    }
+    for (const [name, r] of Object.entries(runs).filter(([k]) => k.endsWith(' worker'))) {
+      const inPage = runs[name.replace(' worker', '')];
+      check(JSON.stringify(r.wantIds) === JSON.stringify(inPage.wantIds) && r.wantText === inPage.wantText,
+        `worker: true gives the same greedy tokens as the in-page model (${name})`);
+      check(r.seedA === inPage.seedA, `worker: true gives the same seeded text as the in-page model (${name})`);
+    }
+    if (runs.gpu) check(runs.gpu.seedA === runs.cpu.seedA, 'the same seed gives the same sampled text on WebGPU and on the CPU');
+    else await noAdapter(page);
+    for (const [name, r] of Object.entries(runs)) {
+      check(HF.prompt === 'Once upon a time' && JSON.stringify(r.wantIds) === JSON.stringify(HF.greedy_ids.slice(0, 24)),
+        `${name}: greedy ids are HF transformers' (${JSON.stringify(r.wantIds)})`);
+    }
+    await workerEdges(page);
+    await saved(page, false);
+    await saved(page, true);
+    return { worker: true, sessionStore: true };
+  });
 } finally {
-  await browser.close();
   server.close();
 }
-if (counts.failed) {
-  console.error(`api: ${counts.failed} check(s) failed`);
-  process.exit(1);
-}
-console.log('api: all checks passed');

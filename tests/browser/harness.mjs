@@ -1,27 +1,13 @@
-// What the browser tests share: Chromium's flags (WebGPU on SwiftShader), the test page
-// (loading.html: the npm package from /pkg/ as window.webmamba) opened and ready, a reload that
-// waits for it again, and a check() that counts failures.
+// What the browser tests share: a check() that counts, and runEngines(), which runs a test body
+// once per browser engine (engines.mjs: Chromium, Firefox, WebKit; `--engine=` or
+// WEBMAMBA_ENGINES to choose), each in a fresh browser on the test page (loading.html: the npm
+// package from /pkg/ as window.webmamba), and prints the checks passed per engine. Each
+// script's per-engine results go to target/support/<name>.json, from which
+// scripts/support-matrix.mjs checks the README's support matrix.
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { engines, launch } from './engines.mjs';
 
-/** Chromium flags: WebGPU on (SwiftShader), nothing from the network but our server. */
-export const ARGS = ['--no-sandbox', '--enable-unsafe-webgpu', '--disable-background-networking',
-  '--disable-component-update', '--disable-sync', '--disable-quic', '--no-first-run'];
-
-/** Opens `${base}/loading.html` in `context` (a Browser or a persistent BrowserContext) and waits
- *  for the package; returns the page and the uncaught errors it raises from then on. */
-export async function openTestPage(context, base) {
-  const page = (context.pages?.() ?? [])[0] ?? await context.newPage();
-  const pageErrors = [];
-  page.on('pageerror', (e) => pageErrors.push(String(e)));
-  await page.goto(`${base}/loading.html`);
-  await page.evaluate(() => window.ready);
-  return { page, pageErrors };
-}
-
-/** Reloads the page and waits for the package again. */
-export async function reload(page) {
-  await page.reload();
-  await page.evaluate(() => window.ready);
-}
+export { CHROMIUM_ARGS as ARGS } from './engines.mjs';
 
 /** A check(cond, message) that logs under `name` (every passing check unless `quiet`) and counts. */
 export function checker(name, { quiet = false } = {}) {
@@ -36,4 +22,67 @@ export function checker(name, { quiet = false } = {}) {
     }
   };
   return { check, counts };
+}
+
+/**
+ * Runs `body({ engine, page, webgpu, check, reopen })` in each engine on `${base}/loading.html`.
+ * `webgpu` is true where the engine gives a WebGPU adapter on this machine; `reopen()` closes the
+ * browser and opens a fresh one (a new profile), resolving to the new `page`. What `body` returns
+ * (e.g. `{ worker: true, cache: true }`: what was tested and passed) is kept with the counts.
+ * A body that throws fails its engine, not the others. Exits non-zero when any check failed.
+ */
+export async function runEngines(name, base, body, { quiet = false } = {}) {
+  const results = {};
+  for (const engine of engines()) {
+    const label = `${name} [${engine}]`;
+    const { check, counts } = checker(label, { quiet });
+    const t0 = Date.now();
+    let browser = null;
+    let errors = async () => [];
+    let seen = [];
+    let webgpu = false;
+    let webgpuNote = '';
+    let version = '';
+    let found = {};
+    const open = async () => {
+      if (browser) {
+        seen = seen.concat(await errors());
+        await browser.close();
+      }
+      browser = await launch(engine);
+      version = browser.version;
+      const opened = await browser.open(base);
+      errors = opened.errors;
+      webgpu = opened.webgpu === true;
+      webgpuNote = webgpu ? '' : String(opened.webgpu);
+      if (!webgpu) console.log(`${label}: no WebGPU adapter here (${opened.webgpu}): the CPU backend only`);
+      return opened.page;
+    };
+    try {
+      const page = await open();
+      console.log(`${label}: ${engine} ${version}, WebGPU: ${webgpu ? 'yes' : 'no'}`);
+      found = (await body({ engine, page, webgpu, check, reopen: open })) ?? {};
+      const all = seen.concat(await errors());
+      check(all.length === 0, `no uncaught errors or unhandled rejections in the page ${JSON.stringify(all)}`);
+    } catch (e) {
+      check(false, `the run stopped: ${e?.stack ?? e}`);
+    } finally {
+      await browser?.close().catch((e) => console.error(`${label}: closing: ${e}`));
+    }
+    const seconds = Math.round((Date.now() - t0) / 1000);
+    results[engine] = { version, webgpu, webgpuNote, ...counts, seconds, ...found };
+    console.log(`${label}: ${counts.passed} checks passed, ${counts.failed} failed (${seconds} s)`);
+  }
+  const summary = Object.entries(results).map(([e, r]) => `${e} ${r.passed}${r.failed ? ` (${r.failed} FAILED)` : ''}`);
+  console.log(`${name}: checks passed per engine: ${summary.join(' · ')}`);
+  mkdirSync('target/support', { recursive: true });
+  writeFileSync(`target/support/${name}.json`, `${JSON.stringify(results, null, 2)}\n`);
+  const failed = Object.values(results).reduce((n, r) => n + r.failed, 0);
+  if (failed) {
+    console.error(`${name}: ${failed} check(s) failed`);
+    process.exitCode = 1;
+  } else {
+    console.log(`${name}: all checks passed`);
+  }
+  return results;
 }

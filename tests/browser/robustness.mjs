@@ -1,22 +1,22 @@
 #!/usr/bin/env node
-// The malformed-input matrix in headless Chromium, through the npm package (www/pkg, built by
-// `npm run build:demo`), on WebGPU (SwiftShader) and on the CPU backend in the page, and on
-// WebGPU with the model in a Web Worker (`worker: true`):
+// The malformed-input matrix in every browser engine (Chromium, Firefox, WebKit: engines.mjs),
+// through the npm package (www/pkg, built by `npm run build:demo`), on the CPU backend in the
+// page and in a Web Worker (`worker: true`), and on WebGPU (page and worker) where the engine has
+// an adapter (Chromium's SwiftShader):
 //   - every API entry called with wrong-typed and out-of-range arguments, damaged model folders
 //     (written here from the tiny-f32 fixture) and damaged or foreign exported states;
 //   - each case must fail with a WebMambaError of the expected `code` — not a TypeError from the
 //     bindings, not a silent coercion, not a trap, and within 60 s (no promise left unsettled);
 //   - after each case, a session that worked before still generates the same tokens (rewound
 //     to its prompt, greedy);
+//   - a model whose finite weights overflow at run time (written here): NonFiniteOutput from
+//     generate and logits(), and a rewind before the overflow generates again;
 //   - a lost GPU device (the page destroys the model's GPUDevice): every call is DeviceLost, and
 //     the documented recovery — load the model again, importState the exported bytes —
 //     continues with the uninterrupted run's tokens.
 import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { chromium } from 'playwright-core';
 import { serve } from '../../scripts/serve.mjs';
-import { ARGS, checker, openTestPage } from './harness.mjs';
-
-const { check, counts } = checker('robustness', { quiet: true });
+import { runEngines } from './harness.mjs';
 
 /** Damaged copies of tests/fixtures/tiny-f32 under `root`, one folder per case. */
 function writeDamagedFolders(root) {
@@ -54,6 +54,23 @@ function writeDamagedFolders(root) {
   folder('nan-weight', (d) => {
     const w = Buffer.from(weights);
     w.writeFloatLE(NaN, 8 + headerLen + 4 * 7);
+    writeFileSync(`${d}/model.safetensors`, w);
+  });
+  // Finite weights that overflow at run time, from token 7 on only (tests/non_finite.rs builds
+  // the same model in Rust): layer 0's norm gain is 1e30 at coordinate 0, and only token 7's
+  // embedding is non-zero there (±10 elsewhere in its row), so 0·1e30 = 0 for every other token.
+  folder('overflow', (d) => {
+    const w = Buffer.from(weights);
+    const at = (name) => 8 + headerLen + header[name].data_offsets[0];
+    const [rows, cols] = header['backbone.embeddings.weight'].shape;
+    const emb = at('backbone.embeddings.weight');
+    for (let r = 0; r < rows; r++) w.writeFloatLE(0, emb + 4 * r * cols);
+    for (let c = 1; c < cols; c++) {
+      const v = w.readFloatLE(emb + 4 * (7 * cols + c));
+      w.writeFloatLE(v < 0 ? -10 : 10, emb + 4 * (7 * cols + c));
+    }
+    w.writeFloatLE(10, emb + 4 * 7 * cols);
+    w.writeFloatLE(1e30, at('backbone.layers.0.norm.weight'));
     writeFileSync(`${d}/model.safetensors`, w);
   });
   folder('missing-tensor', (d) => writeFileSync(`${d}/model.safetensors`, withHeader((h) => {
@@ -222,6 +239,30 @@ async function matrix(page, base, backend, worker) {
   }, { base, backend, worker });
 }
 
+/** In the page (or a worker): the model that overflows from token 7 on. Generation reaches 7
+ *  and rejects with NonFiniteOutput at its position; logits() refuses; a rewind before it goes
+ *  on exactly; feeding 7 again refuses again. */
+async function nonFinite(page, base, backend, worker) {
+  return page.evaluate(async ({ base, backend, worker }) => {
+    const { Model } = window.webmamba;
+    const code = async (f) => { try { await f(); return 'accepted'; } catch (e) { return `${e.code}: ${e.message}`; } };
+    const model = await Model.fromUrl(`${base}/damaged/overflow/`, { backend, cache: false, worker });
+    const s = model.newSession();
+    await s.appendTokens([125, 142, 159, 176, 193, 210]);
+    const seen = [];
+    const generate = await code(() => s.generate({ maxTokens: 20, stopAtEos: false }, (_, id) => { seen.push(id); }));
+    const length = (await s.tokens()).length;
+    const logits = await code(() => s.logits());
+    const rewound = await s.rewind(6);
+    await s.generate({ maxTokens: 2, stopAtEos: false });
+    const after = Array.from(await s.tokens()).slice(6);
+    const finite = Array.from(await s.logits()).every(Number.isFinite);
+    const again = await code(() => s.appendTokens([7]));
+    model.free();
+    return { generate, seen, length, logits, prefilled: rewound.prefilled, after, finite, again };
+  }, { base, backend, worker });
+}
+
 /** In the page: a model's device is destroyed under it; then the recovery. */
 async function deviceLoss(page, base) {
   return page.evaluate(async ({ base }) => {
@@ -268,36 +309,40 @@ async function deviceLoss(page, base) {
 
 writeDamagedFolders('target/browser-test/damaged');
 const server = await serve('tests/browser', 0, {
-  mounts: { '/pkg/': 'www/pkg', '/fixtures/': 'tests/fixtures', '/damaged/': 'target/browser-test/damaged' },
+  mounts: { '/pkg/': process.env.WEBMAMBA_PKG ?? 'www/pkg', '/fixtures/': 'tests/fixtures', '/damaged/': 'target/browser-test/damaged' },
 });
 const base = `http://127.0.0.1:${server.address().port}`;
-const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ARGS });
 try {
-  const { page, pageErrors } = await openTestPage(browser, base);
-  for (const [backend, worker] of [['gpu', false], ['cpu', false], ['gpu', true]]) {
-    const { backend: ran, results } = await matrix(page, base, backend, worker);
-    const b = worker ? `${backend} (worker)` : backend;
-    check(ran === backend, `${b}: the model runs on ${ran}`);
-    for (const r of results) {
-      check(r.got === r.want, `${b}: ${r.label}: wanted ${r.want}, got ${r.got}${r.message ? ` (${r.message})` : ''}`);
-      check(r.after === true, `${b}: after "${r.label}" the working session generates the same tokens: ${r.after}`);
+  await runEngines('robustness', base, async ({ page, webgpu, check }) => {
+    // WebGPU where the engine offers it; the CPU backend in the page and in a worker everywhere.
+    const variants = webgpu ? [['gpu', false], ['cpu', false], ['gpu', true], ['cpu', true]] : [['cpu', false], ['cpu', true]];
+    for (const [backend, worker] of variants) {
+      const { backend: ran, results } = await matrix(page, base, backend, worker);
+      const b = worker ? `${backend} (worker)` : backend;
+      check(ran === backend, `${b}: the model runs on ${ran}`);
+      for (const r of results) {
+        check(r.got === r.want, `${b}: ${r.label}: wanted ${r.want}, got ${r.got}${r.message ? ` (${r.message})` : ''}`);
+        check(r.after === true, `${b}: after "${r.label}" the working session generates the same tokens: ${r.after}`);
+      }
+      console.log(`robustness: ${b}: ${results.length} cases, each a typed error with its code, the session intact after each`);
+      const nf = await nonFinite(page, base, backend, worker);
+      check(/^NonFiniteOutput: .*after position 8\b/.test(nf.generate) && JSON.stringify(nf.seen) === '[210,28,7]' && nf.length === 9,
+        `${b}: a model whose finite weights overflow at token 7: generate rejects with ${nf.generate} after feeding ${JSON.stringify(nf.seen)}`);
+      check(/^NonFiniteOutput/.test(nf.logits), `${b}: logits() then refuses: ${nf.logits}`);
+      check(nf.prefilled === 0 && JSON.stringify(nf.after) === '[210,28]' && nf.finite,
+        `${b}: rewind(6) resumes from its checkpoint (prefilled ${nf.prefilled}) and generates ${JSON.stringify(nf.after)} with finite logits`);
+      check(/^NonFiniteOutput/.test(nf.again), `${b}: feeding token 7 again: ${nf.again}`);
     }
-    console.log(`robustness: ${b}: ${results.length} cases, each a typed error with its code, the session intact after each`);
-  }
-  const lost = await deviceLoss(page, base);
-  for (const [call, code] of Object.entries(lost.codes)) {
-    check(code === 'DeviceLost', `device lost (${lost.reason}): ${call} is DeviceLost, got ${code}`);
-  }
-  check(lost.historyKept, 'device lost: the session keeps its history');
-  check(lost.recovered, 'device lost: a new model + importState continues with the uninterrupted run\'s tokens');
-  console.log(`robustness: device lost (${lost.reason}): ${JSON.stringify(lost.codes)}, recovered: ${lost.recovered}`);
-  check(pageErrors.length === 0, `no uncaught page errors ${JSON.stringify(pageErrors)}`);
+    if (!webgpu) return { worker: true };
+    const lost = await deviceLoss(page, base);
+    for (const [call, code] of Object.entries(lost.codes)) {
+      check(code === 'DeviceLost', `device lost (${lost.reason}): ${call} is DeviceLost, got ${code}`);
+    }
+    check(lost.historyKept, 'device lost: the session keeps its history');
+    check(lost.recovered, 'device lost: a new model + importState continues with the uninterrupted run\'s tokens');
+    console.log(`robustness: device lost (${lost.reason}): ${JSON.stringify(lost.codes)}, recovered: ${lost.recovered}`);
+    return { worker: true };
+  }, { quiet: true });
 } finally {
-  await browser.close();
   server.close();
 }
-if (counts.failed) {
-  console.error(`robustness: ${counts.failed} check(s) failed, ${counts.passed} passed`);
-  process.exit(1);
-}
-console.log(`robustness: all ${counts.passed} checks passed`);

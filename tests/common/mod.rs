@@ -75,10 +75,35 @@ fn gpu_required() -> bool {
     ci.as_deref().is_some_and(|v| v == "true" || v == "1") || require.as_deref().is_some_and(|v| v == "1")
 }
 
+/// Whether this build is for a browser engine known to give no WebGPU adapter here (Firefox on
+/// this machine, read at build time like the variables above): then every GPU test must find
+/// exactly the typed `NoAdapter` error — checked — and says it did not run.
+fn no_adapter_expected() -> bool {
+    #[cfg(target_arch = "wasm32")]
+    let expect = option_env!("WEBMAMBA_NO_ADAPTER").map(str::to_owned);
+    #[cfg(not(target_arch = "wasm32"))]
+    let expect = std::env::var("WEBMAMBA_NO_ADAPTER").ok();
+    expect.as_deref() == Some("1")
+}
+
 /// Opens a GPU context for `test` and logs which adapter it runs on. Returns `None` (skip) only
 /// when no adapter exists AND neither `CI` nor `WEBMAMBA_REQUIRE_GPU` asks for one; then it
-/// says loudly that the test did not run.
+/// says loudly that the test did not run. Under `WEBMAMBA_NO_ADAPTER=1` an adapter, or any
+/// error but `NoAdapter`, fails the test.
 pub async fn gpu(test: &str) -> Option<GpuContext> {
+    if no_adapter_expected() {
+        match GpuContext::new().await {
+            Err(webmamba::Error::NoAdapter { reason }) => {
+                log(&format!("[gpu] {test}: not run: no adapter here, as expected (NoAdapter: {reason})"));
+                return None;
+            }
+            Err(e) => panic!("[gpu] {test}: expected the typed NoAdapter error, got {e:?}"),
+            Ok(ctx) => panic!(
+                "[gpu] {test}: WEBMAMBA_NO_ADAPTER=1 but an adapter exists ({}): run the GPU tests here",
+                ctx.summary()
+            ),
+        }
+    }
     match GpuContext::new().await {
         Ok(ctx) => {
             log(&format!("[gpu] {test}: running on {}", ctx.summary()));
