@@ -34,6 +34,13 @@ export interface LoadOptions {
   budgetBytes?: number;
   /** Run the model in a dedicated Web Worker (default false): the page stays responsive. */
   worker?: boolean;
+  /** Ends the load: it rejects at once with an `AbortError` (code `Aborted`), its downloads
+   *  are stopped and what it had allocated is freed. */
+  signal?: AbortSignal;
+  /** A download that gets no bytes for this many milliseconds (default 30000; a whole number
+   *  from 1 to 2147483647) fails with code `Io`, naming the file, the bytes read of the total
+   *  and "stalled". Also bounds the wait for a server's answer. */
+  stallTimeoutMs?: number;
 }
 
 /** Options of Session.generate and Session.stream; every field is optional. */

@@ -4,7 +4,7 @@
 // only start or stop something (`newSession`, `stream`, `stop`, `close`) return at once, as
 // in-page, because the worker handles messages in order. Callbacks (onProgress, onToken) and
 // AbortSignals cross as events; every call settles — if the worker dies, with an error.
-// The worker keys its stand-in AbortControllers `call N` (generate) and `stream N`.
+// The worker keys its stand-in AbortControllers `call N` (a load or generate) and `stream N`.
 
 /** Rebuilds the error the worker sent: same name, code and message as in-page. */
 function rebuild({ name, code, message }) {
@@ -31,6 +31,22 @@ function portable(options) {
   }
   out.relay = relay;
   return out;
+}
+
+/** How long an aborted load's worker may take to stop before it is ended anyway. */
+const GRACE_MS = 2000;
+
+/** `promise`, or — as soon as `signal` fires — a rejection with the in-page abort error. */
+function settledOrAborted(promise, signal) {
+  if (!(signal instanceof AbortSignal)) return promise;
+  let onAbort;
+  const aborted = new Promise((_, reject) => {
+    onAbort = () => reject(Object.assign(new Error('aborted: the load was stopped by its AbortSignal'),
+      { name: 'AbortError', code: 'Aborted' }));
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+  });
+  return Promise.race([promise, aborted]).finally(() => signal.removeEventListener('abort', onAbort));
 }
 
 /** An error as the wasm module gives it: name WebMambaError and a `code`. */
@@ -127,11 +143,20 @@ export class WorkerModel {
   static async open(op, args, options) {
     const worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module', name: 'webmamba' });
     const channel = new Channel(worker);
+    // The signal reaches the worker as a message (request() forwards it), which stops the
+    // downloads there; the page's promise does not wait for that: it rejects at once, as
+    // in-page, and the worker is ended once it has answered (or after GRACE_MS at the latest).
+    const loaded = channel.request({ op, args: [...args, portable(options)] }, options);
     try {
-      const info = await channel.request({ op, args: [...args, portable(options)] }, options);
-      return new WorkerModel(channel, info);
+      return new WorkerModel(channel, await settledOrAborted(loaded, options?.signal));
     } catch (e) {
-      channel.kill(e);
+      if (e?.name === 'AbortError') {
+        const end = () => channel.dead || channel.kill(e);
+        loaded.then(end, end);
+        setTimeout(end, GRACE_MS);
+      } else {
+        channel.kill(e);
+      }
       throw e;
     }
   }

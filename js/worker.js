@@ -4,8 +4,8 @@
 // call once: { call, ok: true, value } or { call, ok: false, error: { name, code, message } }.
 // Between the call and its answer it may post events for that call: { call, event: 'token',
 // text, id } (onToken) and { call, event: 'progress', progress } (onProgress). A message
-// { abort: key } fires the AbortSignal the worker made for a call (`call N`: a generate) or a
-// stream (`stream N`).
+// { abort: key } fires the AbortSignal the worker made for a call (`call N`: a load or a
+// generate) or a stream (`stream N`).
 // Nothing here decides anything about the model: every rule lives in the wasm module.
 import init, { Model } from './webmamba.js';
 
@@ -33,7 +33,7 @@ function options(call, o, key) {
   if (relay.progress) out.onProgress = (progress) => postMessage({ call, event: 'progress', progress });
   if (relay.token) out.onToken = (text, id) => postMessage({ call, event: 'token', text, id });
   if (relay.signal) {
-    const controller = new AbortController();
+    const controller = controllers.get(key) ?? new AbortController();
     controllers.set(key, controller);
     out.signal = controller.signal;
   }
@@ -78,6 +78,11 @@ self.onmessage = async ({ data }) => {
   if (data.abort !== undefined) {
     controllers.get(data.abort)?.abort();
     return;
+  }
+  // The call's controller is made as its message arrives, not when it runs (once the wasm
+  // module is ready): an abort sent right after the call must find it.
+  if (data.args?.some((a) => a?.relay?.signal)) {
+    controllers.set(data.op === 'stream' ? `stream ${data.into}` : `call ${data.call}`, new AbortController());
   }
   try {
     await ready;

@@ -113,7 +113,8 @@ pub enum Error {
     #[error("tokenizer: {0}")]
     Tokenizer(String),
 
-    /// Reading a file failed (native only).
+    /// Reading a file failed: natively, or in the browser a download (an HTTP status, a stall,
+    /// a truncated body, a redirect loop, a CORS block) or a file over its size cap.
     #[error("{path}: {reason}")]
     Io {
         /// The path.
@@ -151,8 +152,9 @@ pub enum Error {
     #[error("busy: {0}")]
     Busy(String),
 
-    /// The caller's `AbortSignal` fired; the session stopped between tokens and continues from
-    /// there. (In JavaScript the error's `name` is `AbortError`, as `fetch` rejects.)
+    /// The caller's `AbortSignal` fired: a generation stopped between tokens (the session
+    /// continues from there), or a load stopped (its downloads cancelled, what it had allocated
+    /// freed). (In JavaScript the error's `name` is `AbortError`, as `fetch` rejects.)
     #[error("aborted: {0}")]
     Aborted(String),
 

@@ -360,6 +360,34 @@ mod folders {
         std::fs::remove_dir_all(&root).unwrap();
     }
 
+    /// A hostile folder's oversized small files are refused at their caps before any byte is
+    /// read (sparse files: nothing is written), as the browser refuses them (web_source.rs).
+    #[test]
+    fn small_files_over_their_caps_are_refused() {
+        use webmamba::load::{MAX_JSON_BYTES, MAX_TOKENIZER_BYTES};
+        let (c, dir) = (small_config(), temp_dir("caps"));
+        webmamba::model::write_random_checkpoint(&dir, &c, 7, Dtype::BF16, 2, false).unwrap();
+        let grow =
+            |name: &str, len: u64| std::fs::File::create(dir.join(name)).unwrap().set_len(len).unwrap();
+        let refused = |name: &str, cap: u64| {
+            let e = Checkpoint::from_dir(&dir).err().unwrap_or_else(|| panic!("{name}: accepted"));
+            let at_most = format!("at most {cap} ");
+            assert!(
+                matches!(&e, Error::Io { path, reason } if path.ends_with(name) && reason.contains(&at_most)),
+                "{name}: {e}"
+            );
+        };
+        let index = std::fs::read(dir.join("model.safetensors.index.json")).unwrap();
+        grow("model.safetensors.index.json", MAX_JSON_BYTES + 1);
+        refused("model.safetensors.index.json", MAX_JSON_BYTES);
+        std::fs::write(dir.join("model.safetensors.index.json"), index).unwrap();
+        grow("tokenizer.json", MAX_TOKENIZER_BYTES + 1);
+        refused("tokenizer.json", MAX_TOKENIZER_BYTES);
+        grow("config.json", MAX_JSON_BYTES + 1);
+        refused("config.json", MAX_JSON_BYTES);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn shard_names_must_stay_inside_the_folder() {
         let (c, dir) = (small_config(), temp_dir("escape"));

@@ -17,9 +17,19 @@ use crate::model::{FileHeader, Layout};
 /// Bytes read from a file at a time.
 pub const READ_BYTES: usize = 4 << 20;
 
-/// Largest `config.json`, `tokenizer.json` or index read whole (the largest published
-/// tokenizers are ~35 MB).
-pub const MAX_SMALL_BYTES: u64 = 128 << 20;
+/// Largest `tokenizer.json` read whole (the largest published tokenizers are ~35 MB).
+pub const MAX_TOKENIZER_BYTES: u64 = 128 << 20;
+
+/// Largest `config.json` or `model.safetensors.index.json` read whole: published ones are a few
+/// KB (configs) to a few hundred KB (the index of a model with thousands of tensors). A hostile
+/// file is refused long before it could grow wasm memory (which never shrinks) by much.
+pub const MAX_JSON_BYTES: u64 = 16 << 20;
+
+/// The most bytes read of small file `name`: [`MAX_TOKENIZER_BYTES`] for `tokenizer.json`,
+/// [`MAX_JSON_BYTES`] for the others. The same natively and in the browser.
+pub fn max_small_bytes(name: &str) -> u64 {
+    if name == "tokenizer.json" { MAX_TOKENIZER_BYTES } else { MAX_JSON_BYTES }
+}
 
 /// Where a checkpoint's files are.
 pub(crate) enum Files {
@@ -42,10 +52,11 @@ impl Files {
                     return Ok(None);
                 }
                 let (file, size, path) = open_in(dir, name)?;
-                if size > MAX_SMALL_BYTES {
+                let cap = max_small_bytes(name);
+                if size > cap {
                     return Err(Error::Io {
                         path: path.display().to_string(),
-                        reason: format!("{size} bytes; at most {MAX_SMALL_BYTES} are read for this file"),
+                        reason: format!("{size} bytes; at most {cap} are read for this file"),
                     });
                 }
                 let mut bytes = Vec::new();

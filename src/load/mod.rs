@@ -16,4 +16,5 @@ pub(crate) mod host;
 pub mod progress;
 pub(crate) mod stream;
 
+pub use files::{MAX_JSON_BYTES, MAX_TOKENIZER_BYTES};
 pub use progress::{Phase, Progress, Reporter};

@@ -1,13 +1,16 @@
-//! The HTTP side of [`super::web_source`]: `fetch` with an optional Range, its failures as
-//! `Io` errors (a status, or an HTML page standing in for a missing file), and the headers the
-//! offline cache compares.
+//! The HTTP side of [`super::web_source`]: `fetch` with an optional Range, under an
+//! `AbortController` (aborted when the request is dropped before its body is handed on, or when
+//! no answer comes for the stall timeout), its failures as `Io` errors (a status, an HTML page
+//! standing in for a missing file, or — for the bare "Failed to fetch" a browser gives — what
+//! follow-up requests tell: a redirect loop, a CORS block, an unreachable server), and the
+//! headers the offline cache compares.
 
 use js_sys::Promise;
 use wasm_bindgen::prelude::*;
-use wasm_bindgen_futures::JsFuture;
-use web_sys::{Request, RequestInit, Response};
+use web_sys::{AbortController, Request, RequestInit, RequestMode, RequestRedirect, Response, ResponseType};
 
 use crate::error::{Error, Result};
+use crate::wasm::watch::{Waited, within};
 
 #[wasm_bindgen]
 extern "C" {
@@ -26,9 +29,28 @@ pub(crate) fn missing(reason: &str) -> bool {
     reason.starts_with("HTTP 404") || reason == HTML_PAGE
 }
 
+/// A request's `AbortController`: aborted on drop (which ends the download and errors its
+/// body), so a request given up on any path stops at once. After the body was read to its end
+/// the abort does nothing.
+pub(crate) struct Abort(AbortController);
+
+impl Drop for Abort {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// An answered request: the response, and the controller that ends its download.
+pub(crate) struct Fetched {
+    pub response: Response,
+    pub abort: Abort,
+}
+
 /// `fetch(url)` with `method`, asking for the first `range` bytes when given; non-2xx statuses
-/// are `Io` errors starting "HTTP <status>", an HTML page is [`HTML_PAGE`].
-pub(crate) async fn fetch(url: &str, method: &str, range: Option<u64>) -> Result<Response> {
+/// are `Io` errors starting "HTTP <status>", an HTML page is [`HTML_PAGE`]. No answer within
+/// `stall_ms` is an `Io` error saying "stalled"; a request that fails says why where follow-up
+/// requests can tell ([`diagnose`]).
+pub(crate) async fn fetch(url: &str, method: &str, range: Option<u64>, stall_ms: u32) -> Result<Fetched> {
     let init = RequestInit::new();
     init.set_method(method);
     if let Some(len) = range {
@@ -36,10 +58,21 @@ pub(crate) async fn fetch(url: &str, method: &str, range: Option<u64>) -> Result
         headers.set("Range", &format!("bytes=0-{}", len.max(1) - 1)).map_err(|e| io(url, &e))?;
         init.set_headers(&headers);
     }
-    let request = Request::new_with_str_and_init(url, &init).map_err(|e| io(url, &e))?;
-    let promise = global_fetch(&request).map_err(|e| io(url, &e))?;
-    let response: Response =
-        JsFuture::from(promise).await.map_err(|e| io(url, &e))?.dyn_into().map_err(|e| io(url, &e))?;
+    let (response, abort) = match send(url, &init, stall_ms).await? {
+        (Waited::Done(r), abort) => (r, abort),
+        (Waited::Failed(e), abort) => {
+            drop(abort);
+            let why = diagnose(url, stall_ms).await;
+            return Err(Error::Io { path: url.into(), reason: format!("{why} ({})", message(&e)) });
+        }
+        (Waited::Stalled, _) => {
+            return Err(Error::Io {
+                path: url.into(),
+                reason: format!("stalled: no answer for {stall_ms} ms (0 bytes read)"),
+            });
+        }
+    };
+    let response: Response = response.dyn_into().map_err(|e| io(url, &e))?;
     if !response.ok() {
         return Err(Error::Io {
             path: url.into(),
@@ -55,7 +88,51 @@ pub(crate) async fn fetch(url: &str, method: &str, range: Option<u64>) -> Result
     if html {
         return Err(Error::Io { path: url.into(), reason: HTML_PAGE.into() });
     }
-    Ok(response)
+    Ok(Fetched { response, abort })
+}
+
+/// Starts `fetch(url, init)` under a new controller and waits at most `stall_ms` for its answer.
+async fn send(url: &str, init: &RequestInit, stall_ms: u32) -> Result<(Waited, Abort)> {
+    let abort = Abort(AbortController::new().map_err(|e| io(url, &e))?);
+    init.set_signal(Some(&abort.0.signal()));
+    let request = Request::new_with_str_and_init(url, init).map_err(|e| io(url, &e))?;
+    let promise = global_fetch(&request).map_err(|e| io(url, &e))?;
+    Ok((within(&promise, stall_ms).await, abort))
+}
+
+/// What a failed request ran into, told by two bodiless follow-up requests (a browser says only
+/// "Failed to fetch", whatever happened): not following redirects, an opaque redirect means the
+/// failure lies after a redirect; an opaque (`no-cors`) request that gets an answer means the
+/// server answers but does not let this page read it (CORS).
+async fn diagnose(url: &str, stall_ms: u32) -> &'static str {
+    let probe = async |redirect: RequestRedirect, mode: RequestMode| -> Option<Response> {
+        let init = RequestInit::new();
+        init.set_method("HEAD");
+        init.set_redirect(redirect);
+        init.set_mode(mode);
+        match send(url, &init, stall_ms).await.ok()?.0 {
+            Waited::Done(r) => r.dyn_into().ok(),
+            _ => None,
+        }
+    };
+    let unredirected = probe(RequestRedirect::Manual, RequestMode::Cors).await;
+    let opaque = async || probe(RequestRedirect::Follow, RequestMode::NoCors).await.is_some();
+    match unredirected.map(|r| r.type_()) {
+        Some(ResponseType::Opaqueredirect) if opaque().await => {
+            "blocked by CORS after a redirect: the server it redirects to answers, but does not let \
+             this page read the file (serve it with the header Access-Control-Allow-Origin, or from \
+             this page's own origin)"
+        }
+        Some(ResponseType::Opaqueredirect) => {
+            "redirect loop: the server redirects again and again (too many redirects)"
+        }
+        Some(_) => "the request failed, though the server answers (a dropped connection?)",
+        None if opaque().await => {
+            "blocked by CORS: the server answers, but does not let this page read the file (serve it \
+             with the header Access-Control-Allow-Origin, or from this page's own origin)"
+        }
+        None => "network error: the server could not be reached or dropped the connection",
+    }
 }
 
 /// Whether a cached response and a fresh `HEAD` describe the same file: equal ETags when both
@@ -65,6 +142,26 @@ pub(crate) fn same_file(cached: &Response, head: &Response) -> bool {
     let etag = |r: &Response| get(r, "etag").or_else(|| get(r, "x-linked-etag"));
     let agree = |a: Option<String>, b: Option<String>| a.zip(b).is_none_or(|(a, b)| a == b);
     agree(etag(cached), etag(head)) && agree(get(cached, "content-length"), get(head, "content-length"))
+}
+
+/// The file size a 206 answer gives (`Content-Range: bytes 0-<end>/<size>`; `None` when the
+/// header is hidden, as cross-origin servers may). A range that is not the file's start is an
+/// error: the bytes would be read as the header.
+pub(crate) fn range_total(response: &Response, name: &str) -> Result<Option<u64>> {
+    let Some(range) = response.headers().get("content-range").ok().flatten() else { return Ok(None) };
+    let parsed =
+        range.trim().strip_prefix("bytes ").and_then(|r| r.split_once('/')).and_then(|(span, total)| {
+            let (start, end) = span.split_once('-')?;
+            let (start, end) = (start.trim().parse::<u64>().ok()?, end.trim().parse::<u64>().ok()?);
+            let total = total.trim().parse::<u64>().ok();
+            (start == 0 && total.is_none_or(|t| end < t)).then_some(total)
+        });
+    parsed.ok_or_else(|| Error::Io {
+        path: name.into(),
+        reason: format!(
+            "the server answered the request for the file's first bytes with Content-Range {range:?}"
+        ),
+    })
 }
 
 pub(crate) fn header_u64(response: &Response, name: &str) -> Option<u64> {

@@ -1,8 +1,11 @@
 //! The browser's side of the streaming load ([`crate::load`]): reads a [`WebSource`]'s
 //! `config.json`, `tokenizer.json` and index, then each safetensors header through a Range
 //! request (everything is checked and every buffer allocated before a weight byte arrives),
-//! then streams each file into the same [`TensorStream`] and sinks the native loaders use.
+//! then streams each file into the same [`TensorStream`] and sinks the native loaders use
+//! (from where the header's read stopped, when the server ignored Range and sent it all).
 //! With a GPU, the queue is awaited every [`FLUSH_BYTES`] so written pieces never pile up.
+//! Whatever ends a load early (an error, a stall, its AbortSignal) drops the file being read,
+//! which cancels its download.
 
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
@@ -108,10 +111,8 @@ pub(crate) async fn stream(
                 at += piece.len() as u64;
                 stream.reporter().report(Phase::Download, name, at.min(header.size), header.size);
                 let skip = (header.data_start.saturating_sub(start) as usize).min(piece.len());
-                if let Err(e) = stream.feed(sink, &piece[skip..]) {
-                    file.reader.cancel().await;
-                    return Err(e);
-                }
+                // On any error, `file` drops here: its download is cancelled.
+                stream.feed(sink, &piece[skip..])?;
                 since_flush += piece.len() as u64;
                 if let Some(ctx) = ctx.filter(|_| since_flush >= FLUSH_BYTES) {
                     ctx.flush().await?;

@@ -3,6 +3,7 @@
 //! property (see [`crate::Error::code`]); nothing here unwraps, so no panic reaches JS.
 
 mod args;
+mod body;
 mod http;
 mod info;
 mod lease;
@@ -12,6 +13,7 @@ mod options;
 mod saved;
 mod session;
 mod stream;
+mod watch;
 mod web_source;
 
 use wasm_bindgen::prelude::*;

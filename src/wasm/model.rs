@@ -19,6 +19,7 @@ use crate::wasm::lease::{Lease, Shared};
 use crate::wasm::loader;
 use crate::wasm::options::LoadConfig;
 use crate::wasm::session::Session;
+use crate::wasm::watch::abortable;
 use crate::wasm::web_source::{self, WebSource};
 use crate::wasm::{args, saved, to_js};
 
@@ -43,6 +44,8 @@ impl Model {
     /// `https://huggingface.co/<repo>/resolve/main/`: `config.json`, `tokenizer.json`, and
     /// `model.safetensors` or `model.safetensors.index.json` + shards, streamed into the GPU
     /// (or memory) piece by piece, kept in the offline cache unless `cache: false`.
+    /// `options.signal` ends the load (it rejects with `AbortError`, every download stopped);
+    /// a download with no bytes for `stallTimeoutMs` (default 30 s) is an `Io` error.
     #[wasm_bindgen(js_name = fromUrl, unchecked_return_type = "Promise<Model>")]
     pub fn from_url(
         #[wasm_bindgen(js_name = baseUrl, unchecked_param_type = "string")] base_url: JsValue,
@@ -51,8 +54,13 @@ impl Model {
         wasm_bindgen_futures::future_to_promise(async move {
             let base_url = args::string(&base_url, "baseUrl").map_err(to_js)?;
             let o = LoadConfig::parse(&options).map_err(to_js)?;
-            let source = WebSource::url(&base_url, o.cache).await.map_err(to_js)?;
-            Self::load_source(source, o).await.map(Into::into).map_err(to_js)
+            abortable(o.signal.clone(), async {
+                let source = WebSource::url(&base_url, o.cache, o.stall_ms).await?;
+                Self::load_source(source, o).await
+            })
+            .await
+            .map(Into::into)
+            .map_err(to_js)
         })
     }
 
@@ -66,7 +74,7 @@ impl Model {
         wasm_bindgen_futures::future_to_promise(async move {
             let o = LoadConfig::parse(&options).map_err(to_js)?;
             let source = WebSource::files(&files).map_err(to_js)?;
-            Self::load_source(source, o).await.map(Into::into).map_err(to_js)
+            abortable(o.signal.clone(), Self::load_source(source, o)).await.map(Into::into).map_err(to_js)
         })
     }
 
@@ -95,7 +103,10 @@ impl Model {
             let weights = args::bytes(&weights, "weights").map_err(to_js)?;
             let tokenizer = args::optional_bytes(&tokenizer, "tokenizer").map_err(to_js)?;
             let o = LoadConfig::parse(&options).map_err(to_js)?;
-            Self::load_bytes(config, weights, tokenizer, o).await.map(Into::into).map_err(to_js)
+            abortable(o.signal.clone(), Self::load_bytes(config, weights, tokenizer, o))
+                .await
+                .map(Into::into)
+                .map_err(to_js)
         })
     }
 
@@ -110,11 +121,15 @@ impl Model {
         let mut reporter = o.reporter();
         let why = match gpu_context(&o.backend).await? {
             Ok(ctx) => {
+                let ctx = Provisional::new(ctx);
                 match GpuModel::load_reporting(&ctx, &checkpoint, gpu_options(&o), &mut reporter).await {
                     Ok(m) => {
                         let (engine, adapter) = (Engine::Gpu(Box::new(m)), ctx.summary().to_string());
                         let tokenizer = checkpoint.tokenizer_json.as_deref();
-                        return Self::assemble(engine, adapter, tokenizer, o, reporter.warnings().to_vec());
+                        let model =
+                            Self::assemble(engine, adapter, tokenizer, o, reporter.warnings().to_vec())?;
+                        ctx.keep();
+                        return Ok(model);
                     }
                     Err(e) => fallback(&o, e)?,
                 }
@@ -130,18 +145,24 @@ impl Model {
         let opened = loader::open(&source, &mut reporter).await?;
         let why = match gpu_context(&o.backend).await? {
             // Everything a GPU can refuse is refused here, before any weight byte is read.
-            Ok(ctx) => match GpuModel::begin(&ctx, &opened.config, &opened.layout, gpu_options(&o)).await {
-                Ok(mut loading) => {
-                    let fingerprint =
-                        loader::stream(&source, &opened, &mut loading.sink, Some(&ctx), &mut reporter)
-                            .await?;
-                    let m = loading.finish(fingerprint, &mut reporter).await?;
-                    let (engine, adapter) = (Engine::Gpu(Box::new(m)), ctx.summary().to_string());
-                    let tokenizer = opened.tokenizer_json.as_deref();
-                    return Self::assemble(engine, adapter, tokenizer, o, reporter.warnings().to_vec());
+            Ok(ctx) => {
+                let ctx = Provisional::new(ctx);
+                match GpuModel::begin(&ctx, &opened.config, &opened.layout, gpu_options(&o)).await {
+                    Ok(mut loading) => {
+                        let fingerprint =
+                            loader::stream(&source, &opened, &mut loading.sink, Some(&*ctx), &mut reporter)
+                                .await?;
+                        let m = loading.finish(fingerprint, &mut reporter).await?;
+                        let (engine, adapter) = (Engine::Gpu(Box::new(m)), ctx.summary().to_string());
+                        let tokenizer = opened.tokenizer_json.as_deref();
+                        let model =
+                            Self::assemble(engine, adapter, tokenizer, o, reporter.warnings().to_vec())?;
+                        ctx.keep();
+                        return Ok(model);
+                    }
+                    Err(e) => fallback(&o, e)?,
                 }
-                Err(e) => fallback(&o, e)?,
-            },
+            }
             Err(why) => why,
         };
         let mut sink = HostSink::new(&opened.layout)?;
@@ -249,6 +270,40 @@ async fn gpu_context(backend: &str) -> Result<std::result::Result<GpuContext, St
         "gpu" => Ok(GpuContext::new().await?),
         _ => GpuContext::new().await.map_err(|e| format!("CPU fallback: {e}")),
     })
+}
+
+/// A load's own GPU device until the model holding it is made: a load that fails, falls back
+/// to the CPU or is aborted (its future dropped) destroys it, and with it every buffer made so
+/// far — WebGPU frees nothing of a dropped wgpu object before garbage collection.
+struct Provisional {
+    ctx: GpuContext,
+    kept: bool,
+}
+
+impl Provisional {
+    fn new(ctx: GpuContext) -> Self {
+        Provisional { ctx, kept: false }
+    }
+
+    /// The load succeeded: the model keeps the device.
+    fn keep(mut self) {
+        self.kept = true;
+    }
+}
+
+impl std::ops::Deref for Provisional {
+    type Target = GpuContext;
+    fn deref(&self) -> &GpuContext {
+        &self.ctx
+    }
+}
+
+impl Drop for Provisional {
+    fn drop(&mut self) {
+        if !self.kept {
+            self.ctx.destroy();
+        }
+    }
 }
 
 /// With backend "auto", a model the GPU cannot run (a kernel limit, a binding limit, GPU memory)

@@ -1,6 +1,7 @@
 //! Options as JavaScript passes them: plain objects, every field optional — load options
-//! (`{ backend: "gpu", weights: "int8", onProgress }`) and generate options (`{ maxTokens: 40,
-//! temperature: 0.8, seed: 1 }`). Wrong types are `InvalidInput` errors naming the field.
+//! (`{ backend: "gpu", weights: "int8", onProgress, signal, stallTimeoutMs }`) and generate
+//! options (`{ maxTokens: 40, temperature: 0.8, seed: 1 }`). Wrong types are `InvalidInput`
+//! errors naming the field.
 
 use js_sys::{Function, Object, Reflect};
 use wasm_bindgen::{JsCast, JsValue};
@@ -13,6 +14,7 @@ use crate::model::Config;
 use crate::sampling::{Sampler, SamplingOptions};
 use crate::session::GenerateOptions;
 use crate::wasm::args;
+use crate::wasm::watch::STALL_TIMEOUT_MS;
 
 /// Everything a loader needs to know, parsed.
 pub(crate) struct LoadConfig {
@@ -27,6 +29,10 @@ pub(crate) struct LoadConfig {
     /// `None`: the model's default ([`CacheConfig::for_model`]).
     pub budget_bytes: Option<u64>,
     pub on_progress: Option<Function>,
+    /// Ends the load (rejecting with `AbortError`) when it fires.
+    pub signal: Option<web_sys::AbortSignal>,
+    /// No bytes for this long is a stalled download (`stallTimeoutMs`).
+    pub stall_ms: u32,
 }
 
 impl LoadConfig {
@@ -65,6 +71,22 @@ impl LoadConfig {
             None => None,
             Some(v) => Some(v.dyn_into::<Function>().map_err(|_| wrong("onProgress", "a function"))?),
         };
+        let signal = match field("signal")? {
+            None => None,
+            Some(v) => {
+                Some(v.dyn_into::<web_sys::AbortSignal>().map_err(|_| wrong("signal", "an AbortSignal"))?)
+            }
+        };
+        // setTimeout's limit: a longer delay would fire at once.
+        let stall_ms = match field("stallTimeoutMs")? {
+            None => STALL_TIMEOUT_MS,
+            Some(v) => args::whole(&v, "options.stallTimeoutMs", i32::MAX as u64)
+                .ok()
+                .filter(|&ms| ms > 0)
+                .ok_or_else(|| {
+                    wrong("stallTimeoutMs", &format!("a whole number of milliseconds from 1 to {}", i32::MAX))
+                })? as u32,
+        };
         Ok(Self {
             backend,
             weights: WeightFormat::parse(&string("weights", "auto")?)?,
@@ -78,6 +100,8 @@ impl LoadConfig {
                 Some(_) => Some(number("budgetBytes", 0.0)?.min(u64::MAX as f64) as u64),
             },
             on_progress,
+            signal,
+            stall_ms,
         })
     }
 

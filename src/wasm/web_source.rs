@@ -3,11 +3,15 @@
 //! user picked (`<input type="file" webkitdirectory>`). Files are read in pieces as they
 //! arrive: `fetch` bodies as `ReadableStream`s, picked files with `Blob.slice`; headers with
 //! HTTP Range requests. Nothing is read whole, so wasm memory stays small whatever the model.
+//! A server that ignores Range answers the header's request with the whole file: that response
+//! is kept (with the bytes already read) and the data pass goes on from it — one transfer.
+//! Every network wait has the stall timer; every reader given up is cancelled (see [`Body`]).
 //!
 //! With the offline cache on, every file fetched from a URL is also written to the Cache API
-//! (cache `webmamba-v1`, keyed by URL) while it streams; the next load reads it from there with
-//! no body bytes over the network, after a `HEAD` request checks its ETag and size (offline,
-//! the cached copy is used as is). A failed cache write is a warning, never a failed load.
+//! (cache `webmamba-v1`, keyed by URL) while it streams (a [`Tap`]); the next load reads it from
+//! there with no body bytes over the network, after a `HEAD` request checks its ETag and size
+//! (offline, the cached copy is used as is). A failed cache write is a warning, never a failed
+//! load.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -15,10 +19,13 @@ use std::collections::HashMap;
 use js_sys::{Promise, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
-use web_sys::{Blob, Cache, File, ReadableStreamDefaultReader, Request, Response};
+use web_sys::{Blob, Cache, File, Request, Response};
 
 use crate::error::{Error, Result};
-use crate::wasm::http::{fetch, header_u64, io, message, missing, same_file};
+use crate::load::files::max_small_bytes;
+use crate::wasm::body::{Body, Tap};
+use crate::wasm::http::{Fetched, fetch, header_u64, io, message, missing, range_total, same_file};
+use crate::wasm::watch::{Waited, within};
 
 /// The Cache API cache that holds downloaded model files.
 pub const CACHE_NAME: &str = "webmamba-v1";
@@ -32,15 +39,26 @@ const NOT_PICKED: &str = "not among the picked files";
 /// Where a model folder is.
 pub(crate) enum WebSource {
     /// A folder URL (ending in `/`), with the offline cache when it is on and available.
-    Url { base: String, cache: Option<Cache>, fresh: RefCell<HashMap<String, bool>> },
+    Url {
+        base: String,
+        cache: Option<Cache>,
+        fresh: RefCell<HashMap<String, bool>>,
+        /// No bytes for this long is a stalled download (`stallTimeoutMs`).
+        stall_ms: u32,
+        /// A whole-file answer to a header's Range request, by file name, kept for the data
+        /// pass (at most one: each open response holds one of the browser's few connections
+        /// to a host).
+        kept: RefCell<Option<(String, Opened)>>,
+    },
     /// Picked files, by name.
     Files(Vec<File>),
 }
 
 /// A file being read from its start.
 pub(crate) enum Reader {
-    /// A response body (network or cache).
-    Stream(ReadableStreamDefaultReader),
+    /// A response body (network or cache), after `head`: bytes already read from it (by a
+    /// header read), given first.
+    Stream { body: Body, head: Vec<u8> },
     /// A picked file, `BLOB_PIECE` bytes at a time.
     Blob { blob: Blob, at: f64 },
 }
@@ -53,11 +71,12 @@ pub(crate) struct Opened {
 }
 
 impl WebSource {
-    /// A folder at `base` (relative URLs resolve against the page); `cache`: use the Cache API.
-    pub async fn url(base: &str, cache: bool) -> Result<Self> {
+    /// A folder at `base` (relative URLs resolve against the page); `cache`: use the Cache API;
+    /// no bytes for `stall_ms` is a stalled download.
+    pub async fn url(base: &str, cache: bool, stall_ms: u32) -> Result<Self> {
         let base = if base.ends_with('/') { base.to_string() } else { format!("{base}/") };
         let cache = if cache { open_cache().await } else { None };
-        Ok(WebSource::Url { base, cache, fresh: RefCell::new(HashMap::new()) })
+        Ok(WebSource::Url { base, cache, fresh: RefCell::default(), stall_ms, kept: RefCell::default() })
     }
 
     /// Picked files: a `FileList` or an array of `File`s. Where two have the same name (a
@@ -89,23 +108,25 @@ impl WebSource {
     }
 
     /// A whole small file (config, tokenizer, index) and the warning of its cache write, if it
-    /// failed; `None` when the folder has no such file.
+    /// failed; `None` when the folder has no such file. A file over its cap
+    /// ([`max_small_bytes`]) is refused as soon as that is known — from its `Content-Length`, or
+    /// before the piece that would pass the cap is kept — and its download cancelled.
     pub async fn read_small(&self, name: &str) -> Result<Option<(Vec<u8>, Option<String>)>> {
-        use crate::load::files::MAX_SMALL_BYTES;
+        let cap = max_small_bytes(name);
         let Some(mut opened) = self.open(name).await? else { return Ok(None) };
         let too_big = |size: u64| Error::Io {
             path: name.into(),
-            reason: format!("{size} bytes or more; at most {MAX_SMALL_BYTES} are read for this file"),
+            reason: format!("{size} bytes or more; at most {cap} are read for this file"),
         };
-        if let Some(size) = opened.size.filter(|&s| s > MAX_SMALL_BYTES) {
+        if let Some(size) = opened.size.filter(|&s| s > cap) {
             return Err(too_big(size));
         }
         let mut out = Vec::with_capacity(opened.size.unwrap_or(0) as usize);
         while let Some(piece) = opened.reader.next(name).await? {
-            out.extend(piece);
-            if out.len() as u64 > MAX_SMALL_BYTES {
-                return Err(too_big(out.len() as u64));
+            if (out.len() + piece.len()) as u64 > cap {
+                return Err(too_big((out.len() + piece.len()) as u64));
             }
+            out.extend(piece);
         }
         let warning = self.finish_cache_write(name, opened.cache_write).await;
         Ok(Some((out, warning)))
@@ -122,23 +143,38 @@ impl WebSource {
                         .await?;
                 Ok((head, Some(file.size() as u64)))
             }
-            WebSource::Url { base, .. } => {
+            WebSource::Url { base, cache, stall_ms, kept, .. } => {
                 if let Some(cached) = self.cached(name).await? {
                     let size = header_u64(&cached, "content-length");
-                    return Ok((first_bytes(cached, len, name).await?, size));
+                    let mut reader =
+                        Reader::Stream { body: Body::new(&cached, None, *stall_ms, name)?, head: Vec::new() };
+                    return Ok((first_bytes(&mut reader, len, name).await?, size));
                 }
-                let url = format!("{base}{name}");
-                let response = fetch(&url, "GET", Some(len)).await?;
-                let size = match response.status() {
-                    206 => response
-                        .headers()
-                        .get("content-range")
-                        .ok()
-                        .flatten()
-                        .and_then(|r| r.rsplit('/').next().and_then(|t| t.parse().ok())),
-                    _ => header_u64(&response, "content-length"),
+                // Going on from this file's whole-file answer, if an earlier read kept it.
+                let again = kept.borrow_mut().take_if(|(file, _)| *file == name).map(|(_, o)| o);
+                let mut opened = match again {
+                    Some(opened) => opened,
+                    None => {
+                        let url = format!("{base}{name}");
+                        let fetched = fetch(&url, "GET", Some(len), *stall_ms).await?;
+                        let response = &fetched.response;
+                        if response.status() == 206 {
+                            let size = range_total(response, name)?;
+                            let body = Body::new(response, Some(fetched.abort), *stall_ms, name)?;
+                            let mut reader = Reader::Stream { body, head: Vec::new() };
+                            return Ok((first_bytes(&mut reader, len, name).await?, size));
+                        }
+                        // The server ignored Range: this is the whole file, kept for the data pass.
+                        whole(cache.as_ref(), &url, fetched, *stall_ms, name)?
+                    }
                 };
-                Ok((first_bytes(response, len, name).await?, size))
+                let first = first_bytes(&mut opened.reader, len, name).await?;
+                let size = opened.size;
+                let mut slot = kept.borrow_mut();
+                if slot.is_none() {
+                    *slot = Some((name.to_string(), opened));
+                }
+                Ok((first, size))
             }
         }
     }
@@ -160,29 +196,40 @@ impl WebSource {
                 size: Some(f.size() as u64),
                 cache_write: None,
             })),
-            WebSource::Url { base, cache, .. } => {
+            WebSource::Url { base, cache, stall_ms, kept, .. } => {
+                if let Some((_, opened)) = kept.borrow_mut().take_if(|(file, _)| *file == name) {
+                    return Ok(Some(opened));
+                }
                 if let Some(cached) = self.cached(name).await? {
                     let size = header_u64(&cached, "content-length");
-                    return Ok(Some(Opened { reader: body_reader(&cached, name)?, size, cache_write: None }));
+                    let body = Body::new(&cached, None, *stall_ms, name)?;
+                    return Ok(Some(Opened {
+                        reader: Reader::Stream { body, head: Vec::new() },
+                        size,
+                        cache_write: None,
+                    }));
                 }
                 let url = format!("{base}{name}");
-                let response = match fetch(&url, "GET", None).await {
+                let fetched = match fetch(&url, "GET", None, *stall_ms).await {
                     Err(Error::Io { reason, .. }) if missing(&reason) => return Ok(None),
                     other => other?,
                 };
-                let size = header_u64(&response, "content-length");
-                let cache_write = match (cache, response.clone()) {
-                    (Some(cache), Ok(copy)) => Some(write_through(cache, &url, copy)),
-                    _ => None,
-                };
-                Ok(Some(Opened { reader: body_reader(&response, name)?, size, cache_write }))
+                whole(cache.as_ref(), &url, fetched, *stall_ms, name).map(Some)
             }
         }
     }
 
     /// Waits for a cache write to end; a failure (quota, private mode) is returned as a warning.
     pub async fn finish_cache_write(&self, name: &str, write: Option<Promise>) -> Option<String> {
-        let e = JsFuture::from(write?).await.err()?;
+        let stall_ms = match self {
+            WebSource::Url { stall_ms, .. } => *stall_ms,
+            WebSource::Files(_) => return None,
+        };
+        let e = match within(&write?, stall_ms).await {
+            Waited::Done(_) => return None,
+            Waited::Failed(e) => e,
+            Waited::Stalled => format!("no answer for {stall_ms} ms").into(),
+        };
         if let WebSource::Url { base, cache: Some(cache), .. } = self {
             // A partial entry must not be served later.
             let _ = JsFuture::from(cache.delete_with_str(&format!("{base}{name}"))).await;
@@ -204,7 +251,7 @@ impl WebSource {
     /// The cached response for `name`, if there is one and the server (when reachable) agrees
     /// on its ETag and size.
     async fn cached(&self, name: &str) -> Result<Option<Response>> {
-        let WebSource::Url { base, cache: Some(cache), fresh } = self else { return Ok(None) };
+        let WebSource::Url { base, cache: Some(cache), fresh, stall_ms, .. } = self else { return Ok(None) };
         let url = format!("{base}{name}");
         let found = JsFuture::from(cache.match_with_str(&url)).await.ok().filter(|v| !v.is_undefined());
         let Some(cached) = found.and_then(|v| v.dyn_into::<Response>().ok()) else { return Ok(None) };
@@ -212,8 +259,8 @@ impl WebSource {
         let valid = match known {
             Some(v) => v,
             None => {
-                let v = match fetch(&url, "HEAD", None).await {
-                    Ok(head) => same_file(&cached, &head),
+                let v = match fetch(&url, "HEAD", None, *stall_ms).await {
+                    Ok(head) => same_file(&cached, &head.response),
                     Err(Error::Io { reason, .. }) if reason.starts_with("HTTP") => false,
                     Err(_) => true, // offline: the cached copy is all there is
                 };
@@ -233,16 +280,12 @@ impl Reader {
     /// The next bytes of the file, `None` at its end.
     pub async fn next(&mut self, name: &str) -> Result<Option<Vec<u8>>> {
         match self {
-            Reader::Stream(reader) => {
-                let result = JsFuture::from(reader.read()).await.map_err(|e| io(name, &e))?;
-                let done =
-                    Reflect::get(&result, &"done".into()).ok().and_then(|d| d.as_bool()).unwrap_or(true);
-                if done {
-                    return Ok(None);
+            Reader::Stream { body, head } => {
+                if !head.is_empty() {
+                    return Ok(Some(std::mem::take(head)));
                 }
-                let value = Reflect::get(&result, &"value".into()).map_err(|e| io(name, &e))?;
-                // Any realm's Uint8Array: a copy of the package imported from another realm
-                // (Firefox's WebDriver sandbox, an extension's content script) gets the page's.
+                let Some(value) = body.chunk(name).await? else { return Ok(None) };
+                // Any realm's Uint8Array: Firefox's body chunks are not always this realm's.
                 let bytes = crate::wasm::args::uint8_array(&value).ok_or_else(|| Error::Io {
                     path: name.into(),
                     reason: "the response body gave something other than bytes".into(),
@@ -260,31 +303,17 @@ impl Reader {
             }
         }
     }
-
-    /// Stops reading (the rest of a response body is not downloaded).
-    pub async fn cancel(self) {
-        if let Reader::Stream(reader) = self {
-            let _ = JsFuture::from(reader.cancel()).await;
-        }
-    }
 }
 
-/// Starts `cache.put(url, copy)`, where `copy` is a clone of the response being read: the two
-/// halves of the body stream together. If the write fails early (a full quota), the copy's half
-/// is cancelled, or it would keep the rest of the file in memory. The promise still rejects.
-fn write_through(cache: &Cache, url: &str, copy: Response) -> Promise {
-    let body = copy.body();
-    let put = cache.put_with_str(url, &copy);
-    let on_failure = Closure::once_into_js(move |_: JsValue| {
-        if let Some(body) = body.filter(|b| !b.locked()) {
-            let _ = body.cancel();
-        }
+/// A whole-file answer, opened: its body (fed to the offline cache when it is on) and size.
+fn whole(cache: Option<&Cache>, url: &str, fetched: Fetched, stall_ms: u32, name: &str) -> Result<Opened> {
+    let size = header_u64(&fetched.response, "content-length");
+    let mut body = Body::new(&fetched.response, Some(fetched.abort), stall_ms, name)?;
+    let cache_write = cache.and_then(|cache| Tap::start(cache, url, &fetched.response)).map(|(tap, put)| {
+        body.tap(tap);
+        put
     });
-    // `put.catch(on_failure)`: a handler beside the awaited promise, which still rejects.
-    if let Ok(catch) = Reflect::get(&put, &"catch".into()).and_then(|c| c.dyn_into::<js_sys::Function>()) {
-        let _ = catch.call1(&put, &on_failure);
-    }
-    put
+    Ok(Opened { reader: Reader::Stream { body, head: Vec::new() }, size, cache_write })
 }
 
 /// Deletes every cached file under `base`; resolves to how many there were.
@@ -319,26 +348,21 @@ fn absolute(url: String) -> String {
     href.and_then(|h| web_sys::Url::new_with_base(&url, &h).ok()).map_or(url, |u| u.href())
 }
 
-fn body_reader(response: &Response, name: &str) -> Result<Reader> {
-    let body = response
-        .body()
-        .ok_or_else(|| Error::Io { path: name.into(), reason: "the response has no body".into() })?;
-    Ok(Reader::Stream(body.get_reader().dyn_into().map_err(|e| io(name, &e))?))
-}
-
-/// Up to `len` bytes from the start of `response`'s body; the rest is not read.
-async fn first_bytes(response: Response, len: u64, name: &str) -> Result<Vec<u8>> {
-    let mut reader = body_reader(&response, name)?;
-    let mut out = Vec::new();
-    while (out.len() as u64) < len {
+/// The first `len` bytes of `reader` (fewer if the file is shorter). Everything read stays in
+/// a stream's `head`, to be given again by the next reads: the data pass can go on from here.
+async fn first_bytes(reader: &mut Reader, len: u64, name: &str) -> Result<Vec<u8>> {
+    let mut read = Vec::new();
+    while (read.len() as u64) < len {
         match reader.next(name).await? {
-            Some(piece) => out.extend(piece),
+            Some(piece) => read.extend(piece),
             None => break,
         }
     }
-    out.truncate(len as usize);
-    reader.cancel().await;
-    Ok(out)
+    let first = read[..read.len().min(len as usize)].to_vec();
+    if let Reader::Stream { head, .. } = reader {
+        *head = read;
+    }
+    Ok(first)
 }
 
 async fn blob_bytes(blob: &Blob, name: &str) -> Result<Vec<u8>> {

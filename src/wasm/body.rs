@@ -1,0 +1,192 @@
+//! [`Body`]: a response body (network or offline cache) read chunk by chunk, each read under
+//! the stall timer; its failures say how far it got ("truncated at N of M bytes", "stalled:
+//! no bytes for …"). A `Body` dropped before its end — on any early return: a refused file, a
+//! bad weight, a stall, an abort — cancels its reader and aborts its `fetch`, so nothing keeps
+//! streaming (or buffering) a response nobody reads.
+//!
+//! [`Tap`]: the offline cache's copy of a download, written through a stream of our own that is
+//! fed each chunk as the loader reads it (`cache.put(url, new Response(stream))`). Unlike a
+//! `response.clone()` (a tee, whose unread half buffers whatever the other half reads), the
+//! cache gets exactly what was read, when it was read: a file whose head was read while the
+//! load checked its headers can go on from where it stopped, into the same cache entry.
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use js_sys::{Object, Promise, Reflect};
+use wasm_bindgen::prelude::*;
+use web_sys::{
+    ByteLengthQueuingStrategy, Cache, QueuingStrategy, QueuingStrategyInit, ReadableStream,
+    ReadableStreamDefaultController, ReadableStreamDefaultReader, Response, ResponseInit,
+};
+
+use crate::error::{Error, Result};
+use crate::wasm::http::{Abort, io, message};
+use crate::wasm::watch::{Waited, within};
+
+/// The most bytes the offline cache's copy may fall behind the download before it is given up
+/// (a cache that stopped reading, e.g. a refused write, must not hold the rest of the file).
+const TAP_LAG_BYTES: f64 = (64 << 20) as f64;
+
+/// A response body being read.
+pub(crate) struct Body {
+    reader: ReadableStreamDefaultReader,
+    /// Ends the download (none for a cached body).
+    abort: Option<Abort>,
+    /// The offline cache's copy, fed every chunk read.
+    tap: Option<Tap>,
+    /// Bytes read so far, and the response's `Content-Length` when known.
+    read: u64,
+    total: Option<u64>,
+    stall_ms: u32,
+    ended: bool,
+}
+
+impl Body {
+    /// Reads `response`'s body; `abort` ends its download.
+    pub fn new(response: &Response, abort: Option<Abort>, stall_ms: u32, name: &str) -> Result<Self> {
+        let stream = response
+            .body()
+            .ok_or_else(|| Error::Io { path: name.into(), reason: "the response has no body".into() })?;
+        let reader = stream.get_reader().dyn_into().map_err(|e| io(name, &e))?;
+        let total = response.headers().get("content-length").ok().flatten().and_then(|v| v.parse().ok());
+        Ok(Body { reader, abort, tap: None, read: 0, total, stall_ms, ended: false })
+    }
+
+    /// Feeds every chunk read from here on to the offline cache's copy.
+    pub fn tap(&mut self, tap: Tap) {
+        self.tap = Some(tap);
+    }
+
+    /// The next chunk (a `Uint8Array`), `None` at the end.
+    pub async fn chunk(&mut self, name: &str) -> Result<Option<JsValue>> {
+        if self.ended {
+            return Ok(None);
+        }
+        let result = match within(&self.reader.read(), self.stall_ms).await {
+            Waited::Done(result) => result,
+            Waited::Failed(e) => return Err(self.failed(name, &e)),
+            Waited::Stalled => {
+                let reason =
+                    format!("stalled: no bytes for {} ms after {} bytes", self.stall_ms, self.of_total());
+                return Err(Error::Io { path: name.into(), reason });
+            }
+        };
+        let done = Reflect::get(&result, &"done".into()).ok().and_then(|d| d.as_bool()).unwrap_or(true);
+        if done {
+            self.ended = true;
+            if let Some(tap) = self.tap.take() {
+                tap.close();
+            }
+            return Ok(None);
+        }
+        let value = Reflect::get(&result, &"value".into()).map_err(|e| io(name, &e))?;
+        let len = Reflect::get(&value, &"byteLength".into()).ok().and_then(|n| n.as_f64()).unwrap_or(0.0);
+        self.read += len as u64;
+        if let Some(tap) = &self.tap
+            && !tap.feed(&value)
+        {
+            self.tap = None;
+        }
+        Ok(Some(value))
+    }
+
+    /// The error of a read that failed after `self.read` bytes.
+    fn failed(&self, name: &str, e: &JsValue) -> Error {
+        let reason = match self.total {
+            Some(total) if self.read < total => {
+                format!(
+                    "truncated at {} of {total} bytes: the download broke off ({})",
+                    self.read,
+                    message(e)
+                )
+            }
+            _ => format!("the download failed after {} bytes ({})", self.of_total(), message(e)),
+        };
+        Error::Io { path: name.into(), reason }
+    }
+
+    /// "N of M" (or "N of an unknown total").
+    fn of_total(&self) -> String {
+        match self.total {
+            Some(total) => format!("{} of {total}", self.read),
+            None => format!("{} of an unknown total", self.read),
+        }
+    }
+}
+
+impl Drop for Body {
+    fn drop(&mut self) {
+        if !self.ended {
+            ignore_rejection(&self.reader.cancel());
+            if let Some(tap) = self.tap.take() {
+                tap.fail("the download was not read to its end");
+            }
+        }
+        // The fetch is aborted too (which does nothing after its end).
+        drop(self.abort.take());
+    }
+}
+
+/// The offline cache's copy of one download: the controller of the stream `cache.put` reads.
+pub(crate) struct Tap {
+    controller: ReadableStreamDefaultController,
+}
+
+impl Tap {
+    /// Starts `cache.put(url, copy)`, `copy` a response with `response`'s headers whose body is
+    /// what the loader will read from `response` (fed by [`Body`]). Returns the tap and the
+    /// `put` promise (it rejects if the copy is incomplete: a partial file is never kept).
+    pub fn start(cache: &Cache, url: &str, response: &Response) -> Option<(Tap, Promise)> {
+        let controller: Rc<Cell<Option<ReadableStreamDefaultController>>> = Rc::default();
+        let given = Rc::clone(&controller);
+        let start = Closure::<dyn FnMut(ReadableStreamDefaultController)>::new(move |c| given.set(Some(c)));
+        let source = Object::new();
+        Reflect::set(&source, &"start".into(), start.as_ref()).ok()?;
+        let init = QueuingStrategyInit::new(0.0);
+        let bytes = ByteLengthQueuingStrategy::new(&init).ok()?;
+        let strategy: &QueuingStrategy = bytes.unchecked_ref();
+        // `start` runs inside the constructor: the closure is not needed after it.
+        let stream = ReadableStream::new_with_underlying_source_and_strategy(&source, strategy).ok()?;
+        let controller = controller.take()?;
+        let init = ResponseInit::new();
+        init.set_status(200);
+        init.set_headers(&response.headers());
+        let copy = Response::new_with_opt_readable_stream_and_init(Some(&stream), &init).ok()?;
+        let put = cache.put_with_str(url, &copy);
+        ignore_rejection(&put); // awaited by the loader, or left: never an unhandled rejection
+        Some((Tap { controller }, put))
+    }
+
+    /// Passes a chunk on; `false` when the copy is given up (the cache stopped reading, or fell
+    /// [`TAP_LAG_BYTES`] behind).
+    fn feed(&self, chunk: &JsValue) -> bool {
+        let behind = -self.controller.desired_size().unwrap_or(0.0);
+        if behind > TAP_LAG_BYTES {
+            self.fail("the offline cache could not keep up with the download");
+            return false;
+        }
+        self.controller.enqueue_with_chunk(chunk).is_ok()
+    }
+
+    fn close(self) {
+        let _ = self.controller.close();
+    }
+
+    fn fail(&self, why: &str) {
+        // (Erroring a stream that is no longer readable does nothing.)
+        self.controller.error_with_e(&js_sys::Error::new(why));
+    }
+}
+
+thread_local! {
+    /// A rejection handler that does nothing (one for the whole module: it is never freed).
+    static NOTHING: Closure<dyn FnMut(JsValue)> = Closure::new(|_| {});
+}
+
+/// Marks `promise`'s rejection as handled (its result is not needed).
+pub(crate) fn ignore_rejection(promise: &Promise) {
+    NOTHING.with(|f| {
+        let _ = promise.catch(f);
+    });
+}
