@@ -158,7 +158,10 @@ async function faultCases(page, worker, want, wantSharded, engine) {
       else console.log(`faults [webkit]: note: WebKit did not stop the download: ${what}`);
       // (How much a browser reads ahead before the cancel reaches the network varies: Firefox
       // takes in far more than Chromium.)
-      if (label.startsWith('oversized')) check(mine.every((e) => e.bytes < 600 * MB), `${mode}: ${label}: not all 600 MB was sent`);
+      // (and where WebKit did not stop it, all of it may come: the same note, not a failure.)
+      if (label.startsWith('oversized') && (closedAll || engine !== 'webkit')) {
+        check(mine.every((e) => e.bytes < 600 * MB), `${mode}: ${label}: not all 600 MB was sent`);
+      }
     }
     await valid(page, { worker }, `${mode}: after "${label}"`, want);
   }
