@@ -4,11 +4,12 @@
 
 use std::ops::Range;
 
-use crate::cpu::{CpuModel, Logits, State};
+use crate::cpu::CpuModel;
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 use crate::gpu_model::{GpuModel, GpuModelOptions};
 use crate::model::{Checkpoint, Config, ModelWeights};
+use crate::model::{Logits, State};
 
 /// A model and its working state, on the CPU or the GPU.
 pub enum Engine {

@@ -1,9 +1,10 @@
 //! webmamba: Mamba state-space language models on WebGPU, in the browser (wasm32) and natively.
 //!
 //! Layout (see ARCHITECTURE.md):
-//! - [`model`]: config, checkpoint headers and layout, weights in memory (+ the symbol glossary);
+//! - [`model`]: config, checkpoint headers and layout, weights in memory, the recurrent state
+//!   (+ the symbol glossary);
 //! - [`load`]: streaming a checkpoint's weights into a backend, with progress;
-//! - [`cpu`]: the reference forward pass and recurrent state;
+//! - [`cpu`]: the reference forward pass;
 //! - [`tokenizer`], [`sampling`]: text in, token ids out;
 //! - [`gpu`]: device context, buffers, pipelines, readback;
 //! - [`gpu_model`]: the forward pass on the GPU;
@@ -28,12 +29,12 @@ pub mod tokenizer;
 pub mod wasm;
 
 pub use cache::{CacheConfig, Retention};
-pub use cpu::{CpuModel, Logits, State};
+pub use cpu::CpuModel;
 pub use engine::Engine;
 pub use error::{Error, Result};
 pub use gpu::GpuContext;
 pub use gpu_model::{ConversionStats, GpuMemory, GpuModel, GpuModelOptions, Matmul, WeightFormat};
 pub use load::{Phase, Progress, Reporter};
-pub use model::{Arch, Checkpoint, Config, Matrix, ModelWeights};
+pub use model::{Arch, Checkpoint, Config, Logits, Matrix, ModelWeights, State};
 pub use session::{GREEDY_BATCH, GenerateOptions, Outcome, Runtime, SessionId, SessionStats};
 pub use tokenizer::Tokenizer;

@@ -1,8 +1,8 @@
 //! The cache's settings ([`CacheConfig`], [`Retention`]) — one set of defaults for the JS API,
 //! the CLI and Rust — and its counters ([`CacheStats`]).
 
-use crate::cpu::State;
 use crate::model::Config;
+use crate::model::State;
 
 /// Which block boundaries are kept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,5 +1,5 @@
-//! The CPU reference implementation: [`CpuModel`] (forward pass), [`State`] (recurrent
-//! state), the f32 [`ops`] and the matrix products ([`matmul`]) they use.
+//! The CPU reference implementation: [`CpuModel`] (forward pass), the f32 [`ops`] and the
+//! matrix products ([`matmul`]) they use.
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -9,7 +9,5 @@ pub mod ops;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd128;
 mod ssd;
-mod state;
 
-pub use model::{CHUNK_TOKENS, CpuModel, Logits};
-pub use state::{LayerState, State};
+pub use model::{CHUNK_TOKENS, CpuModel};

@@ -6,9 +6,8 @@
 use crate::cpu::matmul::linear;
 use crate::cpu::ops::{rms_norm, rms_norm_in_place, scan_step, silu, softplus};
 use crate::cpu::ssd;
-use crate::cpu::state::{LayerState, State};
 use crate::error::{Error, Result};
-use crate::model::{Arch, Config, LayerWeights, ModelWeights};
+use crate::model::{Arch, Config, LayerState, LayerWeights, Logits, ModelWeights, State};
 
 /// Tokens one chunk of a forward call runs at a time: the activations of a chunk, not of the
 /// whole call, are what a long prompt keeps in memory (~0.2 MB per token for a 130M model).
@@ -64,15 +63,6 @@ pub(super) fn conv_silu(
         snap.layers[cap.layer].conv.copy_from_slice(&window[(p + 1) * ch_len..(p + k) * ch_len]);
     }
     u
-}
-
-/// Which positions' logits a forward call returns.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Logits {
-    /// Every position: (T, V).
-    All,
-    /// Only the last position: (V). What decoding needs; skips T−1 LM-head products.
-    Last,
 }
 
 impl CpuModel {

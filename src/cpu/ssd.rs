@@ -11,8 +11,7 @@
 use crate::cpu::matmul::linear;
 use crate::cpu::model::{Capture, conv_silu};
 use crate::cpu::ops::{dot, exp, silu, softplus};
-use crate::cpu::state::LayerState;
-use crate::model::{Config, LayerWeights};
+use crate::model::{Config, LayerState, LayerWeights};
 
 /// One Mamba-2 mixer over x (T, D) from state `st`, updating it; returns (T, D). `a` is
 /// A = −exp(A_log), (H). The layer's state after each of `cap.positions` goes to `cap.states`.

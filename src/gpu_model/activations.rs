@@ -1,9 +1,9 @@
 //! Activation and state buffers, sized once at load for the largest forward chunk.
 
-use crate::cpu::State;
 use crate::error::Result;
 use crate::gpu::{GpuContext, Readback};
 use crate::kernels::{Step, scan_chunks, ssd_chunks, top_k};
+use crate::model::State;
 use crate::model::{Arch, Config};
 
 /// Scratch buffers of one forward chunk of at most `max_tokens` tokens (T ≤ max_tokens).

@@ -4,7 +4,6 @@
 //! [`Upload`] sink; [`Loading::finish`] compiles the kernels for the weight formats in use and
 //! builds every bind group.
 
-use crate::cpu::State;
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 use crate::gpu_model::activations::{Activations, StateBuffers};
@@ -16,6 +15,7 @@ use crate::gpu_model::upload::Upload;
 use crate::gpu_model::weights::{GpuWeights, a_d_offsets};
 use crate::gpu_model::{GpuMemory, GpuModel, GpuModelOptions, MAX_GREEDY_STEPS, WeightFormat};
 use crate::load::Reporter;
+use crate::model::State;
 use crate::model::{Checkpoint, Config, Layout};
 
 /// A model whose buffers exist and whose weights are streaming in: [`GpuModel::begin`] makes

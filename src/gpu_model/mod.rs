@@ -25,11 +25,11 @@ pub use format::{ConversionStats, WeightFormat};
 pub use greedy::MAX_GREEDY_STEPS;
 pub use upload::FLUSH_BYTES;
 
-use crate::cpu::{Logits, State};
 use crate::error::Result;
 use crate::gpu::GpuContext;
 use crate::kernels::Step;
 use crate::model::Config;
+use crate::model::{Logits, State};
 
 use activations::{Activations, StateBuffers};
 use encode::Head;

@@ -42,16 +42,20 @@ mod config;
 mod config_formats;
 mod header;
 mod layout;
+mod logits;
 pub(crate) mod matrix;
 mod random;
+mod state;
 mod weights;
 
 pub use checkpoint::Checkpoint;
 pub use config::{Arch, Config};
 pub use header::{FileHeader, TensorEntry, parse_index, shard_names};
 pub use layout::{Layout, Part, Planned, Role};
+pub use logits::Logits;
 pub use matrix::{Matrix, MatrixData};
 pub use random::word_level_tokenizer;
 #[cfg(not(target_arch = "wasm32"))]
 pub use random::write_random_checkpoint;
+pub use state::{LayerState, State};
 pub use weights::{LayerWeights, ModelWeights};

@@ -1,8 +1,8 @@
 //! [`Runtime::generate`]: decoding after a session's history, one token per forward, keeping
 //! block boundaries reached on the way and the final state as the session's latest prompt-end.
 
-use crate::cpu::Logits;
 use crate::error::{Error, Result};
+use crate::model::Logits;
 use crate::sampling::Sampler;
 use crate::session::{GenerateOptions, Runtime, SessionId};
 

@@ -15,9 +15,9 @@
 //! ```
 //! Version 1 (no architecture field: Mamba-1) still imports.
 
-use crate::cpu::State;
 use crate::error::{Error, Result};
 use crate::model::Arch;
+use crate::model::State;
 use crate::session::{Done, Runtime, SessionId, finite};
 
 const MAGIC: &[u8; 8] = b"WMSTATE\0";

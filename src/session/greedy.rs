@@ -9,8 +9,8 @@
 //! whose logits they are, and generation ends with [`Error::NonFiniteOutput`] (see
 //! `session/finite.rs`).
 
-use crate::cpu::Logits;
 use crate::error::{Error, Result};
+use crate::model::Logits;
 use crate::sampling::Sampler;
 use crate::session::{GenerateOptions, Runtime, SessionId, finite};
 

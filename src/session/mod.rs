@@ -25,9 +25,9 @@ use std::collections::HashMap;
 
 use crate::cache::keys::Key;
 use crate::cache::{CacheConfig, CacheStats, EntryId, Prefix, StateCache};
-use crate::cpu::State;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
+use crate::model::State;
 
 /// Most checkpoint slots a cache gets (tiny models with large budgets would otherwise ask for
 /// hundreds of thousands).

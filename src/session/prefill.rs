@@ -3,9 +3,9 @@
 //! the rest in one forward pass that writes the checkpoints retention asks for.
 
 use crate::cache::{EntryId, Hold, Prefix};
-use crate::cpu::Logits;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
+use crate::model::Logits;
 use crate::session::{Done, Outcome, Runtime, SessionId, finite};
 
 impl Runtime {

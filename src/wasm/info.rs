@@ -64,7 +64,7 @@ impl ModelInfo {
             d_model: c.d_model as u32,
             layers: c.n_layer as u32,
             vocab: c.vocab_size as u32,
-            state_bytes: crate::cpu::State::bytes(c) as f64,
+            state_bytes: crate::model::State::bytes(c) as f64,
             weight_format: String::new(),
             weight_bytes: 0.0,
             activation_bytes: 0.0,
