@@ -21,7 +21,7 @@ use web_sys::{
 };
 
 use crate::error::{Error, Result};
-use crate::wasm::http::{Abort, io, message};
+use crate::wasm::http::{Abort, header_u64, io, message};
 use crate::wasm::watch::{Waited, within};
 
 /// The most bytes the offline cache's copy may fall behind the download before it is given up
@@ -49,7 +49,7 @@ impl Body {
             .body()
             .ok_or_else(|| Error::Io { path: name.into(), reason: "the response has no body".into() })?;
         let reader = stream.get_reader().dyn_into().map_err(|e| io(name, &e))?;
-        let total = response.headers().get("content-length").ok().flatten().and_then(|v| v.parse().ok());
+        let total = header_u64(response, "content-length");
         Ok(Body { reader, abort, tap: None, read: 0, total, stall_ms, ended: false })
     }
 

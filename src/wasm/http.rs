@@ -172,9 +172,8 @@ pub(crate) fn io(path: &str, e: &JsValue) -> Error {
     Error::Io { path: path.into(), reason: message(e) }
 }
 
-/// A JS error's message (or its string form).
-/// An error from another realm (an iframe, a sandbox) is no `instanceof` this realm's `Error`:
-/// its `name` and `message` are read as properties.
+/// A JS error's message (or its string form). Its `name` and `message` are read as properties:
+/// an error from another realm (an iframe, a sandbox) is no `instanceof` this realm's `Error`.
 pub(crate) fn message(e: &JsValue) -> String {
     if let Some(text) = e.as_string() {
         return text;

@@ -124,12 +124,8 @@ impl Model {
                 let ctx = Provisional::new(ctx);
                 match GpuModel::load_reporting(&ctx, &checkpoint, gpu_options(&o), &mut reporter).await {
                     Ok(m) => {
-                        let (engine, adapter) = (Engine::Gpu(Box::new(m)), ctx.summary().to_string());
                         let tokenizer = checkpoint.tokenizer_json.as_deref();
-                        let model =
-                            Self::assemble(engine, adapter, tokenizer, o, reporter.warnings().to_vec())?;
-                        ctx.keep();
-                        return Ok(model);
+                        return Self::on_gpu(m, ctx, tokenizer, o, reporter.warnings().to_vec());
                     }
                     Err(e) => fallback(&o, e)?,
                 }
@@ -153,12 +149,8 @@ impl Model {
                             loader::stream(&source, &opened, &mut loading.sink, Some(&*ctx), &mut reporter)
                                 .await?;
                         let m = loading.finish(fingerprint, &mut reporter).await?;
-                        let (engine, adapter) = (Engine::Gpu(Box::new(m)), ctx.summary().to_string());
                         let tokenizer = opened.tokenizer_json.as_deref();
-                        let model =
-                            Self::assemble(engine, adapter, tokenizer, o, reporter.warnings().to_vec())?;
-                        ctx.keep();
-                        return Ok(model);
+                        return Self::on_gpu(m, ctx, tokenizer, o, reporter.warnings().to_vec());
                     }
                     Err(e) => fallback(&o, e)?,
                 }
@@ -169,6 +161,21 @@ impl Model {
         let fingerprint = loader::stream(&source, &opened, &mut sink, None, &mut reporter).await?;
         let engine = Engine::cpu(sink.finish(&opened.config, &opened.layout, fingerprint)?);
         Self::assemble(engine, why, opened.tokenizer_json.as_deref(), o, reporter.warnings().to_vec())
+    }
+
+    /// The model on the GPU: `ctx`'s device is kept only once the model exists (an error in
+    /// between destroys it, as any failed load does).
+    fn on_gpu(
+        m: GpuModel,
+        ctx: Provisional,
+        tokenizer: Option<&[u8]>,
+        o: LoadConfig,
+        warnings: Vec<String>,
+    ) -> Result<Model> {
+        let adapter = ctx.summary().to_string();
+        let model = Self::assemble(Engine::Gpu(Box::new(m)), adapter, tokenizer, o, warnings)?;
+        ctx.keep();
+        Ok(model)
     }
 
     fn assemble(

@@ -144,11 +144,8 @@ impl WebSource {
                 Ok((head, Some(file.size() as u64)))
             }
             WebSource::Url { base, cache, stall_ms, kept, .. } => {
-                if let Some(cached) = self.cached(name).await? {
-                    let size = header_u64(&cached, "content-length");
-                    let mut reader =
-                        Reader::Stream { body: Body::new(&cached, None, *stall_ms, name)?, head: Vec::new() };
-                    return Ok((first_bytes(&mut reader, len, name).await?, size));
+                if let Some(mut cached) = self.open_cached(name).await? {
+                    return Ok((first_bytes(&mut cached.reader, len, name).await?, cached.size));
                 }
                 // Going on from this file's whole-file answer, if an earlier read kept it.
                 let again = kept.borrow_mut().take_if(|(file, _)| *file == name).map(|(_, o)| o);
@@ -200,14 +197,8 @@ impl WebSource {
                 if let Some((_, opened)) = kept.borrow_mut().take_if(|(file, _)| *file == name) {
                     return Ok(Some(opened));
                 }
-                if let Some(cached) = self.cached(name).await? {
-                    let size = header_u64(&cached, "content-length");
-                    let body = Body::new(&cached, None, *stall_ms, name)?;
-                    return Ok(Some(Opened {
-                        reader: Reader::Stream { body, head: Vec::new() },
-                        size,
-                        cache_write: None,
-                    }));
+                if let Some(cached) = self.open_cached(name).await? {
+                    return Ok(Some(cached));
                 }
                 let url = format!("{base}{name}");
                 let fetched = match fetch(&url, "GET", None, *stall_ms).await {
@@ -246,6 +237,15 @@ impl WebSource {
             WebSource::Url { .. } => None,
         }
         .ok_or_else(|| Error::Io { path: name.into(), reason: NOT_PICKED.into() })
+    }
+
+    /// The offline cache's copy of `name`, opened, if there is a valid one ([`Self::cached`]).
+    async fn open_cached(&self, name: &str) -> Result<Option<Opened>> {
+        let WebSource::Url { stall_ms, .. } = self else { return Ok(None) };
+        let Some(cached) = self.cached(name).await? else { return Ok(None) };
+        let size = header_u64(&cached, "content-length");
+        let body = Body::new(&cached, None, *stall_ms, name)?;
+        Ok(Some(Opened { reader: Reader::Stream { body, head: Vec::new() }, size, cache_write: None }))
     }
 
     /// The cached response for `name`, if there is one and the server (when reachable) agrees

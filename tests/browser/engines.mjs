@@ -44,8 +44,7 @@ export function engines(argv = process.argv) {
 /** Launches `engine`. Chromium gets a fresh persistent profile (a user's browser has one; its
  *  incognito-like default keeps the Cache API in memory with a small quota). */
 export async function launch(engine) {
-  const browser = engine === 'chromium' ? await chromiumBrowser() : await webdriverBrowser(engine);
-  return browser;
+  return engine === 'chromium' ? chromiumBrowser() : webdriverBrowser(engine);
 }
 
 /** Waits for the test page's package, then asks the engine for a WebGPU adapter: `webgpu` is
@@ -103,9 +102,11 @@ function withErrors(page) {
 async function chromiumBrowser() {
   const profile = mkdtempSync(join(tmpdir(), 'webmamba-profile-'));
   const context = await chromium.launchPersistentContext(profile, { executablePath: '/usr/bin/chromium', args: CHROMIUM_ARGS });
-  const browser = {
+  return {
     engine: 'chromium',
-    version: context.browser()?.version() ?? '',
+    // The full version from the browser; the user agent (which says 156.0.0.0) where the
+    // context has no Browser object to ask.
+    version: context.browser()?.version() || await chromiumVersion(context),
     async open(base) {
       const pw = context.pages()[0] ?? await context.newPage();
       const pageErrors = [];
@@ -116,7 +117,6 @@ async function chromiumBrowser() {
         evaluate: (fn, arg) => pw.evaluate(fn, arg),
         reload: () => pw.reload(),
         setInputFiles: (selector, files) => pw.setInputFiles(selector, files),
-        goto: (url) => pw.goto(url),
       };
       const pulled = withErrors(page);
       // Playwright's own listener also sees errors the page's listener cannot (a failed module load).
@@ -128,8 +128,6 @@ async function chromiumBrowser() {
       rmSync(profile, { recursive: true, force: true });
     },
   };
-  if (!browser.version) browser.version = await chromiumVersion(context);
-  return browser;
 }
 
 async function chromiumVersion(context) {
@@ -193,7 +191,6 @@ async function webdriverBrowser(engine) {
     /** Runs `fn(arg)` in the page and returns its (awaited) result, as Playwright's evaluate. */
     evaluate: (fn, arg) => driver.executeScript(`return (${fn})(arguments[0]);`, arg ?? null),
     reload: () => driver.navigate().refresh(),
-    goto: (url) => driver.get(url),
     async setInputFiles(selector, files) {
       const input = await driver.findElement(By.css(selector));
       await driver.executeScript('arguments[0].value = "";', input); // WebDriver appends to a multiple input

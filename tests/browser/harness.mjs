@@ -25,11 +25,11 @@ export function checker(name, { quiet = false } = {}) {
 }
 
 /**
- * Runs `body({ engine, page, webgpu, check, reopen })` in each engine on `${base}/loading.html`.
- * `webgpu` is true where the engine gives a WebGPU adapter on this machine; `reopen()` closes the
- * browser and opens a fresh one (a new profile), resolving to the new `page`. What `body` returns
- * (e.g. `{ worker: true, cache: true }`: what was tested and passed) is kept with the counts.
- * A body that throws fails its engine, not the others. Exits non-zero when any check failed.
+ * Runs `body({ engine, page, webgpu, check })` in each engine, in a fresh browser on
+ * `${base}/loading.html`. `webgpu` is true where the engine gives a WebGPU adapter on this
+ * machine. What `body` returns (e.g. `{ worker: true, cache: 'yes' }`: what was tested and
+ * passed) is kept with the counts. A body that throws fails its engine, not the others. Exits
+ * non-zero when any check failed.
  */
 export async function runEngines(name, base, body, { quiet = false } = {}) {
   const results = {};
@@ -38,31 +38,17 @@ export async function runEngines(name, base, body, { quiet = false } = {}) {
     const { check, counts } = checker(label, { quiet });
     const t0 = Date.now();
     let browser = null;
-    let errors = async () => [];
-    let seen = [];
     let webgpu = false;
     let webgpuNote = '';
-    let version = '';
     let found = {};
-    const open = async () => {
-      if (browser) {
-        seen = seen.concat(await errors());
-        await browser.close();
-      }
-      browser = await launch(engine);
-      version = browser.version;
-      const opened = await browser.open(base);
-      errors = opened.errors;
-      webgpu = opened.webgpu === true;
-      webgpuNote = webgpu ? '' : String(opened.webgpu);
-      if (!webgpu) console.log(`${label}: no WebGPU adapter here (${opened.webgpu}): the CPU backend only`);
-      return opened.page;
-    };
     try {
-      const page = await open();
-      console.log(`${label}: ${engine} ${version}, WebGPU: ${webgpu ? 'yes' : 'no'}`);
-      found = (await body({ engine, page, webgpu, check, reopen: open })) ?? {};
-      const all = seen.concat(await errors());
+      browser = await launch(engine);
+      const { page, errors, webgpu: adapter } = await browser.open(base);
+      webgpu = adapter === true;
+      webgpuNote = webgpu ? '' : String(adapter);
+      console.log(`${label}: ${engine} ${browser.version}, WebGPU: ${webgpu ? 'yes' : `no (${webgpuNote}): the CPU backend only`}`);
+      found = (await body({ engine, page, webgpu, check })) ?? {};
+      const all = await errors();
       check(all.length === 0, `no uncaught errors or unhandled rejections in the page ${JSON.stringify(all)}`);
     } catch (e) {
       check(false, `the run stopped: ${e?.stack ?? e}`);
@@ -70,7 +56,7 @@ export async function runEngines(name, base, body, { quiet = false } = {}) {
       await browser?.close().catch((e) => console.error(`${label}: closing: ${e}`));
     }
     const seconds = Math.round((Date.now() - t0) / 1000);
-    results[engine] = { version, webgpu, webgpuNote, ...counts, seconds, ...found };
+    results[engine] = { version: browser?.version ?? '', webgpu, webgpuNote, ...counts, seconds, ...found };
     console.log(`${label}: ${counts.passed} checks passed, ${counts.failed} failed (${seconds} s)`);
   }
   const summary = Object.entries(results).map(([e, r]) => `${e} ${r.passed}${r.failed ? ` (${r.failed} FAILED)` : ''}`);
