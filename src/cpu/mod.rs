@@ -3,6 +3,7 @@
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+mod conv;
 pub mod matmul;
 mod model;
 pub mod ops;

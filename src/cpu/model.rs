@@ -3,11 +3,16 @@
 //! is tested against — itself checked against HF `MambaForCausalLM` by the committed fixtures —
 //! and the fallback where WebGPU is missing. Symbols: see the glossary in [`crate::model`].
 
+use std::sync::Arc;
+
+use crate::cpu::conv::{Capture, conv_silu};
 use crate::cpu::matmul::linear;
 use crate::cpu::ops::{rms_norm, rms_norm_in_place, scan_step, silu, softplus};
 use crate::cpu::ssd;
 use crate::error::{Error, Result};
-use crate::model::{Arch, Config, LayerState, LayerWeights, Logits, ModelWeights, State};
+use crate::model::{
+    Arch, Config, LayerState, LayerWeights, Logits, MAMBA_SSM, ModelWeights, State, StateLayout,
+};
 
 /// Tokens one chunk of a forward call runs at a time: the activations of a chunk, not of the
 /// whole call, are what a long prompt keeps in memory (~0.2 MB per token for a 130M model).
@@ -18,58 +23,16 @@ pub struct CpuModel {
     w: ModelWeights,
     /// A = −exp(A_log) per layer, computed once. (E·D, N) each; Mamba-2 (H)
     a: Vec<Vec<f32>>,
-}
-
-/// Where one layer's states are captured: after each token in `positions`, into `states`.
-pub(super) struct Capture<'a> {
-    pub positions: &'a [usize],
-    pub states: &'a mut [State],
-    pub layer: usize,
-}
-
-/// u = silu(conv1d(x) + b_conv): the causal depthwise conv over the `conv.len() / (K−1)`
-/// channels of `proj` (T rows of `stride` floats) that start at column `at`, run over
-/// [carried window ‖ this call's rows]. Leaves the new window in `st.conv` and, for each
-/// captured position, the window after it in its snapshot. (T, channels)
-pub(super) fn conv_silu(
-    w: &LayerWeights,
-    proj: &[f32],
-    stride: usize,
-    at: usize,
-    k: usize,
-    st: &mut LayerState,
-    cap: &mut Capture<'_>,
-) -> Vec<f32> {
-    let ch_len = w.conv.len() / k;
-    let t_len = proj.len() / stride;
-    // window: the carried K−1 inputs followed by this call's, (K−1+T, channels).
-    let mut window = st.conv.clone();
-    for t in 0..t_len {
-        window.extend_from_slice(&proj[t * stride + at..t * stride + at + ch_len]);
-    }
-    let mut u = vec![0.0; t_len * ch_len];
-    for t in 0..t_len {
-        for ch in 0..ch_len {
-            let mut acc = w.conv_bias.as_ref().map_or(0.0, |b| b[ch]);
-            for j in 0..k {
-                acc += w.conv[ch * k + j] * window[(t + j) * ch_len + ch];
-            }
-            u[t * ch_len + ch] = silu(acc);
-        }
-    }
-    st.conv.copy_from_slice(&window[t_len * ch_len..]);
-    for (&p, snap) in cap.positions.iter().zip(cap.states.iter_mut()) {
-        // After token p the window holds rows p+1 .. p+K of [carried ‖ inputs].
-        snap.layers[cap.layer].conv.copy_from_slice(&window[(p + 1) * ch_len..(p + k) * ch_len]);
-    }
-    u
+    /// The layout of its states (shared by every snapshot it takes).
+    layout: Arc<StateLayout>,
 }
 
 impl CpuModel {
     /// Wraps loaded weights.
     pub fn new(w: ModelWeights) -> Self {
         let a = w.layers.iter().map(|l| l.a_log.iter().map(|v| -v.exp()).collect()).collect();
-        Self { w, a }
+        let layout = Arc::new(StateLayout::of(&w.config));
+        Self { w, a, layout }
     }
 
     /// The model's hyper-parameters.
@@ -157,7 +120,7 @@ impl CpuModel {
         for &t in tokens {
             h.extend_from_slice(self.w.embedding.row(t as usize, &mut scratch));
         }
-        let mut snapshots = vec![State::zeros(c); positions.len()];
+        let mut snapshots = vec![State::empty(self.layout.clone()); positions.len()];
         for (i, ((layer, a), st)) in self.w.layers.iter().zip(&self.a).zip(&mut state.layers).enumerate() {
             let x = rms_norm(&h, &layer.norm, c.norm_eps);
             let y = self.mixer(layer, a, &x, st, Capture { positions, states: &mut snapshots, layer: i });
@@ -223,13 +186,14 @@ impl CpuModel {
             for ch in 0..di {
                 let dt = delta[t * di + ch];
                 let ut = u[t * di + ch];
-                let h = &mut st.ssm[ch * n..(ch + 1) * n];
+                let h = &mut st.regions[MAMBA_SSM][ch * n..(ch + 1) * n];
                 let acc = scan_step(h, &a[ch * n..(ch + 1) * n], b, cc, dt, dt * ut);
                 let z = xz[t * 2 * di + di + ch];
                 y[t * di + ch] = (acc + w.d[ch] * ut) * silu(z);
             }
             if positions.get(next_snapshot) == Some(&t) {
-                snapshots[next_snapshot].layers[li].ssm.copy_from_slice(&st.ssm);
+                snapshots[next_snapshot].layers[li].regions[MAMBA_SSM]
+                    .copy_from_slice(&st.regions[MAMBA_SSM]);
                 next_snapshot += 1;
             }
         }

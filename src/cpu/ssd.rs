@@ -8,10 +8,10 @@
 //! recurrence chunk by chunk as SSD's masked matmuls (the duality); the result is the same.
 //! Symbols: see the glossary in [`crate::model`].
 
+use crate::cpu::conv::{Capture, conv_silu};
 use crate::cpu::matmul::linear;
-use crate::cpu::model::{Capture, conv_silu};
 use crate::cpu::ops::{dot, exp, silu, softplus};
-use crate::model::{Config, LayerState, LayerWeights};
+use crate::model::{Config, LayerState, LayerWeights, MAMBA_SSM};
 
 /// One Mamba-2 mixer over x (T, D) from state `st`, updating it; returns (T, D). `a` is
 /// A = −exp(A_log), (H). The layer's state after each of `cap.positions` goes to `cap.states`.
@@ -47,13 +47,14 @@ pub(super) fn mixer(
             let cc = &ut[di + (g + group) * n..di + (g + group + 1) * n];
             for ch in hd * p..(hd + 1) * p {
                 let xt = ut[ch];
-                let h = &mut st.ssm[ch * n..(ch + 1) * n];
+                let h = &mut st.regions[MAMBA_SSM][ch * n..(ch + 1) * n];
                 h.iter_mut().zip(b).for_each(|(h, b)| *h = decay * *h + dt * xt * b);
                 y[t * di + ch] = (dot(h, cc) + w.d[hd] * xt) * silu(row[ch]);
             }
         }
         if cap.positions.get(next_snapshot) == Some(&t) {
-            cap.states[next_snapshot].layers[cap.layer].ssm.copy_from_slice(&st.ssm);
+            cap.states[next_snapshot].layers[cap.layer].regions[MAMBA_SSM]
+                .copy_from_slice(&st.regions[MAMBA_SSM]);
             next_snapshot += 1;
         }
     }

@@ -3,8 +3,9 @@
 use crate::error::Result;
 use crate::gpu::{GpuContext, Readback};
 use crate::kernels::{Step, scan_chunks, ssd_chunks, top_k};
-use crate::model::State;
-use crate::model::{Arch, Config};
+use std::sync::Arc;
+
+use crate::model::{Arch, Config, StateLayout};
 
 /// Scratch buffers of one forward chunk of at most `max_tokens` tokens (T ≤ max_tokens).
 pub(crate) struct Activations {
@@ -38,10 +39,11 @@ pub(crate) struct Activations {
 
 /// The capture buffer's layout, known here only: a (T_max) map from token position to
 /// checkpoint number + 1 (0: none; u32 bits in f32 slots), then `captures` areas of one whole
-/// state each in a checkpoint slot's layout — every layer's conv window (K−1, conv_dim), then
-/// every layer's SSM state (E·D, N). `conv1d_silu` and the scan outputs write the areas (their
-/// `Params` come from here); the forward pass copies area i to its slot.
-#[derive(Clone, Copy, Debug)]
+/// state each in a checkpoint slot's layout — the [`StateLayout`]'s flat order: every layer's
+/// conv window (K−1, conv_dim), then every layer's SSM state (E·D, N). `conv1d_silu` and the
+/// scan outputs write the areas (their `Params` come from here); the forward pass copies area i
+/// to its slot.
+#[derive(Clone, Debug)]
 pub(crate) struct CaptureLayout {
     /// T_max: the map's length.
     pub map_len: usize,
@@ -49,17 +51,12 @@ pub(crate) struct CaptureLayout {
     pub slot_len: usize,
     /// Checkpoints one forward chunk can capture.
     pub captures: usize,
-    /// (K−1)·conv_dim: one layer's conv window.
-    conv_layer: usize,
-    /// E·D·N: one layer's SSM state.
-    ssm_layer: usize,
-    layers: usize,
+    state: Arc<StateLayout>,
 }
 
 impl CaptureLayout {
-    fn new(c: &Config, map_len: usize, captures: usize) -> Self {
-        let (conv_layer, ssm_layer) = ((c.d_conv - 1) * c.conv_dim(), c.d_inner * c.d_state);
-        Self { map_len, slot_len: State::floats(c), captures, conv_layer, ssm_layer, layers: c.n_layer }
+    fn new(state: Arc<StateLayout>, map_len: usize, captures: usize) -> Self {
+        Self { map_len, slot_len: state.fixed_floats(), captures, state }
     }
 
     /// Floats of the whole buffer.
@@ -69,12 +66,12 @@ impl CaptureLayout {
 
     /// Where layer `layer`'s conv window sits in a state (in the state buffer and in an area).
     pub fn conv_at(&self, layer: usize) -> usize {
-        layer * self.conv_layer
+        self.state.offset(layer, "conv").unwrap_or(0)
     }
 
     /// Where layer `layer`'s SSM state sits in an area (after every layer's conv window).
     pub fn ssm_at(&self, layer: usize) -> usize {
-        self.layers * self.conv_layer + layer * self.ssm_layer
+        self.state.offset(layer, "ssm").unwrap_or(0)
     }
 
     /// The byte offset of area `i` in the buffer.
@@ -105,8 +102,9 @@ impl Activations {
         let logits_rows = ((64 << 20).min(ctx.max_binding()) as usize / (4 * c.vocab_size)).clamp(1, t);
         // Checkpoint captures per forward chunk: up to 64, within 32 MiB and one binding.
         let room = (32usize << 20).min(ctx.max_binding() as usize).saturating_sub(4 * t);
-        let captures = (room / (4 * State::floats(c))).clamp(1, 64);
-        let capture_layout = CaptureLayout::new(c, t, captures);
+        let state = Arc::new(StateLayout::of(c));
+        let captures = (room / (4 * state.fixed_floats())).clamp(1, 64);
+        let capture_layout = CaptureLayout::new(state, t, captures);
         let z = |label: &str, len: usize| ctx.storage_zeroed_f32(label, len);
         let picks_len = (1 + max_picks).max(top_k::words(top_k::CAPACITY));
         Ok(Self {
@@ -183,11 +181,12 @@ impl StateBuffers {
     }
 
     pub fn new(ctx: &GpuContext, c: &Config) -> Result<Self> {
-        let conv_len = c.n_layer * (c.d_conv - 1) * c.conv_dim();
+        let layout = StateLayout::of(c);
+        let conv_len = layout.floats_named("conv");
         Ok(Self {
             conv: ctx.storage_zeroed_f32("conv state", conv_len)?,
-            ssm: ctx.storage_zeroed_f32("ssm state", c.n_layer * c.d_inner * c.d_state)?,
-            rewind: ctx.storage_zeroed_f32("rewind state", State::floats(c))?,
+            ssm: ctx.storage_zeroed_f32("ssm state", layout.floats_named("ssm"))?,
+            rewind: ctx.storage_zeroed_f32("rewind state", layout.fixed_floats())?,
             conv_bytes: 4 * conv_len as u64,
         })
     }

@@ -28,7 +28,7 @@ pub(crate) fn layer(
     s: &StateBuffers,
 ) -> Result<LayerPlan> {
     let (d, di, n) = (c.d_model as u32, c.d_inner as u32, c.d_state as u32);
-    let cap = a.capture_layout;
+    let cap = &a.capture_layout;
     let (map_len, slot_len) = (cap.map_len as u32, cap.slot_len as u32);
     let (conv_at, ssm_at) = (cap.conv_at(i) as u32, cap.ssm_at(i) as u32);
     let i = i as u32;

@@ -1,7 +1,8 @@
-//! Checkpoint slots on the GPU: fixed-size regions holding one whole recurrent state each
-//! (every layer's conv window, then every layer's SSM state — [`crate::State::to_flat`]'s
-//! layout). Slots are only ever copied to and from (never bound to a kernel), so they live in
-//! large copy-only slab buffers, free of the storage-binding size limit.
+//! Checkpoint slots on the GPU: fixed-size regions holding one whole recurrent state each, in
+//! the [`crate::model::StateLayout`]'s flat order (every layer's conv window, then every layer's
+//! SSM state: [`crate::State::to_flat`]'s). Slots are only ever copied to and from (never bound
+//! to a kernel), so they live in large copy-only slab buffers, free of the storage-binding size
+//! limit.
 //!
 //! Slots are handed out as ids at once but their slabs are created on first write: a cache
 //! budget far beyond what the device holds (`budgetBytes: Infinity`) costs nothing until the

@@ -20,6 +20,12 @@
 use serde_json::Value;
 
 use crate::error::{Error, Result};
+use crate::model::state_layout::Extent;
+
+/// Index of a Mamba block's conv window among its state regions.
+pub const MAMBA_CONV: usize = 0;
+/// Index of a Mamba block's SSM state among its state regions.
+pub const MAMBA_SSM: usize = 1;
 
 /// Which architecture a checkpoint is (`model_type` in config.json).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -321,6 +327,16 @@ impl Config {
                 self.time_step_limit,
             ),
         }
+    }
+
+    /// The state regions of one block, in the order its [`LayerState`](crate::model::LayerState)
+    /// holds them ([`MAMBA_CONV`], [`MAMBA_SSM`]): the conv window (K−1, conv_dim) and the SSM
+    /// state (E·D, N) — Mamba-2 reads it as (H, P, N).
+    pub fn state_regions(&self) -> Vec<(&'static str, Extent)> {
+        vec![
+            ("conv", Extent::Fixed((self.d_conv - 1) * self.conv_dim())),
+            ("ssm", Extent::Fixed(self.d_inner * self.d_state)),
+        ]
     }
 
     /// Width of `x_proj`'s output: Δ (R) ‖ B (N) ‖ C (N). (Mamba-1 and Falcon-Mamba.)

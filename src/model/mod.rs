@@ -46,10 +46,11 @@ mod logits;
 pub(crate) mod matrix;
 mod random;
 mod state;
+pub mod state_layout;
 mod weights;
 
 pub use checkpoint::Checkpoint;
-pub use config::{Arch, Config};
+pub use config::{Arch, Config, MAMBA_CONV, MAMBA_SSM};
 pub use header::{FileHeader, TensorEntry, parse_index, shard_names};
 pub use layout::{Layout, Part, Planned, Role};
 pub use logits::Logits;
@@ -58,4 +59,5 @@ pub use random::word_level_tokenizer;
 #[cfg(not(target_arch = "wasm32"))]
 pub use random::write_random_checkpoint;
 pub use state::{LayerState, State};
+pub use state_layout::{Extent, Region, StateLayout};
 pub use weights::{LayerWeights, ModelWeights};

@@ -1,35 +1,61 @@
-//! [`State`]: the recurrent state a Mamba model carries between tokens — per layer, the conv1d
-//! window and the SSM state. Fixed size whatever the history length: this is what the
-//! checkpoint cache saves and restores.
+//! [`State`]: the recurrent state a model carries between tokens, on the host — per layer, the
+//! regions its block kind declares ([`StateLayout`]): for a Mamba block the conv1d window and
+//! the SSM state. This is what the checkpoint cache saves and restores, and what is exported.
+
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::model::Config;
+use crate::model::state_layout::{Extent, StateLayout};
 
-/// One layer's recurrent state.
+/// One layer's state: its regions' values, in its block kind's order (a Mamba block: the conv
+/// window (K−1, conv_dim), then the SSM state (E·D, N); see [`Config::state_regions`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct LayerState {
-    /// The last K−1 conv inputs (`xs`; Mamba-2: x ‖ B ‖ C), oldest first; zeros before the
-    /// first token. (K−1, conv_dim), conv_dim = E·D (Mamba-1) or E·D + 2·G·N (Mamba-2)
-    pub conv: Vec<f32>,
-    /// The SSM state h. (E·D, N); Mamba-2 reads it as (H, P, N)
-    pub ssm: Vec<f32>,
+    /// One vector per region.
+    pub regions: Vec<Vec<f32>>,
 }
 
 /// The state of every layer after some prefix of tokens (all zeros before the first token).
 #[derive(Clone, Debug, PartialEq)]
 pub struct State {
+    layout: Arc<StateLayout>,
     /// One entry per layer.
     pub layers: Vec<LayerState>,
 }
 
 impl State {
-    /// The state before any token: all zeros.
+    /// The state before any token: fixed regions all zeros, growing ones empty.
     pub fn zeros(c: &Config) -> Self {
-        let layer = LayerState {
-            conv: vec![0.0; (c.d_conv - 1) * c.conv_dim()],
-            ssm: vec![0.0; c.d_inner * c.d_state],
-        };
-        Self { layers: vec![layer; c.n_layer] }
+        Self::empty(Arc::new(StateLayout::of(c)))
+    }
+
+    /// The state before any token for `layout`.
+    pub fn empty(layout: Arc<StateLayout>) -> Self {
+        let layers = (0..layout.layers())
+            .map(|l| {
+                let regions = layout
+                    .layer(l)
+                    .map(|r| match r.extent {
+                        Extent::Fixed(n) => vec![0.0; n],
+                        Extent::PerToken(_) => Vec::new(),
+                    })
+                    .collect();
+                LayerState { regions }
+            })
+            .collect();
+        Self { layout, layers }
+    }
+
+    /// Its layout.
+    pub fn layout(&self) -> &Arc<StateLayout> {
+        &self.layout
+    }
+
+    /// Region `name` of `layer`.
+    pub fn region(&self, layer: usize, name: &str) -> Option<&[f32]> {
+        let i = self.layout.layer(layer).position(|r| r.name == name)?;
+        Some(&self.layers[layer].regions[i])
     }
 
     /// A copy, or [`Error::OutOfMemory`] when the allocator refuses it (a CPU checkpoint cache
@@ -48,16 +74,20 @@ impl State {
         let layers = self
             .layers
             .iter()
-            .map(|l| Ok(LayerState { conv: copy(&l.conv)?, ssm: copy(&l.ssm)? }))
+            .map(|l| Ok(LayerState { regions: l.regions.iter().map(copy).collect::<Result<_>>()? }))
             .collect::<Result<_>>()?;
-        Ok(Self { layers })
+        Ok(Self { layout: self.layout.clone(), layers })
     }
 
     /// Fails unless this state has the shape of `c`'s states.
     pub fn check_fits(&self, c: &Config) -> Result<()> {
-        let fits = self.layers.len() == c.n_layer
-            && self.layers.iter().all(|l| {
-                l.conv.len() == (c.d_conv - 1) * c.conv_dim() && l.ssm.len() == c.d_inner * c.d_state
+        let layout = StateLayout::of(c);
+        let fits = *self.layout == layout
+            && self.layers.iter().enumerate().all(|(l, s)| {
+                layout.layer(l).zip(&s.regions).all(|(r, v)| match r.extent {
+                    Extent::Fixed(n) => v.len() == n,
+                    Extent::PerToken(n) => v.len().is_multiple_of(n.max(1)),
+                })
             });
         if fits {
             Ok(())
@@ -66,9 +96,9 @@ impl State {
         }
     }
 
-    /// Floats in a state for `c`.
+    /// Floats in a state for `c` (before any token: the fixed regions).
     pub fn floats(c: &Config) -> usize {
-        c.n_layer * ((c.d_conv - 1) * c.conv_dim() + c.d_inner * c.d_state)
+        StateLayout::of(c).fixed_floats()
     }
 
     /// Size in bytes of a state for `c` in f32 (what a checkpoint costs).
@@ -76,30 +106,36 @@ impl State {
         4 * Self::floats(c)
     }
 
-    /// The state as one flat vector: every layer's conv window, then every layer's SSM state
-    /// (the layout of a GPU checkpoint slot and of exported states).
+    /// The state as one flat vector, its regions in the layout's flat order (for today's
+    /// models every layer's conv window, then every layer's SSM state: the layout of a GPU
+    /// checkpoint slot and of exported states).
     pub fn to_flat(&self) -> Vec<f32> {
-        let conv = self.layers.iter().flat_map(|l| l.conv.iter().copied());
-        conv.chain(self.layers.iter().flat_map(|l| l.ssm.iter().copied())).collect()
+        let mut flat = Vec::with_capacity(self.layout.fixed_floats());
+        for r in self.layout.regions() {
+            let i = self.layout.layer(r.layer).position(|q| q.name == r.name).unwrap_or(0);
+            flat.extend_from_slice(&self.layers[r.layer].regions[i]);
+        }
+        flat
     }
 
-    /// The inverse of [`State::to_flat`].
+    /// The inverse of [`State::to_flat`] for a state without growing regions.
     pub fn from_flat(c: &Config, flat: &[f32]) -> Result<Self> {
-        if flat.len() != Self::floats(c) {
+        let mut state = Self::zeros(c);
+        let layout = state.layout.clone();
+        if flat.len() != layout.fixed_floats() {
             return Err(Error::InvalidInput(format!(
                 "a state of this model has {} values, not {}",
-                Self::floats(c),
+                layout.fixed_floats(),
                 flat.len()
             )));
         }
-        let (conv_len, ssm_len) = ((c.d_conv - 1) * c.conv_dim(), c.d_inner * c.d_state);
-        let (conv, ssm) = flat.split_at(c.n_layer * conv_len);
-        let layers = (0..c.n_layer)
-            .map(|l| LayerState {
-                conv: conv[l * conv_len..(l + 1) * conv_len].to_vec(),
-                ssm: ssm[l * ssm_len..(l + 1) * ssm_len].to_vec(),
-            })
-            .collect();
-        Ok(Self { layers })
+        for (l, layer) in state.layers.iter_mut().enumerate() {
+            for (r, values) in layout.layer(l).zip(&mut layer.regions) {
+                let at = layout.offset(l, r.name).unwrap_or(0);
+                let n = values.len();
+                values.copy_from_slice(&flat[at..at + n]);
+            }
+        }
+        Ok(state)
     }
 }
