@@ -2,7 +2,9 @@
 //! nothing is created here, and nothing here knows a kernel — each call carries its pipeline,
 //! bind group and how its workgroups follow from this chunk's sizes ([`Dims`]).
 
-use crate::gpu_model::plan::{LayerPlan, Plan};
+use crate::gpu_model::call::Dims;
+use crate::gpu_model::mixers::LayerPlan;
+use crate::gpu_model::plan::Plan;
 
 /// What `body` finishes with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -13,17 +15,6 @@ pub(crate) enum Head {
     Last,
     /// norm_f of every row; the LM head runs afterwards, block by block.
     AllRowsNormalised,
-}
-
-/// Sizes of one forward chunk.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Dims {
-    /// T: tokens.
-    pub t: u32,
-    /// Scan chunks: ceil(T / CHUNK).
-    pub chunks: u32,
-    /// The device's largest dispatch along one dimension.
-    pub max_dim: u32,
 }
 
 fn layer(pass: &mut wgpu::ComputePass<'_>, l: &LayerPlan, d: Dims) {

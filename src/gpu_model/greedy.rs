@@ -5,7 +5,8 @@
 
 use crate::error::{Error, Result};
 use crate::gpu_model::GpuModel;
-use crate::gpu_model::encode::{self, Dims, Head};
+use crate::gpu_model::call::Dims;
+use crate::gpu_model::encode::{self, Head};
 use crate::kernels::argmax;
 
 /// Most greedy steps one submit runs (the picks list's room).

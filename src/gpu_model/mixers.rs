@@ -7,11 +7,35 @@
 
 use crate::error::Result;
 use crate::gpu_model::activations::{Activations, StateBuffers};
-use crate::gpu_model::plan::{Builder, Groups, LayerPlan, Projections, ROWS};
+use crate::gpu_model::call::{Builder, Call, Groups, LinearCall, ROWS};
 use crate::gpu_model::weights::GpuLayer;
 use crate::kernels::{conv1d_silu, linear, rms_norm, rms_slices, scan_carry, scan_chunks, scan_output};
 use crate::kernels::{ssd_chunks::SsdParams, ssd_output::SsdOutputParams};
 use crate::model::{Arch, Config};
+
+/// Mamba-1's projections between the conv and the scan: δ ‖ B ‖ C, then Δ.
+pub(crate) struct Projections {
+    pub x_proj: LinearCall,
+    /// Falcon-Mamba: δ, B and C normalised in place after x_proj.
+    pub x_proj_norms: Option<Call>,
+    pub dt_proj: LinearCall,
+}
+
+/// The calls of one Mamba block, in dispatch order, with the sizes their dispatches need that
+/// do not change with T.
+pub(crate) struct LayerPlan {
+    pub norm: Call,
+    pub in_proj: LinearCall,
+    pub conv: Call,
+    /// Mamba-1 only (Mamba-2's Δ, B, C come out of in_proj and the conv).
+    pub projections: Option<Projections>,
+    pub scan_chunks: Call,
+    pub scan_carry: Call,
+    pub scan_output: Call,
+    /// Mamba-2: the gated RMSNorm (rms_norm over G rows per token).
+    pub gated_norm: Option<Call>,
+    pub out_proj: LinearCall,
+}
 
 /// A dispatch size that does not depend on T.
 fn fixed((x, y, z): (u32, u32, u32)) -> Groups {

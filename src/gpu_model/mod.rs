@@ -8,6 +8,7 @@
 //! when T fits one chunk, as in decode) → linear (out_proj, added onto the residual).
 
 mod activations;
+mod call;
 mod checks;
 mod encode;
 mod format;
@@ -196,7 +197,7 @@ impl GpuModel {
 
     /// Writes a forward chunk's inputs — the ids, the position map (checkpoint number + 1 after
     /// token t, else 0) and the `Step` uniform — and returns its dispatch sizes.
-    fn write_inputs(&self, tokens: &[u32], captures: &[(usize, usize)]) -> encode::Dims {
+    fn write_inputs(&self, tokens: &[u32], captures: &[(usize, usize)]) -> call::Dims {
         let (a, queue) = (&self.acts, self.ctx.queue());
         let t = tokens.len() as u32;
         let chunks = t.div_ceil(a.chunk as u32);
@@ -212,7 +213,7 @@ impl GpuModel {
             bytemuck::bytes_of(&Step { t_len: t, n_chunks: chunks, _pad: [0; 2] }),
         );
         let max_dim = self.ctx.summary().max_compute_workgroups_per_dimension;
-        encode::Dims { t, chunks, max_dim }
+        call::Dims { t, chunks, max_dim }
     }
 
     /// One chunk of at most `max_tokens` tokens; returns the logits `head` asks for.

@@ -1,0 +1,169 @@
+//! One kernel call as a value, and how a plan's calls are made ([`Builder`]). [`Call`] and
+//! [`LinearCall`] carry everything a dispatch needs (pipeline, bind group, how its workgroups
+//! follow from a chunk's [`Dims`]), so the encoder walks them knowing no kernel.
+
+use crate::error::Result;
+use crate::gpu::{GpuContext, Kernel, dispatch, grid_2d};
+use crate::gpu_model::format::WeightFormat;
+use crate::gpu_model::pipelines::{GroupsFn, Kernels};
+use crate::gpu_model::weights::SplitMatrix;
+use crate::kernels::linear;
+
+/// Sizes of one forward chunk.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Dims {
+    /// T: tokens.
+    pub t: u32,
+    /// Scan chunks: ceil(T / CHUNK).
+    pub chunks: u32,
+    /// The device's largest dispatch along one dimension.
+    pub max_dim: u32,
+}
+
+/// How a call's workgroup count follows from a forward chunk's sizes ([`Dims`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Groups {
+    /// The same whatever T (a thread per channel or per state entry; argmax, top_k).
+    Fixed(u32, u32, u32),
+    /// `x` along x, one per token along y (the embedding).
+    PerToken(u32),
+    /// A workgroup per row, `per_token` rows per token (a 2-D grid within the device's limit),
+    /// `z` along z (rms_norm: 1; rms_slices: its three slices).
+    Rows { per_token: u32, z: u32 },
+    /// One row (norm_f of the last position).
+    LastRow,
+    /// `x` along x, one per scan chunk along y (the scan passes).
+    PerChunk(u32),
+}
+
+impl Groups {
+    /// The workgroups for a chunk of sizes `d`.
+    pub fn resolve(self, d: Dims) -> (u32, u32, u32) {
+        match self {
+            Groups::Fixed(x, y, z) => (x, y, z),
+            Groups::PerToken(x) => (x, d.t, 1),
+            Groups::Rows { per_token, z } => {
+                let (x, y) = grid_2d(d.t * per_token, d.max_dim);
+                (x, y, z)
+            }
+            Groups::LastRow => (1, 1, 1),
+            Groups::PerChunk(x) => (x, d.chunks, 1),
+        }
+    }
+}
+
+/// One kernel call: its pipeline, its bind group with the parameter uniform it binds (kept
+/// alive with it) and how many workgroups it dispatches. Encoding a pass needs nothing else.
+pub(crate) struct Call {
+    pub pipeline: wgpu::ComputePipeline,
+    pub bind_group: wgpu::BindGroup,
+    /// The parameter uniform (written once at load; `top_k`'s k per call).
+    pub params: wgpu::Buffer,
+    pub groups: Groups,
+}
+
+impl Call {
+    /// Records the call for a chunk of sizes `d`.
+    pub fn dispatch(&self, pass: &mut wgpu::ComputePass<'_>, d: Dims) {
+        dispatch(pass, &self.pipeline, &self.bind_group, self.groups.resolve(d));
+    }
+}
+
+/// One part of a linear layer's weight matrix: its bind group, its outputs, and the pipelines
+/// of its weight format (the tiled or direct GEMM for many rows, the GEMV for one).
+pub(crate) struct LinearPart {
+    pub call: Call,
+    pub n_out: u32,
+    pub gemm: wgpu::ComputePipeline,
+    pub gemv: wgpu::ComputePipeline,
+    pub gemv_groups: GroupsFn,
+}
+
+/// One linear layer: a call per part of its weight matrix.
+pub(crate) struct LinearCall {
+    pub parts: Vec<LinearPart>,
+}
+
+impl LinearCall {
+    /// Records the layer over `rows` rows: the GEMV for a few rows, the GEMM for more.
+    pub fn dispatch(&self, pass: &mut wgpu::ComputePass<'_>, rows: u32) {
+        for part in &self.parts {
+            let bind_group = &part.call.bind_group;
+            if rows <= linear::GEMV_MAX_ROWS {
+                dispatch(pass, &part.gemv, bind_group, (part.gemv_groups)(rows, part.n_out));
+            } else {
+                dispatch(pass, &part.gemm, bind_group, linear::gemm_groups(rows, part.n_out));
+            }
+        }
+    }
+}
+
+/// Makes the calls of a plan: every bind group gets the shared `step` uniform at binding 0 and
+/// a fresh parameter uniform at binding 1.
+pub(crate) struct Builder<'a> {
+    pub ctx: &'a GpuContext,
+    pub k: &'a Kernels,
+    pub step: &'a wgpu::Buffer,
+    /// Bound where an optional input (a bias) is absent.
+    pub dummy: &'a wgpu::Buffer,
+}
+
+impl Builder<'_> {
+    /// A call of `kernel` with `params` and `buffers` bound from binding 2 on, dispatching
+    /// `groups`.
+    pub fn call<P: bytemuck::Pod>(
+        &self,
+        kernel: &Kernel,
+        params: &P,
+        buffers: &[&wgpu::Buffer],
+        groups: Groups,
+    ) -> Call {
+        let params = self.ctx.uniform(&format!("{} params", kernel.name), params);
+        let mut all = vec![self.step, &params];
+        all.extend_from_slice(buffers);
+        Call { pipeline: kernel.pipeline.clone(), bind_group: kernel.bind(self.ctx, &all), params, groups }
+    }
+
+    /// A linear call per part of `w`: `template` with the part's size, column, bias and scales.
+    pub fn linear(
+        &self,
+        x: &wgpu::Buffer,
+        w: &SplitMatrix,
+        y: &wgpu::Buffer,
+        template: linear::LinearParams,
+    ) -> Result<LinearCall> {
+        let kernels = self.k.for_format(w.format)?;
+        let parts = w
+            .parts
+            .iter()
+            .map(|part| {
+                let mut p = template;
+                p.n_in = w.cols as u32;
+                p.n_out = part.rows as u32;
+                p.w_scales = scales_at(w, part.rows);
+                p.y_col = template.y_col + part.row_start as u32;
+                if part.bias.is_some() {
+                    p.flags |= linear::BIAS;
+                }
+                let bias = part.bias.as_ref().unwrap_or(self.dummy);
+                LinearPart {
+                    // Dispatched by LinearCall (GEMV or GEMM by the rows), not by its groups.
+                    call: self.call(&kernels.linear, &p, &[x, &part.buffer, bias, y], Groups::Fixed(0, 0, 0)),
+                    n_out: part.rows as u32,
+                    gemm: kernels.linear.pipeline.clone(),
+                    gemv: kernels.gemv.pipeline.clone(),
+                    gemv_groups: kernels.gemv_groups,
+                }
+            })
+            .collect();
+        Ok(LinearCall { parts })
+    }
+}
+
+/// A workgroup per token's row.
+pub(crate) const ROWS: Groups = Groups::Rows { per_token: 1, z: 1 };
+
+/// Where an int8 part's scales start in its buffer, in u32 (after rows · cols quant bytes).
+pub(crate) fn scales_at(w: &SplitMatrix, rows: usize) -> u32 {
+    if w.format == WeightFormat::Int8 { (rows * w.cols / 4) as u32 } else { 0 }
+}
