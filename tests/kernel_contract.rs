@@ -11,12 +11,12 @@ use std::mem::{offset_of, size_of};
 use naga::{Expression, Literal, Module, TypeInner};
 use webmamba::kernels::{self, *};
 
+fn registered(shader: &str) -> &'static Shader {
+    kernels::SHADERS.iter().find(|s| s.name == shader).unwrap_or_else(|| panic!("no shader {shader}"))
+}
+
 fn module(shader: &str) -> Module {
-    let source = kernels::SHADERS
-        .iter()
-        .find(|(name, _)| *name == shader)
-        .unwrap_or_else(|| panic!("no shader {shader}"))
-        .1;
+    let source = registered(shader).source;
     naga::front::wgsl::parse_str(source).unwrap_or_else(|e| panic!("{shader}: {}", e.emit_to_string(source)))
 }
 
@@ -135,7 +135,7 @@ fn every_params_struct_matches_its_rust_struct() {
 fn every_step_struct_matches_the_rust_step() {
     let rust = [("t_len", offset_of!(Step, t_len)), ("n_chunks", offset_of!(Step, n_chunks))];
     let mut with_step = 0;
-    for (shader, _) in kernels::SHADERS {
+    for Shader { name: shader, .. } in kernels::SHADERS {
         if module(shader).types.iter().any(|(_, t)| t.name.as_deref() == Some("Step")) {
             check(shader, "Step", size_of::<Step>(), &rust);
             with_step += 1;

@@ -34,11 +34,11 @@ fn every_shader_parses_and_validates() {
         on_disk.insert(stem);
     }
     let registered: BTreeSet<String> =
-        webmamba::kernels::SHADERS.iter().map(|(name, _)| name.to_string()).collect();
+        webmamba::kernels::SHADERS.iter().map(|shader| shader.name.to_string()).collect();
     assert_eq!(on_disk, registered, "shaders/ and webmamba::kernels::SHADERS differ");
-    for (name, source) in webmamba::kernels::SHADERS {
-        let on_disk = std::fs::read_to_string(dir.join(format!("{name}.wgsl"))).unwrap();
-        assert_eq!(*source, on_disk, "{name}: registry source is not the file's");
+    for shader in webmamba::kernels::SHADERS {
+        let on_disk = std::fs::read_to_string(dir.join(format!("{}.wgsl", shader.name))).unwrap();
+        assert_eq!(shader.source, on_disk, "{}: registry source is not the file's", shader.name);
     }
 }
 
@@ -53,7 +53,7 @@ fn struct_text<'a>(source: &'a str, name: &str) -> Option<&'a str> {
 /// must stay identical or a kernel would read its uniforms wrongly.
 #[test]
 fn shared_declarations_are_identical() {
-    let shaders = webmamba::kernels::SHADERS;
+    let shaders: Vec<(&str, &str)> = webmamba::kernels::SHADERS.iter().map(|s| (s.name, s.source)).collect();
     let steps: Vec<_> = shaders.iter().filter_map(|(n, s)| struct_text(s, "Step").map(|t| (n, t))).collect();
     assert!(steps.len() >= 8, "every forward kernel declares Step");
     for (name, text) in &steps {

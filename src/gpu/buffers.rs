@@ -89,18 +89,17 @@ impl GpuContext {
         )
     }
 
-    /// Creates a bind group (counted).
+    /// Creates a bind group (counted) with each `(binding index, buffer)` bound whole.
     pub fn create_bind_group(
         &self,
         label: &str,
         layout: &wgpu::BindGroupLayout,
-        buffers: &[&wgpu::Buffer],
+        buffers: &[(u32, &wgpu::Buffer)],
     ) -> wgpu::BindGroup {
         self.counters.bind_groups.fetch_add(1, Ordering::Relaxed);
         let entries: Vec<_> = buffers
             .iter()
-            .enumerate()
-            .map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.as_entire_binding() })
+            .map(|&(binding, b)| wgpu::BindGroupEntry { binding, resource: b.as_entire_binding() })
             .collect();
         self.device().create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some(label),

@@ -7,5 +7,5 @@ mod pipeline;
 mod readback;
 
 pub use context::{AdapterSummary, GpuContext};
-pub use pipeline::{Binding, Kernel, bind_group_layout, dispatch, grid_2d};
+pub use pipeline::{Access, Binding, Kernel, Layout, dispatch, grid_2d, resolve};
 pub use readback::Readback;

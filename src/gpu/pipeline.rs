@@ -1,46 +1,59 @@
 //! Compute-pipeline construction shared by every kernel: an explicit bind-group layout built
-//! from a list of binding kinds, compiled inside an error scope so a bad shader or layout is a
-//! typed [`crate::Error::Gpu`] instead of an uncaptured device error.
+//! from the kernel's declared bindings, compiled inside an error scope so a bad shader or layout
+//! is a typed [`crate::Error::Gpu`] instead of an uncaptured device error. Bind groups are made
+//! by naming each buffer after the WGSL global it binds ([`resolve`]), never by position.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::gpu::context::GpuContext;
 
-/// How a kernel uses one binding (its index is its position in the list).
-#[derive(Clone, Copy, Debug)]
-pub enum Binding {
+/// How a kernel uses one binding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
     /// `var<uniform>`: small parameter struct.
     Uniform,
     /// `var<storage, read>`: input tensor.
     Read,
-    /// `var<storage, read_write>`: output tensor.
+    /// `var<storage, read_write>`: output tensor (or one updated in place).
     ReadWrite,
 }
 
+/// One binding of a kernel's bind group 0, as its WGSL declares it:
+/// `@group(0) @binding(index) var<access> name`. `tests/kernel_contract.rs` checks every
+/// kernel's list against its shader both ways.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Binding {
+    /// The WGSL global's name: call sites bind a buffer by it.
+    pub name: &'static str,
+    /// `@binding(index)`.
+    pub index: u32,
+    /// How the kernel uses it.
+    pub access: Access,
+}
+
 impl Binding {
-    /// A forward-pass kernel's `N` bindings in the order they all follow: the `Step` and
-    /// `Params` uniforms, `reads` read-only storage buffers, then read-write ones.
-    pub const fn forward<const N: usize>(reads: usize) -> [Binding; N] {
-        let mut out = [Binding::ReadWrite; N];
-        let mut i = 0;
-        while i < N {
-            if i < 2 {
-                out[i] = Binding::Uniform;
-            } else if i < 2 + reads {
-                out[i] = Binding::Read;
-            }
-            i += 1;
-        }
-        out
+    /// `@binding(index) var<uniform> name`.
+    pub const fn uniform(index: u32, name: &'static str) -> Self {
+        Self { name, index, access: Access::Uniform }
     }
 
-    fn entry(self, binding: u32) -> wgpu::BindGroupLayoutEntry {
-        let ty = match self {
-            Binding::Uniform => wgpu::BufferBindingType::Uniform,
-            Binding::Read => wgpu::BufferBindingType::Storage { read_only: true },
-            Binding::ReadWrite => wgpu::BufferBindingType::Storage { read_only: false },
+    /// `@binding(index) var<storage, read> name`.
+    pub const fn read(index: u32, name: &'static str) -> Self {
+        Self { name, index, access: Access::Read }
+    }
+
+    /// `@binding(index) var<storage, read_write> name`.
+    pub const fn read_write(index: u32, name: &'static str) -> Self {
+        Self { name, index, access: Access::ReadWrite }
+    }
+
+    fn entry(self) -> wgpu::BindGroupLayoutEntry {
+        let ty = match self.access {
+            Access::Uniform => wgpu::BufferBindingType::Uniform,
+            Access::Read => wgpu::BufferBindingType::Storage { read_only: true },
+            Access::ReadWrite => wgpu::BufferBindingType::Storage { read_only: false },
         };
         wgpu::BindGroupLayoutEntry {
-            binding,
+            binding: self.index,
             visibility: wgpu::ShaderStages::COMPUTE,
             ty: wgpu::BindingType::Buffer { ty, has_dynamic_offset: false, min_binding_size: None },
             count: None,
@@ -48,12 +61,58 @@ impl Binding {
     }
 }
 
+/// Matches `named` resources — `(WGSL name, resource)` — to `kernel`'s declared `bindings`:
+/// every declared binding must be named exactly once, and every name must be declared. Returns
+/// `(binding index, resource)` in declaration order. A mismatch is a bug in the call site, an
+/// [`Error::Internal`] (at load, where every bind group is made), not a panic.
+pub fn resolve<T: Copy>(kernel: &str, bindings: &[Binding], named: &[(&str, T)]) -> Result<Vec<(u32, T)>> {
+    let bug = |what: String| Error::Internal(format!("binding buffers to the {kernel} kernel: {what}"));
+    for (i, (name, _)) in named.iter().enumerate() {
+        if !bindings.iter().any(|b| b.name == *name) {
+            let declared: Vec<_> = bindings.iter().map(|b| b.name).collect();
+            return Err(bug(format!("it has no binding `{name}` (it declares {declared:?})")));
+        }
+        if named[..i].iter().any(|(n, _)| n == name) {
+            return Err(bug(format!("`{name}` is named twice")));
+        }
+    }
+    bindings
+        .iter()
+        .map(|b| {
+            let found = named.iter().find(|(n, _)| *n == b.name);
+            found.map(|&(_, r)| (b.index, r)).ok_or_else(|| bug(format!("no buffer for `{}`", b.name)))
+        })
+        .collect()
+}
+
+/// A bind-group layout with the declaration it was built from, so bind groups made against it
+/// resolve their buffers by name (kernels that share a layout share its declaration).
+#[derive(Clone, Debug)]
+pub struct Layout {
+    /// The bindings, as the kernel's Rust wrapper declares them.
+    pub bindings: &'static [Binding],
+    /// The wgpu layout made from them.
+    pub layout: wgpu::BindGroupLayout,
+}
+
+impl Layout {
+    /// A bind-group layout for `bindings` (labelled `name`).
+    pub fn new(ctx: &GpuContext, name: &str, bindings: &'static [Binding]) -> Self {
+        let entries: Vec<_> = bindings.iter().map(|b| b.entry()).collect();
+        let layout = ctx.device().create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some(name),
+            entries: &entries,
+        });
+        Self { bindings, layout }
+    }
+}
+
 /// A compiled kernel: its pipeline and the layout its bind groups must follow.
 pub struct Kernel {
     /// Name of the kernel (= WGSL file stem = entry point), used in labels and errors.
     pub name: &'static str,
-    /// Layout of bind group 0.
-    pub layout: wgpu::BindGroupLayout,
+    /// Layout of bind group 0, with the bindings it declares.
+    pub layout: Layout,
     /// The compute pipeline.
     pub pipeline: wgpu::ComputePipeline,
 }
@@ -64,9 +123,9 @@ impl Kernel {
         ctx: &GpuContext,
         name: &'static str,
         source: &str,
-        bindings: &[Binding],
+        bindings: &'static [Binding],
     ) -> Result<Self> {
-        Self::with_layout(ctx, name, source, bind_group_layout(ctx, name, bindings)).await
+        Self::with_layout(ctx, name, source, Layout::new(ctx, name, bindings)).await
     }
 
     /// Compiles `source` (entry point `name`) against an existing layout, so bind groups made
@@ -75,7 +134,7 @@ impl Kernel {
         ctx: &GpuContext,
         name: &'static str,
         source: &str,
-        layout: wgpu::BindGroupLayout,
+        layout: Layout,
     ) -> Result<Self> {
         Self::with_constants(ctx, name, source, layout, &[]).await
     }
@@ -86,7 +145,7 @@ impl Kernel {
         ctx: &GpuContext,
         name: &'static str,
         source: &str,
-        layout: wgpu::BindGroupLayout,
+        layout: Layout,
         constants: &[(&str, f64)],
     ) -> Result<Self> {
         ctx.counters.pipelines.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -94,7 +153,7 @@ impl Kernel {
         ctx.scoped(&format!("creating the {name} pipeline"), || {
             let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
                 label: Some(name),
-                bind_group_layouts: &[Some(&layout)],
+                bind_group_layouts: &[Some(&layout.layout)],
                 immediate_size: 0,
             });
             let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
@@ -114,9 +173,11 @@ impl Kernel {
         .await
     }
 
-    /// A bind group with `buffers` bound, in order, to bindings 0, 1, 2, ...
-    pub fn bind(&self, ctx: &GpuContext, buffers: &[&wgpu::Buffer]) -> wgpu::BindGroup {
-        ctx.create_bind_group(self.name, &self.layout, buffers)
+    /// A bind group with each of `buffers` — `(WGSL name, buffer)` — bound where the kernel
+    /// declares that name; every declared binding must be named once ([`resolve`]).
+    pub fn bind(&self, ctx: &GpuContext, buffers: &[(&str, &wgpu::Buffer)]) -> Result<wgpu::BindGroup> {
+        let entries = resolve(self.name, self.layout.bindings, buffers)?;
+        Ok(ctx.create_bind_group(self.name, &self.layout.layout, &entries))
     }
 
     /// Submits one dispatch of this kernel in a pass of its own, inside error scopes
@@ -148,13 +209,6 @@ impl Kernel {
     ) {
         dispatch(pass, &self.pipeline, bind_group, groups);
     }
-}
-
-/// A bind-group layout for `bindings`, numbered in order (for kernels that share one).
-pub fn bind_group_layout(ctx: &GpuContext, name: &str, bindings: &[Binding]) -> wgpu::BindGroupLayout {
-    let entries: Vec<_> = bindings.iter().enumerate().map(|(i, b)| b.entry(i as u32)).collect();
-    ctx.device()
-        .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(name), entries: &entries })
 }
 
 /// Records one dispatch of `pipeline` with `bind_group` over `groups` workgroups.

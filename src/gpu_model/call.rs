@@ -1,13 +1,15 @@
-//! One kernel call as a value, and how a plan's calls are made ([`Builder`]). [`Call`] and
-//! [`LinearCall`] carry everything a dispatch needs (pipeline, bind group, how its workgroups
-//! follow from a chunk's [`Dims`]), so the encoder walks them knowing no kernel.
+//! One kernel call as a value, and how a plan's calls are made: [`Builder`] binds each call's
+//! buffers by the names its kernel declares (`src/kernels/*.rs`), so a buffer cannot land on
+//! another binding of the same type unnoticed. [`Call`] and [`LinearCall`] carry everything a
+//! dispatch needs (pipeline, bind group, how its workgroups follow from a chunk's [`Dims`]), so
+//! the encoder walks them knowing no kernel.
 
 use crate::error::Result;
 use crate::gpu::{GpuContext, Kernel, dispatch, grid_2d};
 use crate::gpu_model::format::WeightFormat;
 use crate::gpu_model::pipelines::{GroupsFn, Kernels};
 use crate::gpu_model::weights::SplitMatrix;
-use crate::kernels::linear;
+use crate::kernels::{PARAMS, STEP, linear};
 
 /// Sizes of one forward chunk.
 #[derive(Clone, Copy, Debug)]
@@ -98,38 +100,40 @@ impl LinearCall {
     }
 }
 
-/// Makes the calls of a plan: every bind group gets the shared `step` uniform at binding 0 and
-/// a fresh parameter uniform at binding 1.
+/// Makes the calls of a plan: every bind group gets the shared `step` uniform ([`STEP`]), a
+/// fresh parameter uniform ([`PARAMS`]) and the buffers its call site names.
 pub(crate) struct Builder<'a> {
     pub ctx: &'a GpuContext,
     pub k: &'a Kernels,
-    pub step: &'a wgpu::Buffer,
-    /// Bound where an optional input (a bias) is absent.
+    pub step: &'a wgpu::Buffer, // Step uniform
+    /// Bound where an optional input (a bias) is absent: 1 float.
     pub dummy: &'a wgpu::Buffer,
 }
 
 impl Builder<'_> {
-    /// A call of `kernel` with `params` and `buffers` bound from binding 2 on, dispatching
-    /// `groups`.
+    /// A call of `kernel` with `params` and `buffers` — `(WGSL name, buffer)`, every binding
+    /// of the kernel but `step` and `p` — dispatching `groups`. A name the kernel does not
+    /// declare, one named twice or one left out is an [`crate::Error::Internal`].
     pub fn call<P: bytemuck::Pod>(
         &self,
         kernel: &Kernel,
         params: &P,
-        buffers: &[&wgpu::Buffer],
+        buffers: &[(&str, &wgpu::Buffer)],
         groups: Groups,
-    ) -> Call {
+    ) -> Result<Call> {
         let params = self.ctx.uniform(&format!("{} params", kernel.name), params);
-        let mut all = vec![self.step, &params];
+        let mut all = vec![(STEP.name, self.step), (PARAMS.name, &params)];
         all.extend_from_slice(buffers);
-        Call { pipeline: kernel.pipeline.clone(), bind_group: kernel.bind(self.ctx, &all), params, groups }
+        let bind_group = kernel.bind(self.ctx, &all)?;
+        Ok(Call { pipeline: kernel.pipeline.clone(), bind_group, params, groups })
     }
 
-    /// A linear call per part of `w`: `template` with the part's size, column, bias and scales.
+    /// A linear call per part of `w`: `template` with the part's size, column, bias and scales;
+    /// `buffers` names the input `x` and the output `y` (the part binds `w` and `bias`).
     pub fn linear(
         &self,
-        x: &wgpu::Buffer,
         w: &SplitMatrix,
-        y: &wgpu::Buffer,
+        buffers: &[(&str, &wgpu::Buffer)],
         template: linear::LinearParams,
     ) -> Result<LinearCall> {
         let kernels = self.k.for_format(w.format)?;
@@ -146,16 +150,18 @@ impl Builder<'_> {
                     p.flags |= linear::BIAS;
                 }
                 let bias = part.bias.as_ref().unwrap_or(self.dummy);
-                LinearPart {
+                let mut named = vec![("w", &part.buffer), ("bias", bias)];
+                named.extend_from_slice(buffers);
+                Ok(LinearPart {
                     // Dispatched by LinearCall (GEMV or GEMM by the rows), not by its groups.
-                    call: self.call(&kernels.linear, &p, &[x, &part.buffer, bias, y], Groups::Fixed(0, 0, 0)),
+                    call: self.call(&kernels.linear, &p, &named, Groups::Fixed(0, 0, 0))?,
                     n_out: part.rows as u32,
                     gemm: kernels.linear.pipeline.clone(),
                     gemv: kernels.gemv.pipeline.clone(),
                     gemv_groups: kernels.gemv_groups,
-                }
+                })
             })
-            .collect();
+            .collect::<Result<_>>()?;
         Ok(LinearCall { parts })
     }
 }

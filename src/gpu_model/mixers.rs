@@ -4,6 +4,8 @@
 //! - Mamba-2: in_proj (z ‖ x ‖ B ‖ C ‖ δ) → conv1d_silu over x ‖ B ‖ C → ssd_chunks /
 //!   scan_carry / ssd_output (Δ from δ inside the scan, gated) → rms_norm over G groups per
 //!   token (the gated RMSNorm) → out_proj.
+//!
+//! Every buffer is bound by the name of the WGSL global it feeds (see `call.rs`).
 
 use crate::error::Result;
 use crate::gpu_model::activations::{Activations, StateBuffers};
@@ -72,19 +74,29 @@ pub(crate) fn layer(
     let conv = b.call(
         &b.k.conv1d_silu,
         &conv,
-        &[&a.xz, &l.conv, l.conv_bias.as_ref().unwrap_or(b.dummy), &s.conv, &a.ud, &a.capture],
+        &[
+            ("xz", &a.xz),
+            ("weight", &l.conv),
+            ("bias", l.conv_bias.as_ref().unwrap_or(b.dummy)),
+            ("conv_state", &s.conv),
+            ("ud", &a.ud),
+            ("capture", &a.capture),
+        ],
         fixed(conv1d_silu::groups(cd)),
-    );
+    )?;
     let norm = rms_norm::RmsNormParams { cols: d, eps: c.norm_eps, flags: 0, groups: 1 };
     let carry = scan_carry::ScanCarryParams { plane: di * n, state_offset: i * di * n, _pad: [0; 2] };
     let scan_carry = b.call(
         &b.k.scan_carry,
         &carry,
-        &[&a.chunk_ab, &s.ssm, &a.chunk_h0],
+        &[("chunk_ab", &a.chunk_ab), ("ssm_state", &s.ssm), ("chunk_h0", &a.chunk_h0)],
         fixed(scan_carry::groups(di * n)),
-    );
-    let norm = b.call(&b.k.rms_norm, &norm, &[&a.h, &l.norm, &a.x_norm], ROWS);
+    )?;
+    let norm = b.call(&b.k.rms_norm, &norm, &[("x", &a.h), ("weight", &l.norm), ("y", &a.x_norm)], ROWS)?;
     let out = linear::LinearParams { flags: linear::ACCUMULATE, ..lin(di, d) };
+    // Bound by either architecture's scan output after its inputs: the start states, the layer's
+    // state, y and the checkpoint captures.
+    let scan_out = [("chunk_h0", &a.chunk_h0), ("ssm_state", &s.ssm), ("y", &a.y), ("capture", &a.capture)];
     let (Some(x_proj), Some(dt_proj)) = (&l.x_proj, &l.dt_proj) else {
         // Mamba-2 (its blocks have no x_proj / dt_proj).
         let ssd = SsdParams::new(c, a.chunk);
@@ -94,27 +106,29 @@ pub(crate) fn layer(
         let gated = rms_norm::RmsNormParams { cols: di / groups, eps: c.norm_eps, flags: 0, groups };
         let gain = l.gated_norm.as_ref().unwrap_or(b.dummy);
         let scan = Groups::PerChunk(ssd.groups(1).0);
+        // What both scan passes read: u (x ‖ B ‖ C), δ in zxbcdt, A ‖ D ‖ dt_bias.
+        let inputs = [("u", &a.ud), ("zxbcdt", &a.xz), ("a_dt", &l.a_d)];
         return Ok(LayerPlan {
             norm,
-            in_proj: b.linear(&a.x_norm, &l.in_proj, &a.xz, lin(d, width))?,
+            in_proj: b.linear(&l.in_proj, &[("x", &a.x_norm), ("y", &a.xz)], lin(d, width))?,
             conv,
             projections: None,
-            scan_chunks: b.call(&b.k.scan_chunks, &ssd, &[&a.ud, &a.xz, &l.a_d, &a.chunk_ab], scan),
-            scan_carry,
-            scan_output: b.call(
-                &b.k.scan_output,
-                &output,
-                &[&a.ud, &a.xz, &l.a_d, &a.chunk_h0, &s.ssm, &a.y, &a.capture],
+            scan_chunks: b.call(
+                &b.k.scan_chunks,
+                &ssd,
+                &[&inputs[..], &[("chunk_ab", &a.chunk_ab)]].concat(),
                 scan,
-            ),
+            )?,
+            scan_carry,
+            scan_output: b.call(&b.k.scan_output, &output, &[&inputs[..], &scan_out].concat(), scan)?,
             // The scan has read u: its rows take the normalised output, (T, E·D).
             gated_norm: Some(b.call(
                 &b.k.rms_norm,
                 &gated,
-                &[&a.y, gain, &a.ud],
+                &[("x", &a.y), ("weight", gain), ("y", &a.ud)],
                 Groups::Rows { per_token: groups, z: 1 },
-            )),
-            out_proj: b.linear(&a.ud, &l.out_proj, &a.h, out)?,
+            )?),
+            out_proj: b.linear(&l.out_proj, &[("x", &a.ud), ("y", &a.h)], out)?,
         });
     };
     let r = c.dt_rank as u32;
@@ -148,24 +162,35 @@ pub(crate) fn layer(
     let scan = Groups::PerChunk(scan_chunks::groups(di, 1).0);
     // Falcon-Mamba's norms: a workgroup per (row, slice of δ, B, C).
     let slices = Groups::Rows { per_token: 1, z: rms_slices::SLICES };
+    // What both scan passes read: u ‖ Δ, δ ‖ B ‖ C, A ‖ D.
+    let inputs = [("ud", &a.ud), ("dbc", &a.dbc), ("a_d", &l.a_d)];
     Ok(LayerPlan {
         norm,
-        in_proj: b.linear(&a.x_norm, &l.in_proj, &a.xz, lin(d, 2 * di))?,
+        in_proj: b.linear(&l.in_proj, &[("x", &a.x_norm), ("y", &a.xz)], lin(d, 2 * di))?,
         conv,
         projections: Some(Projections {
-            x_proj: b.linear(&a.ud, x_proj, &a.dbc, lin(di, dbc_stride))?,
-            x_proj_norms: b.k.rms_slices.as_ref().map(|kernel| b.call(kernel, &norms, &[&a.dbc], slices)),
-            dt_proj: b.linear(&a.dbc, dt_proj, &a.ud, dt)?,
+            x_proj: b.linear(x_proj, &[("x", &a.ud), ("y", &a.dbc)], lin(di, dbc_stride))?,
+            x_proj_norms: match &b.k.rms_slices {
+                Some(kernel) => Some(b.call(kernel, &norms, &[("dbc", &a.dbc)], slices)?),
+                None => None,
+            },
+            dt_proj: b.linear(dt_proj, &[("x", &a.dbc), ("y", &a.ud)], dt)?,
         }),
-        scan_chunks: b.call(&b.k.scan_chunks, &chunks, &[&a.ud, &a.dbc, &l.a_d, &a.chunk_ab], scan),
+        scan_chunks: b.call(
+            &b.k.scan_chunks,
+            &chunks,
+            &[&inputs[..], &[("chunk_ab", &a.chunk_ab)]].concat(),
+            scan,
+        )?,
         scan_carry,
+        // The gate z is in xz.
         scan_output: b.call(
             &b.k.scan_output,
             &output,
-            &[&a.ud, &a.dbc, &a.xz, &l.a_d, &a.chunk_h0, &s.ssm, &a.y, &a.capture],
+            &[&inputs[..], &[("xz", &a.xz)], &scan_out].concat(),
             scan,
-        ),
+        )?,
         gated_norm: None,
-        out_proj: b.linear(&a.y, &l.out_proj, &a.h, out)?,
+        out_proj: b.linear(&l.out_proj, &[("x", &a.y), ("y", &a.h)], out)?,
     })
 }

@@ -2,7 +2,7 @@
 //! its matrices use and the architecture's mixer.
 
 use crate::error::{Error, Result};
-use crate::gpu::{GpuContext, Kernel, bind_group_layout};
+use crate::gpu::{GpuContext, Kernel, Layout};
 use crate::gpu_model::Matmul;
 use crate::gpu_model::format::WeightFormat;
 use crate::kernels::{
@@ -74,8 +74,10 @@ impl Kernels {
             done += 1;
             reporter.report(Phase::Compile, "kernels", done, total);
         };
-        let embedding_layout = bind_group_layout(ctx, "embedding", embedding::BINDINGS);
-        let linear_layout = bind_group_layout(ctx, linear_name, linear::BINDINGS);
+        // One layout per declaration, shared by the pipelines that read it: every weight
+        // format's, and the GEMM's with the GEMV's (`linear::BINDINGS` serves all four).
+        let embedding_layout = Layout::new(ctx, "embedding", embedding::BINDINGS);
+        let linear_layout = Layout::new(ctx, linear_name, linear::BINDINGS);
         let mut weights = Vec::new();
         for &format in formats {
             let c = [("W_FORMAT", format.shader_value())];
@@ -103,7 +105,7 @@ impl Kernels {
             ),
         };
         let mut compile = async |name, source, bindings, constants: &[(&str, f64)]| {
-            let layout = bind_group_layout(ctx, name, bindings);
+            let layout = Layout::new(ctx, name, bindings);
             let k = Kernel::with_constants(ctx, name, source, layout, constants).await;
             tick(reporter);
             k

@@ -57,11 +57,11 @@ impl Plan {
                 b.call(
                     embedding_kernel,
                     &p,
-                    &[&a.ids, &part.buffer, &a.h],
+                    &[("ids", &a.ids), ("w", &part.buffer), ("h", &a.h)],
                     Groups::PerToken(d.div_ceil(embedding::COLUMNS)),
                 )
             })
-            .collect();
+            .collect::<Result<_>>()?;
         let norm = |flags| rms_norm::RmsNormParams { cols: d, eps: c.norm_eps, flags, groups: 1 };
         let layers = w
             .layers
@@ -69,9 +69,10 @@ impl Plan {
             .enumerate()
             .map(|(i, l)| mixers::layer(&b, c, i, l, a, s))
             .collect::<Result<Vec<_>>>()?;
+        let norm_f = [("x", &a.h), ("weight", &w.norm_f), ("y", &a.x_norm)];
         let head = w.lm_head();
-        let head_last =
-            b.linear(&a.x_norm, head, &a.logits, linear::LinearParams { rows_max: 1, ..lin(d, v) })?;
+        let head_io = [("x", &a.x_norm), ("y", &a.logits)];
+        let head_last = b.linear(head, &head_io, linear::LinearParams { rows_max: 1, ..lin(d, v) })?;
         let head_blocks = (0..a.max_tokens.div_ceil(a.logits_rows))
             .map(|block| {
                 let p = linear::LinearParams {
@@ -79,33 +80,28 @@ impl Plan {
                     rows_max: a.logits_rows as u32,
                     ..lin(d, v)
                 };
-                b.linear(&a.x_norm, head, &a.logits, p)
+                b.linear(head, &head_io, p)
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Self {
             embedding,
             layers,
-            norm_all: b.call(&k.rms_norm, &norm(0), &[&a.h, &w.norm_f, &a.x_norm], ROWS),
-            norm_last: b.call(
-                &k.rms_norm,
-                &norm(rms_norm::LAST_ROW),
-                &[&a.h, &w.norm_f, &a.x_norm],
-                Groups::LastRow,
-            ),
+            norm_all: b.call(&k.rms_norm, &norm(0), &norm_f, ROWS)?,
+            norm_last: b.call(&k.rms_norm, &norm(rms_norm::LAST_ROW), &norm_f, Groups::LastRow)?,
             head_last,
             head_blocks,
             argmax: b.call(
                 &k.argmax,
                 &argmax::ArgmaxParams { vocab: v, capacity: a.max_picks as u32, _pad: [0; 2] },
-                &[&a.logits, &a.ids, &a.picks],
+                &[("logits", &a.logits), ("ids", &a.ids), ("picks", &a.picks)],
                 Groups::Fixed(argmax::GROUPS.0, argmax::GROUPS.1, argmax::GROUPS.2),
-            ),
+            )?,
             top_k: b.call(
                 &k.top_k,
                 &top_k::TopKParams { vocab: v, k: 1, capacity: top_k::CAPACITY as u32, _pad: 0 },
-                &[&a.logits, &a.picks],
+                &[("logits", &a.logits), ("top", &a.picks)],
                 Groups::Fixed(top_k::GROUPS.0, top_k::GROUPS.1, top_k::GROUPS.2),
-            ),
+            )?,
         })
     }
 }

@@ -4,15 +4,19 @@
 
 use crate::error::{Error, Result};
 use crate::gpu::{Binding, GpuContext, Kernel, Readback};
-use crate::kernels::Step;
+use crate::kernels::{PARAMS, STEP, Step};
 
 /// WGSL source of the kernel.
 pub const SOURCE: &str = include_str!("../../shaders/argmax.wgsl");
 
-/// step, params, logits (V), ids (T_max; the pick goes to ids[0]), picks (1 + capacity: count,
-/// then the picks in order).
-pub const BINDINGS: &[Binding] =
-    &[Binding::Uniform, Binding::Uniform, Binding::Read, Binding::ReadWrite, Binding::ReadWrite];
+/// The kernel's bindings.
+pub const BINDINGS: &[Binding] = &[
+    STEP,
+    PARAMS,                          // ArgmaxParams
+    Binding::read(2, "logits"),      // (V): row 0 of the logits
+    Binding::read_write(3, "ids"),   // (T_max) u32: the pick goes to ids[0]
+    Binding::read_write(4, "picks"), // (1 + capacity) u32: count, then the picks
+];
 
 /// The pick when the logits held a NaN or ±Inf (the model overflowed).
 pub const NON_FINITE_PICK: u32 = 0xffff_fffe;
@@ -55,7 +59,10 @@ impl Argmax {
         let logits_buf = ctx.storage_from_f32("argmax logits", logits)?;
         let ids = ctx.storage_zeroed_f32("argmax ids", 1)?;
         let picks = ctx.storage_zeroed_f32("argmax picks", 2)?;
-        let bind_group = self.kernel.bind(ctx, &[&step, &params, &logits_buf, &ids, &picks]);
+        let bind_group = self.kernel.bind(
+            ctx,
+            &[("step", &step), ("p", &params), ("logits", &logits_buf), ("ids", &ids), ("picks", &picks)],
+        )?;
         self.kernel.submit_once(ctx, &bind_group, GROUPS, "running argmax").await?;
         let readback = Readback::new(ctx, 8, "argmax readback");
         let list: Vec<u32> = readback.read(ctx, &picks, 0, 2).await?;

@@ -2,6 +2,7 @@
 //! `shaders/conv1d_silu.wgsl`.
 
 use crate::gpu::Binding;
+use crate::kernels::{PARAMS, STEP};
 
 /// WGSL source.
 pub const SOURCE: &str = include_str!("../../shaders/conv1d_silu.wgsl");
@@ -9,9 +10,17 @@ pub const SOURCE: &str = include_str!("../../shaders/conv1d_silu.wgsl");
 /// Largest `conv_kernel` the shader supports (`K_MAX`).
 pub const K_MAX: usize = 8;
 
-/// step, params, xz (T, 2·E·D), weight (E·D, K), bias (E·D), conv state (L, K−1, E·D),
-/// u‖Δ (2, T_max, E·D), capture (map + checkpoint slots).
-pub const BINDINGS: &[Binding] = &Binding::forward::<8>(3);
+/// The kernel's bindings. Eight storage bindings: WebGPU's guaranteed minimum.
+pub const BINDINGS: &[Binding] = &[
+    STEP,
+    PARAMS,                               // Conv1dParams
+    Binding::read(2, "xz"),               // (T, xz_stride): the input from column x_at
+    Binding::read(3, "weight"),           // (E·D, K)
+    Binding::read(4, "bias"),             // (E·D), a 1-element dummy without bias
+    Binding::read_write(5, "conv_state"), // (L, K−1, E·D), oldest first
+    Binding::read_write(6, "ud"),         // (2, T_max, E·D): u here, then Δ
+    Binding::read_write(7, "capture"),    // (T_max) map, then (captures, slot_len) slots
+];
 
 /// `Params` of the shader.
 #[repr(C)]

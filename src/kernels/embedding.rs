@@ -2,13 +2,19 @@
 //! a row-split embedding matrix.
 
 use crate::gpu::Binding;
+use crate::kernels::{PARAMS, STEP};
 
 /// WGSL source.
 pub const SOURCE: &str = include_str!("../../shaders/embedding.wgsl");
 
-/// step, params, ids (T), table part (rows, D) in its storage format (`W_FORMAT` override), h (T, D).
-pub const BINDINGS: &[Binding] =
-    &[Binding::Uniform, Binding::Uniform, Binding::Read, Binding::Read, Binding::ReadWrite];
+/// The kernel's bindings.
+pub const BINDINGS: &[Binding] = &[
+    STEP,
+    PARAMS,                      // EmbeddingParams
+    Binding::read(2, "ids"),     // (T) u32
+    Binding::read(3, "w"),       // (n_rows, D) this part of the table, in W_FORMAT
+    Binding::read_write(4, "h"), // (T, D)
+];
 
 /// `Params` of the shader.
 #[repr(C)]

@@ -3,14 +3,21 @@
 //! take [`LinearParams`] and the same bindings, so one bind group serves both pipelines.
 
 use crate::gpu::Binding;
+use crate::kernels::{PARAMS, STEP};
 
 /// WGSL source of the tiled GEMM.
 pub const SOURCE: &str = include_str!("../../shaders/linear.wgsl");
 
-/// step, params, x (T, x_stride), w (O, K) in its storage format (`W_FORMAT` override; int8:
-/// then the scales), bias (O), y (rows, y_stride).
-pub const BINDINGS: &[Binding] =
-    &[Binding::Uniform, Binding::Uniform, Binding::Read, Binding::Read, Binding::Read, Binding::ReadWrite];
+/// The bindings of `linear`, `linear_direct`, `gemv` and `gemv_coalesced` (one declaration:
+/// `tests/kernel_contract.rs` checks all four shaders against it).
+pub const BINDINGS: &[Binding] = &[
+    STEP,
+    PARAMS,                      // LinearParams
+    Binding::read(2, "x"),       // (T, x_stride)
+    Binding::read(3, "w"),       // (O, K) in W_FORMAT (int8: then the scales)
+    Binding::read(4, "bias"),    // (O), a 1-element dummy without BIAS
+    Binding::read_write(5, "y"), // (rows, y_stride)
+];
 
 /// Add `bias[o]`.
 pub const BIAS: u32 = 1;

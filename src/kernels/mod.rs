@@ -1,15 +1,18 @@
 //! One Rust wrapper per WGSL kernel in `shaders/`, named like the shader file and its entry
-//! point: the WGSL source, the kernel's bindings in order, and its uniform parameter struct
-//! (field for field the `Params` of the shader). Pipelines are compiled once at load
+//! point: the WGSL source, the kernel's bindings (`BINDINGS`: each WGSL global's name,
+//! `@binding` index and access; call sites bind buffers by name), and its uniform parameter
+//! struct (field for field the `Params` of the shader). Pipelines are compiled once at load
 //! ([`crate::gpu_model`]); bind groups are made once; only dispatches happen per step.
 //!
 //! Every kernel of the forward pass takes the shared [`Step`] uniform at binding 0 (written
-//! once per forward call) and its own static `Params` at binding 1.
+//! once per forward call) and its own static `Params` at binding 1 ([`STEP`], [`PARAMS`]).
 //!
 //! Rust is the source of truth for that contract: `tests/kernel_contract.rs` reflects every
 //! shader with naga and checks each `Params` and `Step` (size, member names and offsets) and
 //! the constants both sides use (flags, `TILE`, `K_MAX`, `N_MAX`, `STAGE`...) against the
-//! Rust structs and constants here.
+//! Rust structs and constants here, and every shader's bindings against its declaration.
+
+use crate::gpu::Binding;
 
 pub mod argmax;
 pub mod conv1d_silu;
@@ -31,24 +34,46 @@ pub use argmax::Argmax;
 pub use rms_norm::RmsNorm;
 pub use top_k::TopK;
 
-/// Every shader the crate compiles, as (file stem = entry point, WGSL source). The shader
-/// validation test checks that this list and the files in `shaders/` are the same set.
-pub const SHADERS: &[(&str, &str)] = &[
-    ("argmax", argmax::SOURCE),
-    ("conv1d_silu", conv1d_silu::SOURCE),
-    ("embedding", embedding::SOURCE),
-    ("gemv", gemv::SOURCE),
-    ("gemv_coalesced", gemv_coalesced::SOURCE),
-    ("linear", linear::SOURCE),
-    ("linear_direct", linear_direct::SOURCE),
-    ("rms_norm", rms_norm::SOURCE),
-    ("rms_slices", rms_slices::SOURCE),
-    ("scan_carry", scan_carry::SOURCE),
-    ("scan_chunks", scan_chunks::SOURCE),
-    ("scan_output", scan_output::SOURCE),
-    ("ssd_chunks", ssd_chunks::SOURCE),
-    ("ssd_output", ssd_output::SOURCE),
-    ("top_k", top_k::SOURCE),
+/// Binding 0 of every kernel: the shared [`Step`] uniform.
+pub const STEP: Binding = Binding::uniform(0, "step");
+
+/// Binding 1 of every kernel: its own `Params` uniform (`p` in every shader).
+pub const PARAMS: Binding = Binding::uniform(1, "p");
+
+/// One shader the crate compiles.
+#[derive(Clone, Copy, Debug)]
+pub struct Shader {
+    /// File stem = entry point.
+    pub name: &'static str,
+    /// WGSL source.
+    pub source: &'static str,
+    /// Its bindings as its Rust wrapper declares them: shaders whose bindings are identical
+    /// (the four matmuls) share one declaration.
+    pub bindings: &'static [Binding],
+}
+
+const fn shader(name: &'static str, source: &'static str, bindings: &'static [Binding]) -> Shader {
+    Shader { name, source, bindings }
+}
+
+/// Every shader the crate compiles. The shader validation test checks that this list and the
+/// files in `shaders/` are the same set; the contract test, each one's bindings.
+pub const SHADERS: &[Shader] = &[
+    shader("argmax", argmax::SOURCE, argmax::BINDINGS),
+    shader("conv1d_silu", conv1d_silu::SOURCE, conv1d_silu::BINDINGS),
+    shader("embedding", embedding::SOURCE, embedding::BINDINGS),
+    shader("gemv", gemv::SOURCE, linear::BINDINGS),
+    shader("gemv_coalesced", gemv_coalesced::SOURCE, linear::BINDINGS),
+    shader("linear", linear::SOURCE, linear::BINDINGS),
+    shader("linear_direct", linear_direct::SOURCE, linear::BINDINGS),
+    shader("rms_norm", rms_norm::SOURCE, rms_norm::BINDINGS),
+    shader("rms_slices", rms_slices::SOURCE, rms_slices::BINDINGS),
+    shader("scan_carry", scan_carry::SOURCE, scan_carry::BINDINGS),
+    shader("scan_chunks", scan_chunks::SOURCE, scan_chunks::BINDINGS),
+    shader("scan_output", scan_output::SOURCE, scan_output::BINDINGS),
+    shader("ssd_chunks", ssd_chunks::SOURCE, ssd_chunks::BINDINGS),
+    shader("ssd_output", ssd_output::SOURCE, ssd_output::BINDINGS),
+    shader("top_k", top_k::SOURCE, top_k::BINDINGS),
 ];
 
 /// What changes from one forward call to the next (`Step` in every shader).

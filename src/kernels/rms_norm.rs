@@ -5,14 +5,19 @@
 
 use crate::error::{Error, Result};
 use crate::gpu::{Binding, GpuContext, Kernel, grid_2d};
-use crate::kernels::Step;
+use crate::kernels::{PARAMS, STEP, Step};
 
 /// WGSL source of the kernel.
 pub const SOURCE: &str = include_str!("../../shaders/rms_norm.wgsl");
 
-/// step, params, x (T, d), weight (d), y (T, d).
-pub const BINDINGS: &[Binding] =
-    &[Binding::Uniform, Binding::Uniform, Binding::Read, Binding::Read, Binding::ReadWrite];
+/// The kernel's bindings.
+pub const BINDINGS: &[Binding] = &[
+    STEP,
+    PARAMS,                      // RmsNormParams
+    Binding::read(2, "x"),       // (T, d)
+    Binding::read(3, "weight"),  // (G · d)
+    Binding::read_write(4, "y"), // (T, d), or (1, d) with LAST_ROW
+];
 
 /// Normalise only row T−1, into row 0 of y.
 pub const LAST_ROW: u32 = 1;
@@ -75,7 +80,10 @@ impl RmsNorm {
         let x_buf = ctx.storage_from_f32("rms_norm x", x)?;
         let w_buf = ctx.storage_from_f32("rms_norm weight", weight)?;
         let y_buf = ctx.storage_zeroed_f32("rms_norm y", x.len())?;
-        let bind_group = self.kernel.bind(ctx, &[&step, &params, &x_buf, &w_buf, &y_buf]);
+        let bind_group = self.kernel.bind(
+            ctx,
+            &[("step", &step), ("p", &params), ("x", &x_buf), ("weight", &w_buf), ("y", &y_buf)],
+        )?;
         let groups = groups(rows, ctx.summary().max_compute_workgroups_per_dimension);
         self.kernel.submit_once(ctx, &bind_group, groups, "running rms_norm").await?;
         ctx.read_f32(&y_buf, 0, x.len()).await

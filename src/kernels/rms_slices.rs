@@ -4,12 +4,17 @@
 //! divided by their own `sqrt(mean(v²) + eps)`. One workgroup per (row, slice).
 
 use crate::gpu::Binding;
+use crate::kernels::{PARAMS, STEP};
 
 /// WGSL source of the kernel.
 pub const SOURCE: &str = include_str!("../../shaders/rms_slices.wgsl");
 
-/// step, params, dbc (T, R + 2N), normalised in place.
-pub const BINDINGS: &[Binding] = &[Binding::Uniform, Binding::Uniform, Binding::ReadWrite];
+/// The kernel's bindings.
+pub const BINDINGS: &[Binding] = &[
+    STEP,
+    PARAMS,                        // RmsSlicesParams
+    Binding::read_write(2, "dbc"), // (T, R + 2N): δ ‖ B ‖ C, normalised in place
+];
 
 /// The kernel's uniform parameters (`Params` in the shader).
 #[repr(C)]

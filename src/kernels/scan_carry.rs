@@ -2,13 +2,19 @@
 //! Rust side of `shaders/scan_carry.wgsl`.
 
 use crate::gpu::Binding;
+use crate::kernels::{PARAMS, STEP};
 
 /// WGSL source.
 pub const SOURCE: &str = include_str!("../../shaders/scan_carry.wgsl");
 
-/// step, params, chunk a‖b, SSM state (L, E·D, N), chunk start states (chunks, E·D, N).
-pub const BINDINGS: &[Binding] =
-    &[Binding::Uniform, Binding::Uniform, Binding::Read, Binding::Read, Binding::ReadWrite];
+/// The kernel's bindings.
+pub const BINDINGS: &[Binding] = &[
+    STEP,
+    PARAMS,                             // ScanCarryParams
+    Binding::read(2, "chunk_ab"),       // (chunks, 2, E·D, N) a ‖ b
+    Binding::read(3, "ssm_state"),      // (L, E·D, N)
+    Binding::read_write(4, "chunk_h0"), // (chunks, E·D, N) start states
+];
 
 /// `Params` of the shader.
 #[repr(C)]

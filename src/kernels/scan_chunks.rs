@@ -2,6 +2,7 @@
 //! `shaders/scan_chunks.wgsl`. See ARCHITECTURE.md for the three passes.
 
 use crate::gpu::Binding;
+use crate::kernels::{PARAMS, STEP};
 
 /// WGSL source.
 pub const SOURCE: &str = include_str!("../../shaders/scan_chunks.wgsl");
@@ -15,9 +16,15 @@ pub fn workgroup_bytes(n: usize) -> usize {
     4 * (STAGE + 64 * (n + 1))
 }
 
-/// step, params, u‖Δ (2, T_max, E·D), dbc (T, R+2N), A‖D, chunk a‖b (chunks, 2, E·D, N).
-pub const BINDINGS: &[Binding] =
-    &[Binding::Uniform, Binding::Uniform, Binding::Read, Binding::Read, Binding::Read, Binding::ReadWrite];
+/// The kernel's bindings.
+pub const BINDINGS: &[Binding] = &[
+    STEP,
+    PARAMS,                             // ScanChunksParams
+    Binding::read(2, "ud"),             // (2, T_max, E·D): conv output u, then Δ
+    Binding::read(3, "dbc"),            // (T, R + 2N) δ ‖ B ‖ C
+    Binding::read(4, "a_d"),            // (E·D·N + E·D) A ‖ D
+    Binding::read_write(5, "chunk_ab"), // (chunks, 2, E·D, N) a ‖ b
+];
 
 /// `Params` of the shader.
 #[repr(C)]

@@ -2,6 +2,7 @@
 //! `y = (h·C + D·u) · silu(z)` and the final state. The Rust side of `shaders/scan_output.wgsl`.
 
 use crate::gpu::Binding;
+use crate::kernels::{PARAMS, STEP};
 
 /// WGSL source.
 pub const SOURCE: &str = include_str!("../../shaders/scan_output.wgsl");
@@ -16,9 +17,19 @@ pub fn workgroup_bytes(n: usize) -> usize {
     4 * (super::scan_chunks::STAGE + 64 * (n + 1))
 }
 
-/// step, params, u‖Δ, dbc, xz, A‖D, chunk start states, SSM state (L, E·D, N), y (T, E·D),
-/// capture (map + checkpoint slots). Eight storage bindings: WebGPU's guaranteed minimum.
-pub const BINDINGS: &[Binding] = &Binding::forward::<10>(5);
+/// The kernel's bindings. Eight storage bindings: WebGPU's guaranteed minimum.
+pub const BINDINGS: &[Binding] = &[
+    STEP,
+    PARAMS,                              // ScanOutputParams
+    Binding::read(2, "ud"),              // (2, T_max, E·D): conv output u, then Δ
+    Binding::read(3, "dbc"),             // (T, R + 2N) δ ‖ B ‖ C
+    Binding::read(4, "xz"),              // (T, 2·E·D) xs ‖ z
+    Binding::read(5, "a_d"),             // (E·D·N + E·D) A ‖ D
+    Binding::read(6, "chunk_h0"),        // (chunks, E·D, N) start states
+    Binding::read_write(7, "ssm_state"), // (L, E·D, N)
+    Binding::read_write(8, "y"),         // (T, E·D) gated output
+    Binding::read_write(9, "capture"),   // (T_max) map, then (captures, slot_len) slots
+];
 
 /// `Params` of the shader.
 #[repr(C)]

@@ -3,6 +3,7 @@
 //! `ssd_output`.
 
 use crate::gpu::Binding;
+use crate::kernels::{PARAMS, STEP};
 
 /// WGSL source.
 pub const SOURCE: &str = include_str!("../../shaders/ssd_chunks.wgsl");
@@ -17,10 +18,15 @@ pub const STAGE: usize = 2048;
 /// Tokens per chunk of the three-pass prefill scan.
 pub const CHUNK: usize = 64;
 
-/// step, params, u (T, conv_dim), zxbcdt (T, E·D + conv_dim + H), A‖D‖dt_bias (3·H),
-/// chunk a‖b (chunks, 2, E·D, N).
-pub const BINDINGS: &[Binding] =
-    &[Binding::Uniform, Binding::Uniform, Binding::Read, Binding::Read, Binding::Read, Binding::ReadWrite];
+/// The kernel's bindings.
+pub const BINDINGS: &[Binding] = &[
+    STEP,
+    PARAMS,                             // SsdParams
+    Binding::read(2, "u"),              // (T, conv_dim) x ‖ B ‖ C after the conv
+    Binding::read(3, "zxbcdt"),         // (T, E·D + conv_dim + H) in_proj output
+    Binding::read(4, "a_dt"),           // (3·H) A = −exp(A_log) ‖ D ‖ dt_bias
+    Binding::read_write(5, "chunk_ab"), // (chunks, 2, E·D, N) a ‖ b
+];
 
 /// `Params` of `ssd_chunks.wgsl`; `ssd_output.wgsl`'s starts with the same members.
 #[repr(C)]

@@ -3,13 +3,23 @@
 
 use crate::gpu::Binding;
 use crate::kernels::ssd_chunks::SsdParams;
+use crate::kernels::{PARAMS, STEP};
 
 /// WGSL source.
 pub const SOURCE: &str = include_str!("../../shaders/ssd_output.wgsl");
 
-/// step, params, u, zxbcdt, A‖D‖dt_bias, chunk start states (chunks, E·D, N), SSM state
-/// (L, H, P, N), y (T, E·D), capture (map + checkpoint slots).
-pub const BINDINGS: &[Binding] = &Binding::forward::<9>(4);
+/// The kernel's bindings.
+pub const BINDINGS: &[Binding] = &[
+    STEP,
+    PARAMS,                              // SsdOutputParams
+    Binding::read(2, "u"),               // (T, conv_dim) x ‖ B ‖ C after the conv
+    Binding::read(3, "zxbcdt"),          // (T, E·D + conv_dim + H) in_proj output
+    Binding::read(4, "a_dt"),            // (3·H) A = −exp(A_log) ‖ D ‖ dt_bias
+    Binding::read(5, "chunk_h0"),        // (chunks, E·D, N) start states
+    Binding::read_write(6, "ssm_state"), // (L, H, P, N)
+    Binding::read_write(7, "y"),         // (T, E·D) gated output
+    Binding::read_write(8, "capture"),   // (T_max) map, then (captures, slot_len) slots
+];
 
 /// `Params` of the shader: [`SsdParams`], then where this layer's state lives.
 #[repr(C)]

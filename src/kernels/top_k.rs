@@ -4,14 +4,19 @@
 
 use crate::error::{Error, Result};
 use crate::gpu::{Binding, GpuContext, Kernel, Readback};
-use crate::kernels::Step;
+use crate::kernels::{PARAMS, STEP, Step};
 use crate::sampling::LogitsTop;
 
 /// WGSL source of the kernel.
 pub const SOURCE: &str = include_str!("../../shaders/top_k.wgsl");
 
-/// step, params, logits (V), top (4 + 2·capacity u32).
-pub const BINDINGS: &[Binding] = &[Binding::Uniform, Binding::Uniform, Binding::Read, Binding::ReadWrite];
+/// The kernel's bindings.
+pub const BINDINGS: &[Binding] = &[
+    STEP,
+    PARAMS,                        // TopKParams
+    Binding::read(2, "logits"),    // (V): row 0 of the logits
+    Binding::read_write(3, "top"), // (4 + 2·capacity) u32: count, flag, keys; (index, bits) pairs
+];
 
 /// Workgroups of a dispatch: one.
 pub const GROUPS: (u32, u32, u32) = (1, 1, 1);
@@ -94,7 +99,9 @@ impl TopK {
         let params = ctx.uniform("top_k params", &params);
         let logits_buf = ctx.storage_from_f32("top_k logits", logits)?;
         let top = ctx.storage_zeroed_f32("top_k top", words(capacity))?;
-        let bind_group = self.kernel.bind(ctx, &[&step, &params, &logits_buf, &top]);
+        let bind_group = self
+            .kernel
+            .bind(ctx, &[("step", &step), ("p", &params), ("logits", &logits_buf), ("top", &top)])?;
         self.kernel.submit_once(ctx, &bind_group, GROUPS, "running top_k").await?;
         let readback = Readback::new(ctx, 4 * words(capacity) as u64, "top_k readback");
         let raw: Vec<u32> = readback.read(ctx, &top, 0, words(capacity)).await?;
