@@ -1,14 +1,17 @@
 //! The Rust↔WGSL kernel contract, with Rust as the source of truth: every shader is reflected
 //! with naga and each uniform struct it declares (`Params`, `Step`) must have the size and the
 //! member offsets of the Rust struct the host writes into it (`src/kernels/*.rs`), member for
-//! member by name; the constants both sides use (flags, limits, workgroup-memory sizes) must
-//! have the same values. A mismatch here is a kernel reading the wrong field, or writing past
-//! its workgroup memory, on the GPU.
+//! member by name; its bindings must be the ones its Rust wrapper declares (name, index,
+//! access), both ways; the constants both sides use (flags, limits, workgroup-memory sizes) must
+//! have the same values. A mismatch here is a kernel reading the wrong field or buffer, or
+//! writing past its workgroup memory, on the GPU.
 #![cfg(not(target_arch = "wasm32"))]
 
 use std::mem::{offset_of, size_of};
 
-use naga::{Expression, Literal, Module, TypeInner};
+use naga::{AddressSpace, Expression, Literal, Module, StorageAccess, TypeInner};
+use webmamba::Error;
+use webmamba::gpu::{Access, resolve};
 use webmamba::kernels::{self, *};
 
 fn registered(shader: &str) -> &'static Shader {
@@ -142,6 +145,101 @@ fn every_step_struct_matches_the_rust_step() {
         }
     }
     assert!(with_step >= 10, "only {with_step} shaders declare Step");
+}
+
+/// A resource binding as the shader declares it: `@group(group) @binding(index) var<access> name`.
+#[derive(Debug)]
+struct WgslBinding {
+    name: String,
+    group: u32,
+    index: u32,
+    access: Access,
+}
+
+/// Every global of `shader` with a `@binding`, as naga reflects it.
+fn wgsl_bindings(shader: &str) -> Vec<WgslBinding> {
+    let m = module(shader);
+    m.global_variables
+        .iter()
+        .filter_map(|(_, g)| {
+            let binding = g.binding.as_ref()?;
+            let access = match g.space {
+                AddressSpace::Uniform => Access::Uniform,
+                AddressSpace::Storage { access } if access.contains(StorageAccess::STORE) => {
+                    Access::ReadWrite
+                }
+                AddressSpace::Storage { .. } => Access::Read,
+                ref other => panic!("{shader}: {:?} is bound in address space {other:?}", g.name),
+            };
+            let name = g.name.clone().unwrap_or_else(|| panic!("{shader}: an unnamed binding"));
+            Some(WgslBinding { name, group: binding.group, index: binding.binding, access })
+        })
+        .collect()
+}
+
+/// What is wrong between `shader`'s WGSL bindings and its Rust declaration, both ways.
+fn binding_mismatches(shader: &Shader) -> Vec<String> {
+    let (name, rust, wgsl) = (shader.name, shader.bindings, wgsl_bindings(shader.name));
+    let mut wrong = Vec::new();
+    for b in rust {
+        if rust.iter().filter(|o| o.name == b.name).count() > 1 {
+            wrong.push(format!("{name}: Rust declares `{}` more than once", b.name));
+        }
+        if rust.iter().filter(|o| o.index == b.index).count() > 1 {
+            wrong.push(format!("{name}: Rust declares @binding({}) more than once", b.index));
+        }
+        match wgsl.iter().find(|w| w.name == b.name) {
+            None => wrong.push(format!(
+                "{name}: Rust declares `{}` (@binding({}), {:?}) but the shader has no such binding",
+                b.name, b.index, b.access
+            )),
+            Some(w) if (w.group, w.index, w.access) != (0, b.index, b.access) => wrong.push(format!(
+                "{name}: `{}` is @group({}) @binding({}) {:?} in WGSL but @group(0) @binding({}) {:?} in Rust",
+                b.name, w.group, w.index, w.access, b.index, b.access
+            )),
+            Some(_) => {}
+        }
+    }
+    for w in &wgsl {
+        if !rust.iter().any(|b| b.name == w.name) {
+            wrong.push(format!(
+                "{name}: the shader binds `{}` at @binding({}) ({:?}) but Rust does not declare it",
+                w.name, w.index, w.access
+            ));
+        }
+    }
+    wrong
+}
+
+#[test]
+fn every_shader_binds_what_its_rust_wrapper_declares() {
+    let wrong: Vec<String> = kernels::SHADERS.iter().flat_map(binding_mismatches).collect();
+    assert!(wrong.is_empty(), "WGSL and Rust bindings disagree:\n{}", wrong.join("\n"));
+    // One declaration (so one layout, one bind group per weight part) serves the four matmuls;
+    // the check above proves each shader binds exactly it. (The embedding's pipelines, one per
+    // weight format, all come from one shader.)
+    for shader in ["linear", "linear_direct", "gemv", "gemv_coalesced"] {
+        assert_eq!(registered(shader).bindings, linear::BINDINGS, "{shader}: not linear's bindings");
+    }
+}
+
+#[test]
+fn buffers_are_bound_by_declared_name_only() {
+    let all = [("step", 0), ("p", 1), ("x", 2), ("w", 3), ("bias", 4), ("y", 5)];
+    let mut reversed = all;
+    reversed.reverse();
+    // In any order, each resource lands on the binding its name declares.
+    let bound = resolve("linear", linear::BINDINGS, &reversed).unwrap();
+    assert_eq!(bound, vec![(0, 0), (1, 1), (2, 2), (3, 3), (4, 4), (5, 5)]);
+    let internal = |named: &[(&str, i32)], says: &str| match resolve("linear", linear::BINDINGS, named) {
+        Err(Error::Internal(m)) => assert!(m.contains(says), "{m:?} should say {says:?}"),
+        other => panic!("expected Error::Internal saying {says:?}, got {other:?}"),
+    };
+    internal(&all[..5], "no buffer for `y`");
+    let mut unknown = all;
+    unknown[2].0 = "u";
+    internal(&unknown, "no binding `u`");
+    internal(&[&all[..], &[("x", 9)]].concat(), "`x` is named twice");
 }
 
 /// The value of `const name` in `shader` (a u32 literal).
