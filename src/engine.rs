@@ -8,8 +8,60 @@ use crate::cpu::CpuModel;
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 use crate::gpu_model::{GpuModel, GpuModelOptions};
+use crate::kernels::top_k::Top;
 use crate::model::{Checkpoint, Config, ModelWeights};
 use crate::model::{Logits, State};
+
+/// What the device can pick by itself, as data: the limits of [`DevicePicks`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PickLimits {
+    /// Most decode steps one greedy batch runs ([`DevicePicks::greedy`]).
+    pub max_batch: usize,
+    /// The largest `k` whose top the device summarises ([`DevicePicks::forward_top`]).
+    pub max_top_k: usize,
+}
+
+impl PickLimits {
+    fn of(m: &GpuModel) -> Self {
+        PickLimits { max_batch: m.max_greedy_steps(), max_top_k: m.max_top_k() }
+    }
+}
+
+/// The engine's device-side picking, a capability of the GPU engine ([`Engine::device_picks`]):
+/// decode steps whose next token is picked where the logits are, so a step reads back a pick
+/// or the top of the logits instead of all V of them. The logits after the last step stay on
+/// the device ([`DevicePicks::last_logits`] reads them).
+pub struct DevicePicks<'a>(&'a mut GpuModel);
+
+impl DevicePicks<'_> {
+    /// Its limits.
+    pub fn limits(&self) -> PickLimits {
+        PickLimits::of(self.0)
+    }
+
+    /// Greedy decode steps picked and fed on the device, one submit ([`GpuModel::greedy`]):
+    /// feeds `first`, then each pick; returns the picks (fewer than `steps` after non-finite
+    /// logits).
+    pub async fn greedy(&mut self, first: u32, steps: usize) -> Result<Vec<u32>> {
+        self.0.greedy(first, steps).await
+    }
+
+    /// One decode step and the top `k` of the logits after it ([`GpuModel::forward_top`]).
+    pub async fn forward_top(&mut self, token: u32, k: usize) -> Result<Top> {
+        self.0.forward_top(token, k).await
+    }
+
+    /// Back to the working state before the last [`DevicePicks::greedy`] batch
+    /// ([`GpuModel::rewind`]).
+    pub fn rewind(&mut self) -> Result<()> {
+        self.0.rewind()
+    }
+
+    /// The logits (V) after the last token fed, read back ([`GpuModel::last_logits`]).
+    pub async fn last_logits(&self) -> Result<Vec<f32>> {
+        self.0.last_logits().await
+    }
+}
 
 /// A model and its working state, on the CPU or the GPU.
 pub enum Engine {
@@ -94,41 +146,19 @@ impl Engine {
         }
     }
 
-    /// Whether greedy decoding runs on the device ([`Engine::greedy`]): the GPU engine.
-    pub fn greedy_on_device(&self) -> bool {
-        matches!(self, Engine::Gpu(_))
-    }
-
-    /// Greedy decode steps picked and fed on the GPU, one submit ([`GpuModel::greedy`]).
-    pub async fn greedy(&mut self, first: u32, steps: usize) -> Result<Vec<u32>> {
+    /// Picking tokens on the device, where the engine can ([`DevicePicks`]): the GPU engine.
+    pub fn device_picks(&mut self) -> Option<DevicePicks<'_>> {
         match self {
-            Engine::Cpu { .. } => Err(no_device_greedy()),
-            Engine::Gpu(m) => m.greedy(first, steps).await,
+            Engine::Cpu { .. } => None,
+            Engine::Gpu(m) => Some(DevicePicks(m)),
         }
     }
 
-    /// One decode step and the top `k` of the logits after it ([`GpuModel::forward_top`]).
-    pub async fn forward_top(&mut self, token: u32, k: usize) -> Result<crate::kernels::top_k::Top> {
+    /// The limits of [`Engine::device_picks`], where the engine picks on the device.
+    pub fn pick_limits(&self) -> Option<PickLimits> {
         match self {
-            Engine::Cpu { .. } => Err(no_device_greedy()),
-            Engine::Gpu(m) => m.forward_top(token, k).await,
-        }
-    }
-
-    /// Back to the state before the last [`Engine::greedy`] batch ([`GpuModel::rewind`]).
-    pub fn rewind(&mut self) -> Result<()> {
-        match self {
-            Engine::Cpu { .. } => Err(no_device_greedy()),
-            Engine::Gpu(m) => m.rewind(),
-        }
-    }
-
-    /// The logits after the last [`Engine::greedy`] or [`Engine::forward_top`] step
-    /// ([`GpuModel::last_logits`]).
-    pub async fn last_logits(&self) -> Result<Vec<f32>> {
-        match self {
-            Engine::Cpu { .. } => Err(no_device_greedy()),
-            Engine::Gpu(m) => m.last_logits().await,
+            Engine::Cpu { .. } => None,
+            Engine::Gpu(m) => Some(PickLimits::of(m)),
         }
     }
 
@@ -214,10 +244,6 @@ impl Engine {
             Engine::Gpu(m) => m.write_state(new),
         }
     }
-}
-
-fn no_device_greedy() -> Error {
-    Error::InvalidInput("tokens are picked on the device by the GPU engine only".into())
 }
 
 fn no_slot(slot: usize) -> Error {

@@ -271,10 +271,11 @@ dual_test! {
         let Some(ctx) = common::gpu("device_picking_refuses_the_overflow").await else { return };
         let mut e = engine(Some(&ctx)).await;
         plain(&mut e, &PROMPT).await;
-        assert_eq!(e.greedy(GREEDY[0], 4).await.unwrap(), GREEDY[1..], "picks up to X, none after");
+        let picks = e.device_picks().unwrap().greedy(GREEDY[0], 4).await.unwrap();
+        assert_eq!(picks, GREEDY[1..], "picks up to X, none after");
         plain(&mut e, &PROMPT).await;
         e.forward(&GREEDY[..2], Logits::Last).await.unwrap();
-        assert_eq!(e.forward_top(X, 5).await.unwrap(), Top::NonFinite, "top-k after X");
+        assert_eq!(e.device_picks().unwrap().forward_top(X, 5).await.unwrap(), Top::NonFinite, "top-k after X");
         assert!(ctx.take_uncaptured_error().is_none(), "no stray GPU error");
     }
 }

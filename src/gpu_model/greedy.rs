@@ -63,6 +63,11 @@ impl GpuModel {
         Ok(self.write_inputs(&[token], &[]))
     }
 
+    /// Most steps one [`GpuModel::greedy`] batch runs.
+    pub fn max_greedy_steps(&self) -> usize {
+        self.acts.max_picks
+    }
+
     /// Puts back the working state from before the last [`GpuModel::greedy`] batch.
     pub fn rewind(&mut self) -> Result<()> {
         self.ctx.check("before rewinding a greedy batch")?;

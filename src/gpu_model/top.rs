@@ -14,10 +14,10 @@ impl GpuModel {
     /// with [`GpuModel::last_logits`]) or [`Top::NonFinite`] (a NaN or ±Inf among them).
     pub async fn forward_top(&mut self, token: u32, k: usize) -> Result<Top> {
         let v = self.config.vocab_size;
-        if k == 0 || k > top_k::CAPACITY.min(v) {
+        if k == 0 || k > self.max_top_k() {
             return Err(Error::InvalidInput(format!(
                 "the GPU summarises the top 1 to {} logits, not {k}",
-                top_k::CAPACITY.min(v)
+                self.max_top_k()
             )));
         }
         let dims = self.begin_decode_step(token, "before a sampled decode step")?;
@@ -39,5 +39,11 @@ impl GpuModel {
         let words = top_k::words(top_k::CAPACITY);
         let raw = a.picks_readback.read::<u32>(&self.ctx, &a.picks, 0, words).await;
         Ok(top_k::decode(&self.ctx.checked("running a sampled decode step", raw)?, v))
+    }
+
+    /// The largest `k` [`GpuModel::forward_top`] serves: the `top` buffer's room
+    /// ([`top_k::CAPACITY`]), at most V.
+    pub fn max_top_k(&self) -> usize {
+        top_k::CAPACITY.min(self.config.vocab_size)
     }
 }

@@ -25,12 +25,12 @@ impl Runtime {
             return Ok(Vec::new());
         }
         // On the GPU the picking moves to the device where the sampler allows.
-        if self.greedy_batch > 0 && self.engine.greedy_on_device() {
+        if let Some(limits) = self.engine.pick_limits().filter(|_| self.greedy_batch > 0) {
             if sampler.is_plain_greedy() {
                 return self.generate_greedy(id, options, on_token).await;
             }
             let vocab = self.engine.config().vocab_size;
-            if let Some(k) = sampler.top_only(vocab).filter(|&k| k <= crate::kernels::top_k::CAPACITY) {
+            if let Some(k) = sampler.top_only(vocab).filter(|&k| k <= limits.max_top_k) {
                 return self.generate_top(id, sampler, k, options, on_token).await;
             }
         }

@@ -1,5 +1,5 @@
 //! Greedy generation on the GPU: batches of decode steps whose tokens are picked and fed on the
-//! GPU ([`crate::Engine::greedy`]), a few bytes read back per batch instead of V logits per
+//! GPU ([`crate::engine::DevicePicks::greedy`]), a few bytes read back per batch instead of V logits per
 //! token. Tokens still reach `on_token` one at a time, fed before it sees them; a stop inside a
 //! batch (end of text, `on_token` returning false, non-finite logits) rewinds to the batch's
 //! start and replays the kept tokens one step each — the same kernels, so the state and logits
@@ -9,6 +9,7 @@
 //! whose logits they are, and generation ends with [`Error::NonFiniteOutput`] (see
 //! `session/finite.rs`).
 
+use crate::engine::DevicePicks;
 use crate::error::{Error, Result};
 use crate::model::Logits;
 use crate::sampling::Sampler;
@@ -24,17 +25,28 @@ impl Runtime {
         self.greedy_batch
     }
 
-    /// Sets the greedy steps per GPU submit (0 to [`crate::gpu_model::MAX_GREEDY_STEPS`]; 0
-    /// turns picking on the GPU off, for top-k sampling too).
+    /// Sets the greedy steps per device submit, at most the engine's
+    /// [`crate::engine::PickLimits::max_batch`] (any number where the engine does not pick on
+    /// the device; it then has no effect); 0 turns picking on the device off, for top-k
+    /// sampling too.
     pub fn set_greedy_batch(&mut self, steps: usize) -> Result<()> {
-        if steps > crate::gpu_model::MAX_GREEDY_STEPS {
+        if let Some(limits) = self.engine.pick_limits()
+            && steps > limits.max_batch
+        {
             return Err(Error::InvalidInput(format!(
                 "greedy batches hold at most {} steps, not {steps}",
-                crate::gpu_model::MAX_GREEDY_STEPS
+                limits.max_batch
             )));
         }
         self.greedy_batch = steps;
         Ok(())
+    }
+
+    /// The engine's picking on the device, which the device paths need.
+    pub(super) fn device(&mut self) -> Result<DevicePicks<'_>> {
+        self.engine.device_picks().ok_or_else(|| {
+            Error::Internal("a device path on an engine that does not pick on the device".into())
+        })
     }
 
     /// [`Runtime::generate`] (`max_tokens` ≥ 1) for a plain greedy sampler on the GPU engine.
@@ -54,7 +66,7 @@ impl Runtime {
             let s = self.session_mut(id)?;
             s.live_valid = false; // until the batch is accounted for
             s.logits = None;
-            let picks = self.engine.greedy(next, steps).await?;
+            let picks = self.device()?.greedy(next, steps).await?;
             // Fed token i + 1 is picks[i]; after a non-finite pick nothing fed is valid.
             let valid = (picks.len() + 1).min(steps);
             let fed: Vec<u32> = std::iter::once(next).chain(picks.iter().copied()).take(valid).collect();
@@ -77,7 +89,7 @@ impl Runtime {
             let non_finite = picks.len() < steps && kept == fed.len();
             if kept < steps {
                 // Back to the batch's start; the kept tokens again, one decode step each.
-                self.engine.rewind()?;
+                self.device()?.rewind()?;
                 let mut logits = Vec::new();
                 for &t in &fed[..kept] {
                     logits = self.engine.forward(&[t], Logits::Last).await?;
@@ -107,7 +119,7 @@ impl Runtime {
     /// keeps the end of the history as the session's prompt-end ([`Runtime::settle`]).
     pub(super) async fn settle_from_device(&mut self, id: SessionId) -> Result<()> {
         if self.session(id)?.logits.is_none() {
-            let logits = self.engine.last_logits().await;
+            let logits = self.device()?.last_logits().await;
             let s = self.session_mut(id)?;
             match logits {
                 Ok(l) => s.logits = Some(l),

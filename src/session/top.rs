@@ -28,7 +28,7 @@ impl Runtime {
             let s = self.session_mut(id)?;
             s.live_valid = false; // until the step is accounted for
             s.logits = None;
-            let top = self.engine.forward_top(next, k).await?;
+            let top = self.device()?.forward_top(next, k).await?;
             let s = self.session_mut(id)?;
             let boundary = s.history.push(next);
             s.prefilled += 1;
@@ -53,8 +53,8 @@ impl Runtime {
             };
             let picked = match from_top {
                 Some(picked) => picked,
-                None => match self.engine.last_logits().await {
-                    Ok(logits) => sampler.sample(&logits, history),
+                None => match self.device()?.last_logits().await {
+                    Ok(logits) => sampler.sample(&logits, self.session(id)?.history.tokens()),
                     Err(e) => Err(e),
                 },
             };

@@ -103,7 +103,8 @@ fn decode_per_token(e: &mut Engine, mut logits: Vec<f32>) -> Result<()> {
 fn decode_batched(e: &mut Engine, logits: &[f32]) -> Result<()> {
     let mut next = webmamba::cpu::ops::argmax(logits).unwrap_or(0) as u32;
     for _ in 0..DECODE_STEPS.div_ceil(GREEDY_BATCH) {
-        let picks = pollster::block_on(e.greedy(next, GREEDY_BATCH))?;
+        let mut device = e.device_picks().ok_or_else(|| anyhow::anyhow!("no picking on the device"))?;
+        let picks = pollster::block_on(device.greedy(next, GREEDY_BATCH))?;
         next = *picks.last().ok_or_else(|| anyhow::anyhow!("NaN logits"))?;
     }
     Ok(())
@@ -127,7 +128,7 @@ fn measure_engine(e: &mut Engine, runs: usize, vocab: usize) -> Result<EngineFig
         (1..=SCAN_TOKENS / BLOCK).map(|b| b * BLOCK - 1).zip(slots.clone()).collect();
     let (mut prefill, mut decode, mut per_token, mut scan, mut capture) =
         (vec![Vec::new(); PREFILL.len()], Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let batched = e.greedy_on_device();
+    let batched = e.pick_limits().is_some();
     for run in 0..runs {
         for (i, &n) in PREFILL.iter().enumerate() {
             e.reset();
