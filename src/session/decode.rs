@@ -1,18 +1,114 @@
-//! [`Runtime::generate`]: decoding after a session's history, one token per forward, keeping
-//! block boundaries reached on the way and the final state as the session's latest prompt-end.
+//! The decode loop: [`Runtime::decode_next`] hands out a session's next token, one per call,
+//! whatever picks and feeds it — the host from all V logits read back, or the device where the
+//! engine can pick ([`crate::engine::DevicePicks`]): greedy batches (`greedy.rs`), top-k
+//! summaries (`top.rs`). [`Runtime::generate`] is that loop run to the end; a stream runs it
+//! one token per call.
+//!
+//! Every token is fed to the model before it is handed out, and block boundaries reached on the
+//! way keep their checkpoints. What the device did ahead of the history (a batch's tokens not
+//! handed out yet, logits left on the device) is reconciled when the decode ends
+//! ([`Runtime::end_decoding`]): the session then holds exactly what a token-by-token run leaves,
+//! and its end is kept as its latest prompt-end.
 
 use crate::error::{Error, Result};
+use crate::kernels::top_k::Top;
 use crate::model::Logits;
 use crate::sampling::Sampler;
+use crate::session::greedy::Batch;
 use crate::session::{GenerateOptions, Runtime, SessionId};
 
+/// How a decode's tokens are taken: whether the device may run ahead of the history.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pace {
+    /// All in one call ([`Runtime::generate`], `Session.generate`, the CLI): where the engine
+    /// picks on the device and the sampler allows, the device picks and feeds ahead of the
+    /// history (greedy batches, top-k summaries), reconciled when the decode ends.
+    ToEnd,
+    /// One token per call, other calls possibly in between (a stream's `next()`): the session
+    /// is whole after every token, its logits on the host, so every token is picked there.
+    Stepwise,
+}
+
+/// How the next token is picked and fed, chosen at a decode's first token.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Strategy {
+    /// Sampled on the host from all V logits, read back after each token.
+    Host,
+    /// Plain greedy, picked and fed on the device in batches of up to `batch` steps.
+    Greedy { batch: usize },
+    /// Drawn on the host from the top `k` logits the device summarises after each token.
+    Top { k: usize },
+}
+
+/// What the device holds beyond the session's host copy.
+pub(super) enum Ahead {
+    /// Nothing: the logits after the history are on the host (or there are none yet).
+    Nothing,
+    /// The history is whole on the device, its logits there only, with the device's greedy
+    /// pick after them (none: they are not finite).
+    Pick(Option<u32>),
+    /// The history is whole on the device, its logits there only, summarised by their top.
+    Top(Top),
+    /// A greedy batch being handed out (`greedy.rs`).
+    Batch(Batch),
+}
+
+/// One decode in progress on a session: its options, the tokens handed out, how they are
+/// picked, and what the device did ahead of the history. Made by [`Decoding::new`], driven by
+/// [`Runtime::decode_next`], ended by [`Runtime::end_decoding`].
+pub struct Decoding {
+    pub(super) options: GenerateOptions,
+    pace: Pace,
+    strategy: Option<Strategy>,
+    pub(super) ahead: Ahead,
+    produced: usize,
+    /// The last token was the end of text (with `stop_at_eos`).
+    eos: bool,
+    stopped: bool,
+}
+
+impl Decoding {
+    /// A decode of up to `options.max_tokens` tokens at `pace`.
+    pub fn new(options: GenerateOptions, pace: Pace) -> Self {
+        let (strategy, ahead) = (None, Ahead::Nothing);
+        Self { options, pace, strategy, ahead, produced: 0, eos: false, stopped: false }
+    }
+
+    /// Tokens handed out so far.
+    pub fn produced(&self) -> usize {
+        self.produced
+    }
+
+    /// Whether the last token handed out was the end of text, which ends the decode.
+    pub fn reached_eos(&self) -> bool {
+        self.eos
+    }
+
+    /// No more tokens: the next [`Runtime::decode_next`] hands out none.
+    pub fn stop(&mut self) {
+        self.stopped = true;
+    }
+
+    /// Whether no more tokens will be handed out (stopped, the end of text, or `max_tokens`).
+    pub fn is_over(&self) -> bool {
+        self.stopped || self.eos || self.produced >= self.options.max_tokens
+    }
+
+    /// Tokens still wanted.
+    pub(super) fn remaining(&self) -> usize {
+        self.options.max_tokens - self.produced
+    }
+}
+
 impl Runtime {
-    /// Generates up to `options.max_tokens` tokens after the history. Each token is fed to the
-    /// model before `on_token` sees it; `on_token` returning `false` stops between steps, with
-    /// the state at the last emitted token, so a later call continues exactly as an
-    /// uninterrupted run would (with the same sampler). When the logits after a token fed are
-    /// not finite, it ends with [`Error::NonFiniteOutput`] naming that token's position (it
-    /// stays in the history; `on_token` saw it).
+    /// Generates up to `options.max_tokens` tokens after the history: [`Runtime::decode_next`]
+    /// run to the end ([`Pace::ToEnd`]). Each token is fed to the model before `on_token` sees
+    /// it; `on_token` returning `false` stops between steps, with the state at the last token
+    /// seen, so a later call continues exactly as an uninterrupted run would (with the same
+    /// sampler). With `stop_at_eos` the end-of-text token ends it: it stays in the history and
+    /// the returned tokens, `on_token` does not see it. When the logits after a token fed are not
+    /// finite, it ends with [`Error::NonFiniteOutput`] naming that token's position (it stays in
+    /// the history; `on_token` saw it).
     pub async fn generate(
         &mut self,
         id: SessionId,
@@ -20,46 +116,107 @@ impl Runtime {
         options: GenerateOptions,
         mut on_token: impl FnMut(u32) -> bool,
     ) -> Result<Vec<u32>> {
-        if options.max_tokens == 0 {
-            self.settle(id)?;
-            return Ok(Vec::new());
-        }
-        // On the GPU the picking moves to the device where the sampler allows.
-        if let Some(limits) = self.engine.pick_limits().filter(|_| self.greedy_batch > 0) {
-            if sampler.is_plain_greedy() {
-                return self.generate_greedy(id, options, on_token).await;
-            }
-            let vocab = self.engine.config().vocab_size;
-            if let Some(k) = sampler.top_only(vocab).filter(|&k| k <= limits.max_top_k) {
-                return self.generate_top(id, sampler, k, options, on_token).await;
-            }
-        }
-        let eos = self.engine.config().eos_token_id;
+        let mut d = Decoding::new(options, Pace::ToEnd);
         let mut out = Vec::new();
-        while out.len() < options.max_tokens {
-            let token = match self.step(id, sampler).await {
-                Ok(t) => t,
+        loop {
+            let token = match self.decode_next(id, &mut d, sampler).await {
+                Ok(Some(t)) => t,
+                Ok(None) => break,
                 Err(e) => {
                     // What was generated stays; keep its end if the failure allows.
-                    let _ = self.settle(id);
+                    let _ = self.end_decoding(id, &mut d).await;
                     return Err(e);
                 }
             };
             out.push(token);
-            if (options.stop_at_eos && Some(token) == eos) || !on_token(token) {
+            if d.reached_eos() || !on_token(token) {
                 break;
             }
-            crate::platform::yield_now().await;
+            if !d.is_over() {
+                crate::platform::yield_now().await;
+            }
         }
-        self.settle(id)?;
+        self.end_decoding(id, &mut d).await?;
         Ok(out)
     }
 
-    /// One decode step, what [`Runtime::generate`] does per token: samples the next token
-    /// after the history, feeds it and keeps block boundaries reached. Call
-    /// [`Runtime::settle`] after the last step (a stream does, when it ends).
-    pub async fn step(&mut self, id: SessionId, sampler: &mut Sampler) -> Result<u32> {
-        let token = self.sample_next(id, sampler).await?;
+    /// The decode loop's one step: the session's next token, fed to the model and in its
+    /// history; `None` once `d` is over. The first call makes the session's live state and
+    /// logits current ([`Runtime::ensure`]). Logits that are not finite fail the step that
+    /// would pick after them: [`Error::NonFiniteOutput`].
+    pub async fn decode_next(
+        &mut self,
+        id: SessionId,
+        d: &mut Decoding,
+        sampler: &mut Sampler,
+    ) -> Result<Option<u32>> {
+        if d.is_over() {
+            return Ok(None);
+        }
+        let token = match self.hand_out(id, d)? {
+            Some(t) => t,
+            None => {
+                let strategy = match d.strategy {
+                    Some(s) => s,
+                    None => *d.strategy.insert(self.strategy(sampler, d.pace)),
+                };
+                let token = self.pick(id, d, sampler).await?;
+                match strategy {
+                    Strategy::Host => self.feed(id, d, token).await?,
+                    Strategy::Greedy { batch } => self.feed_batch(id, d, token, batch).await?,
+                    Strategy::Top { k } => self.feed_top(id, d, token, k).await?,
+                }
+                token
+            }
+        };
+        d.produced += 1;
+        d.eos = d.options.stop_at_eos && Some(token) == self.engine.config().eos_token_id;
+        Ok(Some(token))
+    }
+
+    /// Ends a decode: no more tokens; what the device did ahead of the history is reconciled
+    /// (a batch's tokens not handed out are undone, logits left on the device read back) and
+    /// the end of the history is kept as the session's latest prompt-end ([`Runtime::settle`]).
+    pub async fn end_decoding(&mut self, id: SessionId, d: &mut Decoding) -> Result<()> {
+        d.stop();
+        self.catch_up(id, d).await?;
+        self.settle(id)
+    }
+
+    /// How `sampler`'s tokens are picked at `pace` on this engine.
+    fn strategy(&self, sampler: &Sampler, pace: Pace) -> Strategy {
+        let Some(limits) = self.engine.pick_limits().filter(|_| pace == Pace::ToEnd && self.greedy_batch > 0)
+        else {
+            return Strategy::Host;
+        };
+        if sampler.is_plain_greedy() {
+            return Strategy::Greedy { batch: self.greedy_batch.min(limits.max_batch) };
+        }
+        match sampler.top_only(self.engine.config().vocab_size) {
+            Some(k) if k <= limits.max_top_k => Strategy::Top { k },
+            _ => Strategy::Host,
+        }
+    }
+
+    /// The next token by `sampler`: the device's pick or top where it has one, else from the
+    /// host's logits after the history.
+    async fn pick(&mut self, id: SessionId, d: &mut Decoding, sampler: &mut Sampler) -> Result<u32> {
+        let history = self.session(id)?.history.tokens();
+        let picked = match &d.ahead {
+            Ahead::Pick(Some(t)) => Some(Ok(*t)),
+            Ahead::Top(Top::Found(top)) => sampler.sample_top(top, history),
+            _ => None,
+        };
+        if let Some(picked) = picked {
+            return picked;
+        }
+        self.catch_up(id, d).await?;
+        self.sample_next(id, sampler).await
+    }
+
+    /// Feeds `token` on the host: one forward, all V logits read back.
+    async fn feed(&mut self, id: SessionId, d: &mut Decoding, token: u32) -> Result<()> {
+        d.ahead = Ahead::Nothing;
         let fed = self.engine.forward(&[token], Logits::Last).await;
         let s = self.session_mut(id)?;
         let logits = match fed {
@@ -76,11 +233,35 @@ impl Runtime {
         if boundary && self.check_logits(id).is_ok() {
             self.block_reached(id)?;
         }
-        Ok(token)
+        Ok(())
+    }
+
+    /// Makes the session whole on the host: undoes a batch's tokens not handed out (replaying
+    /// those that were) and reads back logits left on the device.
+    async fn catch_up(&mut self, id: SessionId, d: &mut Decoding) -> Result<()> {
+        match std::mem::replace(&mut d.ahead, Ahead::Nothing) {
+            Ahead::Nothing => Ok(()),
+            Ahead::Batch(b) => self.replay(id, b).await,
+            Ahead::Pick(_) | Ahead::Top(_) => {
+                let read = match self.engine.device_picks() {
+                    Some(device) => device.last_logits().await,
+                    None => Err(Error::Internal("logits left on a device the engine lacks".into())),
+                };
+                let s = self.session_mut(id)?;
+                match read {
+                    Ok(l) => s.logits = Some(l),
+                    Err(e) => {
+                        s.live_valid = false;
+                        return Err(e);
+                    }
+                }
+                Ok(())
+            }
+        }
     }
 
     /// The session's next token by `sampler`, after making its live state and logits current.
-    pub(super) async fn sample_next(&mut self, id: SessionId, sampler: &mut Sampler) -> Result<u32> {
+    async fn sample_next(&mut self, id: SessionId, sampler: &mut Sampler) -> Result<u32> {
         let s = self.session(id)?;
         if s.history.is_empty() {
             return Err(Error::InvalidInput("generate needs a prompt: append tokens first".into()));

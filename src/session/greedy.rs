@@ -1,26 +1,37 @@
-//! Greedy generation on the GPU: batches of decode steps whose tokens are picked and fed on the
-//! GPU ([`crate::engine::DevicePicks::greedy`]), a few bytes read back per batch instead of V logits per
-//! token. Tokens still reach `on_token` one at a time, fed before it sees them; a stop inside a
-//! batch (end of text, `on_token` returning false, non-finite logits) rewinds to the batch's
-//! start and replays the kept tokens one step each — the same kernels, so the state and logits
-//! are the ones a token-by-token run leaves, bit for bit. A batch never crosses a block
-//! boundary, so the boundary's checkpoint is the state right after the batch. Logits that are
-//! not finite make `argmax` pick `NON_FINITE_PICK`: the batch keeps the tokens up to the one
-//! whose logits they are, and generation ends with [`Error::NonFiniteOutput`] (see
-//! `session/finite.rs`).
+//! The decode loop's greedy strategy on a device that picks ([`crate::engine::DevicePicks`]):
+//! batches of decode steps whose tokens are picked and fed on the device, a few bytes read back
+//! per batch instead of V logits per token. The loop still hands the tokens out one at a time,
+//! each fed before it is handed out; a decode that ends inside a batch (end of text, the caller
+//! stopping, non-finite logits) rewinds to the batch's start and replays the tokens handed out
+//! one step each — the same kernels, so the state and logits are the ones a token-by-token run
+//! leaves, bit for bit. A batch never crosses a block boundary, so the boundary's checkpoint is
+//! the state right after the batch. Logits that are not finite make the device stop picking:
+//! the batch hands out the tokens up to the one whose logits they are, and the step after it
+//! fails with [`crate::Error::NonFiniteOutput`] (see `session/finite.rs`).
 
-use crate::engine::DevicePicks;
 use crate::error::{Error, Result};
 use crate::model::Logits;
-use crate::sampling::Sampler;
-use crate::session::{GenerateOptions, Runtime, SessionId, finite};
+use crate::session::decode::{Ahead, Decoding};
+use crate::session::{Runtime, SessionId};
 
-/// Greedy steps per GPU submit by default: text arrives every 8 tokens at most.
+/// Greedy steps per device submit by default: text arrives every 8 tokens at most.
 pub const GREEDY_BATCH: usize = 8;
 
+/// A greedy batch being handed out: `fed` went through the model on the device after the
+/// history it started from; the first `handed` of them are in the history now.
+pub(super) struct Batch {
+    fed: Vec<u32>,
+    handed: usize,
+    /// The device's pick after the last token fed (none: its logits are not finite).
+    next: Option<u32>,
+    /// Whether the device's working state is the state after `fed` (not when it ran steps past
+    /// logits that were not finite).
+    exact: bool,
+}
+
 impl Runtime {
-    /// Greedy steps per GPU submit (0: every token picked on the CPU from read-back logits,
-    /// for top-k sampling too).
+    /// Greedy steps per device submit (0: every token picked on the host from read-back
+    /// logits, for top-k sampling too).
     pub fn greedy_batch(&self) -> usize {
         self.greedy_batch
     }
@@ -42,93 +53,75 @@ impl Runtime {
         Ok(())
     }
 
-    /// The engine's picking on the device, which the device paths need.
-    pub(super) fn device(&mut self) -> Result<DevicePicks<'_>> {
-        self.engine.device_picks().ok_or_else(|| {
-            Error::Internal("a device path on an engine that does not pick on the device".into())
-        })
-    }
-
-    /// [`Runtime::generate`] (`max_tokens` ≥ 1) for a plain greedy sampler on the GPU engine.
-    pub(super) async fn generate_greedy(
+    /// Feeds `first` and the device's picks after it, up to `batch` steps in one submit (fewer
+    /// for the tokens still wanted and the next block boundary), and hands out `first`.
+    pub(super) async fn feed_batch(
         &mut self,
         id: SessionId,
-        options: GenerateOptions,
-        mut on_token: impl FnMut(u32) -> bool,
-    ) -> Result<Vec<u32>> {
-        let mut out = Vec::new();
-        let eos = self.engine.config().eos_token_id;
+        d: &mut Decoding,
+        first: u32,
+        batch: usize,
+    ) -> Result<()> {
         let block = self.cache.config().block_size;
-        let mut next = self.sample_next(id, &mut Sampler::greedy()).await?;
-        let non_finite = loop {
-            let len = self.session(id)?.history.len();
-            let steps = self.greedy_batch.min(options.max_tokens - out.len()).min(block - len % block);
-            let s = self.session_mut(id)?;
-            s.live_valid = false; // until the batch is accounted for
-            s.logits = None;
-            let picks = self.device()?.greedy(next, steps).await?;
-            // Fed token i + 1 is picks[i]; after a non-finite pick nothing fed is valid.
-            let valid = (picks.len() + 1).min(steps);
-            let fed: Vec<u32> = std::iter::once(next).chain(picks.iter().copied()).take(valid).collect();
-            let (mut kept, mut stop) = (0, false);
-            for &t in &fed {
-                kept += 1;
-                let s = self.session_mut(id)?;
-                s.history.push(t); // a batch ends at a block boundary: checked below
-                s.prefilled += 1;
-                out.push(t);
-                if (options.stop_at_eos && Some(t) == eos) || !on_token(t) {
-                    stop = true;
-                    break;
-                }
-                if kept < fed.len() {
-                    crate::platform::yield_now().await;
-                }
-            }
-            // Kept up to the token whose logits the device found not finite.
-            let non_finite = picks.len() < steps && kept == fed.len();
-            if kept < steps {
-                // Back to the batch's start; the kept tokens again, one decode step each.
-                self.device()?.rewind()?;
-                let mut logits = Vec::new();
-                for &t in &fed[..kept] {
-                    logits = self.engine.forward(&[t], Logits::Last).await?;
-                }
-                self.session_mut(id)?.logits = Some(logits);
-            }
-            self.session_mut(id)?.live_valid = true;
-            if self.session(id)?.history.len().is_multiple_of(block) && !non_finite {
-                self.block_reached(id)?;
-            }
-            if stop || non_finite || out.len() == options.max_tokens {
-                break non_finite;
-            }
-            next = picks[steps - 1];
-            crate::platform::yield_now().await;
-        };
-        // Non-finite logits are refused by the settle, on the host copy it reads anyway; the
-        // device's verdict stands either way.
-        self.settle_from_device(id).await?;
-        if non_finite {
-            return Err(finite::non_finite(self.session(id)?.history.len()));
-        }
-        Ok(out)
+        let len = self.session(id)?.history.len();
+        let steps = batch.min(d.remaining()).min(block - len % block);
+        let s = self.session_mut(id)?;
+        s.live_valid = false; // until the batch is accounted for
+        s.logits = None;
+        d.ahead = Ahead::Nothing;
+        let mut device = self.engine.device_picks().ok_or_else(no_device)?;
+        let picks = device.greedy(first, steps).await?;
+        // Fed token i + 1 is picks[i]; after a non-finite pick nothing fed is valid.
+        let valid = (picks.len() + 1).min(steps);
+        let fed = std::iter::once(first).chain(picks.iter().copied()).take(valid).collect();
+        d.ahead = Ahead::Batch(Batch {
+            fed,
+            handed: 0,
+            next: picks.get(steps - 1).copied(),
+            exact: valid == steps,
+        });
+        self.hand_out(id, d)?;
+        Ok(())
     }
 
-    /// After a run whose last logits may still be on the GPU only: reads them (once) and
-    /// keeps the end of the history as the session's prompt-end ([`Runtime::settle`]).
-    pub(super) async fn settle_from_device(&mut self, id: SessionId) -> Result<()> {
-        if self.session(id)?.logits.is_none() {
-            let logits = self.device()?.last_logits().await;
-            let s = self.session_mut(id)?;
-            match logits {
-                Ok(l) => s.logits = Some(l),
-                Err(e) => {
-                    s.live_valid = false;
-                    return Err(e);
-                }
+    /// The next token of a batch being handed out, now in the history; `None` when there is
+    /// none. The batch's last token makes the history whole on the device again (keeping the
+    /// block boundary it may reach).
+    pub(super) fn hand_out(&mut self, id: SessionId, d: &mut Decoding) -> Result<Option<u32>> {
+        let Ahead::Batch(b) = &mut d.ahead else { return Ok(None) };
+        let Some(&token) = b.fed.get(b.handed) else { return Ok(None) };
+        b.handed += 1;
+        let (whole, next) = (b.handed == b.fed.len() && b.exact, b.next);
+        let block = self.cache.config().block_size;
+        let s = self.session_mut(id)?;
+        s.history.push(token); // a batch ends at a block boundary at most: checked below
+        s.prefilled += 1;
+        if whole {
+            s.live_valid = true;
+            d.ahead = Ahead::Pick(next);
+            // Only after finite logits (the device picked) is the state kept.
+            if next.is_some() && s.history.len().is_multiple_of(block) {
+                self.block_reached(id)?;
             }
         }
-        self.settle(id)
+        Ok(Some(token))
     }
+
+    /// Back to the start of `b`, and the tokens handed out again, one decode step each: the
+    /// state and logits of a token-by-token run.
+    pub(super) async fn replay(&mut self, id: SessionId, b: Batch) -> Result<()> {
+        self.engine.device_picks().ok_or_else(no_device)?.rewind()?;
+        let mut logits = Vec::new();
+        for &t in &b.fed[..b.handed] {
+            logits = self.engine.forward(&[t], Logits::Last).await?;
+        }
+        let s = self.session_mut(id)?;
+        s.logits = Some(logits);
+        s.live_valid = true;
+        Ok(())
+    }
+}
+
+fn no_device() -> Error {
+    Error::Internal("a device strategy on an engine that does not pick on the device".into())
 }

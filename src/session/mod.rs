@@ -11,6 +11,9 @@
 //!
 //! Sessions share the engine's single working state: the active session's live state is in it;
 //! switching sessions parks it in the session's own slot.
+//!
+//! Decoding after the history is one loop (`decode.rs`), whose tokens the device may pick where
+//! the engine can (`greedy.rs`, `top.rs`).
 
 mod decode;
 mod export;
@@ -19,6 +22,7 @@ mod greedy;
 mod prefill;
 mod top;
 
+pub use decode::{Decoding, Pace};
 pub use greedy::GREEDY_BATCH;
 
 use std::collections::HashMap;
@@ -113,7 +117,7 @@ pub struct Runtime {
     next_salt: u64,
     /// The session whose live state is the engine's working state.
     active: Option<u64>,
-    /// Greedy steps per GPU submit (see [`Runtime::set_greedy_batch`]).
+    /// Greedy steps per device submit (see [`Runtime::set_greedy_batch`]).
     greedy_batch: usize,
 }
 

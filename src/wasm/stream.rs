@@ -1,8 +1,9 @@
 //! `session.stream(options)`: an async iterator of `{ text, id }`, one per generated token.
-//! It is pulled: each `next()` runs one decode step (`Runtime::step`) under its own lease, so
+//! It is pulled: each `next()` runs one turn of the decode loop (`Runtime::decode_next`, at
+//! `Pace::Stepwise`: the session whole after each token) under its own lease, so
 //! `for await … break`, an `AbortSignal` or `session.stop()` end it between tokens, other calls
 //! may run between two `next()`s, and the session continues from exactly where it stopped.
-//! When it ends the session's end is kept as its latest prompt-end (`Runtime::settle`), as
+//! When it ends the session's end is kept as its latest prompt-end (`Runtime::end_decoding`), as
 //! `generate` does.
 
 use std::cell::{Cell, RefCell};
@@ -14,7 +15,7 @@ use wasm_bindgen_futures::future_to_promise;
 
 use crate::error::{Error, Result};
 use crate::sampling::{Sampler, StopStrings};
-use crate::session::SessionId;
+use crate::session::{Decoding, GenerateOptions, Pace, SessionId};
 use crate::tokenizer::StreamDecoder;
 use crate::wasm::lease::{Lease, Shared};
 use crate::wasm::options::GenerateConfig;
@@ -33,6 +34,8 @@ extern "C" {
 /// What a stream carries between two `next()` calls.
 struct Progress {
     options: GenerateConfig,
+    /// The decode; the stream itself counts the tokens and watches for the end of text.
+    decoding: Decoding,
     decoder: StreamDecoder,
     stops: StopStrings,
     produced: usize,
@@ -70,8 +73,10 @@ impl TokenStream {
         let decoder = shared.tokenizer()?.stream(true);
         let stops = StopStrings::new(options.stop.clone())?;
         stop.set(false);
+        let unbounded = GenerateOptions { max_tokens: usize::MAX, stop_at_eos: false };
         let progress = Progress {
             options,
+            decoding: Decoding::new(unbounded, Pace::Stepwise),
             decoder,
             stops,
             produced: 0,
@@ -138,7 +143,7 @@ async fn next(
     let tokenizer = shared.tokenizer()?;
     if p.ending || stop.get() || p.options.aborted() || p.produced >= p.options.max_tokens {
         p.done = true;
-        rt.settle(id)?;
+        rt.end_decoding(id, &mut p.decoding).await?;
         let tail = if p.cut {
             String::new()
         } else {
@@ -150,9 +155,9 @@ async fn next(
         });
     }
     let mut s = sampler.borrow_mut().take().map_or_else(|| Sampler::new(p.options.sampling, 0), Ok)?;
-    let stepped = rt.step(id, &mut s).await;
+    let stepped = rt.decode_next(id, &mut p.decoding, &mut s).await;
     *sampler.borrow_mut() = Some(s);
-    let token = stepped?;
+    let token = stepped?.ok_or_else(|| Error::Internal("an unbounded decode ended".into()))?;
     p.produced += 1;
     p.last = Some(token);
     let piece = p.decoder.step(tokenizer, token)?.unwrap_or_default();
