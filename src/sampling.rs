@@ -66,6 +66,7 @@ pub struct LogitsTop {
 }
 
 /// Sampling settings and the generator state.
+#[derive(Clone)]
 pub struct Sampler {
     options: SamplingOptions,
     rng: ChaCha8Rng,

@@ -1,8 +1,8 @@
 //! The decode loop: [`Runtime::decode_next`] hands out a session's next token, one per call,
 //! whatever picks and feeds it — the host from all V logits read back, or the device where the
 //! engine can pick ([`crate::engine::DevicePicks`]): greedy batches (`greedy.rs`), top-k
-//! summaries (`top.rs`). [`Runtime::generate`] is that loop run to the end; a stream runs it
-//! one token per call.
+//! summaries (`top.rs`). [`Runtime::generate`] is that loop run to the end; a text generation
+//! ([`super::Generation`]) runs it too, to the end or one token per call (a stream).
 //!
 //! Every token is fed to the model before it is handed out, and block boundaries reached on the
 //! way keep their checkpoints. What the device did ahead of the history (a batch's tokens not

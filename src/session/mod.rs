@@ -13,16 +13,18 @@
 //! switching sessions parks it in the session's own slot.
 //!
 //! Decoding after the history is one loop (`decode.rs`), whose tokens the device may pick where
-//! the engine can (`greedy.rs`, `top.rs`).
+//! the engine can (`greedy.rs`, `top.rs`); [`Generation`] (`generation.rs`) turns it into text.
 
 mod decode;
 mod export;
 mod finite;
+mod generation;
 mod greedy;
 mod prefill;
 mod top;
 
 pub use decode::{Decoding, Pace};
+pub use generation::{Generation, Piece};
 pub use greedy::GREEDY_BATCH;
 
 use std::collections::HashMap;
@@ -65,7 +67,7 @@ pub struct SessionStats {
     pub checkpoint_bytes: u64,
 }
 
-/// Options of [`Runtime::generate`].
+/// Options of [`Runtime::generate`] and [`Generation`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GenerateOptions {
     /// Most tokens to generate.

@@ -9,8 +9,8 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
 
 use crate::error::{Error, Result};
-use crate::sampling::{Sampler, StopStrings};
-use crate::session::{GenerateOptions as NativeOptions, Runtime, SessionId};
+use crate::sampling::Sampler;
+use crate::session::{GenerateOptions as NativeOptions, Generation, Pace, Runtime, SessionId};
 use crate::wasm::lease::{Lease, Shared};
 use crate::wasm::options::GenerateConfig;
 use crate::wasm::stream::TokenStream;
@@ -113,7 +113,9 @@ impl Session {
     }
 
     /// Generates after the history, calling `onToken(text, id)` for each piece of text as it
-    /// arrives; resolves to the generated text. `stop()` ends it between tokens.
+    /// arrives; resolves to the generated text. `stop()` ends it between tokens. It runs the
+    /// session's [`Generation`] to the end (its error policy: a detokenizer error rejects with
+    /// code `Tokenizer`, the tokens generated staying in the history).
     #[wasm_bindgen(unchecked_return_type = "Promise<string>")]
     pub fn generate(
         &self,
@@ -128,42 +130,32 @@ impl Session {
         self.promise(async move |rt: &mut Runtime, shared: &Shared, id| {
             let options = GenerateConfig::parse(&options, &on_token)?;
             let kept = sampler.borrow_mut().take();
-            let mut s = options.sampler(kept)?;
+            let chosen = options.sampler(kept)?;
             let tokenizer = shared.tokenizer()?;
-            let mut stream = tokenizer.stream(true);
-            let mut stops = StopStrings::new(options.stop.clone())?;
-            let mut text = String::new();
             let native = NativeOptions { max_tokens: options.max_tokens, stop_at_eos: options.stop_at_eos };
+            let mut generation =
+                Generation::new(tokenizer, chosen, native, options.stop.clone(), Pace::ToEnd)?;
+            let mut text = String::new();
             let on_token = options.on_token.clone();
-            // Shows `piece` (already past the stop strings); false when onToken threw.
-            let show = |piece: String, token: u32, text: &mut String| {
-                text.push_str(&piece);
-                match &on_token {
-                    Some(f) if !piece.is_empty() => {
-                        f.call2(&JsValue::NULL, &piece.into(), &token.into()).is_ok()
-                    }
-                    _ => true,
-                }
-            };
-            let result = rt
-                .generate(id, &mut s, native, |token| {
-                    if let Ok(Some(piece)) = stream.step(tokenizer, token) {
-                        let (shown, stopped) = stops.push(&piece);
-                        if !show(shown, token, &mut text) || stopped {
-                            return false;
+            let ran = generation
+                .run(rt, id, tokenizer, |piece| {
+                    text.push_str(&piece.text);
+                    // False when onToken threw.
+                    let shown = match &on_token {
+                        Some(f) if !piece.text.is_empty() => {
+                            f.call2(&JsValue::NULL, &piece.text.as_str().into(), &piece.token.into()).is_ok()
                         }
-                    }
-                    !stop.get() && !options.aborted()
+                        _ => true,
+                    };
+                    shown && !stop.get() && !options.aborted()
                 })
                 .await;
-            *sampler.borrow_mut() = Some(s);
-            result?;
+            *sampler.borrow_mut() = Some(generation.into_sampler());
+            let tail = ran?;
             if options.aborted() {
                 return Err(Error::Aborted("generate stopped by its AbortSignal".into()));
             }
-            let (tail, _) = stops.push(&stream.finish(tokenizer)?);
             text.push_str(&tail);
-            text.push_str(&stops.finish());
             Ok(text)
         })
     }

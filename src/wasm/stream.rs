@@ -1,10 +1,10 @@
 //! `session.stream(options)`: an async iterator of `{ text, id }`, one per generated token.
-//! It is pulled: each `next()` runs one turn of the decode loop (`Runtime::decode_next`, at
-//! `Pace::Stepwise`: the session whole after each token) under its own lease, so
-//! `for await … break`, an `AbortSignal` or `session.stop()` end it between tokens, other calls
-//! may run between two `next()`s, and the session continues from exactly where it stopped.
-//! When it ends the session's end is kept as its latest prompt-end (`Runtime::end_decoding`), as
-//! `generate` does.
+//! It is pulled: each `next()` is one step of the session's [`Generation`] at
+//! [`Pace::Stepwise`], under its own lease, so `for await … break`, an `AbortSignal` or
+//! `session.stop()` end it between tokens, other calls may run between two `next()`s, and the
+//! session continues from exactly where it stopped. When it ends the session's end is kept as
+//! its latest prompt-end ([`Generation::end`]), as `generate` does. A detokenizer error rejects
+//! that `next()` and ends the stream (the generation's error policy).
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -14,9 +14,8 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
 
 use crate::error::{Error, Result};
-use crate::sampling::{Sampler, StopStrings};
-use crate::session::{Decoding, GenerateOptions, Pace, SessionId};
-use crate::tokenizer::StreamDecoder;
+use crate::sampling::Sampler;
+use crate::session::{GenerateOptions, Generation, Pace, SessionId};
 use crate::wasm::lease::{Lease, Shared};
 use crate::wasm::options::GenerateConfig;
 use crate::wasm::to_js;
@@ -34,17 +33,7 @@ extern "C" {
 /// What a stream carries between two `next()` calls.
 struct Progress {
     options: GenerateConfig,
-    /// The decode; the stream itself counts the tokens and watches for the end of text.
-    decoding: Decoding,
-    decoder: StreamDecoder,
-    stops: StopStrings,
-    produced: usize,
-    last: Option<u32>,
-    /// No more steps: a stop string, end-of-text, `maxTokens`, an abort or `return()`.
-    ending: bool,
-    /// A stop string was reached: what the decoder still holds is past it, never shown.
-    cut: bool,
-    done: bool,
+    generation: Generation,
 }
 
 /// The iterator `session.stream()` returns (`for await (const { text, id } of …)`).
@@ -69,22 +58,13 @@ impl TokenStream {
         options: GenerateConfig,
     ) -> Result<Self> {
         let kept = sampler.borrow_mut().take();
-        *sampler.borrow_mut() = Some(options.sampler(kept)?);
-        let decoder = shared.tokenizer()?.stream(true);
-        let stops = StopStrings::new(options.stop.clone())?;
+        let chosen = options.sampler(kept)?;
+        *sampler.borrow_mut() = Some(chosen.clone());
+        let native = GenerateOptions { max_tokens: options.max_tokens, stop_at_eos: options.stop_at_eos };
+        let generation =
+            Generation::new(shared.tokenizer()?, chosen, native, options.stop.clone(), Pace::Stepwise)?;
         stop.set(false);
-        let unbounded = GenerateOptions { max_tokens: usize::MAX, stop_at_eos: false };
-        let progress = Progress {
-            options,
-            decoding: Decoding::new(unbounded, Pace::Stepwise),
-            decoder,
-            stops,
-            produced: 0,
-            last: None,
-            ending: false,
-            cut: false,
-            done: false,
-        };
+        let progress = Progress { options, generation };
         Ok(Self { shared, id, sampler, stop, progress: Rc::new(RefCell::new(Some(progress))) })
     }
 
@@ -96,7 +76,9 @@ impl TokenStream {
             let taken = cell.borrow_mut().take();
             let mut p =
                 taken.ok_or_else(|| to_js(Error::Busy("this stream's next() is already running".into())))?;
-            p.ending |= end;
+            if end {
+                p.generation.stop(false);
+            }
             let r = next(&shared, id, &sampler, &stop, &mut p).await;
             *cell.borrow_mut() = Some(p);
             r.map_err(to_js)
@@ -121,7 +103,7 @@ impl TokenStream {
     )]
     pub fn finish(&self) -> js_sys::Promise {
         if let Some(p) = self.progress.borrow_mut().as_mut() {
-            p.cut = true; // a caller that leaves wants no more text
+            p.generation.stop(true); // a caller that leaves wants no more text
         }
         self.run(true)
     }
@@ -135,46 +117,40 @@ async fn next(
     stop: &Cell<bool>,
     p: &mut Progress,
 ) -> Result<JsValue> {
-    if p.done {
+    if p.generation.is_done() {
         return Ok(item(None));
     }
     let mut lease = Lease::new(shared)?;
     let (rt, shared) = lease.parts()?;
     let tokenizer = shared.tokenizer()?;
-    if p.ending || stop.get() || p.options.aborted() || p.produced >= p.options.max_tokens {
-        p.done = true;
-        rt.end_decoding(id, &mut p.decoding).await?;
-        let tail = if p.cut {
-            String::new()
-        } else {
-            p.stops.push(&p.decoder.finish(tokenizer)?).0 + &p.stops.finish()
-        };
-        return Ok(match (tail.is_empty(), p.last) {
+    if stop.get() || p.options.aborted() {
+        p.generation.stop(false);
+    }
+    let mut piece = None;
+    if !p.generation.is_over() {
+        // The session's sampler, whose random stream its `generate` calls continue too, steps
+        // this generation and goes back to the session.
+        let theirs = sampler.borrow_mut().take().map_or_else(|| Sampler::new(p.options.sampling, 0), Ok)?;
+        let ours = std::mem::replace(p.generation.sampler_mut(), theirs);
+        let stepped = p.generation.next(rt, id, tokenizer).await;
+        *sampler.borrow_mut() = Some(std::mem::replace(p.generation.sampler_mut(), ours));
+        piece = stepped?;
+    }
+    let Some(piece) = piece else {
+        let tail = p.generation.end(rt, id, tokenizer).await?;
+        return Ok(match (tail.is_empty(), p.generation.last_token()) {
             (false, Some(last)) => item(Some((tail, last))),
             _ => item(None),
         });
-    }
-    let mut s = sampler.borrow_mut().take().map_or_else(|| Sampler::new(p.options.sampling, 0), Ok)?;
-    let stepped = rt.decode_next(id, &mut p.decoding, &mut s).await;
-    *sampler.borrow_mut() = Some(s);
-    let token = stepped?.ok_or_else(|| Error::Internal("an unbounded decode ended".into()))?;
-    p.produced += 1;
-    p.last = Some(token);
-    let piece = p.decoder.step(tokenizer, token)?.unwrap_or_default();
-    let (text, reached) = p.stops.push(&piece);
-    let eos = p.options.stop_at_eos && Some(token) == rt.engine().config().eos_token_id;
-    if reached || eos {
-        p.ending = true;
-        p.cut |= reached;
-    }
+    };
     if let Some(f) = &p.options.on_token
-        && !text.is_empty()
-        && f.call2(&JsValue::NULL, &text.as_str().into(), &token.into()).is_err()
+        && !piece.text.is_empty()
+        && f.call2(&JsValue::NULL, &piece.text.as_str().into(), &piece.token.into()).is_err()
     {
-        p.ending = true;
+        p.generation.stop(false);
     }
     crate::platform::yield_now().await;
-    Ok(item(Some((text, token))))
+    Ok(item(Some((piece.text, piece.token))))
 }
 
 /// An iterator result: `{ value: { text, id }, done: false }` or `{ value: undefined, done: true }`.

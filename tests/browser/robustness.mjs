@@ -11,6 +11,8 @@
 //     to its prompt, greedy);
 //   - a model whose finite weights overflow at run time (written here): NonFiniteOutput from
 //     generate and logits(), and a rewind before the overflow generates again;
+//   - a tokenizer whose text cannot be streamed (written here): generate and a stream both end
+//     with a Tokenizer error, the tokens generated staying in the history, the stream done after;
 //   - a lost GPU device (the page destroys the model's GPUDevice): every call is DeviceLost, and
 //     the documented recovery — load the model again, importState the exported bytes —
 //     continues with the uninterrupted run's tokens.
@@ -73,6 +75,17 @@ function writeDamagedFolders(root) {
     w.writeFloatLE(1e30, at('backbone.layers.0.norm.weight'));
     writeFileSync(`${d}/model.safetensors`, w);
   });
+  // A decoder whose text is no prefix of its text one token later (every character but the
+  // last becomes §: tests/generation.rs builds the same), on a fixture whose greedy run after
+  // the prompt below is text: streaming its second token's text fails (InvalidPrefix).
+  const streamless = `${root}/unstreamable-tokenizer`;
+  const textual = 'tests/fixtures/bias-untied-bf16';
+  mkdirSync(streamless, { recursive: true });
+  for (const f of ['config.json', 'model.safetensors']) copyFileSync(`${textual}/${f}`, `${streamless}/${f}`);
+  const tokenizer = JSON.parse(readFileSync(`${textual}/tokenizer.json`, 'utf8'));
+  const replace = { type: 'Replace', pattern: { Regex: '[\\s\\S](?=[\\s\\S])' }, content: '§' };
+  tokenizer.decoder = { type: 'Sequence', decoders: [tokenizer.decoder, { type: 'Fuse' }, replace] };
+  writeFileSync(`${streamless}/tokenizer.json`, JSON.stringify(tokenizer));
   folder('missing-tensor', (d) => writeFileSync(`${d}/model.safetensors`, withHeader((h) => {
     const name = Object.keys(h).find((k) => k.endsWith('norm_f.weight'));
     h[name.replace('norm_f', 'norm_g')] = h[name];
@@ -263,6 +276,34 @@ async function nonFinite(page, base, backend, worker) {
   }, { base, backend, worker });
 }
 
+/** In the page (or a worker): the tokenizer whose text cannot be streamed. `generate` rejects
+ *  with Tokenizer, keeping the tokens it generated (and its end: a checkpoint there); a stream
+ *  of the same tokens yields the ones before, rejects with Tokenizer, then is done. */
+async function unstreamable(page, base, backend, worker) {
+  return page.evaluate(async ({ base, backend, worker }) => {
+    const { Model } = window.webmamba;
+    const code = async (f) => { try { await f(); return 'accepted'; } catch (e) { return `${e.code}: ${e.message}`; } };
+    const model = await Model.fromUrl(`${base}/damaged/unstreamable-tokenizer/`, { backend, cache: false, worker });
+    const s = model.newSession();
+    const prompt = [5, 17, 3, 99, 42, 7, 7, 64, 1, 250, 12];
+    await s.appendTokens(prompt);
+    const options = { maxTokens: 24, stopAtEos: false };
+    const generate = await code(() => s.generate(options));
+    const generated = Array.from(await s.tokens()).slice(prompt.length);
+    const end = Array.from((await s.stats()).checkpoints).includes(prompt.length + generated.length);
+    await s.rewind(prompt.length);
+    const stream = s.stream(options);
+    const pulled = [];
+    const streamed = await code(async () => {
+      for (let r = await stream.next(); !r.done; r = await stream.next()) pulled.push(r.value.id);
+    });
+    const after = await stream.next();
+    const history = Array.from(await s.tokens()).slice(prompt.length);
+    model.free();
+    return { generate, generated, end, streamed, pulled, afterDone: after.done, history };
+  }, { base, backend, worker });
+}
+
 /** In the page: a model's device is destroyed under it; then the recovery. */
 async function deviceLoss(page, base) {
   return page.evaluate(async ({ base }) => {
@@ -332,6 +373,12 @@ try {
       check(nf.prefilled === 0 && JSON.stringify(nf.after) === '[210,28]' && nf.finite,
         `${b}: rewind(6) resumes from its checkpoint (prefilled ${nf.prefilled}) and generates ${JSON.stringify(nf.after)} with finite logits`);
       check(/^NonFiniteOutput/.test(nf.again), `${b}: feeding token 7 again: ${nf.again}`);
+      const u = await unstreamable(page, base, backend, worker);
+      const same = (x, y) => JSON.stringify(x) === JSON.stringify(y);
+      check(/^Tokenizer: /.test(u.generate) && u.generated.length > 0 && u.end,
+        `${b}: an unstreamable tokenizer: generate rejects with ${u.generate}, keeping ${JSON.stringify(u.generated)} and its end (${u.end})`);
+      check(/^Tokenizer: /.test(u.streamed) && same(u.pulled, u.generated.slice(0, -1)) && u.afterDone && same(u.history, u.generated),
+        `${b}: an unstreamable tokenizer: a stream yields ${JSON.stringify(u.pulled)}, rejects with ${u.streamed}, then is done (${u.afterDone}), keeping ${JSON.stringify(u.history)}`);
     }
     if (!webgpu) return { worker: true };
     const lost = await deviceLoss(page, base);

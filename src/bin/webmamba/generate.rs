@@ -1,13 +1,15 @@
-//! `webmamba generate`: a prompt's continuation streamed to stdout, through the same session
-//! runtime as the JS API (`Runtime::generate`: the batched greedy path on the GPU, the state
-//! cache), with the sampler's options, stop strings and the model's end-of-text token.
+//! `webmamba generate`: a prompt's continuation streamed to stdout, through the same text
+//! generation as the JS API (`Generation::run`: the decode loop with the device's greedy
+//! batches and top-k on the GPU, the state cache; the sampler's options, stop strings and the
+//! model's end-of-text token, kept in the history and not printed; a detokenizer error fails).
 
 use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use webmamba::sampling::{Sampler, SamplingOptions, StopStrings};
+use webmamba::sampling::{Sampler, SamplingOptions};
+use webmamba::session::{Generation, Pace};
 use webmamba::{CacheConfig, GenerateOptions, Matmul, Runtime, Tokenizer};
 
 use crate::setup::{Backend, Weights, checkpoint, engine};
@@ -57,7 +59,6 @@ pub fn run(a: GenerateArgs) -> Result<()> {
     let json = checkpoint.tokenizer_json.as_deref().context("the model folder has no tokenizer.json")?;
     let tokenizer = Tokenizer::from_bytes(json)?;
     let engine = engine(&checkpoint, a.backend, Matmul::Auto, a.weights)?;
-    let eos = engine.config().eos_token_id;
     let cache = CacheConfig::for_model(engine.config());
     let mut rt = Runtime::new(engine, cache)?;
     let session = rt.new_session()?;
@@ -69,36 +70,15 @@ pub fn run(a: GenerateArgs) -> Result<()> {
         top_p: a.top_p,
         repetition_penalty: a.repetition_penalty,
     };
-    let mut sampler = Sampler::new(options, a.seed)?;
-    let mut stops = StopStrings::new(a.stop)?;
-    let mut stream = tokenizer.stream(true);
+    let sampler = Sampler::new(options, a.seed)?;
+    let generate = GenerateOptions { max_tokens: a.max_tokens, stop_at_eos: true };
+    let mut generation = Generation::new(&tokenizer, sampler, generate, a.stop, Pace::ToEnd)?;
     let mut stdout = std::io::stdout().lock();
     write!(stdout, "{}", a.prompt)?;
-    let (mut stopped, mut failed) = (false, None);
-    let generate = GenerateOptions { max_tokens: a.max_tokens, stop_at_eos: true };
-    pollster::block_on(rt.generate(session, &mut sampler, generate, |id| {
-        if Some(id) == eos {
-            return false; // the end of the text (kept in the history, not printed)
-        }
-        let shown = match stream.step(&tokenizer, id) {
-            Ok(Some(text)) => stops.push(&text),
-            Ok(None) => return true,
-            Err(e) => {
-                failed = Some(e);
-                return false;
-            }
-        };
-        stopped = shown.1;
-        let written = write!(stdout, "{}", shown.0).and_then(|()| stdout.flush());
-        written.is_ok() && !stopped
+    let tail = pollster::block_on(generation.run(&mut rt, session, &tokenizer, |piece| {
+        write!(stdout, "{}", piece.text).and_then(|()| stdout.flush()).is_ok()
     }))?;
-    if let Some(e) = failed {
-        return Err(e.into());
-    }
-    if !stopped {
-        let (tail, _) = stops.push(&stream.finish(&tokenizer)?);
-        write!(stdout, "{tail}{}", stops.finish())?;
-    }
+    write!(stdout, "{tail}")?;
     writeln!(stdout)?;
     Ok(())
 }
