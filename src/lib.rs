@@ -1,6 +1,7 @@
 //! webmamba: Mamba state-space language models on WebGPU, in the browser (wasm32) and natively.
 //!
 //! Layout (see ARCHITECTURE.md):
+//! - [`blocks`]: the block kinds a model stacks (Mamba-1, Mamba-2), each in one place;
 //! - [`model`]: config, checkpoint headers and layout, weights in memory, the recurrent state
 //!   (+ the symbol glossary);
 //! - [`load`]: streaming a checkpoint's weights into a backend, with progress;
@@ -12,6 +13,7 @@
 //! - `wasm` (wasm32 only): the thin JavaScript API over the native types;
 //! - [`Error`]: the one error type.
 
+pub mod blocks;
 pub mod cache;
 pub mod cpu;
 pub mod engine;

@@ -7,7 +7,40 @@ use std::collections::BTreeSet;
 
 use common::fixtures;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView, serialize};
+use webmamba::blocks::{BlockKind, BlockWeights, Mamba1, Mamba2, mamba1, mamba2};
 use webmamba::{Arch, Checkpoint, Config, Error};
+
+/// The first block of `c`, a Mamba-1 one (every fixture's blocks are all of one kind).
+fn m1(c: &Config) -> &Mamba1 {
+    match &c.blocks[0] {
+        BlockKind::Mamba1(b) => b,
+        other => panic!("not a Mamba-1 block: {other:?}"),
+    }
+}
+
+/// The first block of `c`, a Mamba-2 one.
+fn m2(c: &Config) -> &Mamba2 {
+    match &c.blocks[0] {
+        BlockKind::Mamba2(b) => b,
+        other => panic!("not a Mamba-2 block: {other:?}"),
+    }
+}
+
+/// The first layer's mixer weights, of a Mamba-1 block.
+fn w1(w: &webmamba::ModelWeights) -> &mamba1::Weights {
+    match &w.layers[0].mixer {
+        BlockWeights::Mamba1(m) => m,
+        BlockWeights::Mamba2(_) => panic!("not a Mamba-1 block"),
+    }
+}
+
+/// The first layer's mixer weights, of a Mamba-2 block.
+fn w2(w: &webmamba::ModelWeights) -> &mamba2::Weights {
+    match &w.layers[0].mixer {
+        BlockWeights::Mamba2(m) => m,
+        BlockWeights::Mamba1(_) => panic!("not a Mamba-2 block"),
+    }
+}
 
 /// The tiny fixture's weights rebuilt with `edit` applied to its tensor list.
 fn rebuilt(edit: impl FnOnce(&mut Vec<(String, Dtype, Vec<usize>, Vec<u8>)>)) -> Vec<u8> {
@@ -34,39 +67,49 @@ dual_test! {
         for f in fixtures::all() {
             let c = f.checkpoint().config;
             let w = f.checkpoint().weights().unwrap();
-            assert_eq!(w.layers.len(), c.n_layer, "{}", f.name);
+            assert_eq!(w.layers.len(), c.n_layer(), "{}", f.name);
             assert_eq!(w.embedding.len(), c.vocab_size * c.d_model, "{}", f.name);
             assert_eq!(c.arch == webmamba::Arch::FalconMamba, f.name.starts_with("falcon"), "{}", f.name);
             match f.name {
-                "tiny-f32" => assert_eq!((c.d_model, c.d_state, c.d_conv, c.dt_rank, c.d_inner), (16, 4, 4, 1, 32)),
+                "tiny-f32" => {
+                    let b = m1(&c);
+                    assert_eq!((c.d_model, b.d_state, b.d_conv, b.dt_rank, b.d_inner), (16, 4, 4, 1, 32));
+                }
                 "bias-untied-bf16" => {
-                    assert_eq!((c.dt_rank, c.use_bias, c.use_conv_bias, c.tie_embeddings), (5, true, false, false));
-                    assert!(w.lm_head.is_some() && w.layers[0].in_proj_bias.is_some() && w.layers[0].conv_bias.is_none());
+                    let b = m1(&c);
+                    assert_eq!((b.dt_rank, b.use_bias, b.use_conv_bias, c.tie_embeddings), (5, true, false, false));
+                    assert!(w.lm_head.is_some() && w1(&w).ssm.in_proj_bias.is_some() && w1(&w).ssm.conv_bias.is_none());
                     assert_eq!(c.norm_eps, 1e-6);
                 }
-                "wide-f16" => assert_eq!((c.d_inner, c.d_conv, c.dt_rank), (96, 2, 3)),
-                "medium-bf16" => assert_eq!((c.d_model, c.n_layer, c.dt_rank), (64, 4, 4)),
+                "wide-f16" => assert_eq!((m1(&c).d_inner, m1(&c).d_conv, m1(&c).dt_rank), (96, 2, 3)),
+                "medium-bf16" => assert_eq!((c.d_model, c.n_layer(), m1(&c).dt_rank), (64, 4, 4)),
                 // vocab 301 padded to a multiple of 8; dt_rank "auto" = ceil(20 / 16)
-                "original-sharded" => assert_eq!((c.vocab_size, c.dt_rank, c.d_state), (304, 2, 6)),
+                "original-sharded" => assert_eq!((c.vocab_size, m1(&c).dt_rank, m1(&c).d_state), (304, 2, 6)),
                 // intermediate_size 40, not expand 2 × 16 (HF builds in_proj with 80 rows)
-                "intermediate-f32" => assert_eq!((c.d_inner, w.layers[0].in_proj.len()), (40, 80 * 16)),
+                "intermediate-f32" => assert_eq!((m1(&c).d_inner, w1(&w).ssm.in_proj.len()), (40, 80 * 16)),
                 // mixer_rms_eps as config.json says: 1e-3 here, HF's default 1e-6 in the other
-                "falcon-f32" => assert_eq!((c.mixer_rms_eps, c.dt_rank, c.d_model), (1e-3, 4, 24)),
+                "falcon-f32" => assert_eq!((m1(&c).dbc_norm_eps, m1(&c).dt_rank, c.d_model), (Some(1e-3), 4, 24)),
                 "falcon-bias-bf16" => {
-                    assert_eq!((c.mixer_rms_eps, c.use_bias, c.tie_embeddings, c.d_conv), (1e-6, true, false, 3))
+                    let b = m1(&c);
+                    assert_eq!((b.dbc_norm_eps, b.use_bias, c.tie_embeddings, b.d_conv), (Some(1e-6), true, false, 3))
                 }
                 // Mamba-2: heads, groups and the Δ clamp as config.json says (HF 5 writes ∞ as
                 // {"__float__": "Infinity"}); no x_proj / dt_proj, a gated norm per block.
                 "mamba2-f32" => {
-                    assert_eq!((c.arch, c.n_heads, c.head_dim, c.n_groups, c.chunk_size), (Arch::Mamba2, 8, 8, 2, 8));
-                    assert_eq!((c.time_step_limit, c.conv_dim(), c.tie_embeddings), ((0.0, f32::INFINITY), 64 + 32, true));
-                    assert!(w.layers[0].x_proj.is_none() && w.layers[0].gated_norm.as_ref().is_some_and(|g| g.len() == 64));
+                    let b = m2(&c);
+                    assert_eq!((c.arch, b.n_heads, b.head_dim, b.n_groups, b.chunk_size), (Arch::Mamba2, 8, 8, 2, 8));
+                    assert_eq!((b.time_step_limit, b.conv_dim(), c.tie_embeddings), ((0.0, f32::INFINITY), 64 + 32, true));
+                    assert_eq!(w2(&w).gated_norm.len(), 64);
                 }
                 "mamba2-bias-bf16" => {
-                    assert_eq!((c.n_heads, c.head_dim, c.n_groups, c.time_step_limit), (3, 16, 1, (0.02, 0.3)));
-                    assert_eq!((c.use_bias, c.use_conv_bias, c.tie_embeddings, c.norm_eps), (true, false, false, 1e-6));
+                    let b = m2(&c);
+                    assert_eq!((b.n_heads, b.head_dim, b.n_groups, b.time_step_limit), (3, 16, 1, (0.02, 0.3)));
+                    assert_eq!((b.use_bias, b.use_conv_bias, c.tie_embeddings, c.norm_eps), (true, false, false, 1e-6));
                 }
-                "mamba2-groups-f16" => assert_eq!((c.n_heads, c.head_dim, c.n_groups, c.d_state, c.d_conv), (8, 4, 4, 32, 2)),
+                "mamba2-groups-f16" => {
+                    let b = m2(&c);
+                    assert_eq!((b.n_heads, b.head_dim, b.n_groups, b.d_state, b.d_conv), (8, 4, 4, 32, 2))
+                }
                 other => panic!("unknown fixture {other}"),
             }
         }
@@ -150,7 +193,8 @@ dual_test! {
     async fn config_formats_and_derived_sizes() {
         let hf = config(r#"{"model_type":"mamba","vocab_size":50280,"hidden_size":768,"num_hidden_layers":24,
             "state_size":16,"expand":2,"conv_kernel":4,"time_step_rank":"auto","intermediate_size":1536}"#).unwrap();
-        assert_eq!((hf.d_inner, hf.dt_rank, hf.use_bias, hf.use_conv_bias, hf.tie_embeddings), (1536, 48, false, true, true));
+        let b = m1(&hf);
+        assert_eq!((b.d_inner, b.dt_rank, b.use_bias, b.use_conv_bias, hf.tie_embeddings), (1536, 48, false, true, true));
         assert_eq!(hf.norm_eps, 1e-5);
 
         let original = config(r#"{"d_model":768,"n_layer":24,"vocab_size":50277,"ssm_cfg":{},"rms_norm":true,
@@ -160,28 +204,29 @@ dual_test! {
         // As HF: intermediate_size decides when given, even where it is not expand × hidden_size
         // (the intermediate-f32 fixture checks HF's outputs for such a model).
         let wide = config(r#"{"model_type":"mamba","vocab_size":10,"hidden_size":8,"num_hidden_layers":1,"intermediate_size":20}"#).unwrap();
-        assert_eq!(wide.d_inner, 20);
+        assert_eq!(m1(&wide).d_inner, 20);
 
         let rank = config(r#"{"model_type":"mamba","vocab_size":10,"hidden_size":33,"num_hidden_layers":1}"#).unwrap();
-        assert_eq!(rank.dt_rank, 3, "auto = ceil(33 / 16)");
+        assert_eq!(m1(&rank).dt_rank, 3, "auto = ceil(33 / 16)");
 
         // Mamba-2: ∞ as older HF wrote it (a bare `Infinity`, not JSON) and as HF 5 does.
-        let m2 = r#"{"model_type":"mamba2","vocab_size":10,"hidden_size":8,"num_hidden_layers":1,"num_heads":4,
+        let json2 = r#"{"model_type":"mamba2","vocab_size":10,"hidden_size":8,"num_hidden_layers":1,"num_heads":4,
             "head_dim":4,"n_groups":2,"state_size":8,"chunk_size":16,"time_step_limit":[0.0, LIMIT]}"#;
         for limit in ["Infinity", r#"{"__float__": "Infinity"}"#, "1e9"] {
-            let c = config(&m2.replace("LIMIT", limit)).unwrap();
-            assert_eq!((c.arch, c.d_inner, c.n_heads, c.head_dim, c.n_groups), (webmamba::Arch::Mamba2, 16, 4, 4, 2));
-            assert_eq!((c.conv_dim(), c.in_proj_dim(), c.tie_embeddings, c.eos_token_id), (16 + 32, 16 + 48 + 4, false, None));
-            assert_eq!(c.time_step_limit.1, if limit == "1e9" { 1e9 } else { f32::INFINITY });
+            let c = config(&json2.replace("LIMIT", limit)).unwrap();
+            let b = m2(&c);
+            assert_eq!((c.arch, b.d_inner, b.n_heads, b.head_dim, b.n_groups), (webmamba::Arch::Mamba2, 16, 4, 4, 2));
+            assert_eq!((b.conv_dim(), b.in_proj_dim(), c.tie_embeddings, c.eos_token_id), (16 + 32, 16 + 48 + 4, false, None));
+            assert_eq!(b.time_step_limit.1, if limit == "1e9" { 1e9 } else { f32::INFINITY });
             // to_hf_json round-trips (∞ left out: HF's default).
             assert_eq!(config(&c.to_hf_json()).unwrap(), c);
         }
         // A string that merely contains the word stays a string.
-        assert!(config(&m2.replace("LIMIT", "1").replace("\"mamba2\"", "\"mamba2\",\"note\":\"NaN Infinity\"")).is_ok());
+        assert!(config(&json2.replace("LIMIT", "1").replace("\"mamba2\"", "\"mamba2\",\"note\":\"NaN Infinity\"")).is_ok());
 
-        let groups_3 = m2.replace("LIMIT", "Infinity").replace(r#""n_groups":2"#, r#""n_groups":3"#);
-        let (reversed, one) = (m2.replace("[0.0, LIMIT]", "[0.5, 0.1]"), m2.replace("[0.0, LIMIT]", "[0.0]"));
-        let nan = m2.replace("LIMIT", "NaN");
+        let groups_3 = json2.replace("LIMIT", "Infinity").replace(r#""n_groups":2"#, r#""n_groups":3"#);
+        let (reversed, one) = (json2.replace("[0.0, LIMIT]", "[0.5, 0.1]"), json2.replace("[0.0, LIMIT]", "[0.0]"));
+        let nan = json2.replace("LIMIT", "NaN");
         for (bad, kind) in [
             // HF's defaults: 128 heads × 64 is not 2 × 8.
             (r#"{"model_type":"mamba2","vocab_size":10,"hidden_size":8,"num_hidden_layers":1}"#, "Config"),
@@ -259,7 +304,7 @@ fn config_identity_is_stable() {
     let falcon = String::from_utf8(json.to_vec()).unwrap().replace("\"mamba\"", "\"falcon_mamba\"");
     let f = webmamba::Config::from_json(falcon.as_bytes()).unwrap();
     assert_eq!(f.arch, webmamba::Arch::FalconMamba);
-    assert_eq!(f.mixer_rms_eps, 1e-6);
+    assert_eq!(m1(&f).dbc_norm_eps, Some(1e-6));
     assert!(f.identity().ends_with(", arch: \"falcon_mamba\", mixer_rms_eps: 1e-6 }"), "{}", f.identity());
     assert_eq!(webmamba::Config::from_json(f.to_hf_json().as_bytes()).unwrap(), f);
 }

@@ -1,51 +1,71 @@
 //! The causal depthwise conv1d + SiLU every Mamba block runs before its scan, over the window
 //! carried in the state, and where a forward call captures the states it checkpoints.
 
+use crate::blocks::CONV;
 use crate::cpu::ops::silu;
-use crate::model::{LayerState, LayerWeights, MAMBA_CONV, State};
+use crate::model::{LayerState, State};
 
 /// Where one layer's states are captured: after each token in `positions`, into `states`.
-pub(super) struct Capture<'a> {
+pub(crate) struct Capture<'a> {
+    /// Positions (ascending, within this chunk) after which the state is captured.
     pub positions: &'a [usize],
+    /// One snapshot per position.
     pub states: &'a mut [State],
+    /// The layer being run.
     pub layer: usize,
 }
 
-/// u = silu(conv1d(x) + b_conv): the causal depthwise conv over the `conv.len() / (K−1)`
+/// One block's run on the CPU: A = −exp(A_log) (precomputed), the normalised input x (T, D),
+/// the layer's state (updated) and where its captured states go.
+pub(crate) struct Run<'a> {
+    pub a: &'a [f32],
+    pub x: &'a [f32],
+    pub st: &'a mut LayerState,
+    pub cap: Capture<'a>,
+}
+
+/// A depthwise conv1d's weights: the kernel (channels, K) and its bias (channels), if any.
+pub(crate) struct ConvWeights<'a> {
+    pub weight: &'a [f32],
+    pub bias: Option<&'a [f32]>,
+    /// K: the kernel width.
+    pub k: usize,
+}
+
+/// u = silu(conv1d(x) + b_conv): the causal depthwise conv over the `weight.len() / K`
 /// channels of `proj` (T rows of `stride` floats) that start at column `at`, run over
 /// [carried window ‖ this call's rows]. Leaves the new window in `st`'s conv region and, for each
 /// captured position, the window after it in its snapshot. (T, channels)
-pub(super) fn conv_silu(
-    w: &LayerWeights,
+pub(crate) fn conv_silu(
+    w: ConvWeights<'_>,
     proj: &[f32],
     stride: usize,
     at: usize,
-    k: usize,
     st: &mut LayerState,
     cap: &mut Capture<'_>,
 ) -> Vec<f32> {
-    let ch_len = w.conv.len() / k;
+    let k = w.k;
+    let ch_len = w.weight.len() / k;
     let t_len = proj.len() / stride;
     // window: the carried K−1 inputs followed by this call's, (K−1+T, channels).
-    let mut window = st.regions[MAMBA_CONV].clone();
+    let mut window = st.regions[CONV].clone();
     for t in 0..t_len {
         window.extend_from_slice(&proj[t * stride + at..t * stride + at + ch_len]);
     }
     let mut u = vec![0.0; t_len * ch_len];
     for t in 0..t_len {
         for ch in 0..ch_len {
-            let mut acc = w.conv_bias.as_ref().map_or(0.0, |b| b[ch]);
+            let mut acc = w.bias.map_or(0.0, |b| b[ch]);
             for j in 0..k {
-                acc += w.conv[ch * k + j] * window[(t + j) * ch_len + ch];
+                acc += w.weight[ch * k + j] * window[(t + j) * ch_len + ch];
             }
             u[t * ch_len + ch] = silu(acc);
         }
     }
-    st.regions[MAMBA_CONV].copy_from_slice(&window[t_len * ch_len..]);
+    st.regions[CONV].copy_from_slice(&window[t_len * ch_len..]);
     for (&p, snap) in cap.positions.iter().zip(cap.states.iter_mut()) {
         // After token p the window holds rows p+1 .. p+K of [carried ‖ inputs].
-        snap.layers[cap.layer].regions[MAMBA_CONV]
-            .copy_from_slice(&window[(p + 1) * ch_len..(p + k) * ch_len]);
+        snap.layers[cap.layer].regions[CONV].copy_from_slice(&window[(p + 1) * ch_len..(p + k) * ch_len]);
     }
     u
 }

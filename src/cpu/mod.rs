@@ -3,12 +3,11 @@
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
-mod conv;
+pub(crate) mod conv;
 pub mod matmul;
 mod model;
 pub mod ops;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd128;
-mod ssd;
 
 pub use model::{CHUNK_TOKENS, CpuModel};

@@ -1,11 +1,12 @@
 //! Activation and state buffers, sized once at load for the largest forward chunk.
 
+use crate::blocks;
 use crate::error::Result;
 use crate::gpu::{GpuContext, Readback};
-use crate::kernels::{Step, scan_chunks, ssd_chunks, top_k};
+use crate::kernels::{Step, top_k};
 use std::sync::Arc;
 
-use crate::model::{Arch, Config, StateLayout};
+use crate::model::{Config, StateLayout};
 
 /// Scratch buffers of one forward chunk of at most `max_tokens` tokens (T ≤ max_tokens).
 pub(crate) struct Activations {
@@ -35,6 +36,23 @@ pub(crate) struct Activations {
     pub chunk: usize,
     /// Where the position map and the captured checkpoints sit in `capture`.
     pub capture_layout: CaptureLayout,
+}
+
+/// What one block kind needs of the shared scratch buffers for a chunk of T_max tokens (in
+/// floats; [`Activations`] makes each as large as the largest block needs it).
+pub(crate) struct Scratch {
+    /// `xz`: its in_proj's output.
+    pub xz: usize,
+    /// `ud`: u (and Mamba-1's Δ after it).
+    pub ud: usize,
+    /// `dbc`: Mamba-1's x_proj output (1 where unused).
+    pub dbc: usize,
+    /// `y`: the gated scan output.
+    pub y: usize,
+    /// One chunk map's plane of the prefill scan (E·D · N).
+    pub plane: usize,
+    /// Tokens per scan chunk (every block of a model must agree: `checks.rs`).
+    pub chunk: usize,
 }
 
 /// The capture buffer's layout, known here only: a (T_max) map from token position to
@@ -94,10 +112,12 @@ pub(crate) struct StateBuffers {
 impl Activations {
     pub fn new(ctx: &GpuContext, c: &Config, max_tokens: usize, max_picks: usize) -> Result<Self> {
         let t = max_tokens;
-        let mamba2 = c.arch == Arch::Mamba2;
-        let chunk = if mamba2 { ssd_chunks::CHUNK } else { scan_chunks::chunk_len(c.d_state) };
+        // Each scratch buffer as large as the largest block needs it.
+        let needs: Vec<Scratch> = c.blocks.iter().map(|b| blocks::gpu::scratch(b, t)).collect();
+        let most = |f: fn(&Scratch) -> usize| needs.iter().map(f).max().unwrap_or(1);
+        let chunk = most(|s| s.chunk);
         let chunks = t.div_ceil(chunk);
-        let plane = c.d_inner * c.d_state;
+        let plane = most(|s| s.plane);
         // All-position logits are computed in blocks of rows that fit one binding (≤ 64 MiB).
         let logits_rows = ((64 << 20).min(ctx.max_binding()) as usize / (4 * c.vocab_size)).clamp(1, t);
         // Checkpoint captures per forward chunk: up to 64, within 32 MiB and one binding.
@@ -112,10 +132,10 @@ impl Activations {
             ids: z("ids", t)?,
             h: z("h", t * c.d_model)?,
             x_norm: z("x_norm", t * c.d_model)?,
-            xz: z("xz", t * c.in_proj_dim())?,
-            ud: z("u, delta", if mamba2 { t * c.conv_dim() } else { 2 * t * c.d_inner })?,
-            dbc: z("dbc", if mamba2 { 1 } else { t * c.x_proj_dim() })?,
-            y: z("y", t * c.d_inner)?,
+            xz: z("xz", most(|s| s.xz))?,
+            ud: z("u, delta", most(|s| s.ud))?,
+            dbc: z("dbc", most(|s| s.dbc))?,
+            y: z("y", most(|s| s.y))?,
             chunk_ab: z("chunk_ab", chunks * 2 * plane)?,
             chunk_h0: z("chunk_h0", chunks * plane)?,
             logits: z("logits", logits_rows * c.vocab_size)?,

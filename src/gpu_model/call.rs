@@ -39,6 +39,11 @@ pub(crate) enum Groups {
 }
 
 impl Groups {
+    /// A dispatch size that does not depend on T.
+    pub fn fixed((x, y, z): (u32, u32, u32)) -> Self {
+        Groups::Fixed(x, y, z)
+    }
+
     /// The workgroups for a chunk of sizes `d`.
     pub fn resolve(self, d: Dims) -> (u32, u32, u32) {
         match self {
@@ -96,6 +101,29 @@ impl LinearCall {
             } else {
                 dispatch(pass, &part.gemm, bind_group, linear::gemm_groups(rows, part.n_out));
             }
+        }
+    }
+}
+
+/// One step of a layer's plan, as a block kind records it.
+pub(crate) enum Step {
+    /// A kernel call.
+    Call(Call),
+    /// A linear layer over the chunk's T rows.
+    Linear(LinearCall),
+    /// A call made only when the chunk spans more than one scan chunk (the first two passes of
+    /// the chunked prefill scan; one chunk runs the output pass alone).
+    Prefill(Call),
+}
+
+impl Step {
+    /// Records the step for a chunk of sizes `d`.
+    pub fn dispatch(&self, pass: &mut wgpu::ComputePass<'_>, d: Dims) {
+        match self {
+            Step::Call(call) => call.dispatch(pass, d),
+            Step::Linear(linear) => linear.dispatch(pass, d.t),
+            Step::Prefill(call) if d.chunks > 1 => call.dispatch(pass, d),
+            Step::Prefill(_) => {}
         }
     }
 }

@@ -3,46 +3,27 @@
 //! typed error (`UnsupportedModel`, `LimitExceeded`), not a pipeline or dispatch the device
 //! refuses mid-run.
 
+use crate::blocks;
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 use crate::gpu_model::Matmul;
 use crate::gpu_model::pipelines::gemv_kernel;
-use crate::kernels::{conv1d_silu, linear, scan_chunks, scan_output, ssd_chunks};
-use crate::model::{Arch, Config};
+use crate::kernels::linear;
+use crate::model::Config;
 
-/// Fails unless the kernels can run a model of shape `c` on `ctx`: conv width and state size
-/// within what the shaders' fixed-size arrays hold, and the scans' workgroup memory (which
-/// grows with the state size) within the device's (checked before anything is allocated).
+/// Fails unless the kernels can run a model of shape `c` on `ctx`: each block kind checks its
+/// kernels' fixed-size arrays and workgroup memory (`src/blocks/<kind>/gpu.rs`), and the blocks
+/// agree on the prefill scan's chunk (checked before anything is allocated).
 pub(crate) fn check_supported(c: &Config, ctx: &GpuContext) -> Result<()> {
-    if c.arch == Arch::Mamba2 {
-        // The SSD kernels stage B ‖ C in a fixed 8 KiB, a tile of tokens at a time.
-        if c.d_conv > conv1d_silu::K_MAX || c.d_state > ssd_chunks::N_MAX {
-            return Err(Error::UnsupportedModel(format!(
-                "conv_kernel {} / state_size {}: the Mamba-2 GPU kernels support at most {} / {}",
-                c.d_conv,
-                c.d_state,
-                conv1d_silu::K_MAX,
-                ssd_chunks::N_MAX
-            )));
-        }
-        return Ok(());
+    for kind in &c.blocks {
+        blocks::gpu::check(kind, ctx)?;
     }
-    let shared = scan_output::workgroup_bytes(c.d_state).max(scan_chunks::workgroup_bytes(c.d_state));
-    let limit = ctx.summary().max_compute_workgroup_storage_size;
-    if shared > limit as usize {
-        return Err(Error::UnsupportedModel(format!(
-            "state_size {}: the scan needs {shared} bytes of workgroup memory, the device allows {limit}",
-            c.d_state
-        )));
-    }
-    if c.d_conv > conv1d_silu::K_MAX || c.d_state > scan_output::N_MAX {
-        return Err(Error::UnsupportedModel(format!(
-            "conv_kernel {} / state_size {}: the GPU kernels support at most {} / {}",
-            c.d_conv,
-            c.d_state,
-            conv1d_silu::K_MAX,
-            scan_output::N_MAX
-        )));
+    let mut chunks = c.blocks.iter().map(|b| blocks::gpu::scratch(b, 1).chunk);
+    let first = chunks.next();
+    if chunks.any(|chunk| Some(chunk) != first) {
+        return Err(Error::UnsupportedModel(
+            "blocks whose GPU scans use different chunk lengths in one model".into(),
+        ));
     }
     Ok(())
 }
@@ -61,12 +42,14 @@ pub(crate) fn check_dispatch(c: &Config, max_tokens: usize, matmul: Matmul, ctx:
             limit: max_dim as u64,
         });
     }
-    let (di, n, v) = (c.d_inner as u64, c.d_state as u64, c.vocab_size as u64);
+    let scratch = |b| blocks::gpu::scratch(b, 1);
+    let plane = c.blocks.iter().map(|b| scratch(b).plane as u64).max().unwrap_or(0);
     // The widest outputs (in_proj, the LM head) in gemv and gemm, the scan's (E·D, N) plane.
-    let wide = (c.in_proj_dim() as u64).max(v);
+    let in_proj = c.blocks.iter().map(|b| scratch(b).xz as u64).max().unwrap_or(0);
+    let wide = in_proj.max(c.vocab_size as u64);
     let (_, _, gemv_groups) = gemv_kernel(matmul.is_direct(ctx));
     let gemv_wide = gemv_groups(1, wide.min(u32::MAX as u64) as u32).0 as u64;
-    let widest = [gemv_wide, wide.div_ceil(linear::TILE as u64), (di * n).div_ceil(64)];
+    let widest = [gemv_wide, wide.div_ceil(linear::TILE as u64), plane.div_ceil(64)];
     match widest.into_iter().max().filter(|&w| w > max_dim as u64) {
         Some(w) => Err(Error::LimitExceeded {
             what: "workgroups along one dispatch dimension (the model's widest matrix)",

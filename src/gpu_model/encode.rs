@@ -3,7 +3,6 @@
 //! bind group and how its workgroups follow from this chunk's sizes ([`Dims`]).
 
 use crate::gpu_model::call::Dims;
-use crate::gpu_model::mixers::LayerPlan;
 use crate::gpu_model::plan::Plan;
 
 /// What `body` finishes with.
@@ -17,35 +16,13 @@ pub(crate) enum Head {
     AllRowsNormalised,
 }
 
-fn layer(pass: &mut wgpu::ComputePass<'_>, l: &LayerPlan, d: Dims) {
-    l.norm.dispatch(pass, d);
-    l.in_proj.dispatch(pass, d.t);
-    l.conv.dispatch(pass, d);
-    if let Some(p) = &l.projections {
-        p.x_proj.dispatch(pass, d.t);
-        if let Some(norms) = &p.x_proj_norms {
-            norms.dispatch(pass, d);
-        }
-        p.dt_proj.dispatch(pass, d.t);
-    }
-    if d.chunks > 1 {
-        l.scan_chunks.dispatch(pass, d);
-        l.scan_carry.dispatch(pass, d);
-    }
-    l.scan_output.dispatch(pass, d);
-    if let Some(norm) = &l.gated_norm {
-        norm.dispatch(pass, d);
-    }
-    l.out_proj.dispatch(pass, d.t);
-}
-
 /// Records embedding → every layer → norm_f (→ LM head for `Head::Last`) for T tokens.
 pub(crate) fn body(pass: &mut wgpu::ComputePass<'_>, plan: &Plan, d: Dims, head: Head) {
     for call in &plan.embedding {
         call.dispatch(pass, d);
     }
-    for l in &plan.layers {
-        layer(pass, l, d);
+    for step in plan.layers.iter().flatten() {
+        step.dispatch(pass, d);
     }
     match head {
         Head::None => {}

@@ -12,7 +12,7 @@ use crate::gpu_model::pipelines::Kernels;
 use crate::gpu_model::plan::Plan;
 use crate::gpu_model::slots::Slots;
 use crate::gpu_model::upload::Upload;
-use crate::gpu_model::weights::{GpuWeights, a_d_offsets};
+use crate::gpu_model::weights::GpuWeights;
 use crate::gpu_model::{GpuMemory, GpuModel, GpuModelOptions, MAX_GREEDY_STEPS, WeightFormat};
 use crate::load::Reporter;
 use crate::model::State;
@@ -104,7 +104,7 @@ impl GpuModel {
             }
             Err(other) => return Err(other),
         };
-        let sink = Upload::new(ctx, w, a_d_offsets(config));
+        let sink = Upload::new(ctx, w);
         Ok(Loading { ctx, config: config.clone(), options, sink, acts, state })
     }
 }

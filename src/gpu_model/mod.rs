@@ -3,24 +3,25 @@
 //! pipelines, every bind group); a forward call writes the token ids and a [`Step`] uniform,
 //! records dispatches, submits, and reads back only the logits it returns.
 //!
-//! Per layer: rms_norm → linear (in_proj) → conv1d_silu → linear (x_proj) → linear (dt_proj +
+//! Per layer: rms_norm, then the calls its block kind records (`src/blocks/<kind>/gpu.rs`; a
+//! Mamba-1 block: linear (in_proj) → conv1d_silu → linear (x_proj) → linear (dt_proj +
 //! softplus) → selective scan (scan_chunks → scan_carry → scan_output, or scan_output alone
-//! when T fits one chunk, as in decode) → linear (out_proj, added onto the residual).
+//! when T fits one chunk, as in decode) → linear (out_proj, added onto the residual)). The
+//! block kinds build on `activations`, `call`, `pipelines` and `weights`.
 
-mod activations;
-mod call;
+pub(crate) mod activations;
+pub(crate) mod call;
 mod checks;
 mod encode;
 mod format;
 mod greedy;
 mod load;
-mod mixers;
-mod pipelines;
+pub(crate) mod pipelines;
 mod plan;
 mod slots;
 mod top;
 mod upload;
-mod weights;
+pub(crate) mod weights;
 
 pub use format::{ConversionStats, WeightFormat};
 pub use greedy::MAX_GREEDY_STEPS;

@@ -1,16 +1,14 @@
 //! The compiled pipelines of a model ([`Kernels`]): made once at load, for the weight formats
-//! its matrices use and the architecture's mixer.
+//! its matrices use and the kernels its block kinds ask for.
 
+use crate::blocks;
 use crate::error::{Error, Result};
-use crate::gpu::{GpuContext, Kernel, Layout};
+use crate::gpu::{Binding, GpuContext, Kernel, Layout};
 use crate::gpu_model::Matmul;
 use crate::gpu_model::format::WeightFormat;
-use crate::kernels::{
-    argmax, conv1d_silu, embedding, gemv, gemv_coalesced, linear, linear_direct, rms_norm, rms_slices,
-    scan_carry, scan_chunks, scan_output, ssd_chunks, ssd_output, top_k,
-};
+use crate::kernels::{argmax, embedding, gemv, gemv_coalesced, linear, linear_direct, rms_norm, top_k};
 use crate::load::{Phase, Reporter};
-use crate::model::{Arch, Config};
+use crate::model::Config;
 
 /// The pipelines that read weights, for one weight format (the shaders' `W_FORMAT`).
 pub(crate) struct WeightKernels {
@@ -36,21 +34,25 @@ pub(crate) fn gemv_kernel(direct: bool) -> (&'static str, &'static str, GroupsFn
     }
 }
 
+/// A kernel a block kind needs: its WGSL, its declared bindings and the pipeline-overridable
+/// constants it is specialised with (`N_STATE`: the model's state size).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct KernelSpec {
+    pub name: &'static str,
+    pub source: &'static str,
+    pub bindings: &'static [Binding],
+    pub constants: Vec<(&'static str, f64)>,
+}
+
 /// The compiled pipelines.
 pub(crate) struct Kernels {
     /// One set per weight format the model's matrices use.
     pub weights: Vec<WeightKernels>,
     pub rms_norm: Kernel,
-    /// Falcon-Mamba's norms on δ, B and C (compiled for that architecture only).
-    pub rms_slices: Option<Kernel>,
-    pub conv1d_silu: Kernel,
-    /// Pass 1 of the prefill scan: `scan_chunks` (Mamba-1), `ssd_chunks` (Mamba-2).
-    pub scan_chunks: Kernel,
-    pub scan_carry: Kernel,
-    /// Pass 3, and the decode step: `scan_output` (Mamba-1), `ssd_output` (Mamba-2).
-    pub scan_output: Kernel,
     pub argmax: Kernel,
     pub top_k: Kernel,
+    /// What the model's block kinds asked for (each spec once), found by [`Kernels::block`].
+    blocks: Vec<(KernelSpec, Kernel)>,
 }
 
 impl Kernels {
@@ -63,12 +65,17 @@ impl Kernels {
         config: &Config,
         reporter: &mut Reporter,
     ) -> Result<Self> {
-        let falcon = config.arch == Arch::FalconMamba;
+        let mut specs: Vec<KernelSpec> = Vec::new();
+        for spec in config.blocks.iter().flat_map(blocks::gpu::kernels) {
+            if !specs.contains(&spec) {
+                specs.push(spec);
+            }
+        }
         let direct = matmul.is_direct(ctx);
         let (linear_name, linear_source) =
             if direct { ("linear_direct", linear_direct::SOURCE) } else { ("linear", linear::SOURCE) };
         let (gemv_name, gemv_source, gemv_groups) = gemv_kernel(direct);
-        let total = (7 + falcon as usize + 3 * formats.len()) as u64;
+        let total = (3 + specs.len() + 3 * formats.len()) as u64;
         let mut done = 0;
         let mut tick = |reporter: &mut Reporter| {
             done += 1;
@@ -92,37 +99,37 @@ impl Kernels {
             tick(reporter);
             weights.push(WeightKernels { format, embedding, linear, gemv, gemv_groups });
         }
-        // The scans are specialised for the model's N (loops unrolled, state in registers).
-        let n = [("N_STATE", config.d_state as f64)];
-        let (chunks, output) = match config.arch {
-            Arch::Mamba2 => (
-                ("ssd_chunks", ssd_chunks::SOURCE, ssd_chunks::BINDINGS),
-                ("ssd_output", ssd_output::SOURCE, ssd_output::BINDINGS),
-            ),
-            Arch::Mamba | Arch::FalconMamba => (
-                ("scan_chunks", scan_chunks::SOURCE, scan_chunks::BINDINGS),
-                ("scan_output", scan_output::SOURCE, scan_output::BINDINGS),
-            ),
-        };
         let mut compile = async |name, source, bindings, constants: &[(&str, f64)]| {
             let layout = Layout::new(ctx, name, bindings);
             let k = Kernel::with_constants(ctx, name, source, layout, constants).await;
             tick(reporter);
             k
         };
+        let rms_norm = compile("rms_norm", rms_norm::SOURCE, rms_norm::BINDINGS, &[]).await?;
+        let mut blocks = Vec::with_capacity(specs.len());
+        for spec in specs {
+            let kernel = compile(spec.name, spec.source, spec.bindings, &spec.constants).await?;
+            blocks.push((spec, kernel));
+        }
         Ok(Self {
             weights,
-            rms_norm: compile("rms_norm", rms_norm::SOURCE, rms_norm::BINDINGS, &[]).await?,
-            rms_slices: match falcon {
-                true => Some(compile("rms_slices", rms_slices::SOURCE, rms_slices::BINDINGS, &[]).await?),
-                false => None,
-            },
-            conv1d_silu: compile("conv1d_silu", conv1d_silu::SOURCE, conv1d_silu::BINDINGS, &[]).await?,
-            scan_chunks: compile(chunks.0, chunks.1, chunks.2, &n).await?,
-            scan_carry: compile("scan_carry", scan_carry::SOURCE, scan_carry::BINDINGS, &[]).await?,
-            scan_output: compile(output.0, output.1, output.2, &n).await?,
+            rms_norm,
             argmax: compile("argmax", argmax::SOURCE, argmax::BINDINGS, &[]).await?,
             top_k: compile("top_k", top_k::SOURCE, top_k::BINDINGS, &[]).await?,
+            blocks,
+        })
+    }
+
+    /// The compiled kernel named `name` among `specs` (what a block kind asked for).
+    pub fn named(&self, specs: &[KernelSpec], name: &str) -> Result<&Kernel> {
+        let spec = specs.iter().find(|s| s.name == name);
+        self.block(spec.ok_or_else(|| Error::Internal(format!("no {name} kernel among the block's")))?)
+    }
+
+    /// The compiled kernel of `spec` (one a block kind of this model asked for).
+    pub fn block(&self, spec: &KernelSpec) -> Result<&Kernel> {
+        self.blocks.iter().find(|(s, _)| s == spec).map(|(_, k)| k).ok_or_else(|| {
+            Error::Internal(format!("the {} kernel was not compiled for this model's blocks", spec.name))
         })
     }
 

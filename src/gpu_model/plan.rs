@@ -2,11 +2,11 @@
 //! kernel call of every layer, its parameter uniform and bind group. Encoding a forward pass then
 //! only walks this plan (see `encode.rs`).
 
+use crate::blocks;
 use crate::error::Result;
 use crate::gpu::GpuContext;
 use crate::gpu_model::activations::{Activations, StateBuffers};
-use crate::gpu_model::call::{Builder, Call, Groups, LinearCall, ROWS, scales_at};
-use crate::gpu_model::mixers::{self, LayerPlan};
+use crate::gpu_model::call::{Builder, Call, Groups, LinearCall, ROWS, Step, scales_at};
 use crate::gpu_model::pipelines::Kernels;
 use crate::gpu_model::weights::GpuWeights;
 use crate::kernels::{argmax, embedding, linear, rms_norm, top_k};
@@ -16,7 +16,8 @@ use crate::model::Config;
 pub(crate) struct Plan {
     /// A call per part of the embedding (with the pipeline of its weight format).
     pub embedding: Vec<Call>,
-    pub layers: Vec<LayerPlan>,
+    /// Per layer, its steps in dispatch order (the norm before the block, then the block's).
+    pub layers: Vec<Vec<Step>>,
     /// norm_f over all T rows (for all-position logits) / over row T−1 only.
     pub norm_all: Call,
     pub norm_last: Call,
@@ -63,11 +64,19 @@ impl Plan {
             })
             .collect::<Result<_>>()?;
         let norm = |flags| rms_norm::RmsNormParams { cols: d, eps: c.norm_eps, flags, groups: 1 };
-        let layers = w
-            .layers
+        // Each layer: the RMSNorm before its block, then the calls its kind records
+        // (src/blocks/<kind>/gpu.rs).
+        let layers = c
+            .blocks
             .iter()
+            .zip(&w.layers)
             .enumerate()
-            .map(|(i, l)| mixers::layer(&b, c, i, l, a, s))
+            .map(|(i, (kind, l))| {
+                let io = [("x", &a.h), ("weight", &l.norm), ("y", &a.x_norm)];
+                let mut steps = vec![Step::Call(b.call(&k.rms_norm, &norm(0), &io, ROWS)?)];
+                steps.extend(blocks::gpu::plan(kind, &l.mixer, blocks::gpu::LayerCx { b: &b, a, s, i })?);
+                Ok(steps)
+            })
             .collect::<Result<Vec<_>>>()?;
         let norm_f = [("x", &a.h), ("weight", &w.norm_f), ("y", &a.x_norm)];
         let head = w.lm_head();

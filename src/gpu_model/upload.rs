@@ -7,7 +7,7 @@
 use crate::error::Result;
 use crate::gpu::GpuContext;
 use crate::gpu_model::format::{ConversionStats, encode, to_f32};
-use crate::gpu_model::weights::GpuWeights;
+use crate::gpu_model::weights::{Destination, GpuWeights};
 use crate::load::stream::Sink;
 use crate::model::{Part, Planned, Role};
 
@@ -21,79 +21,51 @@ pub(crate) struct Upload<'a> {
     pub stats: ConversionStats,
     /// Bytes written since the last flush.
     unflushed: u64,
-    /// Where D (after A) and Mamba-2's dt_bias (after D) start in a layer's `a_d` buffer.
-    a_d_at: (usize, usize),
 }
 
 impl<'a> Upload<'a> {
-    pub fn new(ctx: &'a GpuContext, weights: GpuWeights, a_d_at: (usize, usize)) -> Self {
-        Self { ctx, weights, stats: ConversionStats::default(), unflushed: 0, a_d_at }
+    pub fn new(ctx: &'a GpuContext, weights: GpuWeights) -> Self {
+        Self { ctx, weights, stats: ConversionStats::default(), unflushed: 0 }
     }
 }
 
 impl Sink for Upload<'_> {
     fn rows(&mut self, t: &Planned, first_row: usize, bytes: &[u8]) -> Result<()> {
-        let Upload { ctx, weights: w, stats, unflushed, a_d_at } = self;
-        let matrix = match t.role {
-            Role::Embedding => Some(&w.embedding),
-            Role::LmHead => w.lm_head.as_ref(),
-            Role::Layer(i, Part::InProj) => Some(&w.layers[i].in_proj),
-            Role::Layer(i, Part::XProj) => w.layers[i].x_proj.as_ref(),
-            Role::Layer(i, Part::DtProj) => w.layers[i].dt_proj.as_ref(),
-            Role::Layer(i, Part::OutProj) => Some(&w.layers[i].out_proj),
-            _ => None,
+        let Upload { ctx, weights: w, stats, unflushed } = self;
+        let vector = |buffer| Some(Destination::Vector { buffer, at: 0, neg_exp: false });
+        // Each block kind routes its own tensors.
+        let destination = match t.role {
+            Role::Embedding => Some(Destination::Matrix(&w.embedding)),
+            Role::LmHead => w.lm_head.as_ref().map(Destination::Matrix),
+            Role::NormF => vector(&w.norm_f),
+            Role::Layer(i, Part::Norm) => vector(&w.layers[i].norm),
+            Role::Layer(i, part) => w.layers[i].mixer.destination(part),
         };
-        if let Some(m) = matrix {
-            let encoded = encode(m.format, t.dtype, bytes, t.cols, stats);
-            m.write_rows(ctx, first_row, bytes.len() / t.row_bytes(), &encoded);
-            *unflushed += (encoded.values.len() + encoded.scales.len()) as u64;
-            // Natively nothing else drains wgpu's staging memory during a synchronous stream.
-            #[cfg(not(target_arch = "wasm32"))]
-            if *unflushed >= FLUSH_BYTES {
-                ctx.flush_blocking()?;
-                *unflushed = 0;
-            }
-            return Ok(());
-        }
-        // Small tensors: f32, written where their rows go (A as −exp(A_log), D after A).
-        let values = to_f32(t.dtype, bytes);
-        let at = first_row * t.cols;
-        let (buffer, at, values) = match t.role {
-            Role::NormF => (&w.norm_f, at, values),
-            Role::Layer(i, part) => {
-                let l = &w.layers[i];
-                match part {
-                    Part::Norm => (&l.norm, at, values),
-                    Part::Conv => (&l.conv, at, values),
-                    Part::ConvBias => match &l.conv_bias {
-                        Some(b) => (b, at, values),
-                        None => return Ok(()),
-                    },
-                    Part::ALog => (&l.a_d, at, values.iter().map(|v| -v.exp()).collect()),
-                    Part::D => (&l.a_d, a_d_at.0 + at, values),
-                    Part::DtBias => (&l.a_d, a_d_at.1 + at, values),
-                    Part::GatedNorm => match &l.gated_norm {
-                        Some(b) => (b, at, values),
-                        None => return Ok(()),
-                    },
-                    Part::InProjBias | Part::DtProjBias | Part::OutProjBias => {
-                        let m = match part {
-                            Part::InProjBias => Some(&l.in_proj),
-                            Part::DtProjBias => l.dt_proj.as_ref(),
-                            _ => Some(&l.out_proj),
-                        };
-                        if let Some(m) = m {
-                            m.write_bias(ctx, &values);
-                        }
-                        return Ok(());
-                    }
-                    Part::InProj | Part::XProj | Part::DtProj | Part::OutProj => return Ok(()),
+        match destination {
+            Some(Destination::Matrix(m)) => {
+                let encoded = encode(m.format, t.dtype, bytes, t.cols, stats);
+                m.write_rows(ctx, first_row, bytes.len() / t.row_bytes(), &encoded);
+                *unflushed += (encoded.values.len() + encoded.scales.len()) as u64;
+                // Natively nothing else drains wgpu's staging memory during a synchronous stream.
+                #[cfg(not(target_arch = "wasm32"))]
+                if *unflushed >= FLUSH_BYTES {
+                    ctx.flush_blocking()?;
+                    *unflushed = 0;
                 }
             }
-            Role::Embedding | Role::LmHead => return Ok(()),
-        };
-        ctx.queue().write_buffer(buffer, 4 * at as u64, bytemuck::cast_slice(&values));
-        *unflushed += 4 * values.len() as u64;
+            // Small tensors: f32, written where their rows go.
+            Some(Destination::Bias(m)) => m.write_bias(ctx, &to_f32(t.dtype, bytes)),
+            Some(Destination::Vector { buffer, at, neg_exp }) => {
+                let mut values = to_f32(t.dtype, bytes);
+                if neg_exp {
+                    values.iter_mut().for_each(|v| *v = -v.exp());
+                }
+                let at = at + first_row * t.cols;
+                ctx.queue().write_buffer(buffer, 4 * at as u64, bytemuck::cast_slice(&values));
+                *unflushed += 4 * values.len() as u64;
+            }
+            None => {}
+        }
         Ok(())
     }
 }

@@ -7,10 +7,11 @@
 //! embedding is 154 MB; lavapipe and many phones bind at most 128 MiB). Kernels run once per
 //! part, with the part's first row as an offset. Most matrices are a single part.
 
+use crate::blocks::gpu::GpuBlockWeights;
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 use crate::gpu_model::format::{Encoded, WeightFormat};
-use crate::model::{Arch, Config, Layout, Part, Role};
+use crate::model::{Config, Layout, Part, Role};
 
 /// Rows [row_start, row_start + rows) of a matrix, in one buffer.
 pub(crate) struct MatrixPart {
@@ -32,7 +33,7 @@ pub(crate) struct SplitMatrix {
 impl SplitMatrix {
     /// Allocates a (rows, cols) matrix in `asked.for_cols(cols)`, with a bias of `rows` if
     /// `has_bias`.
-    fn allocate(
+    pub fn allocate(
         ctx: &GpuContext,
         label: &str,
         (rows, cols): (usize, usize),
@@ -100,25 +101,48 @@ impl SplitMatrix {
     }
 }
 
-/// One block's weights on the GPU (shapes as in [`crate::model::LayerWeights`]; Mamba-2's
-/// where they differ: H heads, conv_dim = E·D + 2·G·N).
+/// One layer's weights on the GPU: the RMSNorm before its block, and its block's by kind.
 pub(crate) struct GpuLayer {
-    pub norm: wgpu::Buffer,               // (D)
-    pub in_proj: SplitMatrix,             // (2·E·D, D), bias; Mamba-2 (E·D + conv_dim + H, D)
-    pub conv: wgpu::Buffer,               // (E·D, K); Mamba-2 (conv_dim, K)
-    pub conv_bias: Option<wgpu::Buffer>,  // (E·D); Mamba-2 (conv_dim)
-    pub x_proj: Option<SplitMatrix>,      // (R + 2N, E·D); not in Mamba-2
-    pub dt_proj: Option<SplitMatrix>,     // (E·D, R), bias (E·D); not in Mamba-2
-    pub a_d: wgpu::Buffer, // (E·D·N + E·D): A = −exp(A_log), then D; Mamba-2 (3·H): A ‖ D ‖ dt_bias
-    pub gated_norm: Option<wgpu::Buffer>, // Mamba-2: the gated RMSNorm's gain (E·D)
-    pub out_proj: SplitMatrix, // (D, E·D), bias (D)
+    pub norm: wgpu::Buffer, // (D)
+    pub mixer: GpuBlockWeights,
 }
 
-/// Where D starts in a layer's `a_d` buffer (after A), and Mamba-2's dt_bias (after D).
-pub(crate) fn a_d_offsets(c: &Config) -> (usize, usize) {
-    match c.arch {
-        Arch::Mamba2 => (c.n_heads, 2 * c.n_heads),
-        Arch::Mamba | Arch::FalconMamba => (c.d_inner * c.d_state, c.d_inner * c.d_state + c.d_inner),
+/// Where a piece of a tensor goes as the checkpoint streams in (each block kind routes its own
+/// tensors, `src/blocks/<kind>/gpu.rs`).
+pub(crate) enum Destination<'a> {
+    /// The rows of a weight matrix, in its format.
+    Matrix(&'a SplitMatrix),
+    /// A matrix's bias.
+    Bias(&'a SplitMatrix),
+    /// f32 values at `at` floats into `buffer`; as A = −exp(A_log) where `neg_exp`.
+    Vector { buffer: &'a wgpu::Buffer, at: usize, neg_exp: bool },
+}
+
+/// What allocating one layer's buffers needs: the device, the matrices' format and binding
+/// limit, and which of the layer's optional tensors the checkpoint has.
+pub(crate) struct Alloc<'a> {
+    pub ctx: &'a GpuContext,
+    layout: &'a Layout,
+    format: WeightFormat,
+    max_binding: u64,
+    layer: usize,
+}
+
+impl Alloc<'_> {
+    /// A zeroed f32 buffer of `len`, labelled by its layer.
+    pub fn vector(&self, label: &str, len: usize) -> Result<wgpu::Buffer> {
+        self.ctx.storage_zeroed_f32(&format!("layers.{}.{label}", self.layer), len)
+    }
+
+    /// A zeroed (rows, cols) matrix in the model's weight format, with a bias if `bias`.
+    pub fn matrix(&self, label: &str, shape: (usize, usize), bias: bool) -> Result<SplitMatrix> {
+        let label = format!("layers.{}.{label}", self.layer);
+        SplitMatrix::allocate(self.ctx, &label, shape, (self.format, self.max_binding), bias)
+    }
+
+    /// Whether the checkpoint has this layer's `part` (an optional bias).
+    pub fn has(&self, part: Part) -> bool {
+        self.layout.get(Role::Layer(self.layer, part)).is_some()
     }
 }
 
@@ -142,26 +166,20 @@ impl GpuWeights {
         format: WeightFormat,
         max_binding: Option<u64>,
     ) -> Result<Self> {
-        let (d, di, n, k, r, v) = (c.d_model, c.d_inner, c.d_state, c.d_conv, c.dt_rank, c.vocab_size);
+        let (d, v) = (c.d_model, c.vocab_size);
         let max_binding = max_binding.unwrap_or(u64::MAX).min(ctx.max_binding());
         let z = |label: &str, len: usize| ctx.storage_zeroed_f32(label, len);
         let m =
             |label: &str, shape, bias| SplitMatrix::allocate(ctx, label, shape, (format, max_binding), bias);
-        let layers = (0..c.n_layer)
-            .map(|i| {
-                let name = |s: &str| format!("layers.{i}.{s}");
-                let has = |part| layout.get(Role::Layer(i, part)).is_some();
-                let (cd, mamba1) = (c.conv_dim(), c.arch != Arch::Mamba2);
+        let layers = c
+            .blocks
+            .iter()
+            .enumerate()
+            .map(|(layer, kind)| {
+                let alloc = Alloc { ctx, layout, format, max_binding, layer };
                 Ok(GpuLayer {
-                    norm: z(&name("norm"), d)?,
-                    in_proj: m(&name("in_proj"), (c.in_proj_dim(), d), has(Part::InProjBias))?,
-                    conv: z(&name("conv1d"), cd * k)?,
-                    conv_bias: has(Part::ConvBias).then(|| z(&name("conv1d.bias"), cd)).transpose()?,
-                    x_proj: mamba1.then(|| m(&name("x_proj"), (r + 2 * n, di), false)).transpose()?,
-                    dt_proj: mamba1.then(|| m(&name("dt_proj"), (di, r), true)).transpose()?,
-                    a_d: z(&name("A,D"), a_d_offsets(c).1 + if mamba1 { 0 } else { c.n_heads })?,
-                    gated_norm: (!mamba1).then(|| z(&name("mixer.norm"), di)).transpose()?,
-                    out_proj: m(&name("out_proj"), (d, di), has(Part::OutProjBias))?,
+                    norm: alloc.vector("norm", d)?,
+                    mixer: GpuBlockWeights::allocate(kind, d, &alloc)?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -181,20 +199,13 @@ impl GpuWeights {
 
     /// Every matrix, for listing formats and bytes.
     pub fn matrices(&self) -> impl Iterator<Item = &SplitMatrix> {
-        let layers = self
-            .layers
-            .iter()
-            .flat_map(|l| [Some(&l.in_proj), l.x_proj.as_ref(), l.dt_proj.as_ref(), Some(&l.out_proj)])
-            .flatten();
+        let layers = self.layers.iter().flat_map(|l| l.mixer.matrices());
         std::iter::once(&self.embedding).chain(self.lm_head.as_ref()).chain(layers)
     }
 
     /// Bytes of every weight buffer.
     pub fn bytes(&self) -> u64 {
-        let vectors = |l: &GpuLayer| {
-            let opt = |b: &Option<wgpu::Buffer>| b.as_ref().map_or(0, wgpu::Buffer::size);
-            l.norm.size() + l.conv.size() + opt(&l.conv_bias) + l.a_d.size() + opt(&l.gated_norm)
-        };
+        let vectors = |l: &GpuLayer| l.norm.size() + l.mixer.vectors().iter().map(|b| b.size()).sum::<u64>();
         self.matrices().map(SplitMatrix::bytes).sum::<u64>()
             + self.layers.iter().map(vectors).sum::<u64>()
             + self.norm_f.size()

@@ -18,15 +18,18 @@ pub const STAGE: usize = 2048;
 /// Tokens per chunk of the three-pass prefill scan.
 pub const CHUNK: usize = 64;
 
-/// The kernel's bindings.
-pub const BINDINGS: &[Binding] = &[
-    STEP,
-    PARAMS,                             // SsdParams
-    Binding::read(2, "u"),              // (T, conv_dim) x ‖ B ‖ C after the conv
-    Binding::read(3, "zxbcdt"),         // (T, E·D + conv_dim + H) in_proj output
-    Binding::read(4, "a_dt"),           // (3·H) A = −exp(A_log) ‖ D ‖ dt_bias
-    Binding::read_write(5, "chunk_ab"), // (chunks, 2, E·D, N) a ‖ b
+/// The kernel's bindings (`PARAMS`: [`SsdParams`]).
+pub const BINDINGS: &[Binding] = &[STEP, PARAMS, INPUTS[0], INPUTS[1], INPUTS[2], CHUNK_AB];
+
+/// What both SSD passes (this and `ssd_output`) read, at bindings 2–4.
+pub const INPUTS: [Binding; 3] = [
+    Binding::read(2, "u"),      // (T, conv_dim) x ‖ B ‖ C after the conv
+    Binding::read(3, "zxbcdt"), // (T, E·D + conv_dim + H) in_proj output
+    Binding::read(4, "a_dt"),   // (3·H) A = −exp(A_log) ‖ D ‖ dt_bias
 ];
+
+/// (chunks, 2, E·D, N): each chunk's affine map a ‖ b.
+const CHUNK_AB: Binding = Binding::read_write(5, "chunk_ab");
 
 /// `Params` of `ssd_chunks.wgsl`; `ssd_output.wgsl`'s starts with the same members.
 #[repr(C)]
@@ -59,8 +62,8 @@ pub struct SsdParams {
 }
 
 impl SsdParams {
-    /// The parameters of model `c` (chunks of `chunk` tokens).
-    pub fn new(c: &crate::Config, chunk: usize) -> Self {
+    /// The parameters of Mamba-2 block `c` (chunks of `chunk` tokens).
+    pub fn new(c: &crate::blocks::Mamba2, chunk: usize) -> Self {
         let group_channels = c.d_inner / c.n_groups;
         Self {
             d_inner: c.d_inner as u32,

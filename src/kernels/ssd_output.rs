@@ -2,7 +2,7 @@
 //! `y = (h·C + D·x) · silu(z)` and the final state. The Rust side of `shaders/ssd_output.wgsl`.
 
 use crate::gpu::Binding;
-use crate::kernels::ssd_chunks::SsdParams;
+use crate::kernels::ssd_chunks::{self, SsdParams};
 use crate::kernels::{PARAMS, STEP};
 
 /// WGSL source.
@@ -11,10 +11,11 @@ pub const SOURCE: &str = include_str!("../../shaders/ssd_output.wgsl");
 /// The kernel's bindings.
 pub const BINDINGS: &[Binding] = &[
     STEP,
-    PARAMS,                              // SsdOutputParams
-    Binding::read(2, "u"),               // (T, conv_dim) x ‖ B ‖ C after the conv
-    Binding::read(3, "zxbcdt"),          // (T, E·D + conv_dim + H) in_proj output
-    Binding::read(4, "a_dt"),            // (3·H) A = −exp(A_log) ‖ D ‖ dt_bias
+    PARAMS, // SsdOutputParams
+    // u, zxbcdt, a_dt: as ssd_chunks reads them.
+    ssd_chunks::INPUTS[0],
+    ssd_chunks::INPUTS[1],
+    ssd_chunks::INPUTS[2],
     Binding::read(5, "chunk_h0"),        // (chunks, E·D, N) start states
     Binding::read_write(6, "ssm_state"), // (L, H, P, N)
     Binding::read_write(7, "y"),         // (T, E·D) gated output

@@ -8,11 +8,10 @@ use std::collections::HashMap;
 use half::{bf16, f16};
 use safetensors::Dtype;
 
+use crate::blocks::{BlockWeights, TakeTensor};
 use crate::error::{Error, Result};
 use crate::load::stream::Sink;
-use crate::model::{
-    Arch, Config, LayerWeights, Layout, Matrix, MatrixData, ModelWeights, Part, Planned, Role,
-};
+use crate::model::{Config, LayerWeights, Layout, Matrix, MatrixData, ModelWeights, Part, Planned, Role};
 
 /// A tensor being filled.
 enum Building {
@@ -60,27 +59,11 @@ impl HostSink {
         let embedding = take_matrix(t, layout, Role::Embedding)?;
         let lm_head =
             layout.get(Role::LmHead).is_some().then(|| take_matrix(t, layout, Role::LmHead)).transpose()?;
-        let mut layers = Vec::with_capacity(config.n_layer);
-        for i in 0..config.n_layer {
-            let role = |part| Role::Layer(i, part);
-            layers.push(LayerWeights {
-                norm: take_vector(t, role(Part::Norm))?,
-                in_proj: take_matrix(t, layout, role(Part::InProj))?,
-                in_proj_bias: take_vector(t, role(Part::InProjBias)).ok(),
-                conv: take_vector(t, role(Part::Conv))?,
-                conv_bias: take_vector(t, role(Part::ConvBias)).ok(),
-                x_proj: optional_matrix(t, layout, role(Part::XProj))?,
-                dt_proj: optional_matrix(t, layout, role(Part::DtProj))?,
-                dt_bias: match config.arch {
-                    Arch::Mamba2 => take_vector(t, role(Part::DtBias))?,
-                    Arch::Mamba | Arch::FalconMamba => take_vector(t, role(Part::DtProjBias))?,
-                },
-                a_log: take_vector(t, role(Part::ALog))?,
-                d: take_vector(t, role(Part::D))?,
-                gated_norm: take_vector(t, role(Part::GatedNorm)).ok(),
-                out_proj: take_matrix(t, layout, role(Part::OutProj))?,
-                out_proj_bias: take_vector(t, role(Part::OutProjBias)).ok(),
-            });
+        let mut layers = Vec::with_capacity(config.n_layer());
+        for (i, kind) in config.blocks.iter().enumerate() {
+            let mut layer = LayerTensors { tensors: t, layout, layer: i };
+            let norm = layer.vector(Part::Norm)?;
+            layers.push(LayerWeights { norm, mixer: BlockWeights::take(kind, &mut layer)? });
         }
         let norm_f = take_vector(t, Role::NormF)?;
         Ok(ModelWeights { config: config.clone(), embedding, layers, norm_f, lm_head, fingerprint })
@@ -98,13 +81,21 @@ fn take_matrix(tensors: &mut HashMap<Role, Building>, layout: &Layout, role: Rol
     Ok(Matrix { rows: p.rows, cols: p.cols, data })
 }
 
-/// The matrix playing `role` when the layout has one (x_proj, dt_proj: Mamba-1 only).
-fn optional_matrix(
-    tensors: &mut HashMap<Role, Building>,
-    layout: &Layout,
-    role: Role,
-) -> Result<Option<Matrix>> {
-    layout.get(role).map(|_| take_matrix(tensors, layout, role)).transpose()
+/// Block `layer`'s tensors, handed to its kind as it builds its weights.
+struct LayerTensors<'a> {
+    tensors: &'a mut HashMap<Role, Building>,
+    layout: &'a Layout,
+    layer: usize,
+}
+
+impl TakeTensor for LayerTensors<'_> {
+    fn matrix(&mut self, part: Part) -> Result<Matrix> {
+        take_matrix(self.tensors, self.layout, Role::Layer(self.layer, part))
+    }
+
+    fn vector(&mut self, part: Part) -> Result<Vec<f32>> {
+        take_vector(self.tensors, Role::Layer(self.layer, part))
+    }
 }
 
 /// The f32 vector playing `role`; an error when the checkpoint has none (optional biases).

@@ -5,6 +5,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::blocks::{BlockKind, Mamba1, Mamba2};
 use crate::error::{Error, Result};
 use crate::model::config::{Arch, Config};
 
@@ -144,9 +145,8 @@ fn eps_default() -> f32 {
     1e-5
 }
 /// HF `FalconMambaConfig.mixer_rms_eps`'s default.
-const MIXER_EPS_DEFAULT: f32 = 1e-6;
 fn mixer_eps_default() -> f32 {
-    MIXER_EPS_DEFAULT
+    1e-6
 }
 fn act_default() -> String {
     "silu".into()
@@ -218,99 +218,148 @@ fn step_limit(limit: Option<Vec<Value>>) -> Result<(f32, f32)> {
     }
 }
 
-impl Config {
-    pub(super) fn from_hf_mamba2(value: Value) -> Result<Self> {
-        let c: HfMamba2Config = serde_json::from_value(value.clone())
-            .map_err(|e| Error::Config(format!("Hugging Face Mamba2ForCausalLM config: {e}")))?;
-        Ok(Config {
-            // HF's Mamba2Mixer: int(expand × hidden_size), whatever else config.json says.
-            d_inner: inner_width(c.expand, c.hidden_size)?,
-            d_state: c.state_size,
-            tie_embeddings: c.tie_word_embeddings,
-            n_heads: c.num_heads,
-            head_dim: c.head_dim,
-            n_groups: c.n_groups,
-            chunk_size: c.chunk_size,
-            time_step_limit: step_limit(c.time_step_limit)?,
-            // The fields Mamba-1 reads the same way (time_step_rank is kept but unused).
-            ..Self::from_hf(value, Arch::Mamba2)?
-        })
-    }
+/// How one model type's config.json becomes a [`Config`].
+type Parser = fn(Value) -> Result<Config>;
 
-    pub(super) fn from_hf(value: Value, arch: Arch) -> Result<Self> {
-        let c: HfConfig = serde_json::from_value(value)
-            .map_err(|e| Error::Config(format!("Hugging Face {} config: {e}", arch.hf_class())))?;
-        check_act(&c.hidden_act)?;
-        // As HF transformers (5.x): `intermediate_size` when config.json has it (even where it
-        // is not expand × hidden_size: HF then builds and runs the mixer at that width), else
-        // int(expand × hidden_size). The weights' shapes are checked against it (`Layout`).
-        let d_inner = match c.intermediate_size {
-            Some(0) => return Err(Error::Config("intermediate_size is 0".into())),
-            Some(n) => n,
-            None => inner_width(c.expand, c.hidden_size)?,
-        };
-        let eos_token_id = first_eos(c.eos_token_id);
-        Ok(Config {
-            d_model: c.hidden_size,
-            n_layer: c.num_hidden_layers,
-            d_inner,
-            d_state: c.state_size,
-            d_conv: c.conv_kernel,
-            dt_rank: c.time_step_rank.resolve(c.hidden_size, "time_step_rank")?,
-            vocab_size: c.vocab_size,
-            use_bias: c.use_bias,
-            use_conv_bias: c.use_conv_bias,
-            norm_eps: c.layer_norm_epsilon,
-            tie_embeddings: c.tie_word_embeddings,
-            eos_token_id,
-            arch,
-            mixer_rms_eps: c.mixer_rms_eps,
-            n_heads: d_inner,
-            head_dim: 1,
-            n_groups: 1,
-            chunk_size: 0,
-            time_step_limit: (0.0, f32::INFINITY),
-        })
-    }
+/// The registry: each `model_type` webmamba runs and how its config.json becomes a [`Config`]
+/// (the original `state-spaces/mamba` format has no `model_type`: it is known by `d_model`).
+const REGISTRY: &[(&str, Parser)] = &[
+    ("mamba", |v| from_hf(v, Arch::Mamba)),
+    ("falcon_mamba", |v| from_hf(v, Arch::FalconMamba)),
+    ("mamba2", from_hf_mamba2),
+];
 
-    pub(super) fn from_original(value: Value) -> Result<Self> {
-        let c: OriginalConfig = serde_json::from_value(value)
-            .map_err(|e| Error::Config(format!("state-spaces Mamba config: {e}")))?;
-        if c.ssm_cfg.layer != "Mamba1" {
-            return Err(Error::UnsupportedModel(format!(
-                "ssm_cfg.layer {:?} in the original state-spaces format (webmamba reads Mamba1 there; \
-                 Mamba-2 from a Hugging Face Mamba2ForCausalLM config.json)",
-                c.ssm_cfg.layer
-            )));
-        }
-        if !c.rms_norm {
-            return Err(Error::UnsupportedModel("rms_norm = false (LayerNorm blocks)".into()));
-        }
-        let multiple = c.pad_vocab_size_multiple.max(1);
-        let vocab_size = c.vocab_size.div_ceil(multiple).checked_mul(multiple).ok_or_else(|| {
-            Error::Config(format!("vocab_size {} padded to a multiple of {multiple} overflows", c.vocab_size))
-        })?;
-        let d_inner = inner_width(c.ssm_cfg.expand, c.d_model)?;
-        Ok(Config {
-            d_model: c.d_model,
-            n_layer: c.n_layer,
-            d_inner,
-            d_state: c.ssm_cfg.d_state,
-            d_conv: c.ssm_cfg.d_conv,
-            dt_rank: c.ssm_cfg.dt_rank.resolve(c.d_model, "ssm_cfg.dt_rank")?,
-            vocab_size,
-            use_bias: c.ssm_cfg.bias,
-            use_conv_bias: c.ssm_cfg.conv_bias,
-            norm_eps: c.norm_epsilon,
-            tie_embeddings: c.tie_embeddings,
-            eos_token_id: None,
-            arch: Arch::Mamba,
-            mixer_rms_eps: MIXER_EPS_DEFAULT,
-            n_heads: d_inner,
-            head_dim: 1,
-            n_groups: 1,
-            chunk_size: 0,
-            time_step_limit: (0.0, f32::INFINITY),
-        })
+/// `value` (a parsed config.json) as a checked [`Config`].
+pub(super) fn parse(value: Value) -> Result<Config> {
+    if value.get("d_model").is_some() {
+        return from_original(value);
     }
+    let Some(model_type) = value.get("model_type").and_then(Value::as_str) else {
+        return Err(Error::UnsupportedModel("config.json has neither \"model_type\" nor \"d_model\"".into()));
+    };
+    match REGISTRY.iter().find(|(name, _)| *name == model_type) {
+        Some((_, parse)) => parse(value.clone()),
+        None => Err(Error::UnsupportedModel(format!(
+            "model_type {model_type:?} (webmamba runs \"mamba\", \"falcon_mamba\" and \"mamba2\" checkpoints)"
+        ))),
+    }
+}
+
+/// The parts every model shares, with no blocks yet.
+fn shared(
+    d_model: usize,
+    vocab_size: usize,
+    norm_eps: f32,
+    tie: bool,
+    eos: Option<u32>,
+    arch: Arch,
+) -> Config {
+    Config { d_model, vocab_size, norm_eps, tie_embeddings: tie, eos_token_id: eos, arch, blocks: Vec::new() }
+}
+
+fn check_mixer_eps(eps: f32) -> Result<()> {
+    if eps.is_finite() && eps >= 0.0 {
+        Ok(())
+    } else {
+        Err(Error::Config(format!("mixer_rms_eps {eps} is not usable")))
+    }
+}
+
+fn from_hf_mamba2(value: Value) -> Result<Config> {
+    let c: HfMamba2Config = serde_json::from_value(value.clone())
+        .map_err(|e| Error::Config(format!("Hugging Face Mamba2ForCausalLM config: {e}")))?;
+    // The fields Mamba-1 reads the same way (time_step_rank and mixer_rms_eps are kept but
+    // unused: they are part of the model's identity).
+    let (m1, base, n_layer) = hf(value, Arch::Mamba2)?;
+    let kind = Mamba2 {
+        // HF's Mamba2Mixer: int(expand × hidden_size), whatever else config.json says.
+        d_inner: inner_width(c.expand, c.hidden_size)?,
+        d_state: c.state_size,
+        d_conv: m1.d_conv,
+        n_heads: c.num_heads,
+        head_dim: c.head_dim,
+        n_groups: c.n_groups,
+        chunk_size: c.chunk_size,
+        time_step_limit: step_limit(c.time_step_limit)?,
+        use_bias: m1.use_bias,
+        use_conv_bias: m1.use_conv_bias,
+        norm_eps: base.norm_eps,
+        unused: (m1.dt_rank, base.mixer_rms_eps),
+    };
+    let shared = Config { tie_embeddings: c.tie_word_embeddings, ..base.shared };
+    Config::uniform(shared, BlockKind::Mamba2(kind), n_layer)
+}
+
+fn from_hf(value: Value, arch: Arch) -> Result<Config> {
+    let (m1, base, n_layer) = hf(value, arch)?;
+    let kind = Mamba1 { dbc_norm_eps: (arch == Arch::FalconMamba).then_some(base.mixer_rms_eps), ..m1 };
+    Config::uniform(base.shared, BlockKind::Mamba1(kind), n_layer)
+}
+
+/// What HF's Mamba-family configs read alike besides the block: the shared parts (no blocks
+/// yet), ε of the model's norms and `mixer_rms_eps`.
+struct HfShared {
+    shared: Config,
+    norm_eps: f32,
+    mixer_rms_eps: f32,
+}
+
+/// A Mamba-family HF config.json as a Mamba-1 block (no Falcon norms yet), the shared parts,
+/// and the layer count.
+fn hf(value: Value, arch: Arch) -> Result<(Mamba1, HfShared, usize)> {
+    let c: HfConfig = serde_json::from_value(value)
+        .map_err(|e| Error::Config(format!("Hugging Face {} config: {e}", arch.hf_class())))?;
+    check_act(&c.hidden_act)?;
+    check_mixer_eps(c.mixer_rms_eps)?;
+    // As HF transformers (5.x): `intermediate_size` when config.json has it (even where it
+    // is not expand × hidden_size: HF then builds and runs the mixer at that width), else
+    // int(expand × hidden_size). The weights' shapes are checked against it (`Layout`).
+    let d_inner = match c.intermediate_size {
+        Some(0) => return Err(Error::Config("intermediate_size is 0".into())),
+        Some(n) => n,
+        None => inner_width(c.expand, c.hidden_size)?,
+    };
+    let block = Mamba1 {
+        d_inner,
+        d_state: c.state_size,
+        d_conv: c.conv_kernel,
+        dt_rank: c.time_step_rank.resolve(c.hidden_size, "time_step_rank")?,
+        use_bias: c.use_bias,
+        use_conv_bias: c.use_conv_bias,
+        dbc_norm_eps: None,
+    };
+    let eos = first_eos(c.eos_token_id);
+    let shared = shared(c.hidden_size, c.vocab_size, c.layer_norm_epsilon, c.tie_word_embeddings, eos, arch);
+    let base = HfShared { shared, norm_eps: c.layer_norm_epsilon, mixer_rms_eps: c.mixer_rms_eps };
+    Ok((block, base, c.num_hidden_layers))
+}
+
+fn from_original(value: Value) -> Result<Config> {
+    let c: OriginalConfig = serde_json::from_value(value)
+        .map_err(|e| Error::Config(format!("state-spaces Mamba config: {e}")))?;
+    if c.ssm_cfg.layer != "Mamba1" {
+        return Err(Error::UnsupportedModel(format!(
+            "ssm_cfg.layer {:?} in the original state-spaces format (webmamba reads Mamba1 there; \
+             Mamba-2 from a Hugging Face Mamba2ForCausalLM config.json)",
+            c.ssm_cfg.layer
+        )));
+    }
+    if !c.rms_norm {
+        return Err(Error::UnsupportedModel("rms_norm = false (LayerNorm blocks)".into()));
+    }
+    let multiple = c.pad_vocab_size_multiple.max(1);
+    let vocab_size = c.vocab_size.div_ceil(multiple).checked_mul(multiple).ok_or_else(|| {
+        Error::Config(format!("vocab_size {} padded to a multiple of {multiple} overflows", c.vocab_size))
+    })?;
+    let kind = Mamba1 {
+        d_inner: inner_width(c.ssm_cfg.expand, c.d_model)?,
+        d_state: c.ssm_cfg.d_state,
+        d_conv: c.ssm_cfg.d_conv,
+        dt_rank: c.ssm_cfg.dt_rank.resolve(c.d_model, "ssm_cfg.dt_rank")?,
+        use_bias: c.ssm_cfg.bias,
+        use_conv_bias: c.ssm_cfg.conv_bias,
+        dbc_norm_eps: None,
+    };
+    let shared = shared(c.d_model, vocab_size, c.norm_epsilon, c.tie_embeddings, None, Arch::Mamba);
+    Config::uniform(shared, BlockKind::Mamba1(kind), c.n_layer)
 }

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, HashMap};
 use safetensors::Dtype;
 
 use crate::error::{Error, Result};
-use crate::model::config::{Arch, Config};
+use crate::model::config::Config;
 use crate::model::header::FileHeader;
 
 /// One tensor of a Mamba block (`backbone.layers.N.…`). Shapes are Mamba-1's; Mamba-2's
@@ -197,39 +197,14 @@ impl Layout {
 }
 
 /// Every tensor the config implies, as (role, name, shape), in the order the old loader read
-/// them: embedding, blocks, final norm, LM head.
+/// them: embedding, blocks (each as its kind lists its tensors), final norm, LM head.
 fn wanted(c: &Config, original_layout: bool, has_lm_head: bool) -> Result<Vec<(Role, String, Vec<usize>)>> {
-    let (d, di, n, k, r, v) = (c.d_model, c.d_inner, c.d_state, c.d_conv, c.dt_rank, c.vocab_size);
+    let (d, v) = (c.d_model, c.vocab_size);
     let embedding = if original_layout { "backbone.embedding.weight" } else { "backbone.embeddings.weight" };
     let mut out = vec![(Role::Embedding, embedding.to_string(), vec![v, d])];
-    for i in 0..c.n_layer {
-        let parts = if c.arch == Arch::Mamba2 { mamba2_parts(c) } else { Vec::new() };
-        for (part, leaf, shape, present) in parts {
-            if present {
-                out.push((Role::Layer(i, part), format!("backbone.layers.{i}.{leaf}"), shape));
-            }
-        }
-        if c.arch == Arch::Mamba2 {
-            continue;
-        }
-        let parts: [(Part, &str, Vec<usize>, bool); 12] = [
-            (Part::Norm, "norm.weight", vec![d], true),
-            (Part::InProj, "mixer.in_proj.weight", vec![2 * di, d], true),
-            (Part::InProjBias, "mixer.in_proj.bias", vec![2 * di], c.use_bias),
-            (Part::Conv, "mixer.conv1d.weight", vec![di, 1, k], true),
-            (Part::ConvBias, "mixer.conv1d.bias", vec![di], c.use_conv_bias),
-            (Part::XProj, "mixer.x_proj.weight", vec![r + 2 * n, di], true),
-            (Part::DtProj, "mixer.dt_proj.weight", vec![di, r], true),
-            (Part::DtProjBias, "mixer.dt_proj.bias", vec![di], true),
-            (Part::ALog, "mixer.A_log", vec![di, n], true),
-            (Part::D, "mixer.D", vec![di], true),
-            (Part::OutProj, "mixer.out_proj.weight", vec![d, di], true),
-            (Part::OutProjBias, "mixer.out_proj.bias", vec![d], c.use_bias),
-        ];
-        for (part, leaf, shape, present) in parts {
-            if present {
-                out.push((Role::Layer(i, part), format!("backbone.layers.{i}.{leaf}"), shape));
-            }
+    for (i, kind) in c.blocks.iter().enumerate() {
+        for t in kind.tensors(d).into_iter().filter(|t| t.present) {
+            out.push((Role::Layer(i, t.part), format!("backbone.layers.{i}.{}", t.leaf), t.shape));
         }
     }
     out.push((Role::NormF, "backbone.norm_f.weight".into(), vec![d]));
@@ -242,22 +217,4 @@ fn wanted(c: &Config, original_layout: bool, has_lm_head: bool) -> Result<Vec<(R
         });
     }
     Ok(out)
-}
-
-/// A Mamba-2 block's tensors as (part, name under the layer, shape, present).
-fn mamba2_parts(c: &Config) -> Vec<(Part, &'static str, Vec<usize>, bool)> {
-    let (d, di, h, k, cd) = (c.d_model, c.d_inner, c.n_heads, c.d_conv, c.conv_dim());
-    vec![
-        (Part::Norm, "norm.weight", vec![d], true),
-        (Part::InProj, "mixer.in_proj.weight", vec![c.in_proj_dim(), d], true),
-        (Part::InProjBias, "mixer.in_proj.bias", vec![c.in_proj_dim()], c.use_bias),
-        (Part::Conv, "mixer.conv1d.weight", vec![cd, 1, k], true),
-        (Part::ConvBias, "mixer.conv1d.bias", vec![cd], c.use_conv_bias),
-        (Part::DtBias, "mixer.dt_bias", vec![h], true),
-        (Part::ALog, "mixer.A_log", vec![h], true),
-        (Part::D, "mixer.D", vec![h], true),
-        (Part::GatedNorm, "mixer.norm.weight", vec![di], true),
-        (Part::OutProj, "mixer.out_proj.weight", vec![d, di], true),
-        (Part::OutProjBias, "mixer.out_proj.bias", vec![d], c.use_bias),
-    ]
 }

@@ -1,6 +1,7 @@
-//! The Mamba model as data: hyper-parameters ([`Config`]), checkpoint files ([`Checkpoint`]),
-//! safetensors headers ([`FileHeader`]), what each tensor is to the model ([`Layout`]) and the
-//! weights in memory ([`ModelWeights`], matrices as stored: [`Matrix`]).
+//! The model as data: hyper-parameters ([`Config`]: the shared parts and one block kind per
+//! layer, see [`crate::blocks`]), checkpoint files ([`Checkpoint`]), safetensors headers
+//! ([`FileHeader`]), what each tensor is to the model ([`Layout`]), the weights in memory
+//! ([`ModelWeights`], matrices as stored: [`Matrix`]) and the state ([`StateLayout`], [`State`]).
 //!
 //! # Glossary (code name ↔ paper symbol, Gu & Dao 2023, Algorithm 2)
 //! | code | symbol | meaning |
@@ -29,7 +30,7 @@
 //! | `n_heads` | H | heads; each has one A, D, Δ bias, and one Δ per token |
 //! | `head_dim` | P | channels per head: H·P = E·D |
 //! | `n_groups` | G | groups of heads sharing one B and one C per token (N each); also the gated norm's groups |
-//! | `conv_dim()` | — | E·D + 2·G·N: the conv runs over x ‖ B ‖ C (and its window is that wide) |
+//! | `conv_dim()` | — | E·D + 2·G·N: the conv runs over x ‖ B ‖ C (and its window is that wide; [`crate::blocks::Mamba2::conv_dim`]) |
 //! | `in_proj_dim()` | — | E·D + conv_dim + H: `in_proj` gives z ‖ x ‖ B ‖ C ‖ δ |
 //! | `a` | A | `−exp(A_log)`, (H): a scalar per head (Mamba-1: a matrix per channel) |
 //! | `delta` | Δ | `clamp(softplus(δ + dt_bias), time_step_limit)`, (T, H) |
@@ -40,6 +41,7 @@
 mod checkpoint;
 mod config;
 mod config_formats;
+mod config_out;
 mod header;
 mod layout;
 mod logits;
@@ -50,7 +52,7 @@ pub mod state_layout;
 mod weights;
 
 pub use checkpoint::Checkpoint;
-pub use config::{Arch, Config, MAMBA_CONV, MAMBA_SSM};
+pub use config::{Arch, Config};
 pub use header::{FileHeader, TensorEntry, parse_index, shard_names};
 pub use layout::{Layout, Part, Planned, Role};
 pub use logits::Logits;

@@ -15,7 +15,8 @@ use safetensors::Dtype;
 
 use crate::error::{Error, Result};
 use crate::model::checkpoint::Checkpoint;
-use crate::model::config::{Arch, Config};
+use crate::model::config::Config;
+use crate::model::layout::Part;
 
 /// One tensor to generate: its name, shape and how to fill it.
 struct Spec {
@@ -36,59 +37,42 @@ enum Fill {
     ALog(usize),
 }
 
-/// Every tensor of a Hugging Face `MambaForCausalLM` (or `Mamba2ForCausalLM`) of shape `c`, in the order they are
-/// generated and written.
+/// Every tensor of a Hugging Face `MambaForCausalLM` (or `Mamba2ForCausalLM`) of shape `c`, in
+/// the order they are generated and written: each block's as its kind lists them, then the
+/// embedding, the final norm and an untied LM head.
 fn specs(c: &Config) -> Vec<Spec> {
-    let (d, di, n, k, r, v) = (c.d_model, c.d_inner, c.d_state, c.d_conv, c.dt_rank, c.vocab_size);
+    let (d, v) = (c.d_model, c.vocab_size);
     let fan = |x: usize| 1.0 / (x as f32).sqrt();
     let mut out = Vec::new();
-    let mut add = |name: String, shape: Vec<usize>, fill| out.push(Spec { name, shape, fill });
-    for i in 0..c.n_layer {
-        let p = |leaf: &str| format!("backbone.layers.{i}.{leaf}");
-        add(p("norm.weight"), vec![d], Fill::Around(1.0, 0.1));
-        if c.arch == Arch::Mamba2 {
-            // HF's Mamba2Mixer init: A = 1..H per head, D = 1, Δ's bias as Mamba-1's.
-            let (h, cd, zxbcdt) = (c.n_heads, c.conv_dim(), c.in_proj_dim());
-            add(p("mixer.in_proj.weight"), vec![zxbcdt, d], Fill::Uniform(fan(d)));
-            if c.use_bias {
-                add(p("mixer.in_proj.bias"), vec![zxbcdt], Fill::Uniform(fan(d)));
-            }
-            add(p("mixer.conv1d.weight"), vec![cd, 1, k], Fill::Uniform(fan(k)));
-            if c.use_conv_bias {
-                add(p("mixer.conv1d.bias"), vec![cd], Fill::Uniform(fan(k)));
-            }
-            add(p("mixer.dt_bias"), vec![h], Fill::DtBias);
-            add(p("mixer.A_log"), vec![h], Fill::ALog(h));
-            add(p("mixer.D"), vec![h], Fill::Around(1.0, 0.1));
-            add(p("mixer.norm.weight"), vec![di], Fill::Around(1.0, 0.1));
-            add(p("mixer.out_proj.weight"), vec![d, di], Fill::Uniform(fan(di) / (c.n_layer as f32).sqrt()));
-            if c.use_bias {
-                add(p("mixer.out_proj.bias"), vec![d], Fill::Uniform(fan(di)));
-            }
-            continue;
-        }
-        add(p("mixer.in_proj.weight"), vec![2 * di, d], Fill::Uniform(fan(d)));
-        if c.use_bias {
-            add(p("mixer.in_proj.bias"), vec![2 * di], Fill::Uniform(fan(d)));
-        }
-        add(p("mixer.conv1d.weight"), vec![di, 1, k], Fill::Uniform(fan(k)));
-        if c.use_conv_bias {
-            add(p("mixer.conv1d.bias"), vec![di], Fill::Uniform(fan(k)));
-        }
-        add(p("mixer.x_proj.weight"), vec![r + 2 * n, di], Fill::Uniform(fan(di)));
-        add(p("mixer.dt_proj.weight"), vec![di, r], Fill::Uniform(fan(r)));
-        add(p("mixer.dt_proj.bias"), vec![di], Fill::DtBias);
-        add(p("mixer.A_log"), vec![di, n], Fill::ALog(n));
-        add(p("mixer.D"), vec![di], Fill::Around(1.0, 0.1));
-        add(p("mixer.out_proj.weight"), vec![d, di], Fill::Uniform(fan(di) / (c.n_layer as f32).sqrt()));
-        if c.use_bias {
-            add(p("mixer.out_proj.bias"), vec![d], Fill::Uniform(fan(di)));
+    for (i, kind) in c.blocks.iter().enumerate() {
+        let tensors = kind.tensors(d);
+        // A bias is initialised from its weight's fan-in.
+        let cols_of = |part: Part, dim: usize| {
+            tensors.iter().find(|t| t.part == part).map_or(1, |t| t.shape.get(dim).copied().unwrap_or(1))
+        };
+        for t in tensors.iter().filter(|t| t.present) {
+            let fill = match t.part {
+                Part::Norm | Part::D | Part::GatedNorm => Fill::Around(1.0, 0.1),
+                Part::InProj | Part::XProj | Part::DtProj => Fill::Uniform(fan(t.shape[1])),
+                Part::InProjBias => Fill::Uniform(fan(cols_of(Part::InProj, 1))),
+                Part::Conv => Fill::Uniform(fan(t.shape[2])),
+                Part::ConvBias => Fill::Uniform(fan(cols_of(Part::Conv, 2))),
+                // Δ's bias, in Mamba-1 (dt_proj.bias) and Mamba-2 (dt_bias, per head).
+                Part::DtProjBias | Part::DtBias => Fill::DtBias,
+                // A_log: log(n + 1) over the state index (Mamba-1), over the heads (Mamba-2,
+                // HF's A = 1..H).
+                Part::ALog => Fill::ALog(*t.shape.last().unwrap_or(&1)),
+                Part::OutProj => Fill::Uniform(fan(t.shape[1]) / (c.n_layer() as f32).sqrt()),
+                Part::OutProjBias => Fill::Uniform(fan(cols_of(Part::OutProj, 1))),
+            };
+            out.push(Spec { name: format!("backbone.layers.{i}.{}", t.leaf), shape: t.shape.clone(), fill });
         }
     }
-    add("backbone.embeddings.weight".into(), vec![v, d], Fill::Uniform(0.02 * 3f32.sqrt()));
-    add("backbone.norm_f.weight".into(), vec![d], Fill::Around(1.0, 0.1));
+    let mut add = |name: &str, shape: Vec<usize>, fill| out.push(Spec { name: name.into(), shape, fill });
+    add("backbone.embeddings.weight", vec![v, d], Fill::Uniform(0.02 * 3f32.sqrt()));
+    add("backbone.norm_f.weight", vec![d], Fill::Around(1.0, 0.1));
     if !c.tie_embeddings {
-        add("lm_head.weight".into(), vec![v, d], Fill::Uniform(fan(d)));
+        add("lm_head.weight", vec![v, d], Fill::Uniform(fan(d)));
     }
     out
 }

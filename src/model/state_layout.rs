@@ -10,6 +10,7 @@
 //! order the names first appear, then by layer: for today's models every layer's conv window,
 //! then every layer's SSM state — the order earlier builds exported, so their states import.
 
+use crate::blocks::BlockKind;
 use crate::model::Config;
 
 /// How big a region is.
@@ -85,7 +86,7 @@ impl StateLayout {
 
     /// The layout of `c`'s state.
     pub fn of(c: &Config) -> Self {
-        Self::new(&vec![c.state_regions(); c.n_layer])
+        Self::new(&c.blocks.iter().map(BlockKind::state_regions).collect::<Vec<_>>())
     }
 
     /// Every region, in flat order.

@@ -7,41 +7,18 @@
 //! Shapes use the glossary of [`crate::model`]: D = d_model, E·D = d_inner, N = d_state,
 //! K = d_conv, R = dt_rank, V = vocab.
 
+use crate::blocks::BlockWeights;
 use crate::model::config::Config;
 use crate::model::matrix::Matrix;
 
-/// The weights of one Mamba block (`backbone.layers.N`). Shapes are Mamba-1's; Mamba-2's
-/// (H heads, conv_dim = E·D + 2·G·N) are given where they differ.
+/// The weights of one block (`backbone.layers.N`): the RMSNorm before it, and its mixer's by
+/// kind.
 #[derive(Clone, Debug)]
 pub struct LayerWeights {
     /// RMSNorm gain before the mixer. (D)
     pub norm: Vec<f32>,
-    /// `in_proj.weight`: rows 0..E·D give x, rows E·D..2·E·D give the gate z. (2·E·D, D)
-    /// Mamba-2: z (E·D) ‖ x (E·D) ‖ B (G·N) ‖ C (G·N) ‖ Δ (H). (E·D + conv_dim + H, D)
-    pub in_proj: Matrix,
-    /// `in_proj.bias` when `use_bias`. (2·E·D); Mamba-2 (E·D + conv_dim + H)
-    pub in_proj_bias: Option<Vec<f32>>,
-    /// `conv1d.weight`, depthwise, stored (E·D, 1, K) in checkpoints. (E·D, K); Mamba-2
-    /// (conv_dim, K)
-    pub conv: Vec<f32>,
-    /// `conv1d.bias` when `use_conv_bias`. (E·D); Mamba-2 (conv_dim)
-    pub conv_bias: Option<Vec<f32>>,
-    /// `x_proj.weight`: rows give Δ (R), then B (N), then C (N). (R + 2N, E·D); not in Mamba-2
-    pub x_proj: Option<Matrix>,
-    /// `dt_proj.weight`. (E·D, R); not in Mamba-2
-    pub dt_proj: Option<Matrix>,
-    /// Δ's bias: `dt_proj.bias` (E·D); Mamba-2 `dt_bias` (H).
-    pub dt_bias: Vec<f32>,
-    /// `A_log`; the SSM uses A = −exp(A_log). (E·D, N); Mamba-2 (H)
-    pub a_log: Vec<f32>,
-    /// `D`, the skip connection. (E·D); Mamba-2 (H)
-    pub d: Vec<f32>,
-    /// Mamba-2: `norm.weight`, the gain of the gated RMSNorm before out_proj. (E·D)
-    pub gated_norm: Option<Vec<f32>>,
-    /// `out_proj.weight`. (D, E·D)
-    pub out_proj: Matrix,
-    /// `out_proj.bias` when `use_bias`. (D)
-    pub out_proj_bias: Option<Vec<f32>>,
+    /// The mixer's weights.
+    pub mixer: BlockWeights,
 }
 
 /// All weights of a `MambaForCausalLM` (or `FalconMambaForCausalLM`, `Mamba2ForCausalLM`).
@@ -65,25 +42,14 @@ pub struct ModelWeights {
 }
 
 impl LayerWeights {
-    /// The weight matrices: in_proj, x_proj, dt_proj (Mamba-1), out_proj.
+    /// The weight matrices.
     pub fn matrices(&self) -> impl Iterator<Item = &Matrix> {
-        [Some(&self.in_proj), self.x_proj.as_ref(), self.dt_proj.as_ref(), Some(&self.out_proj)]
-            .into_iter()
-            .flatten()
+        self.mixer.matrices().into_iter()
     }
 
-    /// Elements of the small f32 tensors (norm, biases, conv, A_log, D).
+    /// Elements of the small f32 tensors (the norm, the mixer's biases, conv, A_log, D...).
     pub fn vector_len(&self) -> usize {
-        let opt = |v: &Option<Vec<f32>>| v.as_ref().map_or(0, Vec::len);
-        self.norm.len()
-            + opt(&self.in_proj_bias)
-            + self.conv.len()
-            + opt(&self.conv_bias)
-            + self.dt_bias.len()
-            + self.a_log.len()
-            + self.d.len()
-            + opt(&self.gated_norm)
-            + opt(&self.out_proj_bias)
+        self.norm.len() + self.mixer.vector_len()
     }
 }
 

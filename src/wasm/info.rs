@@ -62,7 +62,7 @@ impl ModelInfo {
             adapter,
             architecture: c.arch.name().into(),
             d_model: c.d_model as u32,
-            layers: c.n_layer as u32,
+            layers: c.n_layer() as u32,
             vocab: c.vocab_size as u32,
             state_bytes: crate::model::State::bytes(c) as f64,
             weight_format: String::new(),

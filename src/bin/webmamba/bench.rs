@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
+use webmamba::blocks::BlockKind;
 use webmamba::{Checkpoint, Logits, Matmul};
 
 use crate::setup::{Backend, Weights, checkpoint, engine};
@@ -90,7 +91,12 @@ pub fn run(a: BenchArgs) -> Result<()> {
     let prompt: Vec<u32> = (0..a.prompt_tokens).map(|i| (i * 7919 % c.vocab_size) as u32).collect();
     eprintln!(
         "model: d_model {}, {} layers, d_state {}, vocab {}; prompt {} tokens, {} decode steps",
-        c.d_model, c.n_layer, c.d_state, c.vocab_size, a.prompt_tokens, a.decode_tokens
+        c.d_model,
+        c.n_layer(),
+        c.blocks.iter().find_map(BlockKind::mamba_dims).map_or(0, |d| d.1),
+        c.vocab_size,
+        a.prompt_tokens,
+        a.decode_tokens
     );
     let mut rows = Vec::new();
     for &backend in &a.backends {

@@ -1,4 +1,4 @@
-//! The Mamba-2 mixer of the CPU reference (HF `Mamba2Mixer`'s slow path, as a sequential scan).
+//! A Mamba-2 block on the CPU reference (HF `Mamba2Mixer`'s slow path, as a sequential scan).
 //! Mamba-2's SSM is Mamba-1's with A a scalar per head and B, C shared by a group of heads:
 //!
 //!   h_t[c, n] = exp(Δ_t[hd] A[hd]) h_{t−1}[c, n] + Δ_t[hd] x_t[c] B_t[g, n]
@@ -8,30 +8,32 @@
 //! recurrence chunk by chunk as SSD's masked matmuls (the duality); the result is the same.
 //! Symbols: see the glossary in [`crate::model`].
 
-use crate::cpu::conv::{Capture, conv_silu};
+use crate::blocks::SSM;
+use crate::blocks::mamba2::{Mamba2, Weights};
+use crate::cpu::conv::{ConvWeights, Run, conv_silu};
 use crate::cpu::matmul::linear;
 use crate::cpu::ops::{dot, exp, silu, softplus};
-use crate::model::{Config, LayerState, LayerWeights, MAMBA_SSM};
 
-/// One Mamba-2 mixer over x (T, D) from state `st`, updating it; returns (T, D). `a` is
+/// The block's mixer over x (T, D) from state `st`, updating it; returns (T, D). `a` is
 /// A = −exp(A_log), (H). The layer's state after each of `cap.positions` goes to `cap.states`.
-pub(super) fn mixer(
-    c: &Config,
-    w: &LayerWeights,
-    a: &[f32],
-    x: &[f32],
-    st: &mut LayerState,
-    mut cap: Capture<'_>,
-) -> Vec<f32> {
+pub(crate) fn forward(c: &Mamba2, w: &Weights, run: Run<'_>) -> Vec<f32> {
+    let Run { a, x, st, mut cap } = run;
     let (di, n, k, heads, p, g) = (c.d_inner, c.d_state, c.d_conv, c.n_heads, c.head_dim, c.n_groups);
     let (cd, width) = (c.conv_dim(), c.in_proj_dim());
     let (lo, hi) = c.time_step_limit;
-    let t_len = x.len() / c.d_model;
+    let t_len = x.len() / w.ssm.in_proj.cols;
 
     // [z | x | B | C | δ] = x · W_inᵀ (+ b_in): (T, E·D + conv_dim + H)
-    let zxbcdt = linear(x, &w.in_proj, w.in_proj_bias.as_deref());
+    let zxbcdt = linear(x, &w.ssm.in_proj, w.ssm.in_proj_bias.as_deref());
     // u = silu(conv1d(x ‖ B ‖ C) + b_conv): (T, conv_dim)
-    let u = conv_silu(w, &zxbcdt, width, di, k, st, &mut cap);
+    let u = conv_silu(
+        ConvWeights { weight: &w.ssm.conv, bias: w.ssm.conv_bias.as_deref(), k },
+        &zxbcdt,
+        width,
+        di,
+        st,
+        &mut cap,
+    );
 
     // The scan, sequential in t, then the gate: y ← y · silu(z).
     let mut y = vec![0.0; t_len * di];
@@ -40,27 +42,26 @@ pub(super) fn mixer(
         let (ut, row) = (&u[t * cd..(t + 1) * cd], &zxbcdt[t * width..(t + 1) * width]);
         for hd in 0..heads {
             // Δ = clamp(softplus(δ + dt_bias), time_step_limit), one per head.
-            let dt = softplus(row[di + cd + hd] + w.dt_bias[hd]).max(lo).min(hi);
+            let dt = softplus(row[di + cd + hd] + w.ssm.dt_bias[hd]).max(lo).min(hi);
             let decay = exp(dt * a[hd]);
             let group = hd / (heads / g);
             let b = &ut[di + group * n..di + (group + 1) * n];
             let cc = &ut[di + (g + group) * n..di + (g + group + 1) * n];
             for ch in hd * p..(hd + 1) * p {
                 let xt = ut[ch];
-                let h = &mut st.regions[MAMBA_SSM][ch * n..(ch + 1) * n];
+                let h = &mut st.regions[SSM][ch * n..(ch + 1) * n];
                 h.iter_mut().zip(b).for_each(|(h, b)| *h = decay * *h + dt * xt * b);
-                y[t * di + ch] = (dot(h, cc) + w.d[hd] * xt) * silu(row[ch]);
+                y[t * di + ch] = (dot(h, cc) + w.ssm.d[hd] * xt) * silu(row[ch]);
             }
         }
         if cap.positions.get(next_snapshot) == Some(&t) {
-            cap.states[next_snapshot].layers[cap.layer].regions[MAMBA_SSM]
-                .copy_from_slice(&st.regions[MAMBA_SSM]);
+            cap.states[next_snapshot].layers[cap.layer].regions[SSM].copy_from_slice(&st.regions[SSM]);
             next_snapshot += 1;
         }
     }
 
     // The gated RMSNorm: each group of E·D / G channels by its own RMS, then the gain.
-    let gain = w.gated_norm.as_deref().unwrap_or(&[]);
+    let gain = &w.gated_norm;
     for row in y.chunks_exact_mut(di) {
         for (part, gain) in row.chunks_exact_mut(di / g).zip(gain.chunks_exact(di / g)) {
             let scale = 1.0 / (dot(part, part) / part.len() as f32 + c.norm_eps).sqrt();
@@ -69,5 +70,5 @@ pub(super) fn mixer(
     }
 
     // out = y · W_outᵀ (+ b_out): (T, D)
-    linear(&y, &w.out_proj, w.out_proj_bias.as_deref())
+    linear(&y, &w.ssm.out_proj, w.ssm.out_proj_bias.as_deref())
 }

@@ -1,0 +1,73 @@
+//! A Mamba-1 block on the CPU reference: the selective scan as a sequential loop, exactly as
+//! in the paper (and as HF transformers' slow path computes it). Symbols: see the glossary in
+//! [`crate::model`].
+
+use crate::blocks::SSM;
+use crate::blocks::mamba1::{Mamba1, Weights};
+use crate::cpu::conv::{Capture, ConvWeights, Run, conv_silu};
+use crate::cpu::matmul::linear;
+use crate::cpu::ops::{rms_norm_in_place, scan_step, silu, softplus};
+
+/// The block's mixer over x (T, D) from state `st`, updating it; returns (T, D). `a` is
+/// A = −exp(A_log), (E·D, N). The layer's state after each of `cap.positions` goes to
+/// `cap.states`.
+pub(crate) fn forward(p: &Mamba1, w: &Weights, run: Run<'_>) -> Vec<f32> {
+    let Run { a, x, st, mut cap } = run;
+    let (di, n, k, r) = (p.d_inner, p.d_state, p.d_conv, p.dt_rank);
+    let t_len = x.len() / w.ssm.in_proj.cols;
+
+    // [xs | z] = x · W_inᵀ (+ b_in): (T, 2·E·D)
+    let xz = linear(x, &w.ssm.in_proj, w.ssm.in_proj_bias.as_deref());
+
+    // u = silu(conv1d(xs) + b_conv): (T, E·D)
+    let u = conv_silu(
+        ConvWeights { weight: &w.ssm.conv, bias: w.ssm.conv_bias.as_deref(), k },
+        &xz,
+        2 * di,
+        0,
+        st,
+        &mut cap,
+    );
+    let Capture { positions, states: snapshots, layer: li } = cap;
+
+    // [δ | B | C] = u · W_xᵀ: (T, R + 2N); Δ = softplus(δ · W_dtᵀ + b_dt): (T, E·D)
+    let mut dbc = linear(&u, &w.x_proj, None);
+    if let Some(eps) = p.dbc_norm_eps {
+        // Falcon-Mamba: each of δ, B and C divided by its own RMS (no weights).
+        for row in dbc.chunks_exact_mut(r + 2 * n) {
+            let (delta_in, bc) = row.split_at_mut(r);
+            let (b, cc) = bc.split_at_mut(n);
+            for part in [delta_in, b, cc] {
+                rms_norm_in_place(part, eps);
+            }
+        }
+    }
+    let delta_in: Vec<f32> = dbc.chunks_exact(r + 2 * n).flat_map(|row| &row[..r]).copied().collect();
+    let delta: Vec<f32> =
+        linear(&delta_in, &w.dt_proj, Some(&w.ssm.dt_bias)).into_iter().map(softplus).collect();
+
+    // Selective scan, sequential in t:
+    //   h_t = exp(Δ_t A) ⊙ h_{t−1} + (Δ_t u_t) B_t,   y_t = h_t · C_t + D u_t,
+    // then the gate: y ← y · silu(z).
+    let mut y = vec![0.0; t_len * di];
+    let mut next_snapshot = 0;
+    for t in 0..t_len {
+        let bc = &dbc[t * (r + 2 * n) + r..(t + 1) * (r + 2 * n)];
+        let (b, cc) = bc.split_at(n);
+        for ch in 0..di {
+            let dt = delta[t * di + ch];
+            let ut = u[t * di + ch];
+            let h = &mut st.regions[SSM][ch * n..(ch + 1) * n];
+            let acc = scan_step(h, &a[ch * n..(ch + 1) * n], b, cc, dt, dt * ut);
+            let z = xz[t * 2 * di + di + ch];
+            y[t * di + ch] = (acc + w.ssm.d[ch] * ut) * silu(z);
+        }
+        if positions.get(next_snapshot) == Some(&t) {
+            snapshots[next_snapshot].layers[li].regions[SSM].copy_from_slice(&st.regions[SSM]);
+            next_snapshot += 1;
+        }
+    }
+
+    // out = y · W_outᵀ (+ b_out): (T, D)
+    linear(&y, &w.ssm.out_proj, w.ssm.out_proj_bias.as_deref())
+}
