@@ -5,11 +5,10 @@
 
 use crate::blocks::{BlockKind, mamba1, mamba2};
 use crate::error::Result;
-use crate::gpu::{GpuContext, Kernel};
+use crate::gpu::{GpuContext, Kernel, KernelSpec};
 use crate::gpu_model::activations::{Activations, Scratch, StateBuffers};
 use crate::gpu_model::call::{Builder, Groups, Step};
-use crate::gpu_model::pipelines::KernelSpec;
-use crate::gpu_model::weights::{Alloc, Destination, SplitMatrix};
+use crate::gpu_model::split::{Alloc, Destination, SplitMatrix};
 use crate::kernels::{conv1d_silu, scan_carry};
 use crate::model::Part;
 

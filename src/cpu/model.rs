@@ -34,7 +34,7 @@ impl CpuModel {
             BlockWeights::Mamba2(w) => w.ssm.a_log.iter().map(|v| -v.exp()).collect(),
         };
         let a = w.layers.iter().map(|l| a_log(&l.mixer)).collect();
-        let layout = Arc::new(StateLayout::of(&w.config));
+        let layout = Arc::new(w.config.state_layout());
         Self { w, a, layout }
     }
 

@@ -7,5 +7,5 @@ mod pipeline;
 mod readback;
 
 pub use context::{AdapterSummary, GpuContext};
-pub use pipeline::{Access, Binding, Kernel, Layout, dispatch, grid_2d, resolve};
+pub use pipeline::{Access, Binding, Kernel, KernelSpec, Layout, dispatch, grid_2d, resolve};
 pub use readback::Readback;

@@ -107,6 +107,20 @@ impl Layout {
     }
 }
 
+/// A kernel a block kind needs: its WGSL, its declared bindings and the pipeline-overridable
+/// constants it is specialised with (`N_STATE`: the model's state size).
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelSpec {
+    /// Its name (= WGSL file stem = entry point).
+    pub name: &'static str,
+    /// Its WGSL.
+    pub source: &'static str,
+    /// Its declared bindings.
+    pub bindings: &'static [Binding],
+    /// Pipeline-overridable constants and their values.
+    pub constants: Vec<(&'static str, f64)>,
+}
+
 /// A compiled kernel: its pipeline and the layout its bind groups must follow.
 pub struct Kernel {
     /// Name of the kernel (= WGSL file stem = entry point), used in labels and errors.

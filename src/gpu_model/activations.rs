@@ -1,6 +1,5 @@
 //! Activation and state buffers, sized once at load for the largest forward chunk.
 
-use crate::blocks;
 use crate::error::Result;
 use crate::gpu::{GpuContext, Readback};
 use crate::kernels::{Step, top_k};
@@ -110,10 +109,16 @@ pub(crate) struct StateBuffers {
 }
 
 impl Activations {
-    pub fn new(ctx: &GpuContext, c: &Config, max_tokens: usize, max_picks: usize) -> Result<Self> {
+    /// The buffers for chunks of `max_tokens` tokens, each scratch buffer as large as the
+    /// largest of the blocks' `needs` (for `max_tokens`), room for `max_picks` greedy picks.
+    pub fn new(
+        ctx: &GpuContext,
+        c: &Config,
+        needs: &[Scratch],
+        max_tokens: usize,
+        max_picks: usize,
+    ) -> Result<Self> {
         let t = max_tokens;
-        // Each scratch buffer as large as the largest block needs it.
-        let needs: Vec<Scratch> = c.blocks.iter().map(|b| blocks::gpu::scratch(b, t)).collect();
         let most = |f: fn(&Scratch) -> usize| needs.iter().map(f).max().unwrap_or(1);
         let chunk = most(|s| s.chunk);
         let chunks = t.div_ceil(chunk);
@@ -122,7 +127,7 @@ impl Activations {
         let logits_rows = ((64 << 20).min(ctx.max_binding()) as usize / (4 * c.vocab_size)).clamp(1, t);
         // Checkpoint captures per forward chunk: up to 64, within 32 MiB and one binding.
         let room = (32usize << 20).min(ctx.max_binding() as usize).saturating_sub(4 * t);
-        let state = Arc::new(StateLayout::of(c));
+        let state = Arc::new(c.state_layout());
         let captures = (room / (4 * state.fixed_floats())).clamp(1, 64);
         let capture_layout = CaptureLayout::new(state, t, captures);
         let z = |label: &str, len: usize| ctx.storage_zeroed_f32(label, len);
@@ -201,7 +206,7 @@ impl StateBuffers {
     }
 
     pub fn new(ctx: &GpuContext, c: &Config) -> Result<Self> {
-        let layout = StateLayout::of(c);
+        let layout = c.state_layout();
         let conv_len = layout.floats_named("conv");
         Ok(Self {
             conv: ctx.storage_zeroed_f32("conv state", conv_len)?,

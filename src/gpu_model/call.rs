@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::gpu::{GpuContext, Kernel, dispatch, grid_2d};
 use crate::gpu_model::format::WeightFormat;
 use crate::gpu_model::pipelines::{GroupsFn, Kernels};
-use crate::gpu_model::weights::SplitMatrix;
+use crate::gpu_model::split::SplitMatrix;
 use crate::kernels::{PARAMS, STEP, linear};
 
 /// Sizes of one forward chunk.

@@ -4,6 +4,7 @@
 //! [`Upload`] sink; [`Loading::finish`] compiles the kernels for the weight formats in use and
 //! builds every bind group.
 
+use crate::blocks;
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 use crate::gpu_model::activations::{Activations, StateBuffers};
@@ -66,7 +67,9 @@ impl GpuModel {
             .scoped("allocating the model's GPU buffers", || -> Result<_> {
                 let w =
                     GpuWeights::allocate(ctx, config, layout, options.weights, options.max_binding_bytes)?;
-                let acts = Activations::new(ctx, config, options.max_tokens, MAX_GREEDY_STEPS)?;
+                let needs: Vec<_> =
+                    config.blocks.iter().map(|b| blocks::gpu::scratch(b, options.max_tokens)).collect();
+                let acts = Activations::new(ctx, config, &needs, options.max_tokens, MAX_GREEDY_STEPS)?;
                 let state = StateBuffers::new(ctx, config)?;
                 Ok((w, acts, state))
             })
@@ -120,7 +123,8 @@ impl Loading<'_> {
         formats.sort();
         formats.dedup();
         // The plan's calls hold the pipelines they dispatch: the kernel set goes once it is built.
-        let kernels = Kernels::new(ctx, options.matmul, &formats, &config, reporter).await?;
+        let block_kernels = config.blocks.iter().flat_map(blocks::gpu::kernels).collect();
+        let kernels = Kernels::new(ctx, options.matmul, &formats, block_kernels, reporter).await?;
         let plan = ctx
             .scoped("building the forward pass", || Plan::new(ctx, &config, &kernels, &w, &acts, &state))
             .await??;

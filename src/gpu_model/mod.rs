@@ -19,6 +19,7 @@ mod load;
 pub(crate) mod pipelines;
 mod plan;
 mod slots;
+pub(crate) mod split;
 mod top;
 mod upload;
 pub(crate) mod weights;

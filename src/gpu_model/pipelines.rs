@@ -1,14 +1,12 @@
 //! The compiled pipelines of a model ([`Kernels`]): made once at load, for the weight formats
 //! its matrices use and the kernels its block kinds ask for.
 
-use crate::blocks;
 use crate::error::{Error, Result};
-use crate::gpu::{Binding, GpuContext, Kernel, Layout};
+use crate::gpu::{GpuContext, Kernel, KernelSpec, Layout};
 use crate::gpu_model::Matmul;
 use crate::gpu_model::format::WeightFormat;
 use crate::kernels::{argmax, embedding, gemv, gemv_coalesced, linear, linear_direct, rms_norm, top_k};
 use crate::load::{Phase, Reporter};
-use crate::model::Config;
 
 /// The pipelines that read weights, for one weight format (the shaders' `W_FORMAT`).
 pub(crate) struct WeightKernels {
@@ -34,16 +32,6 @@ pub(crate) fn gemv_kernel(direct: bool) -> (&'static str, &'static str, GroupsFn
     }
 }
 
-/// A kernel a block kind needs: its WGSL, its declared bindings and the pipeline-overridable
-/// constants it is specialised with (`N_STATE`: the model's state size).
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct KernelSpec {
-    pub name: &'static str,
-    pub source: &'static str,
-    pub bindings: &'static [Binding],
-    pub constants: Vec<(&'static str, f64)>,
-}
-
 /// The compiled pipelines.
 pub(crate) struct Kernels {
     /// One set per weight format the model's matrices use.
@@ -56,17 +44,18 @@ pub(crate) struct Kernels {
 }
 
 impl Kernels {
-    /// Compiles every kernel, the weight-reading ones once per format in `formats`, reporting
-    /// each pipeline as it is done.
+    /// Compiles every kernel — the weight-reading ones once per format in `formats`, and each
+    /// of `block_kernels` (what the model's block kinds ask for) once — reporting each pipeline
+    /// as it is done.
     pub async fn new(
         ctx: &GpuContext,
         matmul: Matmul,
         formats: &[WeightFormat],
-        config: &Config,
+        block_kernels: Vec<KernelSpec>,
         reporter: &mut Reporter,
     ) -> Result<Self> {
         let mut specs: Vec<KernelSpec> = Vec::new();
-        for spec in config.blocks.iter().flat_map(blocks::gpu::kernels) {
+        for spec in block_kernels {
             if !specs.contains(&spec) {
                 specs.push(spec);
             }

@@ -7,7 +7,8 @@
 use crate::error::Result;
 use crate::gpu::GpuContext;
 use crate::gpu_model::format::{ConversionStats, encode, to_f32};
-use crate::gpu_model::weights::{Destination, GpuWeights};
+use crate::gpu_model::split::Destination;
+use crate::gpu_model::weights::GpuWeights;
 use crate::load::stream::Sink;
 use crate::model::{Part, Planned, Role};
 

@@ -17,12 +17,9 @@
 //! an implementation, not the result. `residual_in_fp32` is honoured trivially: webmamba keeps
 //! the residual stream in f32 always.
 
-use serde_json::Value;
-
 use crate::blocks::BlockKind;
 use crate::error::{Error, Result};
-use crate::model::config_formats;
-use crate::model::state_layout::Extent;
+use crate::model::state_layout::{Extent, StateLayout};
 
 /// Which architecture a checkpoint is (`model_type` in config.json).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,14 +78,6 @@ pub struct Config {
 }
 
 impl Config {
-    /// Parses `config.json` bytes in any known format and checks the result.
-    pub fn from_json(bytes: &[u8]) -> Result<Self> {
-        // HF writes an unbounded `time_step_limit` as Python's bare `Infinity` (not JSON).
-        let value: Value = serde_json::from_slice(&quote_non_finite(bytes))
-            .map_err(|e| Error::Config(format!("config.json is not valid JSON: {e}")))?;
-        config_formats::parse(value)
-    }
-
     /// The model of shared parts `shared` (its `blocks` ignored) with `n_layer` blocks of
     /// `kind`, checked: the kind's sizes first, then the whole state's, before the list exists
     /// (a hostile `num_hidden_layers` fails here, not as an allocation).
@@ -140,6 +129,11 @@ impl Config {
         self.blocks.len()
     }
 
+    /// The layout of this model's state: each block's regions.
+    pub fn state_layout(&self) -> StateLayout {
+        StateLayout::new(&self.blocks.iter().map(BlockKind::state_regions).collect::<Vec<_>>())
+    }
+
     /// Fails unless every id is inside the vocabulary.
     pub fn check_ids(&self, tokens: &[u32]) -> Result<()> {
         match tokens.iter().find(|&&t| t as usize >= self.vocab_size) {
@@ -167,36 +161,4 @@ impl Config {
         }
         Ok(())
     }
-}
-
-/// `bytes` with every bare `Infinity`, `-Infinity` and `NaN` outside strings (what Python's
-/// `json.dumps` writes for non-finite floats, and JSON does not allow) turned into a string
-/// (`"Infinity"`...), which the fields that accept them read back.
-fn quote_non_finite(bytes: &[u8]) -> std::borrow::Cow<'_, [u8]> {
-    const WORDS: [&[u8]; 3] = [b"-Infinity", b"Infinity", b"NaN"];
-    let (mut out, mut in_string, mut escaped, mut i) = (Vec::new(), false, false, 0);
-    let mut changed = false;
-    while i < bytes.len() {
-        let b = bytes[i];
-        if in_string {
-            (escaped, in_string) = match (escaped, b) {
-                (true, _) => (false, true),
-                (false, b'\\') => (true, true),
-                (false, b'"') => (false, false),
-                _ => (false, true),
-            };
-        } else if b == b'"' {
-            in_string = true;
-        } else if let Some(word) = WORDS.iter().find(|w| bytes[i..].starts_with(w)) {
-            out.push(b'"');
-            out.extend_from_slice(word);
-            out.push(b'"');
-            i += word.len();
-            changed = true;
-            continue;
-        }
-        out.push(b);
-        i += 1;
-    }
-    if changed { std::borrow::Cow::Owned(out) } else { std::borrow::Cow::Borrowed(bytes) }
 }

@@ -41,11 +41,13 @@
 mod checkpoint;
 mod config;
 mod config_formats;
+mod config_json;
 mod config_out;
 mod header;
 mod layout;
 mod logits;
 pub(crate) mod matrix;
+mod part;
 mod random;
 mod state;
 pub mod state_layout;
@@ -54,9 +56,10 @@ mod weights;
 pub use checkpoint::Checkpoint;
 pub use config::{Arch, Config};
 pub use header::{FileHeader, TensorEntry, parse_index, shard_names};
-pub use layout::{Layout, Part, Planned, Role};
+pub use layout::{Layout, Planned, Role};
 pub use logits::Logits;
 pub use matrix::{Matrix, MatrixData};
+pub use part::Part;
 pub use random::word_level_tokenizer;
 #[cfg(not(target_arch = "wasm32"))]
 pub use random::write_random_checkpoint;

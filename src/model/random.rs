@@ -16,7 +16,7 @@ use safetensors::Dtype;
 use crate::error::{Error, Result};
 use crate::model::checkpoint::Checkpoint;
 use crate::model::config::Config;
-use crate::model::layout::Part;
+use crate::model::part::Part;
 
 /// One tensor to generate: its name, shape and how to fill it.
 struct Spec {

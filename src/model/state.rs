@@ -9,7 +9,7 @@ use crate::model::Config;
 use crate::model::state_layout::{Extent, StateLayout};
 
 /// One layer's state: its regions' values, in its block kind's order (a Mamba block: the conv
-/// window (K−1, conv_dim), then the SSM state (E·D, N); see [`Config::state_regions`]).
+/// window (K−1, conv_dim), then the SSM state (E·D, N); see `BlockKind::state_regions`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct LayerState {
     /// One vector per region.
@@ -27,7 +27,7 @@ pub struct State {
 impl State {
     /// The state before any token: fixed regions all zeros, growing ones empty.
     pub fn zeros(c: &Config) -> Self {
-        Self::empty(Arc::new(StateLayout::of(c)))
+        Self::empty(Arc::new(c.state_layout()))
     }
 
     /// The state before any token for `layout`.
@@ -81,7 +81,7 @@ impl State {
 
     /// Fails unless this state has the shape of `c`'s states.
     pub fn check_fits(&self, c: &Config) -> Result<()> {
-        let layout = StateLayout::of(c);
+        let layout = c.state_layout();
         let fits = *self.layout == layout
             && self.layers.iter().enumerate().all(|(l, s)| {
                 layout.layer(l).zip(&s.regions).all(|(r, v)| match r.extent {
@@ -98,7 +98,7 @@ impl State {
 
     /// Floats in a state for `c` (before any token: the fixed regions).
     pub fn floats(c: &Config) -> usize {
-        StateLayout::of(c).fixed_floats()
+        c.state_layout().fixed_floats()
     }
 
     /// Size in bytes of a state for `c` in f32 (what a checkpoint costs).

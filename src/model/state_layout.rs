@@ -10,9 +10,6 @@
 //! order the names first appear, then by layer: for today's models every layer's conv window,
 //! then every layer's SSM state — the order earlier builds exported, so their states import.
 
-use crate::blocks::BlockKind;
-use crate::model::Config;
-
 /// How big a region is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Extent {
@@ -82,11 +79,6 @@ impl StateLayout {
             }
         }
         Self { regions, by_layer, offsets, fixed_floats }
-    }
-
-    /// The layout of `c`'s state.
-    pub fn of(c: &Config) -> Self {
-        Self::new(&c.blocks.iter().map(BlockKind::state_regions).collect::<Vec<_>>())
     }
 
     /// Every region, in flat order.

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::kernels::top_k::Top;
 use crate::model::Logits;
 use crate::sampling::Sampler;
-use crate::session::greedy::Batch;
+use crate::session::ahead::Ahead;
 use crate::session::{GenerateOptions, Runtime, SessionId};
 
 /// How a decode's tokens are taken: whether the device may run ahead of the history.
@@ -38,19 +38,6 @@ pub(super) enum Strategy {
     Greedy { batch: usize },
     /// Drawn on the host from the top `k` logits the device summarises after each token.
     Top { k: usize },
-}
-
-/// What the device holds beyond the session's host copy.
-pub(super) enum Ahead {
-    /// Nothing: the logits after the history are on the host (or there are none yet).
-    Nothing,
-    /// The history is whole on the device, its logits there only, with the device's greedy
-    /// pick after them (none: they are not finite).
-    Pick(Option<u32>),
-    /// The history is whole on the device, its logits there only, summarised by their top.
-    Top(Top),
-    /// A greedy batch being handed out (`greedy.rs`).
-    Batch(Batch),
 }
 
 /// One decode in progress on a session: its options, the tokens handed out, how they are

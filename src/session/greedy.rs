@@ -11,23 +11,12 @@
 
 use crate::error::{Error, Result};
 use crate::model::Logits;
-use crate::session::decode::{Ahead, Decoding};
+use crate::session::ahead::{Ahead, Batch};
+use crate::session::decode::Decoding;
 use crate::session::{Runtime, SessionId};
 
 /// Greedy steps per device submit by default: text arrives every 8 tokens at most.
 pub const GREEDY_BATCH: usize = 8;
-
-/// A greedy batch being handed out: `fed` went through the model on the device after the
-/// history it started from; the first `handed` of them are in the history now.
-pub(super) struct Batch {
-    fed: Vec<u32>,
-    handed: usize,
-    /// The device's pick after the last token fed (none: its logits are not finite).
-    next: Option<u32>,
-    /// Whether the device's working state is the state after `fed` (not when it ran steps past
-    /// logits that were not finite).
-    exact: bool,
-}
 
 impl Runtime {
     /// Greedy steps per device submit (0: every token picked on the host from read-back

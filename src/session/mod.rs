@@ -15,6 +15,7 @@
 //! Decoding after the history is one loop (`decode.rs`), whose tokens the device may pick where
 //! the engine can (`greedy.rs`, `top.rs`); [`Generation`] (`generation.rs`) turns it into text.
 
+mod ahead;
 mod decode;
 mod export;
 mod finite;

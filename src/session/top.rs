@@ -8,7 +8,8 @@
 
 use crate::error::{Error, Result};
 use crate::kernels::top_k::Top;
-use crate::session::decode::{Ahead, Decoding};
+use crate::session::ahead::Ahead;
+use crate::session::decode::Decoding;
 use crate::session::{Runtime, SessionId};
 
 impl Runtime {

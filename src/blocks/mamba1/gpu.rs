@@ -6,11 +6,10 @@
 use crate::blocks::gpu::{GpuSsm, LayerCx, SsmShape, carry_call};
 use crate::blocks::mamba1::Mamba1;
 use crate::error::{Error, Result};
-use crate::gpu::GpuContext;
+use crate::gpu::{GpuContext, KernelSpec};
 use crate::gpu_model::activations::Scratch;
 use crate::gpu_model::call::{Groups, Step};
-use crate::gpu_model::pipelines::KernelSpec;
-use crate::gpu_model::weights::{Alloc, Destination, SplitMatrix};
+use crate::gpu_model::split::{Alloc, Destination, SplitMatrix};
 use crate::kernels::{conv1d_silu, linear, rms_slices, scan_carry, scan_chunks, scan_output};
 use crate::model::Part;
 

@@ -7,10 +7,10 @@
 use crate::blocks::gpu::{GpuSsm, LayerCx, SsmShape, carry_call};
 use crate::blocks::mamba2::Mamba2;
 use crate::error::{Error, Result};
+use crate::gpu::KernelSpec;
 use crate::gpu_model::activations::Scratch;
 use crate::gpu_model::call::{Groups, Step};
-use crate::gpu_model::pipelines::KernelSpec;
-use crate::gpu_model::weights::{Alloc, Destination, SplitMatrix};
+use crate::gpu_model::split::{Alloc, Destination, SplitMatrix};
 use crate::kernels::ssd_chunks::{self, SsdParams};
 use crate::kernels::ssd_output::{self, SsdOutputParams};
 use crate::kernels::{conv1d_silu, linear, rms_norm, scan_carry};

@@ -1,0 +1,139 @@
+//! Weight buffers on the GPU: every matrix is a [`SplitMatrix`], its rows spread over as many
+//! buffers as it takes to keep each binding within the device's
+//! `maxStorageBufferBindingSize` (a 130M model's f32 embedding is 154 MB; lavapipe and many
+//! phones bind at most 128 MiB); kernels run once per part, with the part's first row as an
+//! offset. Most matrices are a single part. Also what a block kind allocates its buffers with
+//! ([`Alloc`]) and where it says each of its tensors goes as it streams in ([`Destination`]).
+
+use crate::error::{Error, Result};
+use crate::gpu::GpuContext;
+use crate::gpu_model::format::{Encoded, WeightFormat};
+use crate::model::{Layout, Part, Role};
+
+/// Rows [row_start, row_start + rows) of a matrix, in one buffer.
+pub(crate) struct MatrixPart {
+    /// (rows, cols) in the matrix's format; int8: the quants, then (rows, cols / 32) scales.
+    pub buffer: wgpu::Buffer,
+    /// The part's slice of the matrix's bias, if it has one. (rows) f32
+    pub bias: Option<wgpu::Buffer>,
+    pub row_start: usize,
+    pub rows: usize,
+}
+
+/// A (rows, cols) matrix split by rows across bindings.
+pub(crate) struct SplitMatrix {
+    pub parts: Vec<MatrixPart>,
+    pub cols: usize,
+    pub format: WeightFormat,
+}
+
+impl SplitMatrix {
+    /// Allocates a (rows, cols) matrix in `asked.for_cols(cols)`, with a bias of `rows` if
+    /// `has_bias`.
+    pub fn allocate(
+        ctx: &GpuContext,
+        label: &str,
+        (rows, cols): (usize, usize),
+        (asked, max_binding): (WeightFormat, u64),
+        has_bias: bool,
+    ) -> Result<Self> {
+        let format = asked.for_cols(cols);
+        let row_bytes = format.bytes(1, cols);
+        // int8 parts hold whole rows of quants and scales: rows · (cols + cols / 8) bytes.
+        let per_part = (max_binding / row_bytes) as usize;
+        if per_part == 0 {
+            return Err(Error::LimitExceeded {
+                what: "one matrix row (bytes)",
+                requested: row_bytes,
+                limit: max_binding,
+            });
+        }
+        let mut parts = Vec::new();
+        for row_start in (0..rows).step_by(per_part) {
+            let n = per_part.min(rows - row_start);
+            let name = format!("{label} rows {row_start}..{} ({})", row_start + n, format.name());
+            parts.push(MatrixPart {
+                buffer: ctx.storage_zeroed_bytes(&name, format.bytes(n, cols))?,
+                bias: has_bias.then(|| ctx.storage_zeroed_f32(&format!("{name} bias"), n)).transpose()?,
+                row_start,
+                rows: n,
+            });
+        }
+        Ok(Self { parts, cols, format })
+    }
+
+    /// Writes `rows` rows starting at row `first`, encoded in this matrix's format.
+    pub fn write_rows(&self, ctx: &GpuContext, first: usize, rows: usize, e: &Encoded) {
+        let values_per_row = e.values.len() / rows.max(1);
+        let scales_per_row = e.scales.len() / rows.max(1);
+        for part in &self.parts {
+            let (from, to) = (first.max(part.row_start), (first + rows).min(part.row_start + part.rows));
+            if from >= to {
+                continue;
+            }
+            let (local, src) = ((from - part.row_start) as u64, from - first);
+            let values = &e.values[src * values_per_row..(to - first) * values_per_row];
+            ctx.queue().write_buffer(&part.buffer, local * values_per_row as u64, values);
+            if scales_per_row > 0 {
+                let scales_at = part.rows as u64 * values_per_row as u64;
+                let scales = &e.scales[src * scales_per_row..(to - first) * scales_per_row];
+                ctx.queue().write_buffer(&part.buffer, scales_at + local * scales_per_row as u64, scales);
+            }
+        }
+    }
+
+    /// Writes the bias (rows) into the parts' bias buffers.
+    pub fn write_bias(&self, ctx: &GpuContext, bias: &[f32]) {
+        for part in &self.parts {
+            if let Some(b) = &part.bias {
+                let slice = &bias[part.row_start..part.row_start + part.rows];
+                ctx.queue().write_buffer(b, 0, bytemuck::cast_slice(slice));
+            }
+        }
+    }
+
+    /// Bytes of its buffers (with biases).
+    pub fn bytes(&self) -> u64 {
+        self.parts.iter().map(|p| p.buffer.size() + p.bias.as_ref().map_or(0, wgpu::Buffer::size)).sum()
+    }
+}
+
+/// Where a piece of a tensor goes as the checkpoint streams in (each block kind routes its own
+/// tensors, `src/blocks/<kind>/gpu.rs`).
+pub(crate) enum Destination<'a> {
+    /// The rows of a weight matrix, in its format.
+    Matrix(&'a SplitMatrix),
+    /// A matrix's bias.
+    Bias(&'a SplitMatrix),
+    /// f32 values at `at` floats into `buffer`; as A = −exp(A_log) where `neg_exp`.
+    Vector { buffer: &'a wgpu::Buffer, at: usize, neg_exp: bool },
+}
+
+/// What allocating one layer's buffers needs: the device, the matrices' format and binding
+/// limit, and which of the layer's optional tensors the checkpoint has.
+pub(crate) struct Alloc<'a> {
+    pub ctx: &'a GpuContext,
+    pub layout: &'a Layout,
+    pub format: WeightFormat,
+    /// Bytes one buffer may have (the device's binding limit, or a lower one asked for).
+    pub max_binding: u64,
+    pub layer: usize,
+}
+
+impl Alloc<'_> {
+    /// A zeroed f32 buffer of `len`, labelled by its layer.
+    pub fn vector(&self, label: &str, len: usize) -> Result<wgpu::Buffer> {
+        self.ctx.storage_zeroed_f32(&format!("layers.{}.{label}", self.layer), len)
+    }
+
+    /// A zeroed (rows, cols) matrix in the model's weight format, with a bias if `bias`.
+    pub fn matrix(&self, label: &str, shape: (usize, usize), bias: bool) -> Result<SplitMatrix> {
+        let label = format!("layers.{}.{label}", self.layer);
+        SplitMatrix::allocate(self.ctx, &label, shape, (self.format, self.max_binding), bias)
+    }
+
+    /// Whether the checkpoint has this layer's `part` (an optional bias).
+    pub fn has(&self, part: Part) -> bool {
+        self.layout.get(Role::Layer(self.layer, part)).is_some()
+    }
+}
