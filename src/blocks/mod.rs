@@ -133,6 +133,16 @@ pub(crate) fn positive(sizes: &[(&str, usize)]) -> Result<()> {
     }
 }
 
+/// Fails unless `eps` (the ε of a norm, named `name` in config.json) is finite and not
+/// negative.
+pub(crate) fn usable_eps(name: &str, eps: f32) -> Result<()> {
+    if eps.is_finite() && eps >= 0.0 {
+        Ok(())
+    } else {
+        Err(Error::Config(format!("{name} {eps} is not usable")))
+    }
+}
+
 /// Fails unless every tensor (present or not) and the state regions are countable in u32 —
 /// what GPU indices hold; a 2.8B model's largest tensor has 129M elements — so sizes from a
 /// hostile config cannot wrap into small, misleading numbers. (Block sizes are computed with

@@ -17,7 +17,7 @@
 //! an implementation, not the result. `residual_in_fp32` is honoured trivially: webmamba keeps
 //! the residual stream in f32 always.
 
-use crate::blocks::BlockKind;
+use crate::blocks::{BlockKind, positive, usable_eps};
 use crate::error::{Error, Result};
 use crate::model::state_layout::{Extent, StateLayout};
 
@@ -82,9 +82,7 @@ impl Config {
     /// `kind`, checked: the kind's sizes first, then the whole state's, before the list exists
     /// (a hostile `num_hidden_layers` fails here, not as an allocation).
     pub(crate) fn uniform(shared: Config, kind: BlockKind, n_layer: usize) -> Result<Self> {
-        if n_layer == 0 {
-            return Err(Error::Config("n_layer must be positive".into()));
-        }
+        positive(&[("n_layer", n_layer)])?;
         kind.validate(shared.d_model)?;
         let per_layer: usize = kind
             .state_regions()
@@ -106,14 +104,8 @@ impl Config {
     }
 
     fn validate(&self) -> Result<()> {
-        for (name, v) in [("d_model", self.d_model), ("vocab_size", self.vocab_size)] {
-            if v == 0 {
-                return Err(Error::Config(format!("{name} must be positive")));
-            }
-        }
-        if !(self.norm_eps.is_finite() && self.norm_eps >= 0.0) {
-            return Err(Error::Config(format!("layer_norm_epsilon {} is not usable", self.norm_eps)));
-        }
+        positive(&[("d_model", self.d_model), ("vocab_size", self.vocab_size)])?;
+        usable_eps("layer_norm_epsilon", self.norm_eps)?;
         if self.vocab_size.checked_mul(self.d_model).is_none_or(|n| n >= u32::MAX as usize) {
             return Err(Error::Config(
                 "embedding (vocab_size × hidden_size) would have more than 2^32 elements: these sizes are \

@@ -5,7 +5,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::blocks::{BlockKind, Mamba1, Mamba2};
+use crate::blocks::{BlockKind, Mamba1, Mamba2, usable_eps};
 use crate::error::{Error, Result};
 use crate::model::config::{Arch, Config};
 
@@ -257,14 +257,6 @@ fn shared(
     Config { d_model, vocab_size, norm_eps, tie_embeddings: tie, eos_token_id: eos, arch, blocks: Vec::new() }
 }
 
-fn check_mixer_eps(eps: f32) -> Result<()> {
-    if eps.is_finite() && eps >= 0.0 {
-        Ok(())
-    } else {
-        Err(Error::Config(format!("mixer_rms_eps {eps} is not usable")))
-    }
-}
-
 fn from_hf_mamba2(value: Value) -> Result<Config> {
     let c: HfMamba2Config = serde_json::from_value(value.clone())
         .map_err(|e| Error::Config(format!("Hugging Face Mamba2ForCausalLM config: {e}")))?;
@@ -310,7 +302,7 @@ fn hf(value: Value, arch: Arch) -> Result<(Mamba1, HfShared, usize)> {
     let c: HfConfig = serde_json::from_value(value)
         .map_err(|e| Error::Config(format!("Hugging Face {} config: {e}", arch.hf_class())))?;
     check_act(&c.hidden_act)?;
-    check_mixer_eps(c.mixer_rms_eps)?;
+    usable_eps("mixer_rms_eps", c.mixer_rms_eps)?;
     // As HF transformers (5.x): `intermediate_size` when config.json has it (even where it
     // is not expand × hidden_size: HF then builds and runs the mixer at that width), else
     // int(expand × hidden_size). The weights' shapes are checked against it (`Layout`).

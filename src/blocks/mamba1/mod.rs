@@ -6,8 +6,8 @@ pub(crate) mod cpu;
 pub(crate) mod gpu;
 
 use crate::blocks::ssm::{self, SsmWeights};
-use crate::blocks::{TakeTensor, Tensor, checked_counts, positive};
-use crate::error::{Error, Result};
+use crate::blocks::{TakeTensor, Tensor, checked_counts, positive, usable_eps};
+use crate::error::Result;
 use crate::model::{Extent, Matrix, Part};
 
 /// A Mamba-1 block: in_proj → conv1d → x_proj → dt_proj → selective scan (gated) → out_proj.
@@ -83,8 +83,8 @@ impl Mamba1 {
             ("d_conv", self.d_conv),
             ("dt_rank", self.dt_rank),
         ])?;
-        if let Some(eps) = self.dbc_norm_eps.filter(|e| !(e.is_finite() && *e >= 0.0)) {
-            return Err(Error::Config(format!("mixer_rms_eps {eps} is not usable")));
+        if let Some(eps) = self.dbc_norm_eps {
+            usable_eps("mixer_rms_eps", eps)?;
         }
         checked_counts(&self.tensors(d), &self.state_regions())
     }
