@@ -16,8 +16,8 @@ const NON_FINITE_PICK: u32 = 0xfffffffeu; // the logits held a NaN or ±Inf
 struct Step {
     t_len: u32,    // T: tokens in this forward call
     n_chunks: u32, // scan chunks: ceil(T / CHUNK)
+    past: u32,     // tokens in the context before this call: position of its first token
     _pad0: u32,
-    _pad1: u32,
 }
 
 struct Params {

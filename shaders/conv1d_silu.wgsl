@@ -19,8 +19,8 @@ const K_MAX: u32 = 8u; // largest conv_kernel supported (HF checkpoints use 4)
 struct Step {
     t_len: u32,    // T: tokens in this forward call
     n_chunks: u32, // scan chunks: ceil(T / CHUNK)
+    past: u32,     // tokens in the context before this call: position of its first token
     _pad0: u32,
-    _pad1: u32,
 }
 
 struct Params {

@@ -20,8 +20,8 @@ const N_MAX: u32 = 64u;   // largest d_state supported (HF Mamba-1 checkpoints u
 struct Step {
     t_len: u32,    // T: tokens in this forward call
     n_chunks: u32, // scan chunks: ceil(T / CHUNK)
+    past: u32,     // tokens in the context before this call: position of its first token
     _pad0: u32,
-    _pad1: u32,
 }
 
 struct Params {

@@ -81,6 +81,27 @@ fn every_params_struct_matches_its_rust_struct() {
         check(shader, "Params", size_of::<P>(), &fields);
     }
     params!("rms_norm", rms_norm::RmsNormParams, [cols, eps, flags, groups]);
+    params!("rope", rope::RopeParams, [stride, col, heads, head_dim, rot, positions, _pad]);
+    params!(
+        "kv_append",
+        kv_append::KvAppendParams,
+        [width, k_stride, k_col, v_stride, v_col, kv_offset, capacity, _pad]
+    );
+    params!(
+        "attention_prefill",
+        attention_prefill::AttentionPrefillParams,
+        [q_stride, q_col, o_stride, o_col, heads, kv_heads, head_dim, kv_offset, capacity, scale, rows, keys]
+    );
+    params!(
+        "attention_decode",
+        attention_decode::AttentionDecodeParams,
+        [q_stride, q_col, heads, kv_heads, head_dim, kv_offset, capacity, scale, split_keys, _pad]
+    );
+    params!(
+        "attention_combine",
+        attention_combine::AttentionCombineParams,
+        [o_stride, o_col, heads, head_dim, split_keys, _pad]
+    );
     params!("rms_slices", rms_slices::RmsSlicesParams, [stride, dt_rank, d_state, eps]);
     params!("scan_carry", scan_carry::ScanCarryParams, [plane, state_offset, _pad]);
     params!(
@@ -136,7 +157,11 @@ fn every_params_struct_matches_its_rust_struct() {
 
 #[test]
 fn every_step_struct_matches_the_rust_step() {
-    let rust = [("t_len", offset_of!(Step, t_len)), ("n_chunks", offset_of!(Step, n_chunks))];
+    let rust = [
+        ("t_len", offset_of!(Step, t_len)),
+        ("n_chunks", offset_of!(Step, n_chunks)),
+        ("past", offset_of!(Step, past)),
+    ];
     let mut with_step = 0;
     for Shader { name: shader, .. } in kernels::SHADERS {
         if module(shader).types.iter().any(|(_, t)| t.name.as_deref() == Some("Step")) {
@@ -277,8 +302,42 @@ fn shared_constants_have_one_value() {
         assert_eq!(constant(shader, "STAGE") as usize, scan_chunks::STAGE, "{shader}: STAGE");
         assert_eq!(constant(shader, "N_MAX") as usize, scan_output::N_MAX, "{shader}: N_MAX");
     }
+    for shader in ["attention_prefill", "attention_decode"] {
+        assert_eq!(constant(shader, "HEAD_DIM_MAX"), kernels::HEAD_DIM_MAX, "{shader}: HEAD_DIM_MAX");
+    }
+    assert_eq!(constant("attention_prefill", "STAGE"), attention_prefill::STAGE);
+    assert_eq!(constant("attention_decode", "SPLIT_MAX"), attention_decode::SPLIT_MAX);
+    // One invocation per element: the dispatch counts divide by the shader's workgroup size.
+    for (shader, wg) in [
+        ("rope", rope::WG),
+        ("kv_append", kv_append::WG),
+        ("attention_prefill", attention_prefill::WG),
+        ("attention_decode", attention_decode::WG),
+    ] {
+        assert_eq!(module(shader).entry_points[0].workgroup_size, [wg, 1, 1], "{shader}: workgroup size");
+    }
     for shader in ["ssd_chunks", "ssd_output"] {
         assert_eq!(constant(shader, "STAGE") as usize, ssd_chunks::STAGE, "{shader}: STAGE");
         assert_eq!(constant(shader, "N_MAX") as usize, ssd_chunks::N_MAX, "{shader}: N_MAX");
     }
+}
+
+/// Bytes of workgroup memory `shader` declares (the sum of its `var<workgroup>` sizes).
+fn workgroup_bytes(shader: &str) -> u32 {
+    let m = module(shader);
+    m.global_variables
+        .iter()
+        .filter(|(_, g)| g.space == AddressSpace::WorkGroup)
+        .map(|(_, g)| m.types[g.ty].inner.size(m.to_ctx()))
+        .sum()
+}
+
+#[test]
+fn workgroup_memory_fits_what_webgpu_guarantees() {
+    for Shader { name, .. } in kernels::SHADERS {
+        let bytes = workgroup_bytes(name);
+        assert!(bytes <= 16 * 1024, "{name}: {bytes} bytes of workgroup memory, WebGPU guarantees 16 KiB");
+    }
+    assert_eq!(workgroup_bytes("attention_prefill"), attention_prefill::WORKGROUP_BYTES);
+    assert_eq!(workgroup_bytes("attention_decode"), attention_decode::WORKGROUP_BYTES);
 }

@@ -212,7 +212,7 @@ impl GpuModel {
         queue.write_buffer(
             &a.step,
             0,
-            bytemuck::bytes_of(&Step { t_len: t, n_chunks: chunks, _pad: [0; 2] }),
+            bytemuck::bytes_of(&Step { t_len: t, n_chunks: chunks, past: 0, _pad: 0 }),
         );
         let max_dim = self.ctx.summary().max_compute_workgroups_per_dimension;
         call::Dims { t, chunks, max_dim }

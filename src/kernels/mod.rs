@@ -15,14 +15,20 @@
 use crate::gpu::Binding;
 
 pub mod argmax;
+pub mod attention;
+pub mod attention_combine;
+pub mod attention_decode;
+pub mod attention_prefill;
 pub mod conv1d_silu;
 pub mod embedding;
 pub mod gemv;
 pub mod gemv_coalesced;
+pub mod kv_append;
 pub mod linear;
 pub mod linear_direct;
 pub mod rms_norm;
 pub mod rms_slices;
+pub mod rope;
 pub mod scan_carry;
 pub mod scan_chunks;
 pub mod scan_output;
@@ -31,7 +37,12 @@ pub mod ssd_output;
 pub mod top_k;
 
 pub use argmax::Argmax;
+pub use attention::{AttentionShape, HEAD_DIM_MAX};
+pub use attention_decode::AttentionDecode;
+pub use attention_prefill::AttentionPrefill;
+pub use kv_append::KvAppend;
 pub use rms_norm::RmsNorm;
+pub use rope::Rope;
 pub use top_k::TopK;
 
 /// Binding 0 of every kernel: the shared [`Step`] uniform.
@@ -60,14 +71,19 @@ const fn shader(name: &'static str, source: &'static str, bindings: &'static [Bi
 /// files in `shaders/` are the same set; the contract test, each one's bindings.
 pub const SHADERS: &[Shader] = &[
     shader("argmax", argmax::SOURCE, argmax::BINDINGS),
+    shader("attention_combine", attention_combine::SOURCE, attention_combine::BINDINGS),
+    shader("attention_decode", attention_decode::SOURCE, attention_decode::BINDINGS),
+    shader("attention_prefill", attention_prefill::SOURCE, attention_prefill::BINDINGS),
     shader("conv1d_silu", conv1d_silu::SOURCE, conv1d_silu::BINDINGS),
     shader("embedding", embedding::SOURCE, embedding::BINDINGS),
     shader("gemv", gemv::SOURCE, linear::BINDINGS),
     shader("gemv_coalesced", gemv_coalesced::SOURCE, linear::BINDINGS),
+    shader("kv_append", kv_append::SOURCE, kv_append::BINDINGS),
     shader("linear", linear::SOURCE, linear::BINDINGS),
     shader("linear_direct", linear_direct::SOURCE, linear::BINDINGS),
     shader("rms_norm", rms_norm::SOURCE, rms_norm::BINDINGS),
     shader("rms_slices", rms_slices::SOURCE, rms_slices::BINDINGS),
+    shader("rope", rope::SOURCE, rope::BINDINGS),
     shader("scan_carry", scan_carry::SOURCE, scan_carry::BINDINGS),
     shader("scan_chunks", scan_chunks::SOURCE, scan_chunks::BINDINGS),
     shader("scan_output", scan_output::SOURCE, scan_output::BINDINGS),
@@ -84,6 +100,9 @@ pub struct Step {
     pub t_len: u32,
     /// Chunks of the selective scan: ceil(T / CHUNK).
     pub n_chunks: u32,
+    /// Tokens already in the context before this call (the position of its first token):
+    /// where rotary embeddings start and how many cached keys attention sees.
+    pub past: u32,
     /// Uniform structs are padded to 16 bytes.
-    pub _pad: [u32; 2],
+    pub _pad: u32,
 }
