@@ -65,6 +65,29 @@ fn shape(heads: u32, kv_heads: u32, head_dim: u32, scale: f32) -> AttentionShape
     AttentionShape { heads, kv_heads, head_dim, kv_offset: 0, capacity: 0, scale }
 }
 
+/// Runs `run` on random q and caches for each case (past, T, Hq, Hkv, hd, scale) and compares
+/// with [`attention_f64`].
+async fn compare(
+    kernel: &str,
+    seed: u64,
+    cases: &[(u32, u32, u32, u32, u32, f32)],
+    run: impl AsyncFn(&[f32], &[f32], AttentionShape, u32) -> webmamba::Result<Vec<f32>>,
+) {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    for &(past, t, hq, hkv, hd, scale) in cases {
+        let mut s = shape(hq, hkv, hd, scale);
+        let kv = cache(&mut rng, &mut s, (past + t) as usize);
+        let q = random(&mut rng, (t * hq * hd) as usize, 1.0);
+        let got = run(&q, &kv, s, past).await.unwrap_or_else(|e| panic!("run {kernel}: {e}"));
+        let want = attention_f64(&q, &kv, &s, past as usize);
+        let mut what = format!("{kernel} past {past} T {t} Hq {hq} Hkv {hkv} hd {hd}");
+        if kernel == "decode" {
+            what += &format!(" ({} splits)", splits(past + t, hq, t, hd).splits);
+        }
+        assert_close(&what, &got, &want, 1e-6, 1e-5);
+    }
+}
+
 dual_test! {
     async fn rope_table_is_hf_default_rope() {
         // Against the exact f64 angles: HF's f32 inv_freq and f32 product are off by a few ulps
@@ -168,54 +191,37 @@ dual_test! {
     async fn attention_prefill_matches_cpu() {
         let Some(ctx) = gpu("attention_prefill_matches_cpu").await else { return };
         let kernel = AttentionPrefill::new(&ctx).await.expect("compile attention_prefill");
-        let mut rng = SmallRng::seed_from_u64(13);
-        // (T, past, Hq, Hkv, hd, scale): past 0 and > 0, T off the tile sizes, GQA 1/2/4, hd 64,
-        // 128, 256 and small odd ones, a ~700-key context, scales other than 1/√hd.
-        for (t, past, hq, hkv, hd, scale) in [
-            (1u32, 0u32, 2u32, 2u32, 64u32, 0.125f32),
-            (37, 0, 4, 4, 64, 0.125),
-            (29, 11, 8, 4, 128, 0.088_388_35),
-            (50, 650, 8, 2, 64, 0.125),
-            (13, 5, 4, 1, 24, 0.3),
-            (9, 3, 2, 1, 8, 1.0),
-            (5, 20, 4, 2, 256, 0.0625),
-            (70, 0, 3, 3, 100, 0.1),
-        ] {
-            let mut s = shape(hq, hkv, hd, scale);
-            let kv = cache(&mut rng, &mut s, (past + t) as usize);
-            let q = random(&mut rng, (t * hq * hd) as usize, 1.0);
-            let got = kernel.run(&ctx, &q, &kv, s, past).await.expect("run attention_prefill");
-            let want = attention_f64(&q, &kv, &s, past as usize);
-            let what = format!("prefill T {t} past {past} Hq {hq} Hkv {hkv} hd {hd}");
-            assert_close(&what, &got, &want, 1e-6, 1e-5);
-        }
+        // past 0 and > 0, T off the tile sizes, GQA 1/2/4, hd 64, 128, 256 and small odd ones,
+        // a ~700-key context, scales other than 1/√hd.
+        let cases = [
+            (0, 1, 2, 2, 64, 0.125),
+            (0, 37, 4, 4, 64, 0.125),
+            (11, 29, 8, 4, 128, 0.088_388_35),
+            (650, 50, 8, 2, 64, 0.125),
+            (5, 13, 4, 1, 24, 0.3),
+            (3, 9, 2, 1, 8, 1.0),
+            (20, 5, 4, 2, 256, 0.0625),
+            (0, 70, 3, 3, 100, 0.1),
+        ];
+        compare("prefill", 13, &cases, async |q, kv, s, past| kernel.run(&ctx, q, kv, s, past).await).await;
     }
 
     async fn attention_decode_matches_cpu() {
         let Some(ctx) = gpu("attention_decode_matches_cpu").await else { return };
         let kernel = AttentionDecode::new(&ctx).await.expect("compile attention_decode");
-        let mut rng = SmallRng::seed_from_u64(14);
-        // (context = past + T, T, Hq, Hkv, hd, scale): one split, its edges, many splits.
-        for (context, t, hq, hkv, hd, scale) in [
-            (1u32, 1u32, 4u32, 2u32, 64u32, 0.125f32),
+        // Contexts (past + T) of 1, 63, 64, 65 (one split and its edges), 1000 and 4100 keys
+        // (16 and 33 splits), T = 1 and a few rows.
+        let cases = [
+            (0, 1, 4, 2, 64, 0.125),
+            (62, 1, 4, 2, 64, 0.125),
             (63, 1, 4, 2, 64, 0.125),
             (64, 1, 4, 2, 64, 0.125),
-            (65, 1, 4, 2, 64, 0.125),
-            (1000, 1, 8, 2, 128, 0.088_388_35),
-            (4100, 1, 4, 1, 64, 0.125),
-            (1000, 3, 4, 4, 24, 0.5),
-            (300, 2, 2, 1, 256, 0.0625),
-        ] {
-            let past = context - t;
-            let mut s = shape(hq, hkv, hd, scale);
-            let kv = cache(&mut rng, &mut s, context as usize);
-            let q = random(&mut rng, (t * hq * hd) as usize, 1.0);
-            let got = kernel.run(&ctx, &q, &kv, s, past).await.expect("run attention_decode");
-            let want = attention_f64(&q, &kv, &s, past as usize);
-            let n = splits(context, hq, t, hd).splits;
-            let what = format!("decode context {context} T {t} Hq {hq} Hkv {hkv} hd {hd} ({n} splits)");
-            assert_close(&what, &got, &want, 1e-6, 1e-5);
-        }
+            (999, 1, 8, 2, 128, 0.088_388_35),
+            (4099, 1, 4, 1, 64, 0.125),
+            (997, 3, 4, 4, 24, 0.5),
+            (298, 2, 2, 1, 256, 0.0625),
+        ];
+        compare("decode", 14, &cases, async |q, kv, s, past| kernel.run(&ctx, q, kv, s, past).await).await;
     }
 
     async fn attention_honours_the_scale_and_refuses_bad_shapes() {

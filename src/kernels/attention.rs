@@ -6,6 +6,8 @@
 //! region (capacity, Hkv, hd). Position p of the context is row p of both.
 
 use crate::error::{Error, Result};
+use crate::gpu::GpuContext;
+use crate::kernels::Step;
 
 /// Largest head dimension `attention_prefill` and `attention_decode` take (`HEAD_DIM_MAX` in
 /// both shaders): a model with larger heads must be refused at load.
@@ -93,4 +95,36 @@ pub(crate) fn rows_of(tensor: &str, len: usize, width: usize) -> Result<u32> {
         });
     }
     Ok((len / width) as u32)
+}
+
+/// What the attention kernels' one-shot runs upload: the call's T, its `Step`, q and the cache.
+pub(crate) struct Upload {
+    /// T: query rows.
+    pub t: u32,
+    /// The `Step` uniform (T, past).
+    pub step: wgpu::Buffer,
+    /// q (T, Hq · hd).
+    pub q: wgpu::Buffer,
+    /// The whole cache buffer.
+    pub kv: wgpu::Buffer,
+}
+
+/// Checks a one-shot attention call of q (T, Hq · hd) at `past` over `kv` and uploads it.
+pub(crate) fn upload(
+    ctx: &GpuContext,
+    kernel: &str,
+    q: &[f32],
+    kv: &[f32],
+    shape: &AttentionShape,
+    past: u32,
+) -> Result<Upload> {
+    shape.check()?;
+    let t = rows_of("attention q (T, Hq·hd)", q.len(), (shape.heads * shape.head_dim) as usize)?;
+    shape.check_call(past, t, kv.len())?;
+    Ok(Upload {
+        t,
+        step: ctx.uniform(&format!("{kernel} step"), &Step { t_len: t, past, ..Default::default() }),
+        q: ctx.storage_from_f32(&format!("{kernel} q"), q)?,
+        kv: ctx.storage_from_f32(&format!("{kernel} kv"), kv)?,
+    })
 }

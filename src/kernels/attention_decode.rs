@@ -5,9 +5,9 @@
 
 use crate::error::Result;
 use crate::gpu::{Binding, GpuContext, Kernel, grid_2d};
-use crate::kernels::attention::{AttentionShape, HEAD_DIM_MAX, rows_of};
+use crate::kernels::attention::{AttentionShape, HEAD_DIM_MAX, upload};
 use crate::kernels::attention_combine::{self, AttentionCombineParams};
-use crate::kernels::{PARAMS, STEP, Step};
+use crate::kernels::{PARAMS, STEP};
 
 /// WGSL source of the kernel.
 pub const SOURCE: &str = include_str!("../../shaders/attention_decode.wgsl");
@@ -126,10 +126,8 @@ impl AttentionDecode {
         shape: AttentionShape,
         past: u32,
     ) -> Result<Vec<f32>> {
-        shape.check()?;
-        let width = shape.heads * shape.head_dim;
-        let t = rows_of("attention q (T, Hq·hd)", q.len(), width as usize)?;
-        shape.check_call(past, t, kv.len())?;
+        let up = upload(ctx, "attention_decode", q, kv, &shape, past)?;
+        let (t, width) = (up.t, shape.heads * shape.head_dim);
         let split = splits(past + t, shape.heads, t, shape.head_dim);
         let decode = AttentionDecodeParams {
             q_stride: width,
@@ -151,20 +149,17 @@ impl AttentionDecode {
             split_keys: split.split_keys,
             _pad: [0; 3],
         };
-        let step = ctx.uniform("attention_decode step", &Step { t_len: t, past, ..Default::default() });
         let decode = ctx.uniform("attention_decode params", &decode);
         let combine = ctx.uniform("attention_combine params", &combine);
-        let q_buf = ctx.storage_from_f32("attention_decode q", q)?;
-        let kv_buf = ctx.storage_from_f32("attention_decode kv", kv)?;
         let scratch = ctx.storage_zeroed_f32("attention_decode scratch", split.scratch_floats as usize)?;
         let o_buf = ctx.storage_zeroed_f32("attention_combine o", q.len())?;
         let decode_group = self.decode.bind(
             ctx,
-            &[("step", &step), ("p", &decode), ("q", &q_buf), ("kv", &kv_buf), ("scratch", &scratch)],
+            &[("step", &up.step), ("p", &decode), ("q", &up.q), ("kv", &up.kv), ("scratch", &scratch)],
         )?;
         let combine_group = self
             .combine
-            .bind(ctx, &[("step", &step), ("p", &combine), ("scratch", &scratch), ("o", &o_buf)])?;
+            .bind(ctx, &[("step", &up.step), ("p", &combine), ("scratch", &scratch), ("o", &o_buf)])?;
         let max_dim = ctx.summary().max_compute_workgroups_per_dimension;
         let groups = groups(t, shape.heads, split.splits, max_dim);
         self.decode.submit_once(ctx, &decode_group, groups, "running attention_decode").await?;

@@ -8,8 +8,8 @@
 
 use crate::error::Result;
 use crate::gpu::{Binding, GpuContext, Kernel, grid_2d};
-use crate::kernels::attention::{AttentionShape, HEAD_DIM_MAX, rows_of};
-use crate::kernels::{PARAMS, STEP, Step};
+use crate::kernels::attention::{AttentionShape, HEAD_DIM_MAX, upload};
+use crate::kernels::{PARAMS, STEP};
 
 /// WGSL source of the kernel.
 pub const SOURCE: &str = include_str!("../../shaders/attention_prefill.wgsl");
@@ -127,19 +127,14 @@ impl AttentionPrefill {
         shape: AttentionShape,
         past: u32,
     ) -> Result<Vec<f32>> {
-        shape.check()?;
-        let t = rows_of("attention q (T, Hq·hd)", q.len(), (shape.heads * shape.head_dim) as usize)?;
-        shape.check_call(past, t, kv.len())?;
+        let up = upload(ctx, "attention_prefill", q, kv, &shape, past)?;
         let p = AttentionPrefillParams::new(&shape);
-        let step = ctx.uniform("attention_prefill step", &Step { t_len: t, past, ..Default::default() });
         let params = ctx.uniform("attention_prefill params", &p);
-        let q_buf = ctx.storage_from_f32("attention_prefill q", q)?;
-        let kv_buf = ctx.storage_from_f32("attention_prefill kv", kv)?;
         let o_buf = ctx.storage_zeroed_f32("attention_prefill o", q.len())?;
         let bind_group = self
             .kernel
-            .bind(ctx, &[("step", &step), ("p", &params), ("q", &q_buf), ("kv", &kv_buf), ("o", &o_buf)])?;
-        let groups = groups(t, &p, ctx.summary().max_compute_workgroups_per_dimension);
+            .bind(ctx, &[("step", &up.step), ("p", &params), ("q", &up.q), ("kv", &up.kv), ("o", &o_buf)])?;
+        let groups = groups(up.t, &p, ctx.summary().max_compute_workgroups_per_dimension);
         self.kernel.submit_once(ctx, &bind_group, groups, "running attention_prefill").await?;
         ctx.read_f32(&o_buf, 0, q.len()).await
     }

