@@ -95,9 +95,12 @@ fn fixture_list_matches_the_folder() {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     on_disk.sort();
-    let mut listed: Vec<String> = fixtures::NAMES.iter().map(|s| s.to_string()).collect();
+    let mut listed: Vec<String> =
+        fixtures::NAMES.iter().chain(fixtures::HYBRID_NAMES).map(|s| s.to_string()).collect();
     listed.sort();
     assert_eq!(on_disk, listed, "tests/common/fixtures.rs must list every fixture folder");
     let embedded: Vec<&str> = fixtures::all().iter().map(|f| f.name).collect();
     assert_eq!(embedded, fixtures::NAMES);
+    let hybrids: Vec<&str> = fixtures::hybrids().iter().map(|f| f.name).collect();
+    assert_eq!(hybrids, fixtures::HYBRID_NAMES);
 }

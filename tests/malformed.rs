@@ -82,6 +82,32 @@ async fn malformed_inputs_leave_sessions_intact(ctx: Option<&GpuContext>) {
         Ok(())
     };
     run("config not JSON", "Config", &mut rt, load(b"not json", weights.to_vec())).await;
+    // Hybrid configs that are no model webmamba can run: typed errors before a weight is read.
+    let granite = |edit: serde_json::Value| {
+        let mut c = serde_json::json!({
+            "model_type": "granitemoehybrid", "hidden_size": 32, "num_hidden_layers": 2, "vocab_size": 300,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "mamba_n_heads": 4, "mamba_d_state": 8,
+            "num_local_experts": 4, "num_experts_per_tok": 2, "layer_types": ["mamba", "attention"],
+        });
+        c.as_object_mut().unwrap().extend(edit.as_object().unwrap().clone());
+        load(c.to_string().as_bytes(), weights.to_vec())
+    };
+    for (label, code, edit) in [
+        (
+            "a hybrid with an unknown layer type",
+            "UnsupportedModel",
+            serde_json::json!({"layer_types": ["mamba", "sliding_attention"]}),
+        ),
+        ("KV heads not dividing the heads", "Config", serde_json::json!({"num_key_value_heads": 3})),
+        (
+            "an unknown rope_scaling type",
+            "UnsupportedModel",
+            serde_json::json!({"position_embedding_type": "rope", "rope_scaling": {"type": "yarn", "factor": 4.0}}),
+        ),
+        ("more experts per token than experts", "Config", serde_json::json!({"num_experts_per_tok": 5})),
+    ] {
+        run(label, code, &mut rt, granite(edit)).await;
+    }
     run("truncated weights", "Safetensors", &mut rt, load(f.config, weights[..weights.len() - 9].to_vec()))
         .await;
     let mut huge = weights.to_vec();

@@ -335,6 +335,17 @@ async fn export_import_on(f: &Fixture, ctx: Option<&GpuContext>) -> (Vec<u8>, Ve
     (bytes, rest)
 }
 
+/// Sessions on every hybrid fixture (the CPU reference; the GPU backend does not run hybrids
+/// yet): split prompts, regenerate, stop/continue, rewind + re-feed, identical resends and
+/// edits equal an uninterrupted run, and an export imported into a new model continues the
+/// same — the attention caches travel with the state.
+async fn hybrid_sessions() {
+    for f in fixtures::hybrids() {
+        resume_equivalence_on(&f, &[16], Retention::Dense, None).await;
+        export_import_on(&f, None).await;
+    }
+}
+
 dual_backend_test!(
     resume_equivalence,
     prompt_end_survives_sparse_retention,
@@ -345,4 +356,5 @@ dual_backend_test!(
 
 dual_test! {
     async fn cpu_the_smallest_budget_serves_every_turn() { the_smallest_budget_serves_every_turn(None).await }
+    async fn cpu_hybrid_sessions() { hybrid_sessions().await }
 }

@@ -4,7 +4,7 @@
 //! `src/blocks/<kind>/gpu.rs`.
 
 use crate::blocks::{BlockKind, mamba1, mamba2};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::gpu::{GpuContext, Kernel, KernelSpec};
 use crate::gpu_model::activations::{Activations, Scratch, StateBuffers};
 use crate::gpu_model::call::{Builder, Groups, Step};
@@ -24,6 +24,7 @@ impl GpuBlockWeights {
         Ok(match kind {
             BlockKind::Mamba1(p) => GpuBlockWeights::Mamba1(mamba1::gpu::GpuWeights::allocate(p, d, alloc)?),
             BlockKind::Mamba2(p) => GpuBlockWeights::Mamba2(mamba2::gpu::GpuWeights::allocate(p, d, alloc)?),
+            other => return Err(not_yet(other)),
         })
     }
 
@@ -57,6 +58,7 @@ pub(crate) fn kernels(kind: &BlockKind) -> Vec<KernelSpec> {
     match kind {
         BlockKind::Mamba1(p) => mamba1::gpu::kernels(p),
         BlockKind::Mamba2(p) => mamba2::gpu::kernels(p),
+        _ => Vec::new(),
     }
 }
 
@@ -65,6 +67,7 @@ pub(crate) fn scratch(kind: &BlockKind, t: usize) -> Scratch {
     match kind {
         BlockKind::Mamba1(p) => mamba1::gpu::scratch(p, t),
         BlockKind::Mamba2(p) => mamba2::gpu::scratch(p, t),
+        _ => Scratch { xz: 1, ud: 1, dbc: 1, y: 1, plane: 1, chunk: 1 },
     }
 }
 
@@ -73,7 +76,23 @@ pub(crate) fn check(kind: &BlockKind, ctx: &GpuContext) -> Result<()> {
     match kind {
         BlockKind::Mamba1(p) => mamba1::gpu::check(p, ctx),
         BlockKind::Mamba2(p) => mamba2::gpu::check(p),
+        other => Err(not_yet(other)),
     }
+}
+
+/// The GPU backend does not run attention, MLP or mixture-of-experts blocks yet: a hybrid model
+/// is an [`Error::UnsupportedModel`] there (`backend: "auto"` then runs it on the CPU).
+fn not_yet(kind: &BlockKind) -> Error {
+    let what = match kind {
+        BlockKind::Attention(_) => "attention",
+        BlockKind::Mlp(_) => "MLP",
+        BlockKind::Parallel(_) => "parallel attention + Mamba",
+        BlockKind::Zamba2(_) => "Zamba2 shared-transformer",
+        _ => "mixture-of-experts",
+    };
+    Error::UnsupportedModel(format!(
+        "{what} blocks on the GPU backend (hybrid models run on the CPU backend for now)"
+    ))
 }
 
 /// What a block kind's `plan` builds its calls from: the builder, the scratch and state

@@ -1,18 +1,30 @@
-//! [`BlockKind`]: what one layer of a model is, with its own hyper-parameters. A model is the
-//! parts every model shares ([`Config`](crate::model::Config): width, vocabulary, norms, tying)
-//! and a list of blocks, one per layer; config.json says which (`Config::from_json`), nothing is
-//! inferred from which weights happen to exist.
+//! [`Block`] and [`BlockKind`]: what one residual block of a model is, with its own
+//! hyper-parameters. A model is the parts every model shares ([`Config`](crate::model::Config):
+//! width, vocabulary, norms, tying, multipliers) and a list of blocks, each `h ← h + s ·
+//! kind(rms_norm(h))`; config.json says which (`Config::from_json`), nothing is inferred from
+//! which weights happen to exist. A Mamba model has one block per layer; a hybrid's layer is
+//! usually two (its mixer — Mamba or attention — then its MLP or mixture of experts).
 //!
-//! Each kind owns, in one file here, its tensors (names, shapes, roles) and its state regions;
-//! its CPU forward lives in `src/cpu/` and its GPU plan in `src/gpu_model/` under the same name.
+//! Each kind owns, in `src/blocks/<kind>/`, its tensors (names, shapes, roles), its state
+//! regions and checks (`mod.rs`), its CPU forward (`cpu.rs`) and its GPU plan (`gpu.rs`).
 
+pub mod attention;
 pub(crate) mod gpu;
 pub mod mamba1;
 pub mod mamba2;
+pub mod mlp;
+pub mod moe;
+pub mod parallel;
 pub mod ssm;
+pub mod zamba2;
 
+pub use attention::{Attention, Rope};
 pub use mamba1::Mamba1;
-pub use mamba2::Mamba2;
+pub use mamba2::{GatedNorm, Mamba2};
+pub use mlp::{Activation, Mlp, MlpNames};
+pub use moe::{ExpertLayout, Moe, Routing};
+pub use parallel::Parallel;
+pub use zamba2::{SharedBlock, Zamba2Layer};
 
 use crate::error::{Error, Result};
 use crate::model::{Extent, Matrix, Part};
@@ -22,26 +34,80 @@ pub const CONV: usize = 0;
 /// Index of the SSM state among a Mamba block's state regions (both kinds).
 pub const SSM: usize = 1;
 
-/// One layer's kind and hyper-parameters.
+/// One residual block: `h ← h + residual_scale · kind(rms_norm(h) ⊙ norm)`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Block {
+    /// What it computes.
+    pub kind: BlockKind,
+    /// Where its tensors are: the layer's prefix (`backbone.layers.3.`, `model.layers.3.`).
+    pub prefix: String,
+    /// Its RMSNorm's gain under `prefix` (`norm.weight`, `input_layernorm.weight`).
+    pub norm: String,
+    /// The kind's tensors' prefix under `prefix` (`mixer.`, `mamba.`, `self_attn.`; empty
+    /// where the kind names its own, as a mixture of experts with a shared MLP beside it).
+    pub at: &'static str,
+    /// Multiplies the block's output before the residual add (Granite's
+    /// `residual_multiplier`; 1 elsewhere).
+    pub residual_scale: f32,
+}
+
+impl Block {
+    /// A block of `kind` at `prefix` + `at` with its norm at `prefix` + `norm`, unscaled.
+    pub fn new(kind: BlockKind, prefix: String, norm: &str, at: &'static str) -> Self {
+        Self { kind, prefix, norm: norm.to_string(), at, residual_scale: 1.0 }
+    }
+
+    /// Its tensors, full names, for residual width `d`: the norm, then the kind's.
+    pub fn tensors(&self, d: usize) -> Vec<Tensor> {
+        let mut out = vec![Tensor::new(Part::Norm, &format!("{}{}", self.prefix, self.norm), vec![d], true)];
+        out.extend(
+            self.kind
+                .tensors(d)
+                .into_iter()
+                .map(|t| Tensor { leaf: format!("{}{}{}", self.prefix, self.at, t.leaf), ..t }),
+        );
+        out
+    }
+}
+
+/// One block's kind and hyper-parameters.
 #[derive(Clone, Debug, PartialEq)]
 pub enum BlockKind {
-    /// A Mamba-1 block (Mamba, Falcon-Mamba).
+    /// A Mamba-1 block (Mamba, Falcon-Mamba, Jamba).
     Mamba1(Mamba1),
     /// A Mamba-2 (SSD) block.
     Mamba2(Mamba2),
+    /// Causal (grouped-query) self-attention over a key/value cache.
+    Attention(Attention),
+    /// A feed-forward network.
+    Mlp(Mlp),
+    /// A mixture of experts (with shared experts where the model has them).
+    Moe(Moe),
+    /// Attention and a Mamba-2 mixer side by side (Falcon-H1).
+    Parallel(Parallel),
+    /// Zamba2's shared transformer block feeding a Mamba-2 mixer.
+    Zamba2(Zamba2Layer),
 }
 
-/// One tensor of a block, under `backbone.layers.N.`.
+/// One tensor of a block.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tensor {
     /// What it is to the block.
     pub part: Part,
-    /// Its name under the layer (`mixer.in_proj.weight`).
-    pub leaf: &'static str,
+    /// Its name: under its kind's prefix as a kind lists it (`in_proj.weight`), in full as
+    /// [`Block::tensors`] gives it.
+    pub leaf: String,
     /// Its shape.
     pub shape: Vec<usize>,
     /// Whether this block has it (a bias the config turns off has none).
     pub present: bool,
+}
+
+impl Tensor {
+    /// A tensor playing `part`, named `leaf`, of `shape`, `present` or not.
+    pub fn new(part: Part, leaf: &str, shape: Vec<usize>, present: bool) -> Self {
+        Self { part, leaf: leaf.to_string(), shape, present }
+    }
 }
 
 /// One block's weights in memory, by kind (the CPU backend's).
@@ -51,6 +117,16 @@ pub enum BlockWeights {
     Mamba1(mamba1::Weights),
     /// A Mamba-2 block's.
     Mamba2(mamba2::Weights),
+    /// An attention block's.
+    Attention(attention::Weights),
+    /// An MLP's.
+    Mlp(mlp::Weights),
+    /// A mixture of experts'.
+    Moe(moe::Weights),
+    /// A parallel block's.
+    Parallel(Box<parallel::Weights>),
+    /// A Zamba2 hybrid layer's.
+    Zamba2(Box<zamba2::Weights>),
 }
 
 /// Where a block's weights come from as it is built: its tensors by [`Part`].
@@ -69,8 +145,13 @@ impl BlockWeights {
     /// A block of `kind`'s weights, taken from `t`.
     pub fn take(kind: &BlockKind, t: &mut dyn TakeTensor) -> Result<Self> {
         Ok(match kind {
-            BlockKind::Mamba1(_) => BlockWeights::Mamba1(mamba1::Weights::take(t)?),
-            BlockKind::Mamba2(_) => BlockWeights::Mamba2(mamba2::Weights::take(t)?),
+            BlockKind::Mamba1(b) => BlockWeights::Mamba1(mamba1::Weights::take(b, t)?),
+            BlockKind::Mamba2(b) => BlockWeights::Mamba2(mamba2::Weights::take(b, t)?),
+            BlockKind::Attention(b) => BlockWeights::Attention(attention::Weights::take(b, t)?),
+            BlockKind::Mlp(b) => BlockWeights::Mlp(mlp::Weights::take(b, t)?),
+            BlockKind::Moe(b) => BlockWeights::Moe(moe::Weights::take(b, t)?),
+            BlockKind::Parallel(b) => BlockWeights::Parallel(Box::new(parallel::Weights::take(b, t)?)),
+            BlockKind::Zamba2(b) => BlockWeights::Zamba2(Box::new(zamba2::Weights::take(b, t)?)),
         })
     }
 
@@ -79,6 +160,11 @@ impl BlockWeights {
         match self {
             BlockWeights::Mamba1(w) => w.matrices().to_vec(),
             BlockWeights::Mamba2(w) => w.matrices().to_vec(),
+            BlockWeights::Attention(w) => w.matrices(),
+            BlockWeights::Mlp(w) => w.matrices(),
+            BlockWeights::Moe(w) => w.matrices(),
+            BlockWeights::Parallel(w) => w.matrices(),
+            BlockWeights::Zamba2(w) => w.matrices(),
         }
     }
 
@@ -87,6 +173,11 @@ impl BlockWeights {
         match self {
             BlockWeights::Mamba1(w) => w.vector_len(),
             BlockWeights::Mamba2(w) => w.vector_len(),
+            BlockWeights::Attention(w) => w.vector_len(),
+            BlockWeights::Mlp(w) => w.vector_len(),
+            BlockWeights::Moe(w) => w.vector_len(),
+            BlockWeights::Parallel(w) => w.vector_len(),
+            BlockWeights::Zamba2(w) => w.vector_len(),
         }
     }
 }
@@ -97,14 +188,20 @@ impl BlockKind {
         match self {
             BlockKind::Mamba1(b) => Some((b.d_inner, b.d_state)),
             BlockKind::Mamba2(b) => Some((b.d_inner, b.d_state)),
+            _ => None,
         }
     }
 
-    /// Its tensors under `backbone.layers.N.`, for residual width `d` (D).
+    /// Its tensors (names under its prefix), for residual width `d` (D).
     pub fn tensors(&self, d: usize) -> Vec<Tensor> {
         match self {
             BlockKind::Mamba1(b) => b.tensors(d),
             BlockKind::Mamba2(b) => b.tensors(d),
+            BlockKind::Attention(b) => b.tensors(d),
+            BlockKind::Mlp(b) => b.tensors(d),
+            BlockKind::Moe(b) => b.tensors(d),
+            BlockKind::Parallel(b) => b.tensors(d),
+            BlockKind::Zamba2(b) => b.tensors(d),
         }
     }
 
@@ -113,6 +210,10 @@ impl BlockKind {
         match self {
             BlockKind::Mamba1(b) => b.state_regions(),
             BlockKind::Mamba2(b) => b.state_regions(),
+            BlockKind::Attention(b) => b.state_regions(),
+            BlockKind::Mlp(_) | BlockKind::Moe(_) => Vec::new(),
+            BlockKind::Parallel(b) => b.state_regions(),
+            BlockKind::Zamba2(b) => b.state_regions(),
         }
     }
 
@@ -121,7 +222,17 @@ impl BlockKind {
         match self {
             BlockKind::Mamba1(b) => b.validate(d),
             BlockKind::Mamba2(b) => b.validate(d),
+            BlockKind::Attention(b) => b.validate(d),
+            BlockKind::Mlp(b) => b.validate(d),
+            BlockKind::Moe(b) => b.validate(d),
+            BlockKind::Parallel(b) => b.validate(d),
+            BlockKind::Zamba2(b) => b.validate(d),
         }
+    }
+
+    /// Whether it is a Mamba mixer (what the GPU backend runs today).
+    pub fn is_mamba(&self) -> bool {
+        matches!(self, BlockKind::Mamba1(_) | BlockKind::Mamba2(_))
     }
 }
 

@@ -81,22 +81,23 @@ pub(crate) struct Sizes {
     pub k: usize,
     pub inner: usize,
     pub biases: (bool, bool),
+    /// Whether out_proj has a bias.
+    pub out_bias: bool,
 }
 
-/// A Mamba block's tensors under `backbone.layers.N.`, in checkpoint order: its norm, in_proj,
-/// the conv, then the kind's own `middle` ones, then out_proj.
+/// A Mamba mixer's tensors (names under the mixer), in checkpoint order: in_proj, the conv,
+/// then the kind's own `middle` ones, then out_proj.
 pub(crate) fn tensors(s: Sizes, middle: Vec<Tensor>) -> Vec<Tensor> {
-    let t = |part, leaf, shape: Vec<usize>, present| Tensor { part, leaf, shape, present };
+    let t = Tensor::new;
     let (bias, conv_bias) = s.biases;
     let mut out = vec![
-        t(Part::Norm, "norm.weight", vec![s.d], true),
-        t(Part::InProj, "mixer.in_proj.weight", vec![s.in_proj, s.d], true),
-        t(Part::InProjBias, "mixer.in_proj.bias", vec![s.in_proj], bias),
-        t(Part::Conv, "mixer.conv1d.weight", vec![s.channels, 1, s.k], true),
-        t(Part::ConvBias, "mixer.conv1d.bias", vec![s.channels], conv_bias),
+        t(Part::InProj, "in_proj.weight", vec![s.in_proj, s.d], true),
+        t(Part::InProjBias, "in_proj.bias", vec![s.in_proj], bias),
+        t(Part::Conv, "conv1d.weight", vec![s.channels, 1, s.k], true),
+        t(Part::ConvBias, "conv1d.bias", vec![s.channels], conv_bias),
     ];
     out.extend(middle);
-    out.push(t(Part::OutProj, "mixer.out_proj.weight", vec![s.d, s.inner], true));
-    out.push(t(Part::OutProjBias, "mixer.out_proj.bias", vec![s.d], bias));
+    out.push(t(Part::OutProj, "out_proj.weight", vec![s.d, s.inner], true));
+    out.push(t(Part::OutProjBias, "out_proj.bias", vec![s.d], s.out_bias));
     out
 }

@@ -14,6 +14,8 @@ use crate::error::Result;
 pub struct Reservation {
     slot: usize,
     prompt_end: bool,
+    /// Tokens of history of the state it will hold.
+    len: usize,
 }
 
 impl Reservation {
@@ -27,8 +29,8 @@ impl Reservation {
 pub struct Hold<'a> {
     cache: &'a mut StateCache,
     pins: Vec<EntryId>,
-    /// (slot, prompt_end) of every reservation not yet filled.
-    open: Vec<(usize, bool)>,
+    /// (slot, prompt_end, tokens) of every reservation not yet filled.
+    open: Vec<(usize, bool, usize)>,
 }
 
 impl<'a> Hold<'a> {
@@ -47,40 +49,41 @@ impl<'a> Hold<'a> {
         self.pins.push(id);
     }
 
-    /// A slot for a new entry, evicting least recently used unpinned entries to make room: a
-    /// block is optional (`Ok(None)` without room), a prompt-end is not (`CacheBudget`).
-    pub fn reserve(&mut self, prompt_end: bool) -> Result<Option<Reservation>> {
-        let slot = self.cache.reserve(prompt_end)?;
+    /// A slot for a new entry holding the state after `len` tokens, evicting least recently
+    /// used unpinned entries to make room: a block is optional (`Ok(None)` without room), a
+    /// prompt-end is not (`CacheBudget`).
+    pub fn reserve(&mut self, prompt_end: bool, len: usize) -> Result<Option<Reservation>> {
+        let slot = self.cache.reserve(prompt_end, len)?;
         Ok(slot.map(|slot| {
-            self.open.push((slot, prompt_end));
-            Reservation { slot, prompt_end }
+            self.open.push((slot, prompt_end, len));
+            Reservation { slot, prompt_end, len }
         }))
     }
 
     /// Records the block entry for the state after `len` tokens (chain key `key`) written
     /// into `r`'s slot.
     pub fn insert_block(&mut self, r: Reservation, key: Key, len: usize) -> EntryId {
-        debug_assert!(!r.prompt_end, "a prompt-end's reservation holds a block");
+        debug_assert!(!r.prompt_end && r.len == len, "a block's reservation holds it");
         self.filled(&r);
         self.cache.insert_block(key, len, r.slot)
     }
 
     /// Records the prompt-end entry for `prefix` written into `r`'s slot, with its logits.
     pub fn insert_end(&mut self, r: Reservation, prefix: &Prefix, logits: Vec<f32>) -> EntryId {
-        debug_assert!(r.prompt_end, "a block's reservation holds a prompt-end");
+        debug_assert!(r.prompt_end && r.len == prefix.len(), "a prompt-end's reservation holds it");
         self.filled(&r);
         self.cache.insert_end(prefix, r.slot, logits)
     }
 
     fn filled(&mut self, r: &Reservation) {
-        self.open.retain(|&(slot, _)| slot != r.slot);
+        self.open.retain(|&(slot, _, _)| slot != r.slot);
     }
 }
 
 impl Drop for Hold<'_> {
     fn drop(&mut self) {
-        for &(slot, prompt_end) in &self.open {
-            self.cache.release(slot, prompt_end);
+        for &(slot, prompt_end, len) in &self.open {
+            self.cache.release(slot, prompt_end, len);
         }
         for &id in &self.pins {
             self.cache.pin(id, false);

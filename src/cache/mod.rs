@@ -74,6 +74,8 @@ pub struct StateCache {
     config: CacheConfig,
     slot_bytes: u64,
     logits_bytes: u64,
+    /// Bytes a state grows by per token of history (a hybrid's attention caches; 0 for Mamba).
+    per_token_bytes: u64,
     entries: Vec<Option<Entry>>,
     blocks: HashMap<Key, EntryId>,
     ends: HashMap<Key, Vec<EntryId>>,
@@ -107,6 +109,7 @@ impl StateCache {
             config,
             slot_bytes,
             logits_bytes,
+            per_token_bytes: 0,
             entries: Vec::new(),
             blocks: HashMap::new(),
             ends: HashMap::new(),
@@ -116,6 +119,12 @@ impl StateCache {
             tick: 0,
             evictions: 0,
         })
+    }
+
+    /// Charges every entry `bytes` more per token of its history: the attention caches of a
+    /// hybrid model's states grow with the position they were taken at.
+    pub fn set_per_token_bytes(&mut self, bytes: u64) {
+        self.per_token_bytes = bytes;
     }
 
     /// Slots a budget can use: no more than fit in it as bare states.
@@ -167,8 +176,15 @@ impl StateCache {
         self.entries.get(id).and_then(Option::as_ref)
     }
 
-    fn cost(&self, kind: &Kind) -> u64 {
-        self.slot_bytes + if matches!(kind, Kind::PromptEnd { .. }) { self.logits_bytes } else { 0 }
+    /// What an entry costs: its state (growing with `len` for a hybrid) and a prompt-end's
+    /// logits.
+    fn cost(&self, prompt_end: bool, len: usize) -> u64 {
+        let state = self.slot_bytes.saturating_add(self.per_token_bytes.saturating_mul(len as u64));
+        state + if prompt_end { self.logits_bytes } else { 0 }
+    }
+
+    fn entry_cost(&self, e: &Entry) -> u64 {
+        self.cost(matches!(e.kind, Kind::PromptEnd { .. }), e.len)
     }
 
     /// The longest cached state for a prefix of `tokens` usable to continue them: the state
@@ -223,8 +239,8 @@ impl StateCache {
     /// Makes room for and returns a slot for a new entry of `kind`'s cost, evicting least
     /// recently used unpinned entries. A block entry is optional: `Ok(None)` when no room can
     /// be made. A prompt-end is not: [`Error::CacheBudget`] then. Nothing is evicted on failure.
-    fn reserve(&mut self, prompt_end: bool) -> Result<Option<usize>> {
-        let cost = self.slot_bytes + if prompt_end { self.logits_bytes } else { 0 };
+    fn reserve(&mut self, prompt_end: bool, len: usize) -> Result<Option<usize>> {
+        let cost = self.cost(prompt_end, len);
         let budget = self.config.budget_bytes;
         let mut victims: Vec<(u64, EntryId)> = self
             .entries
@@ -251,7 +267,7 @@ impl StateCache {
                     ),
                 });
             };
-            bytes -= self.entries[id].as_ref().map_or(0, |e| self.cost(&e.kind));
+            bytes -= self.entries[id].as_ref().map_or(0, |e| self.entry_cost(e));
             slots += 1;
             needed += 1;
         }
@@ -268,8 +284,8 @@ impl StateCache {
     }
 
     /// Gives back a slot from [`StateCache::reserve`] that ended up unused.
-    fn release(&mut self, slot: usize, prompt_end: bool) {
-        self.bytes_reserved -= self.slot_bytes + if prompt_end { self.logits_bytes } else { 0 };
+    fn release(&mut self, slot: usize, prompt_end: bool, len: usize) {
+        self.bytes_reserved -= self.cost(prompt_end, len);
         self.free_slots.push(slot);
     }
 
@@ -293,7 +309,7 @@ impl StateCache {
 
     /// Inserts an entry into a slot from `reserve` (its reserved bytes become used bytes).
     fn insert(&mut self, mut e: Entry) -> EntryId {
-        let cost = self.cost(&e.kind);
+        let cost = self.entry_cost(&e);
         self.bytes_reserved -= cost;
         self.bytes_used += cost;
         self.tick += 1;
@@ -312,7 +328,7 @@ impl StateCache {
 
     fn remove(&mut self, id: EntryId) {
         let Some(e) = self.entries.get_mut(id).and_then(Option::take) else { return };
-        self.bytes_used -= self.cost(&e.kind);
+        self.bytes_used -= self.entry_cost(&e);
         self.free_slots.push(e.slot);
         match e.kind {
             Kind::Block => {

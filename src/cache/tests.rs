@@ -30,7 +30,7 @@ fn store_blocks(c: &mut StateCache, p: &Prefix) {
     let mut hold = c.hold();
     for (b, key) in p.keys().iter().enumerate().filter(|(b, _)| b * block < p.len()) {
         if hold.cache().wants_block(b, key)
-            && let Some(r) = hold.reserve(false).unwrap()
+            && let Some(r) = hold.reserve(false, b * block).unwrap()
         {
             hold.insert_block(r, *key, b * block);
         }
@@ -41,7 +41,7 @@ fn store_blocks(c: &mut StateCache, p: &Prefix) {
 fn store_end(c: &mut StateCache, t: Vec<u32>) -> EntryId {
     let p = c.prefix(t, None);
     let mut hold = c.hold();
-    let r = hold.reserve(true).unwrap().unwrap();
+    let r = hold.reserve(true, p.len()).unwrap().unwrap();
     let id = hold.insert_end(r, &p, vec![0.5; 3]);
     drop(hold);
     c.repin(None, Some(id));
@@ -109,16 +109,16 @@ fn a_prompt_end_without_room_is_a_budget_error_and_evicts_nothing() {
     let b = store_end(&mut c, tokens(5));
     let before = c.stats();
     let mut hold = c.hold();
-    let e = hold.reserve(true).unwrap_err();
+    let e = hold.reserve(true, 0).unwrap_err();
     assert_eq!(e.code(), "CacheBudget", "{e}");
-    assert_eq!(hold.reserve(false).unwrap(), None, "a block is optional: no room, no error");
+    assert_eq!(hold.reserve(false, 0).unwrap(), None, "a block is optional: no room, no error");
     drop(hold);
     assert_eq!(c.stats(), before);
     assert!(c.entry(a).is_some() && c.entry(b).is_some());
     // Unpinned, the older one makes room.
     c.repin(Some(a), None);
     let mut hold = c.hold();
-    assert!(hold.reserve(true).unwrap().is_some());
+    assert!(hold.reserve(true, 0).unwrap().is_some());
     drop(hold);
     assert!(c.entry(a).is_none() && c.entry(b).is_some());
 }
@@ -130,8 +130,8 @@ fn a_dropped_hold_gives_back_what_it_did_not_fill() {
     c.repin(Some(end), None);
     let mut hold = c.hold();
     hold.pin(end);
-    let r = hold.reserve(true).unwrap().unwrap();
-    let kept = hold.reserve(false).unwrap().unwrap();
+    let r = hold.reserve(true, 0).unwrap().unwrap();
+    let kept = hold.reserve(false, 4).unwrap().unwrap();
     let key = [3; 32];
     let block = hold.insert_block(kept, key, 4);
     assert!(hold.cache().is_pinned(end));
@@ -169,4 +169,26 @@ fn a_prefix_chains_its_keys_as_it_grows() {
     assert_eq!(grown, c.prefix(t.clone(), None));
     assert_eq!((grown.whole_blocks().0, grown.tail()), (2, &t[6..]));
     assert_eq!(grown.keys(), &keys::chain(&t, 3)[..]);
+}
+
+#[test]
+fn a_hybrid_entry_costs_its_attention_caches_too() {
+    // 2 bytes more per token of history: a block at 8 costs SLOT + 16, a prompt-end of 10
+    // tokens SLOT + 20 + LOGITS.
+    let mut c = cache(4, Retention::Dense, 1_000, 8);
+    c.set_per_token_bytes(2);
+    let t = tokens(10);
+    let p = c.prefix(t.clone(), None);
+    store_blocks(&mut c, &p); // 4 and 8
+    assert_eq!(c.stats().bytes_used, 2 * SLOT + 2 * (4 + 8));
+    store_end(&mut c, t);
+    assert_eq!(c.stats().bytes_used, 3 * SLOT + 2 * (4 + 8 + 10) + LOGITS);
+    // 300 bytes hold three bare states, not three with their caches (108 + 116 + 124): the
+    // block at 12 evicts the oldest.
+    let mut small = cache(4, Retention::Dense, 300, 8);
+    small.set_per_token_bytes(2);
+    let p = small.prefix(tokens(13), None);
+    store_blocks(&mut small, &p);
+    assert_eq!(small.positions_on(&p), vec![8, 12]);
+    assert_eq!((small.stats().bytes_used, small.stats().evictions), (116 + 124, 1));
 }

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use crate::blocks::{BlockKind, BlockWeights, mamba1, mamba2};
+use crate::blocks::{BlockKind, BlockWeights, attention, mamba1, mamba2, mlp, moe, parallel, zamba2};
 use crate::cpu::conv::{Capture, Run};
 use crate::cpu::matmul::linear;
 use crate::cpu::ops::rms_norm;
@@ -32,6 +32,9 @@ impl CpuModel {
         let a_log = |m: &BlockWeights| match m {
             BlockWeights::Mamba1(w) => w.ssm.a_log.iter().map(|v| -v.exp()).collect(),
             BlockWeights::Mamba2(w) => w.ssm.a_log.iter().map(|v| -v.exp()).collect(),
+            BlockWeights::Parallel(w) => w.mamba.ssm.a_log.iter().map(|v| -v.exp()).collect(),
+            BlockWeights::Zamba2(w) => w.mamba.ssm.a_log.iter().map(|v| -v.exp()).collect(),
+            _ => Vec::new(),
         };
         let a = w.layers.iter().map(|l| a_log(&l.mixer)).collect();
         let layout = Arc::new(w.config.state_layout());
@@ -123,24 +126,54 @@ impl CpuModel {
         for &t in tokens {
             h.extend_from_slice(self.w.embedding.row(t as usize, &mut scratch));
         }
+        if c.scales.embedding != 1.0 {
+            h.iter_mut().for_each(|v| *v *= c.scales.embedding);
+        }
+        // Zamba2's shared blocks read the original embeddings too.
+        let embeddings = c.blocks.iter().any(|b| matches!(b.kind, BlockKind::Zamba2(_))).then(|| h.clone());
         let mut snapshots = vec![State::empty(self.layout.clone()); positions.len()];
         let layers = c.blocks.iter().zip(&self.w.layers).zip(&self.a).zip(&mut state.layers);
-        for (i, (((kind, layer), a), st)) in layers.enumerate() {
-            let x = rms_norm(&h, &layer.norm, c.norm_eps);
+        for (i, (((block, layer), a), st)) in layers.enumerate() {
+            let x = match (&block.kind, &layer.mixer, &embeddings) {
+                (BlockKind::Zamba2(p), BlockWeights::Zamba2(w), Some(e)) => {
+                    let shared = match &self.w.layers.get(p.owner_block).map(|l| &l.mixer) {
+                        Some(BlockWeights::Zamba2(owner)) => owner.shared.as_ref(),
+                        _ => None,
+                    }
+                    .ok_or_else(|| Error::Internal(format!("block {i}'s shared block has no weights")))?;
+                    let run =
+                        Run { a, x: &[], st, cap: Capture { positions, states: &mut snapshots, layer: i } };
+                    let input = zamba2::cpu::input(p, w, shared, (&h, e), run, c.norm_eps);
+                    rms_norm(&input, &layer.norm, c.norm_eps)
+                }
+                _ => rms_norm(&h, &layer.norm, c.norm_eps),
+            };
             let run = Run { a, x: &x, st, cap: Capture { positions, states: &mut snapshots, layer: i } };
             // Each block kind's forward (src/blocks/<kind>/cpu.rs).
-            let y = match (kind, &layer.mixer) {
+            let y = match (&block.kind, &layer.mixer) {
                 (BlockKind::Mamba1(p), BlockWeights::Mamba1(w)) => mamba1::cpu::forward(p, w, run),
                 (BlockKind::Mamba2(p), BlockWeights::Mamba2(w)) => mamba2::cpu::forward(p, w, run),
-                _ => return Err(Error::Internal(format!("layer {i}'s weights are not of its block kind"))),
+                (BlockKind::Attention(p), BlockWeights::Attention(w)) => attention::cpu::forward(p, w, run),
+                (BlockKind::Mlp(p), BlockWeights::Mlp(w)) => mlp::cpu::forward(p, w, &x),
+                (BlockKind::Moe(p), BlockWeights::Moe(w)) => moe::cpu::forward(p, w, &x),
+                (BlockKind::Parallel(p), BlockWeights::Parallel(w)) => parallel::cpu::forward(p, w, run),
+                (BlockKind::Zamba2(p), BlockWeights::Zamba2(w)) => {
+                    mamba2::cpu::forward(&p.mamba, &w.mamba, run)
+                }
+                _ => return Err(Error::Internal(format!("block {i}'s weights are not of its kind"))),
             };
-            h.iter_mut().zip(y).for_each(|(h, y)| *h += y);
+            let scale = block.residual_scale;
+            h.iter_mut().zip(y).for_each(|(h, y)| *h += scale * y);
         }
         let last = match head {
             None => return Ok((Vec::new(), snapshots)),
             Some(Logits::All) => &h[..],
             Some(Logits::Last) => &h[h.len() - d..],
         };
-        Ok((linear(&rms_norm(last, &self.w.norm_f, c.norm_eps), self.w.lm_head(), None), snapshots))
+        let mut logits = linear(&rms_norm(last, &self.w.norm_f, c.norm_eps), self.w.lm_head(), None);
+        if c.scales.logits != 1.0 {
+            logits.iter_mut().for_each(|v| *v *= c.scales.logits);
+        }
+        Ok((logits, snapshots))
     }
 }

@@ -16,9 +16,9 @@ use crate::model::Config;
 /// agree on the prefill scan's chunk (checked before anything is allocated).
 pub(crate) fn check_supported(c: &Config, ctx: &GpuContext) -> Result<()> {
     for kind in &c.blocks {
-        blocks::gpu::check(kind, ctx)?;
+        blocks::gpu::check(&kind.kind, ctx)?;
     }
-    let mut chunks = c.blocks.iter().map(|b| blocks::gpu::scratch(b, 1).chunk);
+    let mut chunks = c.blocks.iter().map(|b| blocks::gpu::scratch(&b.kind, 1).chunk);
     let first = chunks.next();
     if chunks.any(|chunk| Some(chunk) != first) {
         return Err(Error::UnsupportedModel(
@@ -43,9 +43,9 @@ pub(crate) fn check_dispatch(c: &Config, max_tokens: usize, matmul: Matmul, ctx:
         });
     }
     let scratch = |b| blocks::gpu::scratch(b, 1);
-    let plane = c.blocks.iter().map(|b| scratch(b).plane as u64).max().unwrap_or(0);
+    let plane = c.blocks.iter().map(|b| scratch(&b.kind).plane as u64).max().unwrap_or(0);
     // The widest outputs (in_proj, the LM head) in gemv and gemm, the scan's (E·D, N) plane.
-    let in_proj = c.blocks.iter().map(|b| scratch(b).xz as u64).max().unwrap_or(0);
+    let in_proj = c.blocks.iter().map(|b| scratch(&b.kind).xz as u64).max().unwrap_or(0);
     let wide = in_proj.max(c.vocab_size as u64);
     let (_, _, gemv_groups) = gemv_kernel(matmul.is_direct(ctx));
     let gemv_wide = gemv_groups(1, wide.min(u32::MAX as u64) as u32).0 as u64;

@@ -68,7 +68,7 @@ impl GpuModel {
                 let w =
                     GpuWeights::allocate(ctx, config, layout, options.weights, options.max_binding_bytes)?;
                 let needs: Vec<_> =
-                    config.blocks.iter().map(|b| blocks::gpu::scratch(b, options.max_tokens)).collect();
+                    config.blocks.iter().map(|b| blocks::gpu::scratch(&b.kind, options.max_tokens)).collect();
                 let acts = Activations::new(ctx, config, &needs, options.max_tokens, MAX_GREEDY_STEPS)?;
                 let state = StateBuffers::new(ctx, config)?;
                 Ok((w, acts, state))
@@ -123,7 +123,7 @@ impl Loading<'_> {
         formats.sort();
         formats.dedup();
         // The plan's calls hold the pipelines they dispatch: the kernel set goes once it is built.
-        let block_kernels = config.blocks.iter().flat_map(blocks::gpu::kernels).collect();
+        let block_kernels = config.blocks.iter().flat_map(|b| blocks::gpu::kernels(&b.kind)).collect();
         let kernels = Kernels::new(ctx, options.matmul, &formats, block_kernels, reporter).await?;
         let plan = ctx
             .scoped("building the forward pass", || Plan::new(ctx, &config, &kernels, &w, &acts, &state))

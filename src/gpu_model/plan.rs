@@ -74,7 +74,11 @@ impl Plan {
             .map(|(i, (kind, l))| {
                 let io = [("x", &a.h), ("weight", &l.norm), ("y", &a.x_norm)];
                 let mut steps = vec![Step::Call(b.call(&k.rms_norm, &norm(0), &io, ROWS)?)];
-                steps.extend(blocks::gpu::plan(kind, &l.mixer, blocks::gpu::LayerCx { b: &b, a, s, i })?);
+                steps.extend(blocks::gpu::plan(
+                    &kind.kind,
+                    &l.mixer,
+                    blocks::gpu::LayerCx { b: &b, a, s, i },
+                )?);
                 Ok(steps)
             })
             .collect::<Result<Vec<_>>>()?;

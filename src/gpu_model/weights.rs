@@ -49,7 +49,7 @@ impl GpuWeights {
                 let alloc = Alloc { ctx, layout, format, max_binding, layer };
                 Ok(GpuLayer {
                     norm: alloc.vector("norm", d)?,
-                    mixer: GpuBlockWeights::allocate(kind, d, &alloc)?,
+                    mixer: GpuBlockWeights::allocate(&kind.kind, d, &alloc)?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;

@@ -63,7 +63,7 @@ impl HostSink {
         for (i, kind) in config.blocks.iter().enumerate() {
             let mut layer = LayerTensors { tensors: t, layout, layer: i };
             let norm = layer.vector(Part::Norm)?;
-            layers.push(LayerWeights { norm, mixer: BlockWeights::take(kind, &mut layer)? });
+            layers.push(LayerWeights { norm, mixer: BlockWeights::take(&kind.kind, &mut layer)? });
         }
         let norm_f = take_vector(t, Role::NormF)?;
         Ok(ModelWeights { config: config.clone(), embedding, layers, norm_f, lm_head, fingerprint })

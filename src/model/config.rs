@@ -17,7 +17,7 @@
 //! an implementation, not the result. `residual_in_fp32` is honoured trivially: webmamba keeps
 //! the residual stream in f32 always.
 
-use crate::blocks::{BlockKind, positive, usable_eps};
+use crate::blocks::{Block, BlockKind, positive, usable_eps};
 use crate::error::{Error, Result};
 use crate::model::state_layout::{Extent, StateLayout};
 
@@ -34,6 +34,18 @@ pub enum Arch {
     /// ‖ Δ, a conv over x ‖ B ‖ C, a scalar A and Δ per head, B and C per group, and a gated
     /// RMSNorm before out_proj.
     Mamba2,
+    /// IBM Granite-4.0-H (`GraniteMoeHybridForCausalLM`, `"granitemoehybrid"`).
+    GraniteMoeHybrid,
+    /// IBM Bamba (`BambaForCausalLM`, `"bamba"`).
+    Bamba,
+    /// NVIDIA Nemotron-H (`NemotronHForCausalLM`, `"nemotron_h"`).
+    NemotronH,
+    /// AI21 Jamba (`JambaForCausalLM`, `"jamba"`).
+    Jamba,
+    /// TII Falcon-H1 (`FalconH1ForCausalLM`, `"falcon_h1"`).
+    FalconH1,
+    /// Zyphra Zamba2 (`Zamba2ForCausalLM`, `"zamba2"`).
+    Zamba2,
 }
 
 impl Arch {
@@ -43,6 +55,12 @@ impl Arch {
             Arch::Mamba => "mamba",
             Arch::FalconMamba => "falcon_mamba",
             Arch::Mamba2 => "mamba2",
+            Arch::GraniteMoeHybrid => "granitemoehybrid",
+            Arch::Bamba => "bamba",
+            Arch::NemotronH => "nemotron_h",
+            Arch::Jamba => "jamba",
+            Arch::FalconH1 => "falcon_h1",
+            Arch::Zamba2 => "zamba2",
         }
     }
 
@@ -52,8 +70,48 @@ impl Arch {
             Arch::Mamba => "MambaForCausalLM",
             Arch::FalconMamba => "FalconMambaForCausalLM",
             Arch::Mamba2 => "Mamba2ForCausalLM",
+            Arch::GraniteMoeHybrid => "GraniteMoeHybridForCausalLM",
+            Arch::Bamba => "BambaForCausalLM",
+            Arch::NemotronH => "NemotronHForCausalLM",
+            Arch::Jamba => "JambaForCausalLM",
+            Arch::FalconH1 => "FalconH1ForCausalLM",
+            Arch::Zamba2 => "Zamba2ForCausalLM",
         }
     }
+
+    /// Whether it is one of the pure Mamba architectures (one Mamba block per layer).
+    pub fn is_pure_mamba(self) -> bool {
+        matches!(self, Arch::Mamba | Arch::FalconMamba | Arch::Mamba2)
+    }
+}
+
+/// Where a model's own tensors (outside its blocks) are named.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Names {
+    /// The token embeddings (`backbone.embeddings.weight`, `model.embed_tokens.weight`).
+    pub embedding: &'static str,
+    /// The final RMSNorm's gain (`backbone.norm_f.weight`, `model.norm.weight`...).
+    pub norm_f: &'static str,
+}
+
+impl Names {
+    /// The Mamba checkpoints' names (`backbone.…`).
+    pub const MAMBA: Names =
+        Names { embedding: "backbone.embeddings.weight", norm_f: "backbone.norm_f.weight" };
+}
+
+/// Multipliers of a model's ends (µP-style models; 1 elsewhere).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Scales {
+    /// Multiplies the embeddings (Granite's and Falcon-H1's `embedding_multiplier`).
+    pub embedding: f32,
+    /// Multiplies the logits (1 / Granite's `logits_scaling`; Falcon-H1's `lm_head_multiplier`).
+    pub logits: f32,
+}
+
+impl Scales {
+    /// No scaling.
+    pub const NONE: Scales = Scales { embedding: 1.0, logits: 1.0 };
 }
 
 /// A model's hyper-parameters, normalised from any config format: the parts every model
@@ -73,8 +131,16 @@ pub struct Config {
     pub eos_token_id: Option<u32>,
     /// The architecture (`model_type`): what exported states and `info` call the model.
     pub arch: Arch,
-    /// The blocks, one per layer, in order (`num_hidden_layers` / `n_layer` of them).
-    pub blocks: Vec<BlockKind>,
+    /// The blocks in order: one per layer for Mamba (`num_hidden_layers` / `n_layer` of them),
+    /// a hybrid layer's mixer and its feed-forward as two.
+    pub blocks: Vec<Block>,
+    /// Its own tensors' names.
+    pub names: Names,
+    /// Its ends' multipliers.
+    pub scales: Scales,
+    /// The longest context its positions were trained for (`max_position_embeddings`), where
+    /// it has rotary embeddings.
+    pub max_positions: Option<usize>,
 }
 
 impl Config {
@@ -84,21 +150,32 @@ impl Config {
     pub(crate) fn uniform(shared: Config, kind: BlockKind, n_layer: usize) -> Result<Self> {
         positive(&[("n_layer", n_layer)])?;
         kind.validate(shared.d_model)?;
-        let per_layer: usize = kind
-            .state_regions()
-            .iter()
-            .map(|(_, e)| match e {
-                Extent::Fixed(n) | Extent::PerToken(n) => *n,
-            })
-            .sum();
-        if per_layer.checked_mul(n_layer).is_none_or(|n| n >= u32::MAX as usize) {
-            return Err(Error::Config(
-                "the recurrent state (layers × each layer's state) would have more than 2^32 elements: \
-                 these sizes are not a model webmamba can hold"
-                    .into(),
-            ));
+        check_state(state_floats(&kind).checked_mul(n_layer))?;
+        let block = |i| Block::new(kind.clone(), format!("backbone.layers.{i}."), "norm.weight", "mixer.");
+        let config = Self { blocks: (0..n_layer).map(block).collect(), ..shared };
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The model of shared parts `shared` (its `blocks` ignored) with `blocks`, checked.
+    pub(crate) fn stack(shared: Config, blocks: Vec<Block>) -> Result<Self> {
+        positive(&[("num_hidden_layers", blocks.len())])?;
+        let mut total = Some(0usize);
+        for b in &blocks {
+            b.kind.validate(shared.d_model)?;
+            total = total.and_then(|t| t.checked_add(state_floats(&b.kind)));
         }
-        let config = Self { blocks: vec![kind; n_layer], ..shared };
+        check_state(total)?;
+        for (name, v) in
+            [("embedding_multiplier", shared.scales.embedding), ("the logits' scale", shared.scales.logits)]
+                .into_iter()
+                .chain(blocks.iter().map(|b| ("residual_multiplier", b.residual_scale)))
+        {
+            if !v.is_finite() {
+                return Err(Error::Config(format!("{name} {v} is not usable")));
+            }
+        }
+        let config = Self { blocks, ..shared };
         config.validate()?;
         Ok(config)
     }
@@ -123,7 +200,13 @@ impl Config {
 
     /// The layout of this model's state: each block's regions.
     pub fn state_layout(&self) -> StateLayout {
-        StateLayout::new(&self.blocks.iter().map(BlockKind::state_regions).collect::<Vec<_>>())
+        StateLayout::new(&self.blocks.iter().map(|b| b.kind.state_regions()).collect::<Vec<_>>())
+    }
+
+    /// Whether every block is a Mamba mixer (what the GPU backend and the checkpoint cache's
+    /// fixed-size states serve today).
+    pub fn is_pure_mamba(&self) -> bool {
+        self.blocks.iter().all(|b| b.kind.is_mamba())
     }
 
     /// Fails unless every id is inside the vocabulary.
@@ -153,4 +236,26 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// Floats of one block's state (a growing region counted for one token).
+fn state_floats(kind: &BlockKind) -> usize {
+    kind.state_regions()
+        .iter()
+        .map(|(_, e)| match e {
+            Extent::Fixed(n) | Extent::PerToken(n) => *n,
+        })
+        .fold(0usize, usize::saturating_add)
+}
+
+/// Fails unless a state of `floats` (None: it overflowed) is countable in u32.
+fn check_state(floats: Option<usize>) -> Result<()> {
+    if floats.is_none_or(|n| n >= u32::MAX as usize) {
+        return Err(Error::Config(
+            "the recurrent state (layers × each layer's state) would have more than 2^32 elements: \
+             these sizes are not a model webmamba can hold"
+                .into(),
+        ));
+    }
+    Ok(())
 }

@@ -5,9 +5,10 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::blocks::{BlockKind, Mamba1, Mamba2, usable_eps};
+use crate::blocks::{BlockKind, GatedNorm, Mamba1, Mamba2, usable_eps};
 use crate::error::{Error, Result};
-use crate::model::config::{Arch, Config};
+use crate::model::config::{Arch, Config, Names, Scales};
+use crate::model::hybrid;
 
 /// `time_step_rank` is a number or the string "auto".
 #[derive(Deserialize)]
@@ -174,7 +175,7 @@ fn layer_default() -> String {
 }
 
 /// E·D = int(expand × D), as HF computes it; `expand` must be a positive finite number.
-fn inner_width(expand: f64, d_model: usize) -> Result<usize> {
+pub(super) fn inner_width(expand: f64, d_model: usize) -> Result<usize> {
     let width = expand * d_model as f64;
     if !(expand.is_finite() && expand > 0.0 && width < u32::MAX as f64) {
         return Err(Error::Config(format!("expand {expand} × hidden_size {d_model} is not a usable width")));
@@ -183,7 +184,7 @@ fn inner_width(expand: f64, d_model: usize) -> Result<usize> {
 }
 
 /// HF allows a list of eos ids; the first ends generation.
-fn first_eos(eos: Option<Value>) -> Option<u32> {
+pub(super) fn first_eos(eos: Option<Value>) -> Option<u32> {
     match eos {
         Some(Value::Number(n)) => n.as_u64().map(|v| v as u32),
         Some(Value::Array(ids)) => ids.first().and_then(Value::as_u64).map(|v| v as u32),
@@ -200,7 +201,7 @@ fn check_act(act: &str) -> Result<()> {
 }
 
 /// `time_step_limit`: two numbers (or "Infinity"); absent means (0, ∞).
-fn step_limit(limit: Option<Vec<Value>>) -> Result<(f32, f32)> {
+pub(super) fn step_limit(limit: Option<Vec<Value>>) -> Result<(f32, f32)> {
     let Some(limit) = limit else { return Ok((0.0, f32::INFINITY)) };
     let bad = || Error::Config(format!("time_step_limit must be two numbers, not {limit:?}"));
     // HF 5.x writes ∞ as {"__float__": "Infinity"}; older versions as a bare `Infinity`.
@@ -227,6 +228,12 @@ const REGISTRY: &[(&str, Parser)] = &[
     ("mamba", |v| from_hf(v, Arch::Mamba)),
     ("falcon_mamba", |v| from_hf(v, Arch::FalconMamba)),
     ("mamba2", from_hf_mamba2),
+    ("granitemoehybrid", hybrid::granite),
+    ("bamba", hybrid::bamba),
+    ("nemotron_h", hybrid::nemotron_h),
+    ("jamba", hybrid::jamba),
+    ("falcon_h1", hybrid::falcon_h1),
+    ("zamba2", hybrid::zamba2),
 ];
 
 /// `value` (a parsed config.json) as a checked [`Config`].
@@ -240,13 +247,14 @@ pub(super) fn parse(value: Value) -> Result<Config> {
     match REGISTRY.iter().find(|(name, _)| *name == model_type) {
         Some((_, parse)) => parse(value.clone()),
         None => Err(Error::UnsupportedModel(format!(
-            "model_type {model_type:?} (webmamba runs \"mamba\", \"falcon_mamba\" and \"mamba2\" checkpoints)"
+            "model_type {model_type:?} (webmamba runs {})",
+            REGISTRY.iter().map(|(name, _)| format!("{name:?}")).collect::<Vec<_>>().join(", ")
         ))),
     }
 }
 
 /// The parts every model shares, with no blocks yet.
-fn shared(
+pub(super) fn shared(
     d_model: usize,
     vocab_size: usize,
     norm_eps: f32,
@@ -254,7 +262,18 @@ fn shared(
     eos: Option<u32>,
     arch: Arch,
 ) -> Config {
-    Config { d_model, vocab_size, norm_eps, tie_embeddings: tie, eos_token_id: eos, arch, blocks: Vec::new() }
+    Config {
+        d_model,
+        vocab_size,
+        norm_eps,
+        tie_embeddings: tie,
+        eos_token_id: eos,
+        arch,
+        blocks: Vec::new(),
+        names: Names::MAMBA,
+        scales: Scales::NONE,
+        max_positions: None,
+    }
 }
 
 fn from_hf_mamba2(value: Value) -> Result<Config> {
@@ -274,8 +293,11 @@ fn from_hf_mamba2(value: Value) -> Result<Config> {
         chunk_size: c.chunk_size,
         time_step_limit: step_limit(c.time_step_limit)?,
         use_bias: m1.use_bias,
+        out_bias: m1.use_bias,
         use_conv_bias: m1.use_conv_bias,
         norm_eps: base.norm_eps,
+        gated_norm: GatedNorm::GateThenNorm,
+        in_scales: [1.0; 5],
         unused: (m1.dt_rank, base.mixer_rms_eps),
     };
     let shared = Config { tie_embeddings: c.tie_word_embeddings, ..base.shared };
@@ -319,6 +341,7 @@ fn hf(value: Value, arch: Arch) -> Result<(Mamba1, HfShared, usize)> {
         use_bias: c.use_bias,
         use_conv_bias: c.use_conv_bias,
         dbc_norm_eps: None,
+        dbc_gains: false,
     };
     let eos = first_eos(c.eos_token_id);
     let shared = shared(c.hidden_size, c.vocab_size, c.layer_norm_epsilon, c.tie_word_embeddings, eos, arch);
@@ -351,6 +374,7 @@ fn from_original(value: Value) -> Result<Config> {
         use_bias: c.ssm_cfg.bias,
         use_conv_bias: c.ssm_cfg.conv_bias,
         dbc_norm_eps: None,
+        dbc_gains: false,
     };
     let shared = shared(c.d_model, vocab_size, c.norm_epsilon, c.tie_embeddings, None, Arch::Mamba);
     Config::uniform(shared, BlockKind::Mamba1(kind), c.n_layer)

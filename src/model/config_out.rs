@@ -5,12 +5,27 @@ use crate::blocks::{BlockKind, Mamba1};
 use crate::model::config::{Arch, Config};
 
 impl Config {
+    /// The first Mamba block's kind, if any.
+    fn first_mamba(&self) -> Option<&BlockKind> {
+        self.blocks.iter().map(|b| &b.kind).find(|k| k.is_mamba())
+    }
+
     /// The fields HF's Mamba-family configs share, from the first block (every block of
     /// today's models is the same), as a Mamba-1 block has them.
     fn base(&self) -> Mamba1 {
-        match &self.blocks[0] {
-            BlockKind::Mamba1(b) => b.clone(),
-            BlockKind::Mamba2(b) => Mamba1 {
+        let none = Mamba1 {
+            d_inner: 0,
+            d_state: 0,
+            d_conv: 0,
+            dt_rank: 0,
+            use_bias: false,
+            use_conv_bias: false,
+            dbc_norm_eps: None,
+            dbc_gains: false,
+        };
+        match self.first_mamba() {
+            Some(BlockKind::Mamba1(b)) => b.clone(),
+            Some(BlockKind::Mamba2(b)) => Mamba1 {
                 d_inner: b.d_inner,
                 d_state: b.d_state,
                 d_conv: b.d_conv,
@@ -18,7 +33,9 @@ impl Config {
                 use_bias: b.use_bias,
                 use_conv_bias: b.use_conv_bias,
                 dbc_norm_eps: None,
+                dbc_gains: false,
             },
+            _ => none,
         }
     }
 
@@ -50,13 +67,13 @@ impl Config {
             "tie_word_embeddings": self.tie_embeddings,
             "eos_token_id": self.eos_token_id,
         });
-        match &self.blocks[0] {
-            BlockKind::Mamba1(m) => {
+        match self.first_mamba() {
+            Some(BlockKind::Mamba1(m)) => {
                 if let Some(eps) = m.dbc_norm_eps {
                     json["mixer_rms_eps"] = decimal(eps).into();
                 }
             }
-            BlockKind::Mamba2(m) => {
+            Some(BlockKind::Mamba2(m)) => {
                 // HF's Mamba2 width is expand × hidden_size (no intermediate_size field).
                 json["num_heads"] = m.n_heads.into();
                 json["head_dim"] = m.head_dim.into();
@@ -67,6 +84,7 @@ impl Config {
                     json["time_step_limit"] = serde_json::json!([decimal(lo), decimal(hi)]);
                 }
             }
+            _ => {}
         }
         json.to_string()
     }
@@ -95,7 +113,11 @@ impl Config {
             self.eos_token_id,
         );
         let arch = self.arch.name();
-        match (&self.blocks[0], self.arch) {
+        if !self.arch.is_pure_mamba() {
+            return format!("{self:?}");
+        }
+        let Some(first) = self.first_mamba() else { return format!("{self:?}") };
+        match (first, self.arch) {
             (BlockKind::Mamba1(m), Arch::FalconMamba) => {
                 let eps = m.dbc_norm_eps.unwrap_or_default();
                 format!("{base}, arch: {arch:?}, mixer_rms_eps: {eps:?} }}")
@@ -106,6 +128,7 @@ impl Config {
                  time_step_limit: {:?} }}",
                 m.unused.1, m.n_heads, m.head_dim, m.n_groups, m.time_step_limit,
             ),
+            _ => format!("{self:?}"),
         }
     }
 }

@@ -39,12 +39,8 @@ impl Role {
     /// Whether this is a weight matrix (stored as the file has it on the CPU, in the weight
     /// format on the GPU) rather than a small vector (always f32).
     pub fn is_matrix(self) -> bool {
-        matches!(
-            self,
-            Role::Embedding
-                | Role::LmHead
-                | Role::Layer(_, Part::InProj | Part::XProj | Part::DtProj | Part::OutProj)
-        )
+        matches!(self, Role::Embedding | Role::LmHead)
+            || matches!(self, Role::Layer(_, part) if part.is_matrix())
     }
 }
 
@@ -135,8 +131,10 @@ impl Layout {
             if !matches!(entry.dtype, Dtype::F32 | Dtype::F16 | Dtype::BF16) {
                 return Err(Error::UnsupportedDtype { tensor: name, dtype: entry.dtype.to_string() });
             }
-            let rows = if shape.len() > 1 { shape[0] } else { 1 };
-            let cols = shape.iter().product::<usize>() / rows.max(1);
+            // A matrix is (rows, cols) with cols its last dimension (stacked experts (E, R, C)
+            // are E·R rows); a vector is one row.
+            let cols = if shape.len() > 1 { shape[shape.len() - 1] } else { shape.iter().product() };
+            let rows = shape.iter().product::<usize>() / cols.max(1);
             roles[f][t] = Some(Planned { role, name, dtype: entry.dtype, rows, cols });
         }
         Ok(Self { files, roles })
@@ -167,14 +165,17 @@ impl Layout {
 /// them: embedding, blocks (each as its kind lists its tensors), final norm, LM head.
 fn wanted(c: &Config, original_layout: bool, has_lm_head: bool) -> Result<Vec<(Role, String, Vec<usize>)>> {
     let (d, v) = (c.d_model, c.vocab_size);
-    let embedding = if original_layout { "backbone.embedding.weight" } else { "backbone.embeddings.weight" };
+    let embedding = match c.names.embedding {
+        "backbone.embeddings.weight" if original_layout => "backbone.embedding.weight",
+        name => name,
+    };
     let mut out = vec![(Role::Embedding, embedding.to_string(), vec![v, d])];
-    for (i, kind) in c.blocks.iter().enumerate() {
-        for t in kind.tensors(d).into_iter().filter(|t| t.present) {
-            out.push((Role::Layer(i, t.part), format!("backbone.layers.{i}.{}", t.leaf), t.shape));
+    for (i, block) in c.blocks.iter().enumerate() {
+        for t in block.tensors(d).into_iter().filter(|t| t.present) {
+            out.push((Role::Layer(i, t.part), t.leaf, t.shape));
         }
     }
-    out.push((Role::NormF, "backbone.norm_f.weight".into(), vec![d]));
+    out.push((Role::NormF, c.names.norm_f.to_string(), vec![d]));
     if has_lm_head {
         out.push((Role::LmHead, "lm_head.weight".into(), vec![v, d]));
     } else if !c.tie_embeddings {

@@ -35,6 +35,25 @@ impl Matrix {
         Self { rows, cols, data: MatrixData::F32(data) }
     }
 
+    /// Splits it into `n` matrices of rows/n rows each, in order (stacked experts' slices).
+    pub fn split_rows(self, n: usize) -> Vec<Matrix> {
+        let rows = self.rows.checked_div(n).unwrap_or(0);
+        let per = rows * self.cols;
+        let cols = self.cols;
+        let wrap = |data| Matrix { rows, cols, data };
+        match self.data {
+            MatrixData::F32(v) => {
+                v.chunks_exact(per.max(1)).map(|c| wrap(MatrixData::F32(c.to_vec()))).collect()
+            }
+            MatrixData::F16(v) => {
+                v.chunks_exact(per.max(1)).map(|c| wrap(MatrixData::F16(c.to_vec()))).collect()
+            }
+            MatrixData::BF16(v) => {
+                v.chunks_exact(per.max(1)).map(|c| wrap(MatrixData::BF16(c.to_vec()))).collect()
+            }
+        }
+    }
+
     /// Elements in all.
     pub fn len(&self) -> usize {
         self.rows * self.cols

@@ -44,6 +44,7 @@ mod config_formats;
 mod config_json;
 mod config_out;
 mod header;
+mod hybrid;
 mod layout;
 mod logits;
 pub(crate) mod matrix;
@@ -54,12 +55,12 @@ pub mod state_layout;
 mod weights;
 
 pub use checkpoint::Checkpoint;
-pub use config::{Arch, Config};
+pub use config::{Arch, Config, Names, Scales};
 pub use header::{FileHeader, TensorEntry, parse_index, shard_names};
 pub use layout::{Layout, Planned, Role};
 pub use logits::Logits;
 pub use matrix::{Matrix, MatrixData};
-pub use part::Part;
+pub use part::{MlpPart, Part};
 pub use random::word_level_tokenizer;
 #[cfg(not(target_arch = "wasm32"))]
 pub use random::write_random_checkpoint;

@@ -16,7 +16,7 @@ use safetensors::Dtype;
 use crate::error::{Error, Result};
 use crate::model::checkpoint::Checkpoint;
 use crate::model::config::Config;
-use crate::model::part::Part;
+use crate::model::part::{MlpPart, Part};
 
 /// One tensor to generate: its name, shape and how to fill it.
 struct Spec {
@@ -44,8 +44,8 @@ fn specs(c: &Config) -> Vec<Spec> {
     let (d, v) = (c.d_model, c.vocab_size);
     let fan = |x: usize| 1.0 / (x as f32).sqrt();
     let mut out = Vec::new();
-    for (i, kind) in c.blocks.iter().enumerate() {
-        let tensors = kind.tensors(d);
+    for block in &c.blocks {
+        let tensors = block.tensors(d);
         // A bias is initialised from its weight's fan-in.
         let cols_of = |part: Part, dim: usize| {
             tensors.iter().find(|t| t.part == part).map_or(1, |t| t.shape.get(dim).copied().unwrap_or(1))
@@ -64,13 +64,35 @@ fn specs(c: &Config) -> Vec<Spec> {
                 Part::ALog => Fill::ALog(*t.shape.last().unwrap_or(&1)),
                 Part::OutProj => Fill::Uniform(fan(t.shape[1]) / (c.n_layer() as f32).sqrt()),
                 Part::OutProjBias => Fill::Uniform(fan(cols_of(Part::OutProj, 1))),
+                Part::DtNorm | Part::BNorm | Part::CNorm => Fill::Around(1.0, 0.1),
+                // The hybrids' matrices: uniform by their fan-in (the last dimension); the
+                // output projections also by depth, as out_proj.
+                Part::O
+                | Part::Mlp(MlpPart::Down)
+                | Part::Expert(_, MlpPart::Down)
+                | Part::Experts(MlpPart::Down) => {
+                    Fill::Uniform(fan(t.shape[t.shape.len() - 1]) / (c.n_layer() as f32).sqrt())
+                }
+                Part::Q
+                | Part::K
+                | Part::V
+                | Part::Mlp(_)
+                | Part::Router
+                | Part::Expert(..)
+                | Part::Experts(_)
+                | Part::Adapter { .. }
+                | Part::Linear => Fill::Uniform(fan(t.shape[t.shape.len() - 1])),
+                Part::SharedNorm | Part::SharedFfNorm => Fill::Around(1.0, 0.1),
+                Part::QBias | Part::KBias | Part::VBias | Part::OBias | Part::RouterBias => {
+                    Fill::Uniform(0.02)
+                }
             };
-            out.push(Spec { name: format!("backbone.layers.{i}.{}", t.leaf), shape: t.shape.clone(), fill });
+            out.push(Spec { name: t.leaf.clone(), shape: t.shape.clone(), fill });
         }
     }
     let mut add = |name: &str, shape: Vec<usize>, fill| out.push(Spec { name: name.into(), shape, fill });
-    add("backbone.embeddings.weight", vec![v, d], Fill::Uniform(0.02 * 3f32.sqrt()));
-    add("backbone.norm_f.weight", vec![d], Fill::Around(1.0, 0.1));
+    add(c.names.embedding, vec![v, d], Fill::Uniform(0.02 * 3f32.sqrt()));
+    add(c.names.norm_f, vec![d], Fill::Around(1.0, 0.1));
     if !c.tie_embeddings {
         add("lm_head.weight", vec![v, d], Fill::Uniform(fan(d)));
     }

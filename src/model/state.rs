@@ -118,22 +118,48 @@ impl State {
         flat
     }
 
-    /// The inverse of [`State::to_flat`] for a state without growing regions.
+    /// Tokens of history its growing regions hold (none: a model without them).
+    pub fn context(&self) -> Option<usize> {
+        let r = self.layout.regions().iter().find(|r| matches!(r.extent, Extent::PerToken(_)))?;
+        let Extent::PerToken(per) = r.extent else { return None };
+        let i = self.layout.layer(r.layer).position(|q| q.name == r.name)?;
+        Some(self.layers[r.layer].regions[i].len().checked_div(per).unwrap_or(0))
+    }
+
+    /// The inverse of [`State::to_flat`]: the fixed regions, then the growing ones, each
+    /// holding as many tokens as the length says (the same for every growing region).
     pub fn from_flat(c: &Config, flat: &[f32]) -> Result<Self> {
         let mut state = Self::zeros(c);
         let layout = state.layout.clone();
-        if flat.len() != layout.fixed_floats() {
-            return Err(Error::InvalidInput(format!(
-                "a state of this model has {} values, not {}",
-                layout.fixed_floats(),
-                flat.len()
-            )));
-        }
-        for (l, layer) in state.layers.iter_mut().enumerate() {
-            for (r, values) in layout.layer(l).zip(&mut layer.regions) {
-                let at = layout.offset(l, r.name).unwrap_or(0);
-                let n = values.len();
-                values.copy_from_slice(&flat[at..at + n]);
+        let (fixed, per_token) = (layout.fixed_floats(), layout.per_token_floats());
+        let tokens = match flat.len().checked_sub(fixed) {
+            Some(0) => 0,
+            Some(rest) if per_token > 0 && rest.is_multiple_of(per_token) => rest / per_token,
+            _ => {
+                return Err(Error::InvalidInput(format!(
+                    "a state of this model has {fixed} values{}, not {}",
+                    if per_token > 0 {
+                        format!(" and {per_token} per token of context")
+                    } else {
+                        String::new()
+                    },
+                    flat.len()
+                )));
+            }
+        };
+        let mut at_growing = fixed;
+        for r in layout.regions() {
+            let i = layout.layer(r.layer).position(|q| q.name == r.name).unwrap_or(0);
+            let values = &mut state.layers[r.layer].regions[i];
+            match r.extent {
+                Extent::Fixed(n) => {
+                    let at = layout.offset(r.layer, r.name).unwrap_or(0);
+                    values.copy_from_slice(&flat[at..at + n]);
+                }
+                Extent::PerToken(n) => {
+                    values.extend_from_slice(&flat[at_growing..at_growing + n * tokens]);
+                    at_growing += n * tokens;
+                }
             }
         }
         Ok(state)

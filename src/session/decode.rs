@@ -281,7 +281,7 @@ impl Runtime {
         let ((b, key), len) = (s.history.whole_blocks(), s.history.len());
         let mut hold = self.cache.hold();
         if hold.cache().wants_block(b, &key)
-            && let Some(r) = hold.reserve(false)?
+            && let Some(r) = hold.reserve(false, len)?
         {
             self.engine.save_state(r.slot())?;
             hold.insert_block(r, key, len);
@@ -298,7 +298,7 @@ impl Runtime {
         }
         let logits = s.logits.clone().ok_or_else(|| Error::Internal("no logits after generating".into()))?;
         let mut hold = self.cache.hold();
-        let Ok(Some(r)) = hold.reserve(true) else { return Ok(()) };
+        let Ok(Some(r)) = hold.reserve(true, s.history.len()) else { return Ok(()) };
         self.engine.save_state(r.slot())?;
         let end = hold.insert_end(r, &s.history, logits);
         drop(hold);

@@ -156,6 +156,10 @@ impl Runtime {
         self.engine.config().check_ids(&tokens)?;
         let state = State::from_flat(c, &flat)
             .map_err(|_| Error::StateMismatch("the state does not fit this model".into()))?;
+        // A hybrid's key/value caches hold one entry per token of the history, no more or less.
+        if state.context().is_some_and(|n| n != tokens.len()) {
+            return Err(Error::CorruptState("the attention caches do not hold the history's tokens".into()));
+        }
         finite::check(&logits, tokens.len())?;
         if !finite::all(&flat) {
             let position = tokens.len().saturating_sub(1) as u64;
@@ -174,7 +178,7 @@ impl Runtime {
         // Room for its prompt-end first (CacheBudget fails before anything changed); the slot
         // goes back with the hold if anything after fails.
         let mut hold = self.cache.hold();
-        let reserved = if history.is_empty() { None } else { hold.reserve(true)? };
+        let reserved = if history.is_empty() { None } else { hold.reserve(true, history.len())? };
         let written = self.engine.write_state(&state).and_then(|()| match &reserved {
             Some(r) => self.engine.save_state(r.slot()),
             None => Ok(()),

@@ -26,6 +26,9 @@ pub struct Reference {
     pub prompt_ids: Vec<u32>,
     /// HF's greedy continuation of `prompt_ids`. (G)
     pub greedy_ids: Vec<u32>,
+    /// Hybrid fixtures: the last position's logits of each of HF's greedy steps, each a whole
+    /// re-run of the sequence without a cache. (G, V)
+    pub step_logits: Option<Vec<f32>>,
 }
 
 macro_rules! file {
@@ -61,6 +64,34 @@ pub const NAMES: &[&str] = &[
     "mamba2-bias-bf16",
     "mamba2-groups-f16",
 ];
+
+/// Names of the hybrid fixtures (SSM + attention, MLP, mixtures of experts).
+pub const HYBRID_NAMES: &[&str] = &[
+    "granite-h-rope-moe-f32",
+    "granite-h-nope-legacy-bf16",
+    "bamba-partial-rope-f16",
+    "nemotron-h-moe-bf16",
+    "nemotron-h-dense-f32",
+    "jamba-moe-bf16",
+    "falcon-h1-mup-bf16",
+    "falcon-h1-gatednorm-f16",
+    "zamba2-shared-f16",
+];
+
+/// Every hybrid fixture (the GPU backend does not run them yet: CPU tests only).
+pub fn hybrids() -> Vec<Fixture> {
+    vec![
+        single!("granite-h-rope-moe-f32"),
+        single!("granite-h-nope-legacy-bf16"),
+        single!("bamba-partial-rope-f16"),
+        single!("nemotron-h-moe-bf16"),
+        single!("nemotron-h-dense-f32"),
+        single!("jamba-moe-bf16"),
+        single!("falcon-h1-mup-bf16"),
+        single!("falcon-h1-gatednorm-f16"),
+        single!("zamba2-shared-f16"),
+    ]
+}
 
 /// Every fixture.
 pub fn all() -> Vec<Fixture> {
@@ -124,6 +155,7 @@ impl Fixture {
             logits: bytemuck::pod_collect_to_vec(logits.data()),
             prompt_ids: i32s("prompt_ids"),
             greedy_ids: i32s("greedy_ids"),
+            step_logits: st.tensor("step_logits").ok().map(|t| bytemuck::pod_collect_to_vec(t.data())),
         }
     }
 }

@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
-use webmamba::blocks::BlockKind;
 use webmamba::{Checkpoint, Logits, Matmul};
 
 use crate::setup::{Backend, Weights, checkpoint, engine};
@@ -93,7 +92,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         "model: d_model {}, {} layers, d_state {}, vocab {}; prompt {} tokens, {} decode steps",
         c.d_model,
         c.n_layer(),
-        c.blocks.iter().find_map(BlockKind::mamba_dims).map_or(0, |d| d.1),
+        c.blocks.iter().find_map(|b| b.kind.mamba_dims()).map_or(0, |d| d.1),
         c.vocab_size,
         a.prompt_tokens,
         a.decode_tokens

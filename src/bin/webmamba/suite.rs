@@ -250,8 +250,7 @@ pub fn run(
             });
         }
     }
-    let (d_inner, d_state) =
-        c.blocks.iter().find_map(webmamba::blocks::BlockKind::mamba_dims).unwrap_or_default();
+    let (d_inner, d_state) = c.blocks.iter().find_map(|b| b.kind.mamba_dims()).unwrap_or_default();
     let model = json!({ "d_model": c.d_model, "n_layer": c.n_layer(), "d_state": d_state,
                         "d_inner": d_inner, "vocab_size": vocab });
     if as_json {

@@ -33,12 +33,16 @@ pub(crate) fn forward(p: &Mamba1, w: &Weights, run: Run<'_>) -> Vec<f32> {
     // [δ | B | C] = u · W_xᵀ: (T, R + 2N); Δ = softplus(δ · W_dtᵀ + b_dt): (T, E·D)
     let mut dbc = linear(&u, &w.x_proj, None);
     if let Some(eps) = p.dbc_norm_eps {
-        // Falcon-Mamba: each of δ, B and C divided by its own RMS (no weights).
+        // Falcon-Mamba: each of δ, B and C divided by its own RMS (no weights); Jamba: then
+        // times its gain.
         for row in dbc.chunks_exact_mut(r + 2 * n) {
             let (delta_in, bc) = row.split_at_mut(r);
             let (b, cc) = bc.split_at_mut(n);
-            for part in [delta_in, b, cc] {
+            for (i, part) in [delta_in, b, cc].into_iter().enumerate() {
                 rms_norm_in_place(part, eps);
+                if let Some(gains) = &w.dbc_gains {
+                    part.iter_mut().zip(&gains[i]).for_each(|(v, g)| *v *= g);
+                }
             }
         }
     }

@@ -28,6 +28,8 @@ pub struct Mamba1 {
     /// Falcon-Mamba: ε of the weightless RMSNorms on x_proj's three outputs — Δ's input, B and
     /// C — before they are used (`mixer_rms_eps`); none in Mamba-1.
     pub dbc_norm_eps: Option<f32>,
+    /// Jamba: those norms have gains (`dt_layernorm`, `b_layernorm`, `c_layernorm`).
+    pub dbc_gains: bool,
 }
 
 impl Mamba1 {
@@ -46,11 +48,11 @@ impl Mamba1 {
         self.dt_rank.saturating_add(2usize.saturating_mul(self.d_state))
     }
 
-    /// Its tensors under `backbone.layers.N.`, for residual width `d` (D).
+    /// Its tensors (names under the mixer), for residual width `d` (D).
     pub fn tensors(&self, d: usize) -> Vec<Tensor> {
         // Saturating sizes (here and in the regions): `validate` refuses what saturates.
         let (di, n, r) = (self.d_inner, self.d_state, self.dt_rank);
-        let t = |part, leaf, shape: Vec<usize>| Tensor { part, leaf, shape, present: true };
+        let t = |part, leaf, shape| Tensor::new(part, leaf, shape, true);
         let sizes = ssm::Sizes {
             d,
             in_proj: self.in_proj_dim(),
@@ -58,15 +60,27 @@ impl Mamba1 {
             k: self.d_conv,
             inner: di,
             biases: (self.use_bias, self.use_conv_bias),
+            out_bias: self.use_bias,
         };
         let own = vec![
-            t(Part::XProj, "mixer.x_proj.weight", vec![self.x_proj_dim(), di]),
-            t(Part::DtProj, "mixer.dt_proj.weight", vec![di, r]),
-            t(Part::DtProjBias, "mixer.dt_proj.bias", vec![di]),
-            t(Part::ALog, "mixer.A_log", vec![di, n]),
-            t(Part::D, "mixer.D", vec![di]),
+            t(Part::XProj, "x_proj.weight", vec![self.x_proj_dim(), di]),
+            t(Part::DtProj, "dt_proj.weight", vec![di, r]),
+            t(Part::DtProjBias, "dt_proj.bias", vec![di]),
+            t(Part::ALog, "A_log", vec![di, n]),
+            t(Part::D, "D", vec![di]),
         ];
+        let own = [own, self.gains(r, n)].concat();
         ssm::tensors(sizes, own)
+    }
+
+    /// Jamba's gains of the norms on δ (R), B (N) and C (N), if it has them.
+    fn gains(&self, r: usize, n: usize) -> Vec<Tensor> {
+        let t = |part, leaf, len| Tensor::new(part, leaf, vec![len], self.dbc_gains);
+        vec![
+            t(Part::DtNorm, "dt_layernorm.weight", r),
+            t(Part::BNorm, "b_layernorm.weight", n),
+            t(Part::CNorm, "c_layernorm.weight", n),
+        ]
     }
 
     /// Its state: the conv window (K−1, E·D), then the SSM state (E·D, N).
@@ -99,13 +113,21 @@ pub struct Weights {
     pub x_proj: Matrix,
     /// `dt_proj.weight`. (E·D, R)
     pub dt_proj: Matrix,
+    /// Jamba: the gains of the norms on δ (R), B (N) and C (N).
+    pub dbc_gains: Option<[Vec<f32>; 3]>,
 }
 
 impl Weights {
     /// Takes its tensors from `t`.
-    pub fn take(t: &mut dyn TakeTensor) -> Result<Self> {
+    pub fn take(p: &Mamba1, t: &mut dyn TakeTensor) -> Result<Self> {
         let ssm = SsmWeights::take(t, Part::DtProjBias)?;
-        Ok(Self { ssm, x_proj: t.matrix(Part::XProj)?, dt_proj: t.matrix(Part::DtProj)? })
+        let (x_proj, dt_proj) = (t.matrix(Part::XProj)?, t.matrix(Part::DtProj)?);
+        let dbc_gains = if p.dbc_gains {
+            Some([t.vector(Part::DtNorm)?, t.vector(Part::BNorm)?, t.vector(Part::CNorm)?])
+        } else {
+            None
+        };
+        Ok(Self { ssm, x_proj, dt_proj, dbc_gains })
     }
 
     /// The weight matrices.
@@ -115,6 +137,6 @@ impl Weights {
 
     /// Elements of the small f32 tensors.
     pub fn vector_len(&self) -> usize {
-        self.ssm.vector_len()
+        self.ssm.vector_len() + self.dbc_gains.as_ref().map_or(0, |g| g.iter().map(Vec::len).sum())
     }
 }

@@ -9,7 +9,7 @@
 //! Symbols: see the glossary in [`crate::model`].
 
 use crate::blocks::SSM;
-use crate::blocks::mamba2::{Mamba2, Weights};
+use crate::blocks::mamba2::{GatedNorm, Mamba2, Weights};
 use crate::cpu::conv::{ConvWeights, Run, conv_silu};
 use crate::cpu::matmul::linear;
 use crate::cpu::ops::{dot, exp, silu, softplus};
@@ -24,7 +24,19 @@ pub(crate) fn forward(c: &Mamba2, w: &Weights, run: Run<'_>) -> Vec<f32> {
     let t_len = x.len() / w.ssm.in_proj.cols;
 
     // [z | x | B | C | δ] = x · W_inᵀ (+ b_in): (T, E·D + conv_dim + H)
-    let zxbcdt = linear(x, &w.ssm.in_proj, w.ssm.in_proj_bias.as_deref());
+    let mut zxbcdt = linear(x, &w.ssm.in_proj, w.ssm.in_proj_bias.as_deref());
+    if c.in_scales != [1.0; 5] {
+        // Falcon-H1's µP multipliers, one per segment z | x | B | C | δ.
+        let gn = g * n;
+        let ends = [di, 2 * di, 2 * di + gn, 2 * di + 2 * gn, width];
+        for row in zxbcdt.chunks_exact_mut(width) {
+            let mut start = 0;
+            for (end, scale) in ends.iter().zip(c.in_scales) {
+                row[start..*end].iter_mut().for_each(|v| *v *= scale);
+                start = *end;
+            }
+        }
+    }
     // u = silu(conv1d(x ‖ B ‖ C) + b_conv): (T, conv_dim)
     let u = conv_silu(
         ConvWeights { weight: &w.ssm.conv, bias: w.ssm.conv_bias.as_deref(), k },
@@ -35,7 +47,9 @@ pub(crate) fn forward(c: &Mamba2, w: &Weights, run: Run<'_>) -> Vec<f32> {
         &mut cap,
     );
 
-    // The scan, sequential in t, then the gate: y ← y · silu(z).
+    // The scan, sequential in t, then the gate: y ← y · silu(z) (after the norm below for
+    // NormThenGate).
+    let gate_first = c.gated_norm != GatedNorm::NormThenGate;
     let mut y = vec![0.0; t_len * di];
     let mut next_snapshot = 0;
     for t in 0..t_len {
@@ -51,7 +65,8 @@ pub(crate) fn forward(c: &Mamba2, w: &Weights, run: Run<'_>) -> Vec<f32> {
                 let xt = ut[ch];
                 let h = &mut st.regions[SSM][ch * n..(ch + 1) * n];
                 h.iter_mut().zip(b).for_each(|(h, b)| *h = decay * *h + dt * xt * b);
-                y[t * di + ch] = (dot(h, cc) + w.ssm.d[hd] * xt) * silu(row[ch]);
+                let gate = if gate_first { silu(row[ch]) } else { 1.0 };
+                y[t * di + ch] = (dot(h, cc) + w.ssm.d[hd] * xt) * gate;
             }
         }
         if cap.positions.get(next_snapshot) == Some(&t) {
@@ -62,10 +77,17 @@ pub(crate) fn forward(c: &Mamba2, w: &Weights, run: Run<'_>) -> Vec<f32> {
 
     // The gated RMSNorm: each group of E·D / G channels by its own RMS, then the gain.
     let gain = &w.gated_norm;
-    for row in y.chunks_exact_mut(di) {
-        for (part, gain) in row.chunks_exact_mut(di / g).zip(gain.chunks_exact(di / g)) {
-            let scale = 1.0 / (dot(part, part) / part.len() as f32 + c.norm_eps).sqrt();
-            part.iter_mut().zip(gain).for_each(|(v, g)| *v *= scale * g);
+    if c.gated_norm != GatedNorm::GateOnly {
+        for row in y.chunks_exact_mut(di) {
+            for (part, gain) in row.chunks_exact_mut(di / g).zip(gain.chunks_exact(di / g)) {
+                let scale = 1.0 / (dot(part, part) / part.len() as f32 + c.norm_eps).sqrt();
+                part.iter_mut().zip(gain).for_each(|(v, g)| *v *= scale * g);
+            }
+        }
+    }
+    if !gate_first {
+        for (t, row) in y.chunks_exact_mut(di).enumerate() {
+            row.iter_mut().zip(&zxbcdt[t * width..t * width + di]).for_each(|(v, &z)| *v *= silu(z));
         }
     }
 

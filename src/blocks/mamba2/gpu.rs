@@ -5,7 +5,7 @@
 //! the WGSL global it feeds.
 
 use crate::blocks::gpu::{GpuSsm, LayerCx, SsmShape, carry_call};
-use crate::blocks::mamba2::Mamba2;
+use crate::blocks::mamba2::{GatedNorm, Mamba2};
 use crate::error::{Error, Result};
 use crate::gpu::KernelSpec;
 use crate::gpu_model::activations::Scratch;
@@ -88,6 +88,12 @@ pub(crate) fn scratch(p: &Mamba2, t: usize) -> Scratch {
 /// Fails unless its kernels can run: the SSD kernels stage B ‖ C in a fixed 8 KiB, a tile of
 /// tokens at a time, and the conv's window is a fixed-size array.
 pub(crate) fn check(p: &Mamba2) -> Result<()> {
+    if p.gated_norm != GatedNorm::GateThenNorm || p.in_scales != [1.0; 5] {
+        return Err(Error::UnsupportedModel(
+            "Falcon-H1's Mamba-2 variant (ssm_multipliers, norm before gate or no norm) on the GPU backend"
+                .into(),
+        ));
+    }
     if p.d_conv > conv1d_silu::K_MAX || p.d_state > ssd_chunks::N_MAX {
         return Err(Error::UnsupportedModel(format!(
             "conv_kernel {} / state_size {}: the Mamba-2 GPU kernels support at most {} / {}",

@@ -31,15 +31,33 @@ pub struct Mamba2 {
     pub chunk_size: usize,
     /// Δ is clamped to [min, max] after the softplus (`time_step_limit`; (0, ∞): no clamp).
     pub time_step_limit: (f32, f32),
-    /// Whether `in_proj` and `out_proj` have biases (`use_bias`).
+    /// Whether `in_proj` has a bias (`use_bias`).
     pub use_bias: bool,
+    /// Whether `out_proj` has a bias (`use_bias`; Falcon-H1's `projectors_bias`).
+    pub out_bias: bool,
     /// Whether the conv1d has a bias (`use_conv_bias`).
     pub use_conv_bias: bool,
     /// ε of the gated RMSNorm (the model's `layer_norm_epsilon`).
     pub norm_eps: f32,
+    /// Where the gate and the grouped RMSNorm go.
+    pub gated_norm: GatedNorm,
+    /// Multiplies in_proj's output, bias included, per segment z, x, B, C, δ (Falcon-H1's
+    /// `ssm_multipliers`; all 1 elsewhere).
+    pub in_scales: [f32; 5],
     /// `time_step_rank` and `mixer_rms_eps` as config.json gives them: unused by the math, but
     /// part of the model's identity (the fingerprint of states exported by earlier builds).
     pub unused: (usize, f32),
+}
+
+/// How a Mamba-2 block's output meets its gate and its grouped RMSNorm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GatedNorm {
+    /// y · silu(z), then the grouped RMSNorm with its gain (HF's `norm_before_gate=False`).
+    GateThenNorm,
+    /// The grouped RMSNorm with its gain, then · silu(z) (Falcon-H1's `mamba_norm_before_gate`).
+    NormThenGate,
+    /// y · silu(z) alone: no norm, no `norm.weight` (Falcon-H1 without `mamba_rms_norm`).
+    GateOnly,
 }
 
 impl Mamba2 {
@@ -53,10 +71,10 @@ impl Mamba2 {
         self.d_inner.saturating_add(self.conv_dim()).saturating_add(self.n_heads)
     }
 
-    /// Its tensors under `backbone.layers.N.`, for residual width `d` (D).
+    /// Its tensors (names under the mixer), for residual width `d` (D).
     pub fn tensors(&self, d: usize) -> Vec<Tensor> {
         let (di, h) = (self.d_inner, self.n_heads);
-        let t = |part, leaf, shape: Vec<usize>| Tensor { part, leaf, shape, present: true };
+        let t = |part, leaf, shape| Tensor::new(part, leaf, shape, true);
         let sizes = ssm::Sizes {
             d,
             in_proj: self.in_proj_dim(),
@@ -64,12 +82,13 @@ impl Mamba2 {
             k: self.d_conv,
             inner: di,
             biases: (self.use_bias, self.use_conv_bias),
+            out_bias: self.out_bias,
         };
         let own = vec![
-            t(Part::DtBias, "mixer.dt_bias", vec![h]),
-            t(Part::ALog, "mixer.A_log", vec![h]),
-            t(Part::D, "mixer.D", vec![h]),
-            t(Part::GatedNorm, "mixer.norm.weight", vec![di]),
+            t(Part::DtBias, "dt_bias", vec![h]),
+            t(Part::ALog, "A_log", vec![h]),
+            t(Part::D, "D", vec![h]),
+            Tensor::new(Part::GatedNorm, "norm.weight", vec![di], self.gated_norm != GatedNorm::GateOnly),
         ];
         ssm::tensors(sizes, own)
     }
@@ -103,6 +122,9 @@ impl Mamba2 {
                 self.n_heads, self.n_groups
             )));
         }
+        if self.in_scales.iter().any(|s| !s.is_finite()) {
+            return Err(Error::Config(format!("ssm_multipliers {:?} are not usable", self.in_scales)));
+        }
         let (lo, hi) = self.time_step_limit;
         if !(lo >= 0.0 && lo <= hi && !hi.is_nan()) {
             return Err(Error::Config(format!("time_step_limit ({lo}, {hi}) is not a usable range")));
@@ -116,15 +138,17 @@ impl Mamba2 {
 pub struct Weights {
     /// in_proj, the conv, Δ's bias (`dt_bias`, (H)), A_log (H), D (H), out_proj.
     pub ssm: SsmWeights,
-    /// `norm.weight`: the gated RMSNorm's gain. (E·D)
+    /// `norm.weight`: the gated RMSNorm's gain (E·D); empty without the norm.
     pub gated_norm: Vec<f32>,
 }
 
 impl Weights {
     /// Takes its tensors from `t`.
-    pub fn take(t: &mut dyn TakeTensor) -> Result<Self> {
+    pub fn take(p: &Mamba2, t: &mut dyn TakeTensor) -> Result<Self> {
         let ssm = SsmWeights::take(t, Part::DtBias)?;
-        Ok(Self { ssm, gated_norm: t.vector(Part::GatedNorm)? })
+        let gated_norm =
+            if p.gated_norm == GatedNorm::GateOnly { Vec::new() } else { t.vector(Part::GatedNorm)? };
+        Ok(Self { ssm, gated_norm })
     }
 
     /// The weight matrices.

@@ -1,0 +1,111 @@
+//! An attention block on the CPU reference (HF's eager attention, batch 1, no padding): the
+//! new tokens' keys and values join the cache, then each query row attends to every cached
+//! position up to its own.
+
+use crate::blocks::attention::{Attention, Rope, Weights};
+use crate::cpu::conv::Run;
+use crate::cpu::matmul::linear;
+use crate::cpu::ops::dot;
+
+/// Index of the key/value cache among an attention block's state regions.
+const KV: usize = 0;
+
+/// cos and sin of position `pos` for every rotated pair (dims / 2 of each), as HF computes them:
+/// inv_freq = 1 / θ^(2i / dims) in f32, the angle pos · inv_freq in f32.
+fn cos_sin(rope: Rope, pos: usize) -> (Vec<f32>, Vec<f32>) {
+    let half = rope.dims / 2;
+    let angles = (0..half).map(|i| {
+        let inv_freq = 1.0 / rope.theta.powf((2 * i) as f32 / rope.dims as f32);
+        f64::from(pos as f32 * inv_freq)
+    });
+    angles.map(|a| (a.cos() as f32, a.sin() as f32)).unzip()
+}
+
+/// Rotates the first `rope.dims` channels of each head in `row` (heads × hd), `rotate_half`
+/// style: channel i pairs with i + dims/2.
+fn rotate(row: &mut [f32], hd: usize, rope: Rope, (cos, sin): (&[f32], &[f32])) {
+    let half = rope.dims / 2;
+    for head in row.chunks_exact_mut(hd) {
+        for i in 0..half {
+            let (x1, x2) = (head[i], head[i + half]);
+            head[i] = x1 * cos[i] - x2 * sin[i];
+            head[i + half] = x2 * cos[i] + x1 * sin[i];
+        }
+    }
+}
+
+/// The block over x (T, D) with the cache in `run.st`, appending to it; returns (T, D). The
+/// cache after each of `run.cap.positions` goes to its snapshot.
+pub(crate) fn forward(p: &Attention, w: &Weights, run: Run<'_>) -> Vec<f32> {
+    forward_at(p, w, run, KV)
+}
+
+/// [`forward`] with the cache in region `kv_region` of the layer's state (a block with other
+/// regions too, as Falcon-H1's parallel one).
+pub(crate) fn forward_at(p: &Attention, w: &Weights, run: Run<'_>, kv_region: usize) -> Vec<f32> {
+    let q = linear(run.x, &w.q, w.q_bias.as_deref()); // (T, Hq·hd)
+    let k = linear(run.x, &w.k, w.k_bias.as_deref()); // (T, Hkv·hd)
+    let v = linear(run.x, &w.v, w.v_bias.as_deref()); // (T, Hkv·hd)
+    let out = attend(p, (q, k, v), run, kv_region);
+    linear(&out, &w.o, w.o_bias.as_deref())
+}
+
+/// The attention itself, from the projections q (T, Hq·hd), k and v (T, Hkv·hd): keys × the
+/// key multiplier, q and k rotated at their positions, k and v appended to the cache (region
+/// `kv_region`), then each query row t (position past + t) over positions 0..=past + t:
+/// softmax(q·k · scale) · v. Returns (T, Hq·hd), before o_proj.
+pub(crate) fn attend(
+    p: &Attention,
+    (mut q, mut k, v): (Vec<f32>, Vec<f32>, Vec<f32>),
+    run: Run<'_>,
+    kv_region: usize,
+) -> Vec<f32> {
+    let Run { st, cap, .. } = run;
+    let (hq, hkv, hd) = (p.n_heads, p.n_kv_heads, p.head_dim);
+    let (qd, kvd) = (p.q_dim(), p.kv_dim());
+    let group = hq / hkv;
+    let t_len = q.len() / qd;
+    let past = st.regions[kv_region].len() / (2 * kvd);
+    if p.key_scale != 1.0 {
+        k.iter_mut().for_each(|v| *v *= p.key_scale);
+    }
+    if let Some(rope) = p.rope {
+        for t in 0..t_len {
+            let (cos, sin) = cos_sin(rope, past + t);
+            rotate(&mut q[t * qd..(t + 1) * qd], hd, rope, (&cos, &sin));
+            rotate(&mut k[t * kvd..(t + 1) * kvd], hd, rope, (&cos, &sin));
+        }
+    }
+    // The cache: per token its keys (Hkv·hd), then its values (Hkv·hd).
+    let kv = &mut st.regions[kv_region];
+    for t in 0..t_len {
+        kv.extend_from_slice(&k[t * kvd..(t + 1) * kvd]);
+        kv.extend_from_slice(&v[t * kvd..(t + 1) * kvd]);
+    }
+    for (i, &at) in cap.positions.iter().enumerate() {
+        let snapshot = &mut cap.states[i].layers[cap.layer].regions[kv_region];
+        *snapshot = kv[..(past + at + 1) * 2 * kvd].to_vec();
+    }
+    let mut out = vec![0.0; t_len * qd];
+    let mut scores = Vec::with_capacity(past + t_len);
+    for t in 0..t_len {
+        for h in 0..hq {
+            let qh = &q[t * qd + h * hd..t * qd + (h + 1) * hd];
+            let kv_head = (h / group) * hd;
+            scores.clear();
+            scores.extend((0..=past + t).map(|j| {
+                let key = &kv[j * 2 * kvd + kv_head..j * 2 * kvd + kv_head + hd];
+                dot(qh, key) * p.scale
+            }));
+            let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            scores.iter_mut().for_each(|s| *s = (*s - max).exp());
+            let sum: f32 = scores.iter().sum();
+            let o = &mut out[t * qd + h * hd..t * qd + (h + 1) * hd];
+            for (j, s) in scores.iter().enumerate() {
+                let value = &kv[j * 2 * kvd + kvd + kv_head..j * 2 * kvd + kvd + kv_head + hd];
+                o.iter_mut().zip(value).for_each(|(o, v)| *o += s / sum * v);
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,81 @@
+//! [`Parallel`]: Falcon-H1's layer mixer — attention and a Mamba-2 mixer over the same normed
+//! input, each with its input and output multipliers, their outputs summed.
+
+pub(crate) mod cpu;
+
+use crate::blocks::attention::{self, Attention};
+use crate::blocks::mamba2::{self, Mamba2};
+use crate::blocks::{TakeTensor, Tensor};
+use crate::error::{Error, Result};
+use crate::model::{Extent, Matrix};
+
+/// Attention ∥ Mamba-2 (`self_attn.`, `mamba.`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Parallel {
+    /// The attention branch.
+    pub attention: Attention,
+    /// The Mamba-2 branch.
+    pub mamba: Mamba2,
+    /// Multipliers of the attention branch's input and output (`attention_in_multiplier`,
+    /// `attention_out_multiplier`).
+    pub attention_scales: (f32, f32),
+    /// Multipliers of the Mamba branch's input and output (`ssm_in_multiplier`,
+    /// `ssm_out_multiplier`).
+    pub mamba_scales: (f32, f32),
+}
+
+/// Index of the attention's key/value cache among its state regions (after Mamba's two).
+pub(crate) const KV: usize = 2;
+
+impl Parallel {
+    /// Its tensors (names under its prefix), for residual width `d` (D).
+    pub fn tensors(&self, d: usize) -> Vec<Tensor> {
+        let under = |prefix: &str, list: Vec<Tensor>| {
+            list.into_iter().map(|t| Tensor { leaf: format!("{prefix}{}", t.leaf), ..t }).collect::<Vec<_>>()
+        };
+        [under("mamba.", self.mamba.tensors(d)), under("self_attn.", self.attention.tensors(d))].concat()
+    }
+
+    /// Its state: the Mamba branch's conv window and SSM state, then the attention's cache.
+    pub fn state_regions(&self) -> Vec<(&'static str, Extent)> {
+        [self.mamba.state_regions(), self.attention.state_regions()].concat()
+    }
+
+    /// Fails unless both branches and the multipliers are usable.
+    pub fn validate(&self, d: usize) -> Result<()> {
+        self.mamba.validate(d)?;
+        self.attention.validate(d)?;
+        let (a, m) = (self.attention_scales, self.mamba_scales);
+        if [a.0, a.1, m.0, m.1].iter().any(|v| !v.is_finite()) {
+            return Err(Error::Config("attention/ssm in/out multipliers must be finite".into()));
+        }
+        Ok(())
+    }
+}
+
+/// A parallel block's weights in memory.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Weights {
+    pub attention: attention::Weights,
+    pub mamba: mamba2::Weights,
+}
+
+impl Weights {
+    /// Takes the tensors of `p` from `t`.
+    pub fn take(p: &Parallel, t: &mut dyn TakeTensor) -> Result<Self> {
+        Ok(Self {
+            mamba: mamba2::Weights::take(&p.mamba, t)?,
+            attention: attention::Weights::take(&p.attention, t)?,
+        })
+    }
+
+    /// The weight matrices.
+    pub fn matrices(&self) -> Vec<&Matrix> {
+        [self.mamba.matrices().to_vec(), self.attention.matrices()].concat()
+    }
+
+    /// Elements of the small vectors.
+    pub fn vector_len(&self) -> usize {
+        self.mamba.vector_len() + self.attention.vector_len()
+    }
+}
