@@ -33,6 +33,7 @@ const BASE_ARGS = ['--no-sandbox', '--disable-background-networking', '--disable
 const reference = JSON.parse(await readFile('www/models/shakespeare-mamba-3m/hf_reference.json', 'utf8'));
 const fixture = await fixtureReference('falcon-bias-bf16'); // a Falcon-Mamba, by URL
 const mamba2 = await fixtureReference('mamba2-bias-bf16'); // a Mamba-2, by URL
+const hybrid = await fixtureReference('granite-h-rope-moe-f32'); // a Granite-4.0-H hybrid, by URL
 const EOS = 0; // both models' end-of-text id
 const N = 24; // tokens per greedy turn (the embedded reference has 48: two turns)
 
@@ -158,6 +159,18 @@ async function checkLoadByUrl(page, base) {
   await page.fill('#prompt', mamba2.prompt);
   const m2 = mamba2.greedyIds.length;
   matchesHf((await turn(page, '#generate', m2)).tokens, mamba2.greedyIds, m2, 'the Mamba-2 fixture');
+
+  // A hybrid (Mamba-2 + attention + experts) by URL: it runs on the CPU backend (the GPU one
+  // refuses hybrids for now and "auto" falls back), with HF's greedy tokens.
+  await page.fill('#model-url', `${base}fixtures/granite-h-rope-moe-f32/`);
+  await page.click('#load-url');
+  const granite = await waitFor(page, ['ready', 'error']);
+  const graniteTable = await page.evaluate(() => document.getElementById('model').textContent);
+  check(granite.state === 'ready' && graniteTable.includes(`(Granite-4.0-H): d_model ${hybrid.config.hidden_size}`),
+    `a Granite-4.0-H hybrid fixture loads by URL: ${granite.status} / ${graniteTable.slice(0, 80)}…`);
+  await page.fill('#prompt', hybrid.prompt);
+  const h = hybrid.greedyIds.length;
+  matchesHf((await turn(page, '#generate', h)).tokens, hybrid.greedyIds, h, 'the Granite-4.0-H hybrid fixture');
 }
 
 async function visit(base, { args, backend, screenshot, full }) {

@@ -136,7 +136,10 @@ async function save() {
 }
 
 /** What the page calls each `info.architecture` (config.json's model_type). */
-const ARCHITECTURES = { mamba: 'Mamba', falcon_mamba: 'Falcon-Mamba', mamba2: 'Mamba-2' };
+const ARCHITECTURES = {
+  mamba: 'Mamba', falcon_mamba: 'Falcon-Mamba', mamba2: 'Mamba-2', granitemoehybrid: 'Granite-4.0-H',
+  bamba: 'Bamba', nemotron_h: 'Nemotron-H', jamba: 'Jamba', falcon_h1: 'Falcon-H1', zamba2: 'Zamba2',
+};
 
 function describe(info, source) {
   document.body.dataset.backend = info.backend;
