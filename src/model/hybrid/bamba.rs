@@ -6,10 +6,8 @@ use serde_json::Value;
 use crate::blocks::{Activation, Block, BlockKind, Mlp, MlpNames};
 use crate::error::{Error, Result};
 use crate::model::config::{Arch, Config, Names};
-use crate::model::config_formats::{first_eos, inner_width, shared, step_limit};
-use crate::model::hybrid::{
-    Ssd, attention, flag, head_dim_auto, layer, layer_count, mamba2, number, rope, size,
-};
+use crate::model::config_formats::{first_eos, inner_width, shared};
+use crate::model::hybrid::{attention, flag, layer, layer_count, mamba_fields, number, rope, size};
 
 /// config.json of a Bamba checkpoint as a [`Config`].
 pub(crate) fn parse(v: Value) -> Result<Config> {
@@ -43,20 +41,7 @@ pub(crate) fn parse(v: Value) -> Result<Config> {
     attn.qkv_bias = flag(&v, "attention_bias", false)?;
     attn.o_bias = attn.qkv_bias;
     let inner = inner_width(number(&v, "mamba_expand", 2.0)?, d)?;
-    let mamba_heads = size(&v, "mamba_n_heads", 128)?;
-    let ssd = mamba2(Ssd {
-        heads: mamba_heads,
-        head_dim: head_dim_auto(&v, "mamba_d_head", inner, mamba_heads)?,
-        groups: size(&v, "mamba_n_groups", 1)?,
-        state: size(&v, "mamba_d_state", 256)?,
-        conv: size(&v, "mamba_d_conv", 4)?,
-        inner,
-        chunk: size(&v, "mamba_chunk_size", 256)?,
-        limit: step_limit(v.get("time_step_limit").and_then(|l| l.as_array().cloned()))?,
-        bias: flag(&v, "mamba_proj_bias", false)?,
-        conv_bias: flag(&v, "mamba_conv_bias", true)?,
-        eps,
-    });
+    let ssd = mamba_fields(&v, inner, eps)?;
     let mlp = Mlp {
         inner: size(&v, "intermediate_size", 14336)?,
         act: Activation::Silu,

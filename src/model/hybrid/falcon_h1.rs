@@ -7,10 +7,8 @@ use serde_json::Value;
 use crate::blocks::{Activation, Block, BlockKind, GatedNorm, Mlp, MlpNames, Parallel};
 use crate::error::{Error, Result};
 use crate::model::config::{Arch, Config, Names, Scales};
-use crate::model::config_formats::{first_eos, inner_width, shared, step_limit};
-use crate::model::hybrid::{
-    Ssd, attention, flag, head_dim_auto, layer, layer_count, mamba2, number, rope, size,
-};
+use crate::model::config_formats::{first_eos, inner_width, shared};
+use crate::model::hybrid::{attention, flag, layer, layer_count, mamba_fields, number, rope, size};
 
 /// The list of `n` numbers `name` of `v` (default all 1).
 fn multipliers<const N: usize>(v: &Value, name: &str) -> Result<[f32; N]> {
@@ -55,20 +53,7 @@ pub(crate) fn parse(v: Value) -> Result<Config> {
         Some(Value::Null) => inner_width(number(&v, "mamba_expand", 2.0)?, d)?,
         Some(_) => size(&v, "mamba_d_ssm", 1024)?,
     };
-    let mamba_heads = size(&v, "mamba_n_heads", 128)?;
-    let mut mamba = mamba2(Ssd {
-        heads: mamba_heads,
-        head_dim: head_dim_auto(&v, "mamba_d_head", inner, mamba_heads)?,
-        groups: size(&v, "mamba_n_groups", 1)?,
-        state: size(&v, "mamba_d_state", 256)?,
-        conv: size(&v, "mamba_d_conv", 4)?,
-        inner,
-        chunk: size(&v, "mamba_chunk_size", 256)?,
-        limit: step_limit(v.get("time_step_limit").and_then(|l| l.as_array().cloned()))?,
-        bias: flag(&v, "mamba_proj_bias", false)?,
-        conv_bias: flag(&v, "mamba_conv_bias", true)?,
-        eps,
-    });
+    let mut mamba = mamba_fields(&v, inner, eps)?;
     mamba.out_bias = flag(&v, "projectors_bias", false)?;
     mamba.gated_norm = match (flag(&v, "mamba_rms_norm", false)?, flag(&v, "mamba_norm_before_gate", true)?) {
         (false, _) => GatedNorm::GateOnly,

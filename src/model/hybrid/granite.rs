@@ -9,10 +9,10 @@ use serde_json::Value;
 use crate::blocks::{Activation, Block, BlockKind, ExpertLayout, Mlp, MlpNames, Moe, Routing};
 use crate::error::{Error, Result};
 use crate::model::config::{Arch, Config, Names, Scales};
-use crate::model::config_formats::{first_eos, inner_width, shared, step_limit};
+use crate::model::config_formats::{first_eos, inner_width, shared};
 use crate::model::hybrid::{
-    LayerType, Ssd, attention, check_len, flag, head_dim_auto, layer, layer_count, layer_list, mamba2,
-    number, rope, scaled, size,
+    LayerType, attention, check_len, flag, layer, layer_count, layer_list, mamba_fields, number, rope,
+    scaled, size,
 };
 
 /// config.json of a Granite-4.0-H checkpoint as a [`Config`].
@@ -40,22 +40,7 @@ pub(crate) fn parse(v: Value) -> Result<Config> {
     check_len("layer_types", &types, n_layer)?;
 
     let inner = inner_width(number(&v, "mamba_expand", 2.0)?, d)?;
-    let mamba_heads = size(&v, "mamba_n_heads", 128)?;
-    let ssd = || -> Result<_> {
-        Ok(mamba2(Ssd {
-            heads: mamba_heads,
-            head_dim: head_dim_auto(&v, "mamba_d_head", inner, mamba_heads)?,
-            groups: size(&v, "mamba_n_groups", 1)?,
-            state: size(&v, "mamba_d_state", 256)?,
-            conv: size(&v, "mamba_d_conv", 4)?,
-            inner,
-            chunk: size(&v, "mamba_chunk_size", 256)?,
-            limit: step_limit(v.get("time_step_limit").and_then(|l| l.as_array().cloned()))?,
-            bias: flag(&v, "mamba_proj_bias", false)?,
-            conv_bias: flag(&v, "mamba_conv_bias", true)?,
-            eps,
-        }))
-    };
+    let ssd = || mamba_fields(&v, inner, eps);
     let mut attn = attention(heads, kv_heads, head_dim, rope);
     attn.scale = number(&v, "attention_multiplier", 1.0)? as f32;
     attn.qkv_bias = flag(&v, "attention_bias", false)?;

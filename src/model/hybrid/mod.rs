@@ -23,6 +23,7 @@ use serde_json::Value;
 
 use crate::blocks::{Attention, Block, GatedNorm, Mamba2, Rope};
 use crate::error::{Error, Result};
+use crate::model::config_formats::step_limit;
 
 /// What one layer of a hybrid is, as its config names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -186,6 +187,27 @@ pub(crate) fn mamba2(s: Ssd) -> Mamba2 {
         in_scales: [1.0; 5],
         unused: (1, s.eps),
     }
+}
+
+/// The Mamba-2 mixer that Granite-4.0-H, Bamba and Falcon-H1 describe alike by `mamba_*`
+/// fields (HF's defaults: 128 heads of `mamba_d_head` ("auto": inner / heads), 1 group, N 256,
+/// K 4, chunk 256, a conv bias, no in_proj bias, `time_step_limit`), `inner` wide, gated-norm
+/// ε `eps`.
+pub(crate) fn mamba_fields(v: &Value, inner: usize, eps: f32) -> Result<Mamba2> {
+    let heads = size(v, "mamba_n_heads", 128)?;
+    Ok(mamba2(Ssd {
+        heads,
+        head_dim: head_dim_auto(v, "mamba_d_head", inner, heads)?,
+        groups: size(v, "mamba_n_groups", 1)?,
+        state: size(v, "mamba_d_state", 256)?,
+        conv: size(v, "mamba_d_conv", 4)?,
+        inner,
+        chunk: size(v, "mamba_chunk_size", 256)?,
+        limit: step_limit(v.get("time_step_limit").and_then(|l| l.as_array().cloned()))?,
+        bias: flag(v, "mamba_proj_bias", false)?,
+        conv_bias: flag(v, "mamba_conv_bias", true)?,
+        eps,
+    }))
 }
 
 /// `mamba_d_head`: a number, or "auto" = inner / heads.
