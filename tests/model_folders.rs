@@ -165,3 +165,72 @@ fn shard_names_must_stay_inside_the_folder() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The published hybrid shapes of `webmamba random --shape` (`webmamba::model::published`):
+/// their config.json parses to the published sizes, and a random checkpoint of the real shape
+/// (written as holes: 1 to 3 GB that no test reads) has every tensor the model needs, with the
+/// config.json text written unchanged. Loading one would take 2 to 6 GB, so only headers are read.
+#[test]
+fn published_hybrid_shapes_have_their_sizes_and_a_consistent_layout() {
+    use webmamba::blocks::BlockKind;
+    use webmamba::model::published::{FALCON_H1_0_5B, GRANITE_4_0_H_1B};
+    // (name, config.json, d_model, layers, blocks, attention mixers, Mamba-2 mixers, vocab,
+    // total weights where published).
+    let shapes = [
+        ("granite-h-1b", GRANITE_4_0_H_1B, 1536, 40, 80, 4, 36, 100352, Some(1_461_538_368u64)),
+        ("falcon-h1-0.5b", FALCON_H1_0_5B, 1024, 36, 72, 36, 36, 32784, None),
+    ];
+    for (name, json, d, layers, blocks, attention, mamba, vocab, total) in shapes {
+        let c = config(json).unwrap_or_else(|e| panic!("{name}: {e}"));
+        // Each layer has one mixer (attention, Mamba-2, or both side by side), then its MLP.
+        let (mut attn, mut ssd, mut mixers) = (0, 0, 0);
+        for b in &c.blocks {
+            mixers +=
+                matches!(b.kind, BlockKind::Attention(_) | BlockKind::Mamba2(_) | BlockKind::Parallel(_))
+                    as usize;
+            match &b.kind {
+                BlockKind::Attention(_) => attn += 1,
+                BlockKind::Mamba2(_) => ssd += 1,
+                BlockKind::Parallel(p) => {
+                    assert_eq!((p.attention.n_heads, p.attention.n_kv_heads), (8, 2), "{name}");
+                    assert_eq!(
+                        (p.mamba.n_heads, p.mamba.head_dim, p.mamba.d_inner),
+                        (24, 64, 1536),
+                        "{name}"
+                    );
+                    (attn, ssd) = (attn + 1, ssd + 1);
+                }
+                _ => {}
+            }
+        }
+        assert_eq!((c.d_model, mixers, c.blocks.len(), c.vocab_size), (d, layers, blocks, vocab), "{name}");
+        assert_eq!((attn, ssd), (attention, mamba), "{name}: attention and Mamba-2 mixers");
+        assert!(
+            matches!(Checkpoint::random(&c, 1, Dtype::BF16), Err(Error::InvalidInput(_))),
+            "{name}: a hybrid's config.json is not derived from its Config"
+        );
+
+        let dir = temp_dir(name);
+        let bytes =
+            webmamba::model::write_random_checkpoint_json(&dir, json, 1, Dtype::BF16, 1, true).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.join("config.json")).unwrap(),
+            json,
+            "{name}: config.json as published"
+        );
+        let checkpoint = Checkpoint::from_dir(&dir).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(checkpoint.config, c, "{name}: parses back to the same Config");
+        let tensors = checkpoint.layout.files.iter().flat_map(|f| &f.tensors);
+        let weights: u64 = tensors.clone().map(|t| t.shape.iter().product::<usize>() as u64).sum();
+        assert_eq!(bytes, 2 * weights, "{name}: bf16 bytes");
+        assert!(
+            checkpoint.layout.roles.iter().flatten().all(Option::is_some),
+            "{name}: every tensor is used"
+        );
+        if let Some(total) = total {
+            assert_eq!(weights, total, "{name}: the published weight count");
+        }
+        common::log(&format!("[shape] {name}: {} tensors, {weights} weights", tensors.count()));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

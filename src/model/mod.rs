@@ -49,6 +49,7 @@ mod layout;
 mod logits;
 pub(crate) mod matrix;
 mod part;
+pub mod published;
 mod random;
 mod state;
 pub mod state_layout;
@@ -63,7 +64,7 @@ pub use matrix::{Matrix, MatrixData};
 pub use part::{MlpPart, Part};
 pub use random::word_level_tokenizer;
 #[cfg(not(target_arch = "wasm32"))]
-pub use random::write_random_checkpoint;
+pub use random::{write_random_checkpoint, write_random_checkpoint_json};
 pub use state::{LayerState, State};
 pub use state_layout::{Extent, Region, StateLayout};
 pub use weights::{LayerWeights, ModelWeights};

@@ -149,22 +149,39 @@ fn header(specs: &[&Spec], dtype: Dtype) -> Vec<u8> {
     out
 }
 
+/// The `config.json` text of `config` when [`Config::to_hf_json`] can write it (the pure Mamba
+/// families); a hybrid's config.json is not derived from its `Config` — the caller passes the
+/// text (`*_json` functions, e.g. with a [`crate::model::published`] config).
+fn mamba_json(config: &Config) -> Result<String> {
+    if config.arch.is_pure_mamba() {
+        Ok(config.to_hf_json())
+    } else {
+        Err(Error::InvalidInput(format!(
+            "a random {} checkpoint needs its config.json text (Checkpoint::random_from_json, \
+             write_random_checkpoint_json)",
+            config.arch.name()
+        )))
+    }
+}
+
 impl Checkpoint {
     /// A seeded random model of shape `config` in memory, stored as `dtype` (F32, F16 or BF16),
-    /// in one `model.safetensors`, without a tokenizer.
+    /// in one `model.safetensors`, without a tokenizer. Pure Mamba configs only (their
+    /// config.json is [`Config::to_hf_json`]); a hybrid: [`Checkpoint::random_from_json`].
     pub fn random(config: &Config, seed: u64, dtype: Dtype) -> Result<Checkpoint> {
-        let specs = specs(config);
+        Checkpoint::random_from_json(&mamba_json(config)?, seed, dtype)
+    }
+
+    /// Like [`Checkpoint::random`], for the model `config_json` describes (any family), with
+    /// that text as its config.json.
+    pub fn random_from_json(config_json: &str, seed: u64, dtype: Dtype) -> Result<Checkpoint> {
+        let specs = specs(&Config::from_json(config_json.as_bytes())?);
         let mut rng = SmallRng::seed_from_u64(seed);
         let mut file = header(&specs.iter().collect::<Vec<_>>(), dtype);
         for spec in &specs {
             file.extend(encode(&generate(&mut rng, spec), dtype)?);
         }
-        Checkpoint::from_bytes(
-            config.to_hf_json().as_bytes(),
-            vec![("model.safetensors".into(), file)],
-            None,
-            None,
-        )
+        Checkpoint::from_bytes(config_json.as_bytes(), vec![("model.safetensors".into(), file)], None, None)
     }
 }
 
@@ -190,7 +207,8 @@ pub fn word_level_tokenizer(vocab: usize) -> String {
 /// (`model-0000i-of-0000n.safetensors` with `model.safetensors.index.json` when more than one,
 /// else `model.safetensors`), one tensor in memory at a time. With `zeros`, every weight is 0
 /// and the data sections are left as holes (sparse files: instant, no disk): for tests of
-/// models too large to load. Returns the bytes of weights.
+/// models too large to load. Returns the bytes of weights. Pure Mamba configs only (their
+/// config.json is [`Config::to_hf_json`]); a hybrid: [`write_random_checkpoint_json`].
 #[cfg(not(target_arch = "wasm32"))]
 pub fn write_random_checkpoint(
     dir: &std::path::Path,
@@ -200,7 +218,22 @@ pub fn write_random_checkpoint(
     shards: usize,
     zeros: bool,
 ) -> Result<u64> {
+    write_random_checkpoint_json(dir, &mamba_json(config)?, seed, dtype, shards, zeros)
+}
+
+/// Like [`write_random_checkpoint`], for the model `config_json` describes (any family),
+/// written as its `config.json`.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn write_random_checkpoint_json(
+    dir: &std::path::Path,
+    config_json: &str,
+    seed: u64,
+    dtype: Dtype,
+    shards: usize,
+    zeros: bool,
+) -> Result<u64> {
     use std::io::Write;
+    let config = Config::from_json(config_json.as_bytes())?;
     let io = |path: &std::path::Path, e: std::io::Error| Error::Io {
         path: path.display().to_string(),
         reason: e.to_string(),
@@ -208,9 +241,9 @@ pub fn write_random_checkpoint(
     std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
     let write =
         |name: &str, bytes: &[u8]| std::fs::write(dir.join(name), bytes).map_err(|e| io(&dir.join(name), e));
-    write("config.json", config.to_hf_json().as_bytes())?;
+    write("config.json", config_json.as_bytes())?;
     write("tokenizer.json", word_level_tokenizer(config.vocab_size).as_bytes())?;
-    let specs = specs(config);
+    let specs = specs(&config);
     let bytes_of = |s: &Spec| (s.shape.iter().product::<usize>() * (dtype.bitsize() / 8)) as u64;
     let total: u64 = specs.iter().map(bytes_of).sum();
     // Cut the tensor list into `shards` runs of about equal bytes.

@@ -75,7 +75,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
         (shape, _) => shape,
     };
     let checkpoint = match (&a.model, shape) {
-        (None, Some(shape)) => Checkpoint::random(&shape.config(), 1, safetensors::Dtype::F32)?,
+        (None, Some(shape)) => {
+            Checkpoint::random_from_json(&shape.config_json(), 1, safetensors::Dtype::F32)?
+        }
         (dir, _) => checkpoint(dir.as_ref())?,
     };
     if a.suite {

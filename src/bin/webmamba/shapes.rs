@@ -1,9 +1,11 @@
-//! The shapes of the published Mamba-1 models (state-spaces/mamba-*-hf) and Mamba-2 models
-//! (state-spaces/mamba2-*), for random models of real size: `webmamba bench --shape`,
-//! `webmamba random --shape`.
+//! The shapes of the published Mamba-1 models (state-spaces/mamba-*-hf), Mamba-2 models
+//! (state-spaces/mamba2-*) and hybrids (Granite-4.0-H-1B, Falcon-H1-0.5B: their config.json in
+//! [`webmamba::model::published`], each with its source), for random models of real size:
+//! `webmamba bench --shape`, `webmamba random --shape`.
 
 use clap::ValueEnum;
 use webmamba::Config;
+use webmamba::model::published;
 
 /// A published model size.
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -38,13 +40,22 @@ pub enum Shape {
     /// mamba2-2.7b: d_model 2560, 64 layers (80 heads).
     #[value(name = "mamba2-2.7b")]
     Ssd2_7b,
+    /// ibm-granite/granite-4.0-h-1b: d_model 1536, 40 layers (36 Mamba-2, 4 attention), a
+    /// shared MLP per layer ([`published::GRANITE_4_0_H_1B`], which cites its source).
+    #[value(name = "granite-h-1b")]
+    GraniteH1b,
+    /// tiiuae/Falcon-H1-0.5B: d_model 1024, 36 layers of attention ∥ Mamba-2, then an MLP
+    /// ([`published::FALCON_H1_0_5B`], which cites its source).
+    #[value(name = "falcon-h1-0.5b")]
+    FalconH1_0_5b,
 }
 
 impl Shape {
-    /// The config. Mamba-1: d_state 16, expand 2, conv 4, vocabulary 50280, tied embeddings.
-    /// Mamba-2: d_state 128, head_dim 64, 1 group, expand 2, conv 4, vocabulary 50288 (50277
-    /// padded to a multiple of 16), tied embeddings.
-    pub fn config(self) -> Config {
+    /// The config.json of a random model of this shape: a hybrid's published one; a Mamba
+    /// model's [`Config::to_hf_json`] of its sizes. Mamba-1: d_state 16, expand 2, conv 4,
+    /// vocabulary 50280, tied embeddings. Mamba-2: d_state 128, head_dim 64, 1 group, expand 2,
+    /// conv 4, vocabulary 50288 (50277 padded to a multiple of 16), tied embeddings.
+    pub fn config_json(self) -> String {
         let (d, layers, mamba2) = match self {
             Shape::Mamba130m => (768, 24, false),
             Shape::Mamba370m => (1024, 48, false),
@@ -56,6 +67,8 @@ impl Shape {
             Shape::Ssd780m => (1536, 48, true),
             Shape::Ssd1_3b => (2048, 48, true),
             Shape::Ssd2_7b => (2560, 64, true),
+            Shape::GraniteH1b => return published::GRANITE_4_0_H_1B.to_string(),
+            Shape::FalconH1_0_5b => return published::FALCON_H1_0_5B.to_string(),
         };
         let json = if mamba2 {
             format!(
@@ -71,6 +84,8 @@ impl Shape {
             )
         };
         // A fixed, valid config: parsing cannot fail.
-        Config::from_json(json.as_bytes()).unwrap_or_else(|e| unreachable!("built-in config: {e}"))
+        let config =
+            Config::from_json(json.as_bytes()).unwrap_or_else(|e| unreachable!("built-in config: {e}"));
+        config.to_hf_json()
     }
 }
