@@ -40,6 +40,7 @@
 
 mod checkpoint;
 mod config;
+mod config_fields;
 mod config_formats;
 mod config_json;
 mod config_out;

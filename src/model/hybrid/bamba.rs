@@ -6,7 +6,7 @@ use serde_json::Value;
 use crate::blocks::{Activation, Block, BlockKind, Mlp, MlpNames};
 use crate::error::{Error, Result};
 use crate::model::config::{Arch, Config, Names};
-use crate::model::config_formats::{first_eos, inner_width, shared};
+use crate::model::config_fields::{first_eos, inner_width, shared};
 use crate::model::hybrid::{attention, flag, layer, layer_count, mamba_fields, number, rope, size};
 
 /// config.json of a Bamba checkpoint as a [`Config`].

@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::blocks::{Activation, Block, BlockKind, GatedNorm, Mlp, MlpNames, Parallel};
 use crate::error::{Error, Result};
 use crate::model::config::{Arch, Config, Names, Scales};
-use crate::model::config_formats::{first_eos, inner_width, shared};
+use crate::model::config_fields::{first_eos, inner_width, shared};
 use crate::model::hybrid::{attention, flag, layer, layer_count, mamba_fields, number, rope, size};
 
 /// The list of `n` numbers `name` of `v` (default all 1).

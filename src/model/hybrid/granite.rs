@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::blocks::{Activation, Block, BlockKind, ExpertLayout, Mlp, MlpNames, Moe, Routing};
 use crate::error::{Error, Result};
 use crate::model::config::{Arch, Config, Names, Scales};
-use crate::model::config_formats::{first_eos, inner_width, shared};
+use crate::model::config_fields::{first_eos, inner_width, shared};
 use crate::model::hybrid::{
     LayerType, attention, check_len, flag, layer, layer_count, layer_list, mamba_fields, number, rope,
     scaled, size,

@@ -8,7 +8,7 @@ use serde_json::Value;
 use crate::blocks::{Activation, Block, BlockKind, ExpertLayout, Mamba1, Mlp, MlpNames, Moe, Routing};
 use crate::error::{Error, Result};
 use crate::model::config::{Arch, Config, Names};
-use crate::model::config_formats::{first_eos, inner_width, shared};
+use crate::model::config_fields::{first_eos, inner_width, shared};
 use crate::model::hybrid::{attention, flag, layer, layer_count, number, size};
 
 /// config.json of a Jamba checkpoint as a [`Config`].

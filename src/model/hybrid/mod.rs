@@ -23,7 +23,7 @@ use serde_json::Value;
 
 use crate::blocks::{Attention, Block, GatedNorm, Mamba2, Rope};
 use crate::error::{Error, Result};
-use crate::model::config_formats::step_limit;
+use crate::model::config_fields::step_limit;
 
 /// What one layer of a hybrid is, as its config names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

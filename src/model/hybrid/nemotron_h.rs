@@ -8,7 +8,7 @@ use serde_json::Value;
 use crate::blocks::{Activation, Block, BlockKind, ExpertLayout, Mlp, MlpNames, Moe, Routing};
 use crate::error::{Error, Result};
 use crate::model::config::{Arch, Config, Names};
-use crate::model::config_formats::{first_eos, shared};
+use crate::model::config_fields::{first_eos, shared};
 use crate::model::hybrid::{LayerType, Ssd, attention, flag, layer_list, mamba2, number, size};
 
 /// The value of `new`, or of its legacy name `old`, in `v`.

@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::blocks::{Activation, Block, BlockKind, Mlp, MlpNames, SharedBlock, Zamba2Layer};
 use crate::error::{Error, Result};
 use crate::model::config::{Arch, Config, Names};
-use crate::model::config_formats::{first_eos, inner_width, shared};
+use crate::model::config_fields::{first_eos, inner_width, shared};
 use crate::model::hybrid::{
     LayerType, Ssd, attention, check_len, flag, layer, layer_count, layer_list, mamba2, number, rope, size,
 };
