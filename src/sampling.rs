@@ -9,7 +9,7 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::cpu::ops::argmax;
+use crate::cpu::ops::{argmax, softmax};
 use crate::error::{Error, Result};
 
 /// How to pick tokens. The default is greedy.
@@ -192,14 +192,6 @@ impl Sampler {
         }
         Ok(best)
     }
-}
-
-/// softmax(x), with −∞ giving 0.
-fn softmax(x: &[f32]) -> Vec<f32> {
-    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let e: Vec<f32> = x.iter().map(|&v| (v - max).exp()).collect();
-    let total: f32 = e.iter().sum();
-    e.into_iter().map(|v| v / total).collect()
 }
 
 /// Ends generated text at the first of a list of stop strings: [`StopStrings::push`] takes each

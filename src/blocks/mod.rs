@@ -59,14 +59,9 @@ impl Block {
 
     /// Its tensors, full names, for residual width `d`: the norm, then the kind's.
     pub fn tensors(&self, d: usize) -> Vec<Tensor> {
-        let mut out = vec![Tensor::new(Part::Norm, &format!("{}{}", self.prefix, self.norm), vec![d], true)];
-        out.extend(
-            self.kind
-                .tensors(d)
-                .into_iter()
-                .map(|t| Tensor { leaf: format!("{}{}{}", self.prefix, self.at, t.leaf), ..t }),
-        );
-        out
+        let norm = Tensor::new(Part::Norm, &format!("{}{}", self.prefix, self.norm), vec![d], true);
+        let kind = under(&format!("{}{}", self.prefix, self.at), self.kind.tensors(d));
+        [vec![norm], kind].concat()
     }
 }
 
@@ -108,6 +103,11 @@ impl Tensor {
     pub fn new(part: Part, leaf: &str, shape: Vec<usize>, present: bool) -> Self {
         Self { part, leaf: leaf.to_string(), shape, present }
     }
+}
+
+/// `tensors` with `prefix` before each name (a kind's tensors under its place in the layer).
+pub(crate) fn under(prefix: &str, tensors: Vec<Tensor>) -> Vec<Tensor> {
+    tensors.into_iter().map(|t| Tensor { leaf: format!("{prefix}{}", t.leaf), ..t }).collect()
 }
 
 /// One block's weights in memory, by kind (the CPU backend's).
@@ -153,6 +153,17 @@ impl BlockWeights {
             BlockKind::Parallel(b) => BlockWeights::Parallel(Box::new(parallel::Weights::take(b, t)?)),
             BlockKind::Zamba2(b) => BlockWeights::Zamba2(Box::new(zamba2::Weights::take(b, t)?)),
         })
+    }
+
+    /// Its Mamba mixer's tensors, if it has a Mamba mixer.
+    pub fn ssm(&self) -> Option<&ssm::SsmWeights> {
+        match self {
+            BlockWeights::Mamba1(w) => Some(&w.ssm),
+            BlockWeights::Mamba2(w) => Some(&w.ssm),
+            BlockWeights::Parallel(w) => Some(&w.mamba.ssm),
+            BlockWeights::Zamba2(w) => Some(&w.mamba.ssm),
+            BlockWeights::Attention(_) | BlockWeights::Mlp(_) | BlockWeights::Moe(_) => None,
+        }
     }
 
     /// The weight matrices.

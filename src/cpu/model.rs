@@ -19,8 +19,8 @@ pub const CHUNK_TOKENS: usize = 256;
 /// A model ready to run on the CPU.
 pub struct CpuModel {
     w: ModelWeights,
-    /// A = −exp(A_log) per layer, computed once: (E·D, N) for a Mamba-1 block, (H) for a
-    /// Mamba-2 one.
+    /// A = −exp(A_log) per block, computed once: (E·D, N) for a Mamba-1 mixer, (H) for a
+    /// Mamba-2 one, empty for a block without a Mamba mixer.
     a: Vec<Vec<f32>>,
     /// The layout of its states (shared by every snapshot it takes).
     layout: Arc<StateLayout>,
@@ -29,14 +29,11 @@ pub struct CpuModel {
 impl CpuModel {
     /// Wraps loaded weights.
     pub fn new(w: ModelWeights) -> Self {
-        let a_log = |m: &BlockWeights| match m {
-            BlockWeights::Mamba1(w) => w.ssm.a_log.iter().map(|v| -v.exp()).collect(),
-            BlockWeights::Mamba2(w) => w.ssm.a_log.iter().map(|v| -v.exp()).collect(),
-            BlockWeights::Parallel(w) => w.mamba.ssm.a_log.iter().map(|v| -v.exp()).collect(),
-            BlockWeights::Zamba2(w) => w.mamba.ssm.a_log.iter().map(|v| -v.exp()).collect(),
-            _ => Vec::new(),
-        };
-        let a = w.layers.iter().map(|l| a_log(&l.mixer)).collect();
+        let a = w
+            .layers
+            .iter()
+            .map(|l| l.mixer.ssm().map_or_else(Vec::new, |ssm| ssm.a_log.iter().map(|v| -v.exp()).collect()))
+            .collect();
         let layout = Arc::new(w.config.state_layout());
         Self { w, a, layout }
     }

@@ -9,6 +9,14 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     dot_widening(a, b, |v| v)
 }
 
+/// softmax(x), with −∞ giving 0 (the sampler's and the mixtures' routers').
+pub fn softmax(x: &[f32]) -> Vec<f32> {
+    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let e: Vec<f32> = x.iter().map(|&v| (v - max).exp()).collect();
+    let total: f32 = e.iter().sum();
+    e.into_iter().map(|v| v / total).collect()
+}
+
 /// RMSNorm of each row of x (T, d): `x / sqrt(mean(x²) + eps) · weight`.
 pub fn rms_norm(x: &[f32], weight: &[f32], eps: f32) -> Vec<f32> {
     let d = weight.len();

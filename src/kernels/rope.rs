@@ -57,11 +57,17 @@ pub struct RopeParams {
 /// up to position 5000 its cos/sin differ from those of the exact pos · theta^(-2i/rot) by up
 /// to 1.6e-4 (tests/gpu_attention.rs).
 pub fn rope_table(theta: f64, rot: u32, positions: u32) -> Vec<f32> {
+    rope_rows(theta, rot, 0, positions as usize)
+}
+
+/// The rows of [`rope_table`] for positions `start .. start + count` (the CPU reference rotates
+/// a call's tokens with them; the same numbers, bit for bit).
+pub fn rope_rows(theta: f64, rot: u32, start: usize, count: usize) -> Vec<f32> {
     let half = (rot / 2) as usize;
     let base = theta as f32;
     let inv_freq: Vec<f32> = (0..half).map(|i| 1.0 / base.powf((2 * i) as f32 / rot as f32)).collect();
-    let mut table = Vec::with_capacity(positions as usize * 2 * half);
-    for pos in 0..positions {
+    let mut table = Vec::with_capacity(count * 2 * half);
+    for pos in start..start + count {
         let angles: Vec<f64> = inv_freq.iter().map(|&f| f64::from(pos as f32 * f)).collect();
         table.extend(angles.iter().map(|a| a.cos() as f32));
         table.extend(angles.iter().map(|a| a.sin() as f32));

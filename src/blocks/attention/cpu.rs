@@ -6,20 +6,10 @@ use crate::blocks::attention::{Attention, Rope, Weights};
 use crate::cpu::conv::Run;
 use crate::cpu::matmul::linear;
 use crate::cpu::ops::dot;
+use crate::kernels::rope::rope_rows;
 
 /// Index of the key/value cache among an attention block's state regions.
 const KV: usize = 0;
-
-/// cos and sin of position `pos` for every rotated pair (dims / 2 of each), as HF computes them:
-/// inv_freq = 1 / θ^(2i / dims) in f32, the angle pos · inv_freq in f32.
-fn cos_sin(rope: Rope, pos: usize) -> (Vec<f32>, Vec<f32>) {
-    let half = rope.dims / 2;
-    let angles = (0..half).map(|i| {
-        let inv_freq = 1.0 / rope.theta.powf((2 * i) as f32 / rope.dims as f32);
-        f64::from(pos as f32 * inv_freq)
-    });
-    angles.map(|a| (a.cos() as f32, a.sin() as f32)).unzip()
-}
 
 /// Rotates the first `rope.dims` channels of each head in `row` (heads × hd), `rotate_half`
 /// style: channel i pairs with i + dims/2.
@@ -70,10 +60,13 @@ pub(crate) fn attend(
         k.iter_mut().for_each(|v| *v *= p.key_scale);
     }
     if let Some(rope) = p.rope {
-        for t in 0..t_len {
-            let (cos, sin) = cos_sin(rope, past + t);
-            rotate(&mut q[t * qd..(t + 1) * qd], hd, rope, (&cos, &sin));
-            rotate(&mut k[t * kvd..(t + 1) * kvd], hd, rope, (&cos, &sin));
+        // HF's cos/sin of positions past .. past + T (the GPU's table, row for row).
+        let half = rope.dims / 2;
+        let table = rope_rows(f64::from(rope.theta), rope.dims as u32, past, t_len);
+        for (t, row) in table.chunks_exact(2 * half).enumerate() {
+            let cos_sin = row.split_at(half);
+            rotate(&mut q[t * qd..(t + 1) * qd], hd, rope, cos_sin);
+            rotate(&mut k[t * kvd..(t + 1) * kvd], hd, rope, cos_sin);
         }
     }
     // The cache: per token its keys (Hkv·hd), then its values (Hkv·hd).

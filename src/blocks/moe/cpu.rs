@@ -4,6 +4,7 @@
 use crate::blocks::mlp;
 use crate::blocks::moe::{Moe, Routing, Weights};
 use crate::cpu::matmul::linear;
+use crate::cpu::ops::softmax;
 
 /// The indices of the k largest of `scores`, largest first (ties: the lower index first).
 fn top_k(scores: &[f32], k: usize) -> Vec<usize> {
@@ -11,14 +12,6 @@ fn top_k(scores: &[f32], k: usize) -> Vec<usize> {
     order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
     order.truncate(k);
     order
-}
-
-/// softmax(values) in f32.
-fn softmax(values: &[f32]) -> Vec<f32> {
-    let max = values.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let exps: Vec<f32> = values.iter().map(|v| (v - max).exp()).collect();
-    let sum: f32 = exps.iter().sum();
-    exps.into_iter().map(|e| e / sum).collect()
 }
 
 /// The chosen experts and their weights for one token's router logits (E).

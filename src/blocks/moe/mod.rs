@@ -5,7 +5,7 @@
 pub(crate) mod cpu;
 
 use crate::blocks::mlp::{self, Mlp};
-use crate::blocks::{TakeTensor, Tensor, checked_counts, positive};
+use crate::blocks::{TakeTensor, Tensor, checked_counts, positive, under};
 use crate::error::{Error, Result};
 use crate::model::{Matrix, MlpPart, Part};
 
@@ -59,11 +59,6 @@ impl Moe {
     pub fn tensors(&self, d: usize) -> Vec<Tensor> {
         let (e, i) = (self.n_experts, self.expert.inner);
         let t = |part, leaf: &str, shape| Tensor::new(part, leaf, shape, true);
-        let prefixed = |prefix: &str, list: Vec<Tensor>| {
-            list.into_iter()
-                .map(move |t| Tensor { leaf: format!("{prefix}{}", t.leaf), ..t })
-                .collect::<Vec<_>>()
-        };
         let mut out = Vec::new();
         match self.layout {
             ExpertLayout::Granite => {
@@ -84,13 +79,13 @@ impl Moe {
                 }
                 for x in 0..e.min(u16::MAX as usize) {
                     let own = self.expert.tensors_as(d, |m| Part::Expert(x as u16, m));
-                    out.extend(prefixed(&format!("experts.{x}."), own));
+                    out.extend(under(&format!("experts.{x}."), own));
                 }
             }
         }
         if let Some(shared) = &self.shared {
             let at = if self.layout == ExpertLayout::Granite { "shared_mlp." } else { "shared_experts." };
-            out.extend(prefixed(at, shared.tensors(d)));
+            out.extend(under(at, shared.tensors(d)));
         }
         out
     }

@@ -5,7 +5,7 @@ use crate::blocks::parallel::{KV, Parallel, Weights};
 use crate::blocks::{attention, mamba2};
 use crate::cpu::conv::{Capture, Run};
 
-/// x · s (a copy; x itself when s is 1).
+/// x · s, a copy (each branch reads its own scaled input).
 fn scaled(x: &[f32], s: f32) -> Vec<f32> {
     x.iter().map(|v| v * s).collect()
 }

@@ -5,7 +5,7 @@ pub(crate) mod cpu;
 
 use crate::blocks::attention::{self, Attention};
 use crate::blocks::mamba2::{self, Mamba2};
-use crate::blocks::{TakeTensor, Tensor};
+use crate::blocks::{TakeTensor, Tensor, under};
 use crate::error::{Error, Result};
 use crate::model::{Extent, Matrix};
 
@@ -30,9 +30,6 @@ pub(crate) const KV: usize = 2;
 impl Parallel {
     /// Its tensors (names under its prefix), for residual width `d` (D).
     pub fn tensors(&self, d: usize) -> Vec<Tensor> {
-        let under = |prefix: &str, list: Vec<Tensor>| {
-            list.into_iter().map(|t| Tensor { leaf: format!("{prefix}{}", t.leaf), ..t }).collect::<Vec<_>>()
-        };
         [under("mamba.", self.mamba.tensors(d)), under("self_attn.", self.attention.tensors(d))].concat()
     }
 

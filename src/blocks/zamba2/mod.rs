@@ -8,7 +8,7 @@ pub(crate) mod cpu;
 use crate::blocks::attention::{self, Attention};
 use crate::blocks::mamba2::{self, Mamba2};
 use crate::blocks::mlp::{self, Mlp};
-use crate::blocks::{TakeTensor, Tensor, checked_counts, positive};
+use crate::blocks::{TakeTensor, Tensor, checked_counts, positive, under};
 use crate::error::{Error, Result};
 use crate::model::{Extent, Matrix, Part};
 
@@ -57,9 +57,6 @@ impl Zamba2Layer {
     pub fn tensors(&self, d: usize) -> Vec<Tensor> {
         let here = format!("model.layers.{}.", self.layer);
         let shared = format!("model.layers.{}.shared_transformer.", self.owner_layer);
-        let under = |prefix: &str, list: Vec<Tensor>| {
-            list.into_iter().map(|t| Tensor { leaf: format!("{prefix}{}", t.leaf), ..t }).collect::<Vec<_>>()
-        };
         let s = &self.shared;
         let (d2, r, j) = (d.saturating_mul(2), s.rank, self.use_index);
         let mut out = vec![Tensor::new(Part::Linear, &format!("{here}linear.weight"), vec![d, d], true)];
