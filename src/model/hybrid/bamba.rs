@@ -5,9 +5,12 @@ use serde_json::Value;
 
 use crate::blocks::{Activation, Block, BlockKind, Mlp, MlpNames};
 use crate::error::{Error, Result};
-use crate::model::config::{Arch, Config, Names};
-use crate::model::config_fields::{first_eos, inner_width, shared};
-use crate::model::hybrid::{attention, flag, layer, layer_count, mamba_fields, number, rope, size};
+use crate::model::config::{Arch, Config};
+use crate::model::config_fields::inner_width;
+use crate::model::hybrid::{
+    MODEL_NAMES, attention, base, flag, layer, layer_count, mamba_fields, number, require_silu, rope, size,
+    whole,
+};
 
 /// config.json of a Bamba checkpoint as a [`Config`].
 pub(crate) fn parse(v: Value) -> Result<Config> {
@@ -17,21 +20,14 @@ pub(crate) fn parse(v: Value) -> Result<Config> {
     let heads = size(&v, "num_attention_heads", 32)?;
     let kv_heads = size(&v, "num_key_value_heads", heads)?;
     let head_dim = size(&v, "head_dim", d.checked_div(heads).unwrap_or(0))?;
-    let act_name = v.get("hidden_act").and_then(Value::as_str).unwrap_or("silu");
-    if act_name != "silu" {
-        return Err(Error::UnsupportedModel(format!(
-            "hidden_act {act_name:?} (Bamba's Mamba uses \"silu\")"
-        )));
-    }
+    require_silu(&v, "Bamba")?;
     let attn_at: Vec<usize> = match v.get("attn_layer_indices") {
         None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(list)) => list
-            .iter()
-            .map(|x| x.as_u64().map(|n| n as usize).filter(|&n| n < n_layer))
-            .collect::<Option<_>>()
-            .ok_or_else(|| {
-                Error::Config(format!("attn_layer_indices must be layer numbers below {n_layer}"))
-            })?,
+        Some(Value::Array(list)) => {
+            list.iter().map(|x| whole(x).filter(|&n| n < n_layer)).collect::<Option<_>>().ok_or_else(
+                || Error::Config(format!("attn_layer_indices must be layer numbers below {n_layer}")),
+            )?
+        }
         Some(other) => return Err(Error::Config(format!("attn_layer_indices must be a list, not {other}"))),
     };
     // HF 5.24 fixes Bamba's rotated share at 0.5 unless rope_parameters says otherwise (a
@@ -64,10 +60,7 @@ pub(crate) fn parse(v: Value) -> Result<Config> {
             "feed_forward.",
         ));
     }
-    let tie = flag(&v, "tie_word_embeddings", false)?;
-    let eos = first_eos(v.get("eos_token_id").cloned());
-    let mut base = shared(d, size(&v, "vocab_size", 128000)?, eps, tie, eos, Arch::Bamba);
-    base.names = Names { embedding: "model.embed_tokens.weight", norm_f: "model.final_layernorm.weight" };
+    let mut base = base(&v, Arch::Bamba, (d, eps), (128000, false), MODEL_NAMES)?;
     base.max_positions =
         (!attn_at.is_empty()).then(|| size(&v, "max_position_embeddings", 262144)).transpose()?;
     Config::stack(base, blocks)

@@ -6,9 +6,11 @@ use serde_json::Value;
 
 use crate::blocks::{Activation, Block, BlockKind, GatedNorm, Mlp, MlpNames, Parallel};
 use crate::error::{Error, Result};
-use crate::model::config::{Arch, Config, Names, Scales};
-use crate::model::config_fields::{first_eos, inner_width, shared};
-use crate::model::hybrid::{attention, flag, layer, layer_count, mamba_fields, number, rope, size};
+use crate::model::config::{Arch, Config, Scales};
+use crate::model::config_fields::inner_width;
+use crate::model::hybrid::{
+    MODEL_NAMES, attention, base, flag, layer, layer_count, mamba_fields, number, require_silu, rope, size,
+};
 
 /// The list of `n` numbers `name` of `v` (default all 1).
 fn multipliers<const N: usize>(v: &Value, name: &str) -> Result<[f32; N]> {
@@ -31,12 +33,7 @@ pub(crate) fn parse(v: Value) -> Result<Config> {
     let d = size(&v, "hidden_size", 4096)?;
     let n_layer = layer_count(&v, 32)?;
     let eps = number(&v, "rms_norm_eps", 1e-5)? as f32;
-    let act_name = v.get("hidden_act").and_then(Value::as_str).unwrap_or("silu");
-    if act_name != "silu" {
-        return Err(Error::UnsupportedModel(format!(
-            "hidden_act {act_name:?} (Falcon-H1's Mamba uses \"silu\")"
-        )));
-    }
+    require_silu(&v, "Falcon-H1")?;
     let heads = size(&v, "num_attention_heads", 32)?;
     let kv_heads = size(&v, "num_key_value_heads", heads)?;
     let head_dim = size(&v, "head_dim", d.checked_div(heads).unwrap_or(0))?;
@@ -96,10 +93,7 @@ pub(crate) fn parse(v: Value) -> Result<Config> {
             "feed_forward.",
         ));
     }
-    let tie = flag(&v, "tie_word_embeddings", false)?;
-    let eos = first_eos(v.get("eos_token_id").cloned());
-    let mut base = shared(d, size(&v, "vocab_size", 128000)?, eps, tie, eos, Arch::FalconH1);
-    base.names = Names { embedding: "model.embed_tokens.weight", norm_f: "model.final_layernorm.weight" };
+    let mut base = base(&v, Arch::FalconH1, (d, eps), (128000, false), MODEL_NAMES)?;
     base.scales = Scales {
         embedding: number(&v, "embedding_multiplier", 1.0)? as f32,
         logits: number(&v, "lm_head_multiplier", 1.0)? as f32,

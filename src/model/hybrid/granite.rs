@@ -9,10 +9,10 @@ use serde_json::Value;
 use crate::blocks::{Activation, Block, BlockKind, ExpertLayout, Mlp, MlpNames, Moe, Routing};
 use crate::error::{Error, Result};
 use crate::model::config::{Arch, Config, Names, Scales};
-use crate::model::config_fields::{first_eos, inner_width, shared};
+use crate::model::config_fields::inner_width;
 use crate::model::hybrid::{
-    LayerType, attention, check_len, flag, layer, layer_count, layer_list, mamba_fields, number, rope,
-    scaled, size,
+    LayerType, attention, base, check_len, flag, layer, layer_count, layer_list, mamba_fields, number,
+    require_silu, rope, scaled, size,
 };
 
 /// config.json of a Granite-4.0-H checkpoint as a [`Config`].
@@ -23,14 +23,8 @@ pub(crate) fn parse(v: Value) -> Result<Config> {
     let heads = size(&v, "num_attention_heads", 32)?;
     let kv_heads = size(&v, "num_key_value_heads", heads)?;
     let head_dim = size(&v, "head_dim", d.checked_div(heads).unwrap_or(0))?;
-    let act_name = v.get("hidden_act").and_then(Value::as_str).unwrap_or("silu");
-    let act = Activation::parse("hidden_act", act_name)?;
-    if act != Activation::Silu {
-        // The Mamba mixer's conv runs hidden_act too; webmamba's is SiLU.
-        return Err(Error::UnsupportedModel(format!(
-            "hidden_act {act_name:?} (Granite-4.0-H's Mamba uses \"silu\")"
-        )));
-    }
+    require_silu(&v, "Granite-4.0-H")?;
+    let act = Activation::Silu;
     let rope = match v.get("position_embedding_type").and_then(Value::as_str) {
         None | Some("nope") => None,
         Some("rope") => Some(rope(&v, head_dim, 1.0, true)?),
@@ -83,10 +77,13 @@ pub(crate) fn parse(v: Value) -> Result<Config> {
         blocks.push(Block::new(ffn.0.clone(), layer(i), "post_attention_layernorm.weight", ffn.1));
     }
     let residual = number(&v, "residual_multiplier", 1.0)? as f32;
-    let tie = flag(&v, "tie_word_embeddings", false)?;
-    let eos = first_eos(v.get("eos_token_id").cloned());
-    let mut base = shared(d, size(&v, "vocab_size", 32000)?, eps, tie, eos, Arch::GraniteMoeHybrid);
-    base.names = Names { embedding: "model.embed_tokens.weight", norm_f: "model.norm.weight" };
+    let mut base = base(
+        &v,
+        Arch::GraniteMoeHybrid,
+        (d, eps),
+        (32000, false),
+        Names { embedding: "model.embed_tokens.weight", norm_f: "model.norm.weight" },
+    )?;
     base.scales = Scales {
         embedding: number(&v, "embedding_multiplier", 1.0)? as f32,
         logits: (1.0 / number(&v, "logits_scaling", 1.0)?) as f32,

@@ -7,21 +7,18 @@ use serde_json::Value;
 
 use crate::blocks::{Activation, Block, BlockKind, ExpertLayout, Mamba1, Mlp, MlpNames, Moe, Routing};
 use crate::error::{Error, Result};
-use crate::model::config::{Arch, Config, Names};
-use crate::model::config_fields::{first_eos, inner_width, shared};
-use crate::model::hybrid::{attention, flag, layer, layer_count, number, size};
+use crate::model::config::{Arch, Config};
+use crate::model::config_fields::inner_width;
+use crate::model::hybrid::{
+    MODEL_NAMES, attention, base, flag, layer, layer_count, number, require_silu, size, size_or_auto,
+};
 
 /// config.json of a Jamba checkpoint as a [`Config`].
 pub(crate) fn parse(v: Value) -> Result<Config> {
     let d = size(&v, "hidden_size", 4096)?;
     let n_layer = layer_count(&v, 32)?;
     let eps = number(&v, "rms_norm_eps", 1e-6)? as f32;
-    let act_name = v.get("hidden_act").and_then(Value::as_str).unwrap_or("silu");
-    if act_name != "silu" {
-        return Err(Error::UnsupportedModel(format!(
-            "hidden_act {act_name:?} (Jamba's Mamba uses \"silu\")"
-        )));
-    }
+    require_silu(&v, "Jamba")?;
     let period = |name: &str, default| -> Result<usize> {
         match size(&v, name, default)? {
             0 => Err(Error::Config(format!("{name} must be positive"))),
@@ -39,14 +36,7 @@ pub(crate) fn parse(v: Value) -> Result<Config> {
     let kv_heads = size(&v, "num_key_value_heads", heads)?;
     let head_dim = size(&v, "head_dim", d.checked_div(heads).unwrap_or(0))?;
     let attn = attention(heads, kv_heads, head_dim, None);
-    let dt_rank = match v.get("mamba_dt_rank") {
-        None | Some(Value::Null) => d.div_ceil(16),
-        Some(Value::String(s)) if s == "auto" => d.div_ceil(16),
-        Some(x) => x
-            .as_u64()
-            .map(|n| n as usize)
-            .ok_or_else(|| Error::Config(format!("mamba_dt_rank must be a number or \"auto\", not {x}")))?,
-    };
+    let dt_rank = size_or_auto(&v, "mamba_dt_rank", d.div_ceil(16))?;
     let mamba = Mamba1 {
         d_inner: inner_width(number(&v, "mamba_expand", 2.0)?, d)?,
         d_state: size(&v, "mamba_d_state", 16)?,
@@ -87,9 +77,5 @@ pub(crate) fn parse(v: Value) -> Result<Config> {
         };
         blocks.push(Block::new(ffn, layer(i), "pre_ff_layernorm.weight", "feed_forward."));
     }
-    let tie = flag(&v, "tie_word_embeddings", false)?;
-    let eos = first_eos(v.get("eos_token_id").cloned());
-    let mut base = shared(d, size(&v, "vocab_size", 65536)?, eps, tie, eos, Arch::Jamba);
-    base.names = Names { embedding: "model.embed_tokens.weight", norm_f: "model.final_layernorm.weight" };
-    Config::stack(base, blocks)
+    Config::stack(base(&v, Arch::Jamba, (d, eps), (65536, false), MODEL_NAMES)?, blocks)
 }

@@ -23,7 +23,8 @@ use serde_json::Value;
 
 use crate::blocks::{Attention, Block, GatedNorm, Mamba2, Rope};
 use crate::error::{Error, Result};
-use crate::model::config_fields::step_limit;
+use crate::model::config::{Arch, Config, Names};
+use crate::model::config_fields::{first_eos, shared, step_limit};
 
 /// What one layer of a hybrid is, as its config names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,15 +112,60 @@ pub(crate) fn rope(v: &Value, head_dim: usize, default_factor: f64, top_level_fa
     Ok(Rope { theta: theta as f32, dims: (head_dim as f64 * factor) as usize })
 }
 
+/// `x` as a size: a whole number that fits usize (in wasm32 too: 2^32 is refused, not
+/// wrapped to 0).
+pub(crate) fn whole(x: &Value) -> Option<usize> {
+    x.as_u64().and_then(|n| usize::try_from(n).ok())
+}
+
 /// The size `name` of `v`, or `default` when config.json leaves it out.
 pub(crate) fn size(v: &Value, name: &str, default: usize) -> Result<usize> {
     match v.get(name) {
         None | Some(Value::Null) => Ok(default),
-        Some(x) => x
-            .as_u64()
-            .map(|n| n as usize)
-            .ok_or_else(|| Error::Config(format!("{name} must be a whole number, not {x}"))),
+        Some(x) => whole(x).ok_or_else(|| Error::Config(format!("{name} must be a whole number, not {x}"))),
     }
+}
+
+/// The size `name` of `v`, or `auto` when config.json leaves it out or says "auto"
+/// (`mamba_d_head`, `mamba_dt_rank`).
+pub(crate) fn size_or_auto(v: &Value, name: &str, auto: usize) -> Result<usize> {
+    match v.get(name) {
+        None | Some(Value::Null) => Ok(auto),
+        Some(Value::String(s)) if s == "auto" => Ok(auto),
+        Some(x) => {
+            whole(x).ok_or_else(|| Error::Config(format!("{name} must be a number or \"auto\", not {x}")))
+        }
+    }
+}
+
+/// Fails unless `hidden_act` (default "silu") is SiLU: the Mamba mixer's conv of `family` runs it.
+pub(crate) fn require_silu(v: &Value, family: &str) -> Result<()> {
+    match v.get("hidden_act").and_then(Value::as_str).unwrap_or("silu") {
+        "silu" => Ok(()),
+        other => {
+            Err(Error::UnsupportedModel(format!("hidden_act {other:?} ({family}'s Mamba uses \"silu\")")))
+        }
+    }
+}
+
+/// Where most hybrids keep their own tensors (`model.embed_tokens`, `model.final_layernorm`).
+pub(crate) const MODEL_NAMES: Names =
+    Names { embedding: "model.embed_tokens.weight", norm_f: "model.final_layernorm.weight" };
+
+/// The shared parts of a hybrid of `arch` with residual width `d` and norm ε `eps`: its
+/// `vocab_size` and `tie_word_embeddings` (HF's defaults for the family: `defaults`), its first
+/// eos id, its own tensors at `names`.
+pub(crate) fn base(
+    v: &Value,
+    arch: Arch,
+    (d, eps): (usize, f32),
+    defaults: (usize, bool),
+    names: Names,
+) -> Result<Config> {
+    let (vocab, tie) = (size(v, "vocab_size", defaults.0)?, flag(v, "tie_word_embeddings", defaults.1)?);
+    let mut base = shared(d, vocab, eps, tie, first_eos(v.get("eos_token_id").cloned()), arch);
+    base.names = names;
+    Ok(base)
 }
 
 /// The number `name` of `v`, or `default`.
@@ -197,7 +243,7 @@ pub(crate) fn mamba_fields(v: &Value, inner: usize, eps: f32) -> Result<Mamba2> 
     let heads = size(v, "mamba_n_heads", 128)?;
     Ok(mamba2(Ssd {
         heads,
-        head_dim: head_dim_auto(v, "mamba_d_head", inner, heads)?,
+        head_dim: size_or_auto(v, "mamba_d_head", inner.checked_div(heads).unwrap_or(0))?,
         groups: size(v, "mamba_n_groups", 1)?,
         state: size(v, "mamba_d_state", 256)?,
         conv: size(v, "mamba_d_conv", 4)?,
@@ -208,18 +254,6 @@ pub(crate) fn mamba_fields(v: &Value, inner: usize, eps: f32) -> Result<Mamba2> 
         conv_bias: flag(v, "mamba_conv_bias", true)?,
         eps,
     }))
-}
-
-/// `mamba_d_head`: a number, or "auto" = inner / heads.
-pub(crate) fn head_dim_auto(v: &Value, field: &str, inner: usize, heads: usize) -> Result<usize> {
-    match v.get(field) {
-        None | Some(Value::Null) => Ok(inner.checked_div(heads).unwrap_or(0)),
-        Some(Value::String(s)) if s == "auto" => Ok(inner.checked_div(heads).unwrap_or(0)),
-        Some(x) => x
-            .as_u64()
-            .map(|n| n as usize)
-            .ok_or_else(|| Error::Config(format!("{field} must be a number or \"auto\", not {x}"))),
-    }
 }
 
 /// `num_hidden_layers` (default `default`): at most 4096 (no published model has a tenth of

@@ -8,8 +8,7 @@ use serde_json::Value;
 use crate::blocks::{Activation, Block, BlockKind, ExpertLayout, Mlp, MlpNames, Moe, Routing};
 use crate::error::{Error, Result};
 use crate::model::config::{Arch, Config, Names};
-use crate::model::config_fields::{first_eos, shared};
-use crate::model::hybrid::{LayerType, Ssd, attention, flag, layer_list, mamba2, number, size};
+use crate::model::hybrid::{LayerType, Ssd, attention, base, flag, layer_list, mamba2, number, size, whole};
 
 /// The value of `new`, or of its legacy name `old`, in `v`.
 fn alias<'a>(v: &'a Value, new: &str, old: &str) -> Option<&'a Value> {
@@ -62,10 +61,9 @@ pub(crate) fn parse(v: Value) -> Result<Config> {
     }
     let n = |new: &str, old: &str, default: usize| -> Result<usize> {
         match alias(&v, new, old) {
-            Some(x) => x
-                .as_u64()
-                .map(|n| n as usize)
-                .ok_or_else(|| Error::Config(format!("{new} must be a whole number, not {x}"))),
+            Some(x) => {
+                whole(x).ok_or_else(|| Error::Config(format!("{new} must be a whole number, not {x}")))
+            }
             None => Ok(default),
         }
     };
@@ -133,9 +131,5 @@ pub(crate) fn parse(v: Value) -> Result<Config> {
             Ok(Block::new(kind, format!("backbone.layers.{i}."), "norm.weight", "mixer."))
         })
         .collect::<Result<Vec<_>>>()?;
-    let tie = flag(&v, "tie_word_embeddings", false)?;
-    let eos = first_eos(v.get("eos_token_id").cloned());
-    let mut base = shared(d, size(&v, "vocab_size", 131072)?, eps, tie, eos, Arch::NemotronH);
-    base.names = Names::MAMBA;
-    Config::stack(base, blocks)
+    Config::stack(base(&v, Arch::NemotronH, (d, eps), (131072, false), Names::MAMBA)?, blocks)
 }

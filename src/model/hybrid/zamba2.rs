@@ -8,10 +8,11 @@ use serde_json::Value;
 
 use crate::blocks::{Activation, Block, BlockKind, Mlp, MlpNames, SharedBlock, Zamba2Layer};
 use crate::error::{Error, Result};
-use crate::model::config::{Arch, Config, Names};
-use crate::model::config_fields::{first_eos, inner_width, shared};
+use crate::model::config::{Arch, Config};
+use crate::model::config_fields::inner_width;
 use crate::model::hybrid::{
-    LayerType, Ssd, attention, check_len, flag, layer, layer_count, layer_list, mamba2, number, rope, size,
+    LayerType, MODEL_NAMES, Ssd, attention, base, check_len, flag, layer, layer_count, layer_list, mamba2,
+    number, rope, size, whole,
 };
 
 /// config.json of a Zamba2 checkpoint as a [`Config`].
@@ -84,7 +85,7 @@ pub(crate) fn parse(v: Value) -> Result<Config> {
     let hybrid_ids = match v.get("hybrid_layer_ids") {
         None | Some(Value::Null) => hybrid_ids,
         Some(Value::Array(list)) => {
-            let given: Option<Vec<usize>> = list.iter().map(|x| x.as_u64().map(|n| n as usize)).collect();
+            let given: Option<Vec<usize>> = list.iter().map(whole).collect();
             match given {
                 Some(given) if given == hybrid_ids => given,
                 _ => {
@@ -136,10 +137,7 @@ pub(crate) fn parse(v: Value) -> Result<Config> {
             }
         }
     }
-    let tie = flag(&v, "tie_word_embeddings", true)?;
-    let eos = first_eos(v.get("eos_token_id").cloned());
-    let mut base = shared(d, size(&v, "vocab_size", 32000)?, eps, tie, eos, Arch::Zamba2);
-    base.names = Names { embedding: "model.embed_tokens.weight", norm_f: "model.final_layernorm.weight" };
+    let mut base = base(&v, Arch::Zamba2, (d, eps), (32000, true), MODEL_NAMES)?;
     base.max_positions = rope.map(|_| size(&v, "max_position_embeddings", 4096)).transpose()?;
     Config::stack(base, blocks)
 }
