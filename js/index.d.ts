@@ -131,7 +131,7 @@ export interface Stats {
 export interface WebMambaError extends Error {
   name: 'WebMambaError' | 'AbortError';
   code:
-    | 'NoAdapter' | 'DeviceRequest' | 'Gpu' | 'DeviceLost' | 'OutOfMemory' | 'LimitExceeded'
+    | 'NoAdapter' | 'DeviceRequest' | 'Gpu' | 'DeviceLost' | 'OutOfMemory' | 'LimitExceeded' | 'ContextFull'
     | 'UnsupportedModel' | 'Config' | 'Safetensors' | 'MissingTensor' | 'ShapeMismatch'
     | 'UnsupportedDtype' | 'NonFiniteWeight' | 'NonFiniteOutput' | 'Tokenizer' | 'Io' | 'CacheBudget'
     | 'StateMismatch' | 'CorruptState' | 'Storage' | 'Busy' | 'NoSession' | 'InvalidInput'

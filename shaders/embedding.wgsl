@@ -1,5 +1,5 @@
-// embedding: gathers token embeddings, h[t, :] = E[ids[t], :], decoding E from its storage
-// format.
+// embedding: gathers token embeddings, h[t, :] = E[ids[t], :] · scale, decoding E from its
+// storage format.
 //
 // E may be split by rows across several buffers (a 130M model's f32 embedding is 154 MB, above
 // the 128 MiB storage binding limit of lavapipe and many phones). One dispatch per part: a part
@@ -17,6 +17,10 @@ struct Params {
     row_start: u32, // first vocabulary row held by this part
     n_rows: u32,    // rows held by this part
     w_scales: u32,  // int8: index in w of the first scale, else 0
+    scale: f32,     // multiplies every row (the embedding multiplier; 1 for most models)
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> step: Step;
@@ -64,5 +68,5 @@ fn embedding(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (id < p.row_start || id >= p.row_start + p.n_rows) {
         return;
     }
-    h[t * p.d_model + i] = weight1((id - p.row_start) * p.d_model + i, p.w_scales);
+    h[t * p.d_model + i] = weight1((id - p.row_start) * p.d_model + i, p.w_scales) * p.scale;
 }

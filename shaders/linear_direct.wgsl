@@ -8,6 +8,7 @@ const TILE: u32 = 32u; // rows and outputs per workgroup (8×8 invocations × 4�
 const BIAS: u32 = 1u;
 const ACCUMULATE: u32 = 2u;
 const SOFTPLUS: u32 = 4u;
+const SCALE: u32 = 8u;
 
 struct Step {
     t_len: u32,    // T: tokens in this forward call
@@ -25,10 +26,10 @@ struct Params {
     y_stride: u32,    // floats between rows of Y
     y_col: u32,       // column of Y written for output 0
     rows_max: u32,    // at most this many rows (0: no limit)
-    flags: u32,       // BIAS | ACCUMULATE | SOFTPLUS
+    flags: u32,       // BIAS | ACCUMULATE | SOFTPLUS | SCALE
+    scale: f32,       // with SCALE: the result (after bias, softplus) times this
     _pad0: u32,
     _pad1: u32,
-    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> step: Step;
@@ -82,7 +83,7 @@ fn softplus(v: f32) -> f32 {
     return log(1.0 + exp(v));
 }
 
-// Y[r, y_col + o] = acc (+ bias[o]) (softplus) (+ Y[r, y_col + o]).
+// Y[r, y_col + o] = acc (+ bias[o]) (softplus) (· scale) (+ Y[r, y_col + o]).
 fn store(r: u32, o: u32, acc: f32) {
     var v = acc;
     if ((p.flags & BIAS) != 0u) {
@@ -90,6 +91,9 @@ fn store(r: u32, o: u32, acc: f32) {
     }
     if ((p.flags & SOFTPLUS) != 0u) {
         v = softplus(v);
+    }
+    if ((p.flags & SCALE) != 0u) {
+        v *= p.scale;
     }
     let at = r * p.y_stride + p.y_col + o;
     if ((p.flags & ACCUMULATE) != 0u) {

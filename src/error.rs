@@ -196,6 +196,17 @@ pub enum Error {
         reason: String,
     },
 
+    /// A call would make the context (the tokens an attention layer's key/value cache holds)
+    /// longer than the model's `maxContext`. Nothing ran: the state is as it was. Start a new
+    /// session, rewind, or load the model with a larger `maxContext`.
+    #[error("the context would hold {needed} tokens but this model's maxContext is {max_context}")]
+    ContextFull {
+        /// Tokens the context would hold after the call.
+        needed: u64,
+        /// The most it may hold.
+        max_context: u64,
+    },
+
     /// A request exceeds one of the device's limits (binding size, workgroup count, ...).
     #[error("{what} is {requested} but this device allows at most {limit}")]
     LimitExceeded {
@@ -235,6 +246,7 @@ impl Error {
             Error::Aborted(_) => "Aborted",
             Error::Storage { .. } => "Storage",
             Error::InvalidInput(_) => "InvalidInput",
+            Error::ContextFull { .. } => "ContextFull",
             Error::LimitExceeded { .. } => "LimitExceeded",
             Error::OutOfMemory { .. } => "OutOfMemory",
             Error::DeviceLost { .. } => "DeviceLost",

@@ -64,7 +64,7 @@ fn every_params_struct_matches_its_rust_struct() {
         conv1d_silu::Conv1dParams,
         [d_inner, d_conv, xz_stride, state_offset, has_bias, map_len, slot_len, x_at]
     );
-    params!("embedding", embedding::EmbeddingParams, [d_model, row_start, n_rows, w_scales]);
+    params!("embedding", embedding::EmbeddingParams, [d_model, row_start, n_rows, w_scales, scale, _pad]);
     for shader in ["linear", "linear_direct", "gemv", "gemv_coalesced"] {
         use linear::LinearParams as P;
         let fields = [
@@ -77,6 +77,7 @@ fn every_params_struct_matches_its_rust_struct() {
             ("y_col", offset_of!(P, y_col)),
             ("rows_max", offset_of!(P, rows_max)),
             ("flags", offset_of!(P, flags)),
+            ("scale", offset_of!(P, scale)),
         ];
         check(shader, "Params", size_of::<P>(), &fields);
     }
@@ -287,6 +288,7 @@ fn shared_constants_have_one_value() {
         assert_eq!(constant(shader, "BIAS"), linear::BIAS, "{shader}: BIAS");
         assert_eq!(constant(shader, "ACCUMULATE"), linear::ACCUMULATE, "{shader}: ACCUMULATE");
         assert_eq!(constant(shader, "SOFTPLUS"), linear::SOFTPLUS, "{shader}: SOFTPLUS");
+        assert_eq!(constant(shader, "SCALE"), linear::SCALE, "{shader}: SCALE");
     }
     for shader in ["linear", "linear_direct"] {
         assert_eq!(constant(shader, "TILE"), linear::TILE, "{shader}: TILE");

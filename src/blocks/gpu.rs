@@ -3,11 +3,12 @@
 //! against the device, and the calls it records into a layer's plan. Each kind's own code is in
 //! `src/blocks/<kind>/gpu.rs`.
 
-use crate::blocks::{BlockKind, mamba1, mamba2};
+use crate::blocks::{BlockKind, attention, mamba1, mamba2, mlp};
 use crate::error::{Error, Result};
 use crate::gpu::{GpuContext, Kernel, KernelSpec};
 use crate::gpu_model::activations::{Activations, Scratch, StateBuffers};
 use crate::gpu_model::call::{Builder, Groups, Step};
+use crate::gpu_model::kv::KvCaches;
 use crate::gpu_model::split::{Alloc, Destination, SplitMatrix};
 use crate::kernels::{conv1d_silu, scan_carry};
 use crate::model::Part;
@@ -16,6 +17,8 @@ use crate::model::Part;
 pub(crate) enum GpuBlockWeights {
     Mamba1(mamba1::gpu::GpuWeights),
     Mamba2(mamba2::gpu::GpuWeights),
+    Attention(attention::gpu::GpuWeights),
+    Mlp(mlp::gpu::GpuWeights),
 }
 
 impl GpuBlockWeights {
@@ -24,6 +27,12 @@ impl GpuBlockWeights {
         Ok(match kind {
             BlockKind::Mamba1(p) => GpuBlockWeights::Mamba1(mamba1::gpu::GpuWeights::allocate(p, d, alloc)?),
             BlockKind::Mamba2(p) => GpuBlockWeights::Mamba2(mamba2::gpu::GpuWeights::allocate(p, d, alloc)?),
+            BlockKind::Attention(p) => {
+                GpuBlockWeights::Attention(attention::gpu::GpuWeights::allocate(p, (d, d), alloc)?)
+            }
+            BlockKind::Mlp(p) => {
+                GpuBlockWeights::Mlp(mlp::gpu::GpuWeights::allocate(p, d, alloc, Part::Mlp)?)
+            }
             other => return Err(not_yet(other)),
         })
     }
@@ -33,6 +42,11 @@ impl GpuBlockWeights {
         match self {
             GpuBlockWeights::Mamba1(w) => w.destination(part),
             GpuBlockWeights::Mamba2(w) => w.destination(part),
+            GpuBlockWeights::Attention(w) => w.destination(part),
+            GpuBlockWeights::Mlp(w) => match part {
+                Part::Mlp(m) => w.destination(m),
+                _ => None,
+            },
         }
     }
 
@@ -41,6 +55,8 @@ impl GpuBlockWeights {
         match self {
             GpuBlockWeights::Mamba1(w) => w.matrices(),
             GpuBlockWeights::Mamba2(w) => w.matrices(),
+            GpuBlockWeights::Attention(w) => w.matrices(),
+            GpuBlockWeights::Mlp(w) => w.matrices(),
         }
     }
 
@@ -49,6 +65,7 @@ impl GpuBlockWeights {
         match self {
             GpuBlockWeights::Mamba1(w) => w.vectors(),
             GpuBlockWeights::Mamba2(w) => w.vectors(),
+            GpuBlockWeights::Attention(_) | GpuBlockWeights::Mlp(_) => Vec::new(),
         }
     }
 }
@@ -58,6 +75,8 @@ pub(crate) fn kernels(kind: &BlockKind) -> Vec<KernelSpec> {
     match kind {
         BlockKind::Mamba1(p) => mamba1::gpu::kernels(p),
         BlockKind::Mamba2(p) => mamba2::gpu::kernels(p),
+        BlockKind::Attention(p) => attention::gpu::kernels(p),
+        BlockKind::Mlp(_) => mlp::gpu::kernels(),
         _ => Vec::new(),
     }
 }
@@ -67,7 +86,9 @@ pub(crate) fn scratch(kind: &BlockKind, t: usize) -> Scratch {
     match kind {
         BlockKind::Mamba1(p) => mamba1::gpu::scratch(p, t),
         BlockKind::Mamba2(p) => mamba2::gpu::scratch(p, t),
-        _ => Scratch { xz: 1, ud: 1, dbc: 1, y: 1, plane: 1, chunk: 1 },
+        BlockKind::Attention(p) => attention::gpu::scratch(p, t),
+        BlockKind::Mlp(p) => mlp::gpu::scratch(p, t),
+        _ => Scratch { xz: 1, ud: 1, dbc: 1, y: 1, plane: 1, chunk: 0 },
     }
 }
 
@@ -76,16 +97,16 @@ pub(crate) fn check(kind: &BlockKind, ctx: &GpuContext) -> Result<()> {
     match kind {
         BlockKind::Mamba1(p) => mamba1::gpu::check(p, ctx),
         BlockKind::Mamba2(p) => mamba2::gpu::check(p),
+        BlockKind::Attention(p) => attention::gpu::check(p),
+        BlockKind::Mlp(_) => Ok(()),
         other => Err(not_yet(other)),
     }
 }
 
-/// The GPU backend does not run attention, MLP or mixture-of-experts blocks yet: a hybrid model
-/// is an [`Error::UnsupportedModel`] there (`backend: "auto"` then runs it on the CPU).
+/// The GPU backend does not run every block kind yet: a model with one it lacks is an
+/// [`Error::UnsupportedModel`] there (`backend: "auto"` then runs it on the CPU).
 fn not_yet(kind: &BlockKind) -> Error {
     let what = match kind {
-        BlockKind::Attention(_) => "attention",
-        BlockKind::Mlp(_) => "MLP",
         BlockKind::Parallel(_) => "parallel attention + Mamba",
         BlockKind::Zamba2(_) => "Zamba2 shared-transformer",
         _ => "mixture-of-experts",
@@ -96,14 +117,17 @@ fn not_yet(kind: &BlockKind) -> Error {
 }
 
 /// What a block kind's `plan` builds its calls from: the builder, the scratch and state
-/// buffers, and its layer.
+/// buffers, the key/value caches, its layer and its residual multiplier.
 #[derive(Clone, Copy)]
 pub(crate) struct LayerCx<'a> {
     pub b: &'a Builder<'a>,
     pub a: &'a Activations,
     pub s: &'a StateBuffers,
+    pub kv: &'a KvCaches,
     /// The layer.
     pub i: usize,
+    /// Multiplies the block's output as it is added onto the residual.
+    pub residual: f32,
 }
 
 impl LayerCx<'_> {
@@ -118,6 +142,16 @@ pub(crate) fn plan(kind: &BlockKind, w: &GpuBlockWeights, cx: LayerCx<'_>) -> Re
     match (kind, w) {
         (BlockKind::Mamba1(p), GpuBlockWeights::Mamba1(w)) => mamba1::gpu::plan(p, w, cx),
         (BlockKind::Mamba2(p), GpuBlockWeights::Mamba2(w)) => mamba2::gpu::plan(p, w, cx),
+        (BlockKind::Attention(p), GpuBlockWeights::Attention(w)) => {
+            let kv = cx.kv.layers[cx.i].as_ref().ok_or_else(|| {
+                crate::Error::Internal(format!("layer {} has attention but no key/value cache", cx.i))
+            })?;
+            let io = attention::gpu::Io { x: &cx.a.x_norm, out_scale: cx.residual };
+            attention::gpu::plan(p, w, cx, (kv, cx.kv.capacity), io)
+        }
+        (BlockKind::Mlp(p), GpuBlockWeights::Mlp(w)) => {
+            mlp::gpu::plan(p, w, cx, mlp::gpu::Io { x: &cx.a.x_norm, route: None, out_scale: cx.residual })
+        }
         _ => Err(crate::Error::Internal(format!("layer {}'s GPU weights are not of its block kind", cx.i))),
     }
 }

@@ -216,6 +216,16 @@ impl BlockKind {
         }
     }
 
+    /// Its attention, where it has one (its state then has a key/value cache).
+    pub fn attention(&self) -> Option<&Attention> {
+        match self {
+            BlockKind::Attention(a) => Some(a),
+            BlockKind::Parallel(p) => Some(&p.attention),
+            BlockKind::Zamba2(z) => Some(&z.shared.attention),
+            _ => None,
+        }
+    }
+
     /// Its state regions, in the order its `LayerState` holds them.
     pub fn state_regions(&self) -> Vec<(&'static str, Extent)> {
         match self {

@@ -9,7 +9,9 @@ use crate::model::{Config, StateLayout};
 
 /// Scratch buffers of one forward chunk of at most `max_tokens` tokens (T ≤ max_tokens).
 pub(crate) struct Activations {
-    pub step: wgpu::Buffer,   // Step uniform
+    pub step: wgpu::Buffer, // Step uniform
+    /// (max_picks) Steps, copied one by one into `step` between a greedy batch's passes.
+    pub step_list: wgpu::Buffer,
     pub ids: wgpu::Buffer,    // (T) u32
     pub h: wgpu::Buffer,      // (T, D) residual stream
     pub x_norm: wgpu::Buffer, // (T, D) normalised h
@@ -50,7 +52,8 @@ pub(crate) struct Scratch {
     pub y: usize,
     /// One chunk map's plane of the prefill scan (E·D · N).
     pub plane: usize,
-    /// Tokens per scan chunk (every block of a model must agree: `checks.rs`).
+    /// Tokens per scan chunk (every block with a scan must agree: `checks.rs`); 0 for a
+    /// block without one.
     pub chunk: usize,
 }
 
@@ -91,6 +94,12 @@ impl CaptureLayout {
         self.state.offset(layer, "ssm").unwrap_or(0)
     }
 
+    /// Where layer `layer`'s SSM state sits in the live SSM buffer (which holds the SSM states
+    /// alone, in the same order).
+    pub fn ssm_in_buffer(&self, layer: usize) -> usize {
+        self.ssm_at(layer).saturating_sub(self.state.floats_named("conv"))
+    }
+
     /// The byte offset of area `i` in the buffer.
     pub fn area_offset(&self, i: usize) -> u64 {
         4 * (self.map_len + i * self.slot_len) as u64
@@ -120,7 +129,7 @@ impl Activations {
     ) -> Result<Self> {
         let t = max_tokens;
         let most = |f: fn(&Scratch) -> usize| needs.iter().map(f).max().unwrap_or(1);
-        let chunk = most(|s| s.chunk);
+        let chunk = most(|s| s.chunk).max(1);
         let chunks = t.div_ceil(chunk);
         let plane = most(|s| s.plane);
         // All-position logits are computed in blocks of rows that fit one binding (≤ 64 MiB).
@@ -134,6 +143,11 @@ impl Activations {
         let picks_len = (1 + max_picks).max(top_k::words(top_k::CAPACITY));
         Ok(Self {
             step: ctx.uniform("step", &Step::default()),
+            step_list: ctx.create_buffer(
+                "greedy steps",
+                (max_picks.max(1) * std::mem::size_of::<Step>()) as u64,
+                wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+            ),
             ids: z("ids", t)?,
             h: z("h", t * c.d_model)?,
             x_norm: z("x_norm", t * c.d_model)?,

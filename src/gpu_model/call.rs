@@ -18,6 +18,8 @@ pub(crate) struct Dims {
     pub t: u32,
     /// Scan chunks: ceil(T / CHUNK).
     pub chunks: u32,
+    /// Tokens of context before the chunk (the position of its first token).
+    pub past: u32,
     /// The device's largest dispatch along one dimension.
     pub max_dim: u32,
 }
@@ -36,6 +38,15 @@ pub(crate) enum Groups {
     LastRow,
     /// `x` along x, one per scan chunk along y (the scan passes).
     PerChunk(u32),
+    /// One invocation per value, `per_token` values per token, `wg` invocations per workgroup
+    /// (a 2-D grid: rope, kv_append, gated_act).
+    Values { per_token: u32, wg: u32 },
+    /// `times` × ceil(T · `per_token` / `tile`) workgroups (attention_prefill: row tiles per
+    /// key/value head).
+    Tiles { per_token: u32, tile: u32, times: u32 },
+    /// One workgroup per (split of `keys` keys of the context past + T, token, one of
+    /// `per_token`): attention_decode.
+    Splits { per_token: u32, keys: u32 },
 }
 
 impl Groups {
@@ -55,6 +66,19 @@ impl Groups {
             }
             Groups::LastRow => (1, 1, 1),
             Groups::PerChunk(x) => (x, d.chunks, 1),
+            Groups::Values { per_token, wg } => {
+                let (x, y) = grid_2d((d.t * per_token).div_ceil(wg), d.max_dim);
+                (x, y, 1)
+            }
+            Groups::Tiles { per_token, tile, times } => {
+                let (x, y) = grid_2d((d.t * per_token).div_ceil(tile) * times, d.max_dim);
+                (x, y, 1)
+            }
+            Groups::Splits { per_token, keys } => {
+                let splits = (d.past + d.t).div_ceil(keys);
+                let (x, y) = grid_2d(splits * d.t * per_token, d.max_dim);
+                (x, y, 1)
+            }
         }
     }
 }
@@ -114,7 +138,15 @@ pub(crate) enum Step {
     /// A call made only when the chunk spans more than one scan chunk (the first two passes of
     /// the chunked prefill scan; one chunk runs the output pass alone).
     Prefill(Call),
+    /// A call made only for chunks of at most [`DECODE_ROWS`] tokens (split-context attention).
+    Decode(Call),
+    /// A call made only for chunks of more than [`DECODE_ROWS`] tokens (tiled attention).
+    Bulk(Call),
 }
+
+/// Most tokens of a chunk that attends with `attention_decode` (split across the context)
+/// rather than `attention_prefill` (tiles of query rows): a decode step's one.
+pub(crate) const DECODE_ROWS: u32 = 1;
 
 impl Step {
     /// Records the step for a chunk of sizes `d`.
@@ -124,6 +156,9 @@ impl Step {
             Step::Linear(linear) => linear.dispatch(pass, d.t),
             Step::Prefill(call) if d.chunks > 1 => call.dispatch(pass, d),
             Step::Prefill(_) => {}
+            Step::Decode(call) if d.t <= DECODE_ROWS => call.dispatch(pass, d),
+            Step::Bulk(call) if d.t > DECODE_ROWS => call.dispatch(pass, d),
+            Step::Decode(_) | Step::Bulk(_) => {}
         }
     }
 }

@@ -18,7 +18,7 @@ pub(crate) fn check_supported(c: &Config, ctx: &GpuContext) -> Result<()> {
     for kind in &c.blocks {
         blocks::gpu::check(&kind.kind, ctx)?;
     }
-    let mut chunks = c.blocks.iter().map(|b| blocks::gpu::scratch(&b.kind, 1).chunk);
+    let mut chunks = c.blocks.iter().map(|b| blocks::gpu::scratch(&b.kind, 1).chunk).filter(|&c| c > 0);
     let first = chunks.next();
     if chunks.any(|chunk| Some(chunk) != first) {
         return Err(Error::UnsupportedModel(

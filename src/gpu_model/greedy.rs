@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::gpu_model::GpuModel;
 use crate::gpu_model::call::Dims;
 use crate::gpu_model::encode::{self, Head};
-use crate::kernels::argmax;
+use crate::kernels::{Step, argmax};
 
 /// Most greedy steps one submit runs (the picks list's room).
 pub const MAX_GREEDY_STEPS: usize = 64;
@@ -27,14 +27,32 @@ impl GpuModel {
                 self.acts.max_picks
             )));
         }
-        let dims = self.begin_decode_step(first, "before greedy decode steps")?;
+        let dims = self.begin_decode_step(first, steps, "before greedy decode steps")?;
         let (a, queue) = (&self.acts, self.ctx.queue());
         queue.write_buffer(&a.picks, 0, bytemuck::bytes_of(&0u32));
+        // With attention each step is at the next position: its `Step` is copied into the
+        // uniform before its pass (a list written here, one copy per step).
+        let attends = self.kv.any();
+        if attends {
+            let list: Vec<Step> = (0..steps as u32)
+                .map(|i| Step { t_len: 1, n_chunks: 1, past: dims.past + i, _pad: 0 })
+                .collect();
+            queue.write_buffer(&a.step_list, 0, bytemuck::cast_slice(&list));
+        }
         self.ctx
             .scoped("running greedy decode steps", || {
                 let mut encoder = self.ctx.encoder("greedy steps");
                 self.state.record_copy(&mut encoder, &self.state.rewind, 0, true);
-                {
+                if attends {
+                    for i in 0..steps as u32 {
+                        let size = std::mem::size_of::<Step>() as u64;
+                        encoder.copy_buffer_to_buffer(&a.step_list, u64::from(i) * size, &a.step, 0, size);
+                        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+                        let dims = Dims { past: dims.past + i, ..dims };
+                        encode::body(&mut pass, &self.plan, dims, Head::Last);
+                        self.plan.argmax.dispatch(&mut pass, dims);
+                    }
+                } else {
                     let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
                     for _ in 0..steps {
                         encode::body(&mut pass, &self.plan, dims, Head::Last);
@@ -44,6 +62,8 @@ impl GpuModel {
                 queue.submit([encoder.finish()]);
             })
             .await?;
+        self.rewind_context = self.context;
+        self.context += steps;
         let raw = a.picks_readback.read::<u32>(&self.ctx, &a.picks, 0, 1 + steps).await;
         let raw = self.ctx.checked("running greedy decode steps", raw)?;
         if raw[0] as usize != steps {
@@ -55,11 +75,13 @@ impl GpuModel {
         Ok(raw[1..].iter().copied().take_while(|&p| p != argmax::NON_FINITE_PICK).collect())
     }
 
-    /// Checks `token` and the device, and writes a one-token decode step's inputs (no
-    /// checkpoint after it); returns the step's dispatch sizes.
-    pub(super) fn begin_decode_step(&self, token: u32, context: &str) -> Result<Dims> {
+    /// Checks `token`, the device and the room for `steps` more positions (the key/value
+    /// caches grown if needed), and writes a one-token decode step's inputs (no checkpoint
+    /// after it); returns the step's dispatch sizes.
+    pub(super) fn begin_decode_step(&mut self, token: u32, steps: usize, context: &str) -> Result<Dims> {
         self.config.check_forward(&[token], [])?;
         self.ctx.check(context)?;
+        self.reserve(self.context + steps)?;
         Ok(self.write_inputs(&[token], &[]))
     }
 
@@ -74,6 +96,7 @@ impl GpuModel {
         let mut encoder = self.ctx.encoder("rewind");
         self.state.record_copy(&mut encoder, &self.state.rewind, 0, false);
         self.ctx.queue().submit([encoder.finish()]);
+        self.context = self.rewind_context;
         Ok(())
     }
 

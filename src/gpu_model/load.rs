@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 use crate::gpu_model::activations::{Activations, StateBuffers};
 use crate::gpu_model::checks;
+use crate::gpu_model::kv::{self, KvCaches};
 use crate::gpu_model::pipelines::Kernels;
 use crate::gpu_model::plan::Plan;
 use crate::gpu_model::slots::Slots;
@@ -28,6 +29,7 @@ pub(crate) struct Loading<'a> {
     pub(crate) sink: Upload<'a>,
     acts: Activations,
     state: StateBuffers,
+    kv: KvCaches,
 }
 
 impl GpuModel {
@@ -63,6 +65,7 @@ impl GpuModel {
         }
         checks::check_supported(config, ctx)?;
         checks::check_dispatch(config, options.max_tokens, options.matmul, ctx)?;
+        let max_context = kv::max_context(config, ctx, options.max_context)?;
         let allocated = ctx
             .scoped("allocating the model's GPU buffers", || -> Result<_> {
                 let w =
@@ -71,10 +74,12 @@ impl GpuModel {
                     config.blocks.iter().map(|b| blocks::gpu::scratch(&b.kind, options.max_tokens)).collect();
                 let acts = Activations::new(ctx, config, &needs, options.max_tokens, MAX_GREEDY_STEPS)?;
                 let state = StateBuffers::new(ctx, config)?;
-                Ok((w, acts, state))
+                let capacity = if kv::bytes_per_position(config) > 0 { kv::PAGE.min(max_context) } else { 0 };
+                let kv = KvCaches::new(ctx, config, capacity, max_context)?;
+                Ok((w, acts, state, kv))
             })
             .await;
-        let (w, acts, state) = match allocated {
+        let (w, acts, state, kv) = match allocated {
             Ok(inner) => inner?,
             Err(refused @ (Error::Gpu { .. } | Error::OutOfMemory { .. })) => {
                 let message = match refused {
@@ -108,7 +113,7 @@ impl GpuModel {
             Err(other) => return Err(other),
         };
         let sink = Upload::new(ctx, w);
-        Ok(Loading { ctx, config: config.clone(), options, sink, acts, state })
+        Ok(Loading { ctx, config: config.clone(), options, sink, acts, state, kv })
     }
 }
 
@@ -116,27 +121,44 @@ impl Loading<'_> {
     /// After every weight was streamed in: waits for the uploads, compiles the kernels (one set
     /// per weight format in use) and builds every bind group.
     pub async fn finish(self, fingerprint: [u8; 32], reporter: &mut Reporter) -> Result<GpuModel> {
-        let Loading { ctx, config, options, sink, acts, state } = self;
+        let Loading { ctx, config, options, sink, acts, state, kv } = self;
         ctx.flush().await?;
         let (w, conversion) = (sink.weights, sink.stats);
         let mut formats: Vec<WeightFormat> = w.matrices().map(|m| m.format).collect();
         formats.sort();
         formats.dedup();
-        // The plan's calls hold the pipelines they dispatch: the kernel set goes once it is built.
+        // Kept: the plan is built again when the key/value caches grow.
         let block_kernels = config.blocks.iter().flat_map(|b| blocks::gpu::kernels(&b.kind)).collect();
         let kernels = Kernels::new(ctx, options.matmul, &formats, block_kernels, reporter).await?;
         let plan = ctx
-            .scoped("building the forward pass", || Plan::new(ctx, &config, &kernels, &w, &acts, &state))
+            .scoped("building the forward pass", || {
+                Plan::new(ctx, &config, &kernels, &w, &acts, (&state, &kv))
+            })
             .await??;
         let memory = GpuMemory {
             weight_format: w.embedding.format,
             weights: w.bytes(),
             activations: acts.bytes(),
             state: state.bytes(),
+            kv: 0,
             slots: 0,
             conversion,
         };
-        let slots = Slots::new(ctx, State::bytes(&config) as u64)?;
-        Ok(GpuModel { ctx: ctx.clone(), config, _weights: w, acts, state, plan, slots, fingerprint, memory })
+        let slots = Slots::new(ctx, State::bytes(&config) as u64, &kv)?;
+        Ok(GpuModel {
+            ctx: ctx.clone(),
+            config,
+            kernels,
+            weights: w,
+            acts,
+            state,
+            kv,
+            context: 0,
+            rewind_context: 0,
+            plan,
+            slots,
+            fingerprint,
+            memory,
+        })
     }
 }

@@ -15,27 +15,32 @@ mod checks;
 mod encode;
 mod format;
 mod greedy;
+pub(crate) mod kv;
 mod load;
 pub(crate) mod pipelines;
 mod plan;
 mod slots;
 pub(crate) mod split;
+mod state_io;
 mod top;
 mod upload;
 pub(crate) mod weights;
 
 pub use format::{ConversionStats, WeightFormat};
 pub use greedy::MAX_GREEDY_STEPS;
+pub use kv::{KV_BUDGET_BYTES, PAGE as KV_PAGE};
 pub use upload::FLUSH_BYTES;
 
 use crate::error::Result;
 use crate::gpu::GpuContext;
 use crate::kernels::Step;
 use crate::model::Config;
-use crate::model::{Logits, State};
+use crate::model::Logits;
 
 use activations::{Activations, StateBuffers};
 use encode::Head;
+use kv::KvCaches;
+use pipelines::Kernels;
 use plan::Plan;
 use slots::Slots;
 use weights::GpuWeights;
@@ -80,11 +85,22 @@ pub struct GpuModelOptions {
     /// into more parts (for devices that report more than they handle well, and for tests of
     /// the split path on any device). `None`: the device's limit.
     pub max_binding_bytes: Option<u64>,
+    /// Most tokens of context the attention layers' key/value caches may hold (a longer one is
+    /// [`crate::Error::ContextFull`]). `None`: what [`KV_BUDGET_BYTES`] holds, at most the
+    /// model's `max_position_embeddings` where it has RoPE. Models without attention have no
+    /// limit.
+    pub max_context: Option<usize>,
 }
 
 impl Default for GpuModelOptions {
     fn default() -> Self {
-        Self { max_tokens: 512, matmul: Matmul::Auto, weights: WeightFormat::F16, max_binding_bytes: None }
+        Self {
+            max_tokens: 512,
+            matmul: Matmul::Auto,
+            weights: WeightFormat::F16,
+            max_binding_bytes: None,
+            max_context: None,
+        }
     }
 }
 
@@ -100,6 +116,9 @@ pub struct GpuMemory {
     pub activations: u64,
     /// Bytes of the working state and its copy from before a greedy batch.
     pub state: u64,
+    /// Bytes of the attention layers' key/value caches as they are now (they grow with the
+    /// context), with their RoPE tables and the decode scratch.
+    pub kv: u64,
     /// Bytes of checkpoint slots allocated so far.
     pub slots: u64,
     /// What f16 storage could not hold exactly.
@@ -111,10 +130,16 @@ pub struct GpuMemory {
 pub struct GpuModel {
     ctx: GpuContext,
     config: Config,
-    // Kept alive with the bind groups that reference them.
-    _weights: GpuWeights,
+    // Kept: the plan is built again (new bind groups) when the key/value caches grow.
+    kernels: Kernels,
+    weights: GpuWeights,
     acts: Activations,
     state: StateBuffers,
+    kv: KvCaches,
+    /// Tokens the working state has seen (the position of the next token).
+    context: usize,
+    /// `context` before the last greedy batch.
+    rewind_context: usize,
     plan: Plan,
     slots: Slots,
     fingerprint: [u8; 32],
@@ -124,7 +149,18 @@ pub struct GpuModel {
 impl GpuModel {
     /// GPU memory by category, and the weight format.
     pub fn memory(&self) -> GpuMemory {
-        GpuMemory { slots: self.slots.bytes(), ..self.memory }
+        GpuMemory { slots: self.slots.bytes(), kv: self.kv.bytes(), ..self.memory }
+    }
+
+    /// Tokens of context the working state holds (its next token's position).
+    pub fn context_len(&self) -> usize {
+        self.context
+    }
+
+    /// The most tokens of context this model may hold ([`GpuModelOptions::max_context`];
+    /// `usize::MAX` for a model without attention).
+    pub fn max_context(&self) -> usize {
+        self.kv.max_context
     }
 
     /// The model's hyper-parameters.
@@ -160,8 +196,10 @@ impl GpuModel {
     ) -> Result<Vec<f32>> {
         self.config.check_forward(tokens, captures.iter().map(|c| c.0))?;
         self.ctx.check("before a forward pass")?;
-        for &(_, slot) in captures {
+        self.reserve(self.context + tokens.len())?;
+        for &(pos, slot) in captures {
             self.slots.locate_for_write(&self.ctx, slot)?;
+            self.slots.kv_for_write(&self.ctx, slot, self.context + pos + 1)?;
         }
         let c = &self.config;
         let mut out =
@@ -188,6 +226,7 @@ impl GpuModel {
                 Logits::Last => Head::None,
             };
             let logits = self.run_chunk(&tokens[start..end], head, &chunk_captures).await?;
+            self.context += end - start;
             match which {
                 Logits::All => out.extend(logits),
                 Logits::Last => out = logits,
@@ -212,10 +251,10 @@ impl GpuModel {
         queue.write_buffer(
             &a.step,
             0,
-            bytemuck::bytes_of(&Step { t_len: t, n_chunks: chunks, past: 0, _pad: 0 }),
+            bytemuck::bytes_of(&Step { t_len: t, n_chunks: chunks, past: self.context as u32, _pad: 0 }),
         );
         let max_dim = self.ctx.summary().max_compute_workgroups_per_dimension;
-        call::Dims { t, chunks, max_dim }
+        call::Dims { t, chunks, past: self.context as u32, max_dim }
     }
 
     /// One chunk of at most `max_tokens` tokens; returns the logits `head` asks for.
@@ -241,6 +280,8 @@ impl GpuModel {
                     let (buffer, offset) = self.slots.locate(slot)?;
                     let from = a.capture_layout.area_offset(i);
                     encoder.copy_buffer_to_buffer(&a.capture, from, buffer, offset, slot_bytes);
+                    // Its key/value rows: positions up to it, all written by now.
+                    self.record_kv_save(&mut encoder, slot);
                 }
                 queue.submit([encoder.finish()]);
                 Ok(())
@@ -284,71 +325,6 @@ impl GpuModel {
         encoder.clear_buffer(&self.state.conv, 0, None);
         encoder.clear_buffer(&self.state.ssm, 0, None);
         self.ctx.queue().submit([encoder.finish()]);
-    }
-
-    /// Copies the working state to the CPU.
-    pub async fn read_state(&self) -> Result<State> {
-        let c = &self.config;
-        self.ctx.check("before reading the state")?;
-        let conv_len = (self.state.conv_bytes / 4) as usize;
-        let conv = self.ctx.read_f32(&self.state.conv, 0, conv_len).await;
-        let mut flat = self.ctx.checked("reading the state", conv)?;
-        let ssm = self.ctx.read_f32(&self.state.ssm, 0, State::floats(c) - conv_len).await;
-        flat.extend(self.ctx.checked("reading the state", ssm)?);
-        State::from_flat(c, &flat)
-    }
-
-    /// Replaces the working state with `state` (which must fit this model).
-    pub fn write_state(&mut self, state: &State) -> Result<()> {
-        state.check_fits(&self.config)?;
-        self.ctx.check("before writing the state")?;
-        let flat = state.to_flat();
-        let (conv, ssm) = flat.split_at((self.state.conv_bytes / 4) as usize);
-        if !conv.is_empty() {
-            self.ctx.queue().write_buffer(&self.state.conv, 0, bytemuck::cast_slice(conv));
-        }
-        self.ctx.queue().write_buffer(&self.state.ssm, 0, bytemuck::cast_slice(ssm));
-        Ok(())
-    }
-
-    /// Adds `n` checkpoint slots, each holding one whole state; returns their ids.
-    pub fn add_slots(&mut self, n: usize) -> Result<std::ops::Range<usize>> {
-        Ok(self.slots.add(n))
-    }
-
-    /// Copies the working state into slot `slot` (on the GPU: no CPU round trip).
-    pub fn save_state(&mut self, slot: usize) -> Result<()> {
-        self.copy_state(slot, true)
-    }
-
-    /// Replaces the working state with slot `slot`'s (on the GPU).
-    pub fn load_state(&mut self, slot: usize) -> Result<()> {
-        self.copy_state(slot, false)
-    }
-
-    fn copy_state(&mut self, slot: usize, save: bool) -> Result<()> {
-        self.ctx.check(if save { "before saving a state" } else { "before restoring a state" })?;
-        let (buffer, offset) =
-            if save { self.slots.locate_for_write(&self.ctx, slot)? } else { self.slots.locate(slot)? };
-        let mut encoder = self.ctx.encoder(if save { "save state" } else { "load state" });
-        self.state.record_copy(&mut encoder, buffer, offset, save);
-        self.ctx.queue().submit([encoder.finish()]);
-        Ok(())
-    }
-
-    /// A CPU copy of slot `slot`.
-    pub async fn read_slot(&self, slot: usize) -> Result<State> {
-        self.ctx.check("before reading a checkpoint")?;
-        let (buffer, offset) = self.slots.locate(slot)?;
-        let flat = self.ctx.read_f32(buffer, offset, State::floats(&self.config)).await;
-        State::from_flat(&self.config, &self.ctx.checked("reading a checkpoint", flat)?)
-    }
-
-    /// Writes `state` into slot `slot`.
-    pub fn write_slot(&mut self, slot: usize, state: &State) -> Result<()> {
-        state.check_fits(&self.config)?;
-        let (buffer, offset) = self.slots.locate_for_write(&self.ctx, slot)?;
-        self.ctx.queue().write_buffer(buffer, offset, bytemuck::cast_slice(&state.to_flat()));
-        Ok(())
+        self.context = 0;
     }
 }

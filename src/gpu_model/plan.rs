@@ -7,6 +7,7 @@ use crate::error::Result;
 use crate::gpu::GpuContext;
 use crate::gpu_model::activations::{Activations, StateBuffers};
 use crate::gpu_model::call::{Builder, Call, Groups, LinearCall, ROWS, Step, scales_at};
+use crate::gpu_model::kv::KvCaches;
 use crate::gpu_model::pipelines::Kernels;
 use crate::gpu_model::weights::GpuWeights;
 use crate::kernels::{argmax, embedding, linear, rms_norm, top_k};
@@ -38,7 +39,7 @@ impl Plan {
         k: &Kernels,
         w: &GpuWeights,
         a: &Activations,
-        s: &StateBuffers,
+        (s, kv): (&StateBuffers, &KvCaches),
     ) -> Result<Self> {
         let (d, v) = (c.d_model as u32, c.vocab_size as u32);
         let b = Builder { ctx, k, step: &a.step, dummy: &w.dummy };
@@ -54,6 +55,8 @@ impl Plan {
                     row_start: part.row_start as u32,
                     n_rows: part.rows as u32,
                     w_scales: scales_at(&w.embedding, part.rows),
+                    scale: c.scales.embedding,
+                    _pad: [0; 3],
                 };
                 b.call(
                     embedding_kernel,
@@ -71,21 +74,20 @@ impl Plan {
             .iter()
             .zip(&w.layers)
             .enumerate()
-            .map(|(i, (kind, l))| {
+            .map(|(i, (block, l))| {
                 let io = [("x", &a.h), ("weight", &l.norm), ("y", &a.x_norm)];
                 let mut steps = vec![Step::Call(b.call(&k.rms_norm, &norm(0), &io, ROWS)?)];
-                steps.extend(blocks::gpu::plan(
-                    &kind.kind,
-                    &l.mixer,
-                    blocks::gpu::LayerCx { b: &b, a, s, i },
-                )?);
+                let cx = blocks::gpu::LayerCx { b: &b, a, s, kv, i, residual: block.residual_scale };
+                steps.extend(blocks::gpu::plan(&block.kind, &l.mixer, cx)?);
                 Ok(steps)
             })
             .collect::<Result<Vec<_>>>()?;
         let norm_f = [("x", &a.h), ("weight", &w.norm_f), ("y", &a.x_norm)];
         let head = w.lm_head();
         let head_io = [("x", &a.x_norm), ("y", &a.logits)];
-        let head_last = b.linear(head, &head_io, linear::LinearParams { rows_max: 1, ..lin(d, v) })?;
+        let logits = |p: linear::LinearParams| p.scaled(c.scales.logits);
+        let head_last =
+            b.linear(head, &head_io, logits(linear::LinearParams { rows_max: 1, ..lin(d, v) }))?;
         let head_blocks = (0..a.max_tokens.div_ceil(a.logits_rows))
             .map(|block| {
                 let p = linear::LinearParams {
@@ -93,7 +95,7 @@ impl Plan {
                     rows_max: a.logits_rows as u32,
                     ..lin(d, v)
                 };
-                b.linear(head, &head_io, p)
+                b.linear(head, &head_io, logits(p))
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Self {

@@ -7,11 +7,17 @@
 //! Slots are handed out as ids at once but their slabs are created on first write: a cache
 //! budget far beyond what the device holds (`budgetBytes: Infinity`) costs nothing until the
 //! checkpoints are really kept, and a slab the device refuses is a typed error then.
+//!
+//! A model with attention also keeps, per slot, the key/value rows of the context the state
+//! was taken after ([`SlotKv`]): a copy-only buffer holding, attention layer after attention
+//! layer, its K rows (tokens, Hkv·hd) then its V rows — made or enlarged when a longer context
+//! is saved into the slot.
 
 use std::ops::Range;
 
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
+use crate::gpu_model::kv::KvCaches;
 
 /// Most slots one slab holds: a slab is what is allocated at once, so it stays small (≤ 47 MB
 /// for a 130M model's 2.95 MB states).
@@ -25,11 +31,31 @@ pub(crate) struct Slots {
     len: usize,
     per_slab: usize,
     pub slot_bytes: u64,
+    /// Per slot, the key/value rows saved with its state (models with attention).
+    kv: Vec<Option<SlotKv>>,
+    /// Hkv·hd of each attention layer, in block order.
+    widths: Vec<usize>,
+}
+
+/// One slot's key/value rows: `tokens` positions of every attention layer.
+pub(crate) struct SlotKv {
+    pub buffer: wgpu::Buffer,
+    pub tokens: usize,
+}
+
+impl SlotKv {
+    /// Byte offsets of attention layer `j`'s K rows and V rows for `widths` (Hkv·hd per
+    /// attention layer).
+    pub fn at(&self, widths: &[usize], j: usize) -> (u64, u64) {
+        let before: usize = widths[..j].iter().map(|w| 2 * w).sum();
+        let k_at = (4 * self.tokens * before) as u64;
+        (k_at, k_at + (4 * self.tokens * widths[j]) as u64)
+    }
 }
 
 impl Slots {
     /// No slots yet; fails when one slot would not fit a buffer of this device.
-    pub fn new(ctx: &GpuContext, slot_bytes: u64) -> Result<Self> {
+    pub fn new(ctx: &GpuContext, slot_bytes: u64, kv: &KvCaches) -> Result<Self> {
         let max = ctx.summary().max_buffer_size;
         if slot_bytes > max {
             return Err(Error::LimitExceeded {
@@ -39,12 +65,56 @@ impl Slots {
             });
         }
         let per_slab = (max.min(256 << 20) / slot_bytes.max(1)).clamp(1, SLAB_SLOTS) as usize;
-        Ok(Self { slabs: Vec::new(), len: 0, per_slab, slot_bytes })
+        let widths = kv.layers.iter().flatten().map(|l| l.width).collect();
+        Ok(Self { slabs: Vec::new(), len: 0, per_slab, slot_bytes, kv: Vec::new(), widths })
     }
 
-    /// Bytes of every slab created so far.
+    /// Bytes of every slab created so far, and of the key/value rows saved.
     pub fn bytes(&self) -> u64 {
-        self.slabs.iter().flatten().map(wgpu::Buffer::size).sum()
+        let kv = self.kv.iter().flatten().map(|k| k.buffer.size());
+        self.slabs.iter().flatten().map(wgpu::Buffer::size).chain(kv).sum()
+    }
+
+    /// Hkv·hd of each attention layer, in block order.
+    pub fn widths(&self) -> &[usize] {
+        &self.widths
+    }
+
+    /// The key/value rows saved in slot `id` (none: no attention, or nothing saved yet).
+    pub fn kv(&self, id: usize) -> Option<&SlotKv> {
+        self.kv.get(id)?.as_ref()
+    }
+
+    /// Slot `id`'s key/value rows, made ready to take `tokens` positions (a buffer made or
+    /// enlarged as needed); `None` for a model without attention.
+    pub fn kv_for_write(&mut self, ctx: &GpuContext, id: usize, tokens: usize) -> Result<Option<&SlotKv>> {
+        self.check(id)?;
+        if self.widths.is_empty() {
+            return Ok(None);
+        }
+        let bytes = (4 * tokens * self.widths.iter().map(|w| 2 * w).sum::<usize>()).max(4) as u64;
+        if self.kv.len() < self.len {
+            self.kv.resize_with(self.len, || None);
+        }
+        let slot = &mut self.kv[id];
+        match slot {
+            Some(k) if k.buffer.size() >= bytes => k.tokens = tokens,
+            _ => {
+                ctx.check("before saving key/value rows")?;
+                let usage = wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST;
+                let buffer = ctx.create_buffer("checkpoint key/value rows", bytes, usage);
+                if let Err(e) = ctx.check("creating a checkpoint's key/value rows") {
+                    return Err(match e {
+                        Error::OutOfMemory { what, limit, .. } => {
+                            Error::OutOfMemory { what, needed: bytes, limit }
+                        }
+                        other => other,
+                    });
+                }
+                *slot = Some(SlotKv { buffer, tokens });
+            }
+        }
+        Ok(self.kv[id].as_ref())
     }
 
     /// Hands out `n` more slot ids (no memory yet).

@@ -28,6 +28,11 @@ pub(crate) struct SplitMatrix {
 }
 
 impl SplitMatrix {
+    /// Rows of the whole matrix.
+    pub fn rows(&self) -> usize {
+        self.parts.iter().map(|p| p.rows).sum()
+    }
+
     /// Allocates a (rows, cols) matrix in `asked.for_cols(cols)`, with a bias of `rows` if
     /// `has_bias`.
     pub fn allocate(

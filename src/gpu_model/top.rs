@@ -20,7 +20,7 @@ impl GpuModel {
                 self.max_top_k()
             )));
         }
-        let dims = self.begin_decode_step(token, "before a sampled decode step")?;
+        let dims = self.begin_decode_step(token, 1, "before a sampled decode step")?;
         let (a, queue) = (&self.acts, self.ctx.queue());
         let params =
             top_k::TopKParams { vocab: v as u32, k: k as u32, capacity: top_k::CAPACITY as u32, _pad: 0 };
@@ -36,6 +36,7 @@ impl GpuModel {
                 queue.submit([encoder.finish()]);
             })
             .await?;
+        self.context += 1;
         let words = top_k::words(top_k::CAPACITY);
         let raw = a.picks_readback.read::<u32>(&self.ctx, &a.picks, 0, words).await;
         Ok(top_k::decode(&self.ctx.checked("running a sampled decode step", raw)?, v))

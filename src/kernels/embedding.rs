@@ -28,6 +28,10 @@ pub struct EmbeddingParams {
     pub n_rows: u32,
     /// int8 weights: index (in u32) of the part's first scale, after its quants; else 0.
     pub w_scales: u32,
+    /// Multiplies every row (Granite's and Falcon-H1's embedding multiplier; 1 elsewhere).
+    pub scale: f32,
+    /// Uniform structs are padded to 16 bytes.
+    pub _pad: [u32; 3],
 }
 
 /// Columns of a token's row per workgroup (the workgroup size; one token per grid row).

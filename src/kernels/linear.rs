@@ -1,4 +1,4 @@
-//! `Y = X · Wᵀ (+ bias)` (then optional softplus, optional `Y +=`): the Rust side of
+//! `Y = X · Wᵀ (+ bias)` (then optional softplus, optional scale, optional `Y +=`): the Rust side of
 //! `shaders/linear.wgsl` (tiled GEMM, many rows) and `shaders/gemv.wgsl` (a few rows). Both
 //! take [`LinearParams`] and the same bindings, so one bind group serves both pipelines.
 
@@ -25,6 +25,9 @@ pub const BIAS: u32 = 1;
 pub const ACCUMULATE: u32 = 2;
 /// Apply softplus (Δ after `dt_proj`).
 pub const SOFTPLUS: u32 = 4;
+/// Multiply the result (after bias and softplus, before `ACCUMULATE`) by `scale`: a block's
+/// residual multiplier, Falcon-H1's key and output multipliers, the logits' scale.
+pub const SCALE: u32 = 8;
 
 /// Rows up to which the GEMV pipeline is used instead of the tiled GEMM.
 pub const GEMV_MAX_ROWS: u32 = 1;
@@ -52,10 +55,23 @@ pub struct LinearParams {
     pub y_col: u32,
     /// At most this many rows (0: all T rows from `x_row_start`).
     pub rows_max: u32,
-    /// `BIAS | ACCUMULATE | SOFTPLUS`.
+    /// `BIAS | ACCUMULATE | SOFTPLUS | SCALE`.
     pub flags: u32,
+    /// With [`SCALE`]: what the result is multiplied by.
+    pub scale: f32,
     /// Padding to 48 bytes.
-    pub _pad: [u32; 3],
+    pub _pad: [u32; 2],
+}
+
+impl LinearParams {
+    /// These parameters with the result multiplied by `s` ([`SCALE`]; nothing when `s` is 1).
+    pub fn scaled(mut self, s: f32) -> Self {
+        if s != 1.0 {
+            self.flags |= SCALE;
+            self.scale = s;
+        }
+        self
+    }
 }
 
 /// Workgroups for the GEMM over `rows` × `n_out`.

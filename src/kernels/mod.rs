@@ -21,6 +21,7 @@ pub mod attention_decode;
 pub mod attention_prefill;
 pub mod conv1d_silu;
 pub mod embedding;
+pub mod gated_act;
 pub mod gemv;
 pub mod gemv_coalesced;
 pub mod kv_append;
@@ -76,6 +77,7 @@ pub const SHADERS: &[Shader] = &[
     shader("attention_prefill", attention_prefill::SOURCE, attention_prefill::BINDINGS),
     shader("conv1d_silu", conv1d_silu::SOURCE, conv1d_silu::BINDINGS),
     shader("embedding", embedding::SOURCE, embedding::BINDINGS),
+    shader("gated_act", gated_act::SOURCE, gated_act::BINDINGS),
     shader("gemv", gemv::SOURCE, linear::BINDINGS),
     shader("gemv_coalesced", gemv_coalesced::SOURCE, linear::BINDINGS),
     shader("kv_append", kv_append::SOURCE, kv_append::BINDINGS),

@@ -3,6 +3,7 @@
 //! scale and multipliers. Its state is the cache: every past token's keys and values.
 
 pub(crate) mod cpu;
+pub(crate) mod gpu;
 
 use crate::blocks::{TakeTensor, Tensor, checked_counts, positive};
 use crate::error::{Error, Result};

@@ -120,7 +120,7 @@ pub(crate) fn check(p: &Mamba1, ctx: &GpuContext) -> Result<()> {
 
 /// The calls of a layer, a block `p` with weights `w`, in dispatch order.
 pub(crate) fn plan(p: &Mamba1, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<Step>> {
-    let LayerCx { b, a, s, i } = cx;
+    let LayerCx { b, a, s, i, residual, .. } = cx;
     let specs = kernels(p);
     let kernel = |name| cx.kernel(&specs, name);
     let d = w.ssm.in_proj.cols as u32;
@@ -128,7 +128,7 @@ pub(crate) fn plan(p: &Mamba1, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<St
     let cap = &a.capture_layout;
     let (map_len, slot_len) = (cap.map_len as u32, cap.slot_len as u32);
     let (conv_at, ssm_at) = (cap.conv_at(i) as u32, cap.ssm_at(i) as u32);
-    let state_offset = i as u32 * di * n;
+    let state_offset = cap.ssm_in_buffer(i) as u32;
     let lin = |x_stride, y_stride| linear::LinearParams { x_stride, y_stride, ..Default::default() };
     let conv = conv1d_silu::Conv1dParams {
         d_inner: di,
@@ -152,7 +152,7 @@ pub(crate) fn plan(p: &Mamba1, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<St
         d_inner, dbc_stride, dt_rank, chunk, state_offset, xz_stride, delta_at, map_len, slot_len, slot_ssm_at, _pad,
     };
     let dt = linear::LinearParams { flags: linear::SOFTPLUS, y_col: delta_at, ..lin(dbc_stride, di) };
-    let out = linear::LinearParams { flags: linear::ACCUMULATE, ..lin(di, d) };
+    let out = linear::LinearParams { flags: linear::ACCUMULATE, ..lin(di, d) }.scaled(residual);
     let scan = Groups::PerChunk(scan_chunks::groups(di, 1).0);
     // What both scan passes read: u ‖ Δ, δ ‖ B ‖ C, A ‖ D.
     let inputs = [("ud", &a.ud), ("dbc", &a.dbc), ("a_d", &w.ssm.a_d)];

@@ -108,14 +108,14 @@ pub(crate) fn check(p: &Mamba2) -> Result<()> {
 
 /// The calls of a layer, a block `p` with weights `w`, in dispatch order.
 pub(crate) fn plan(p: &Mamba2, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<Step>> {
-    let LayerCx { b, a, s, i } = cx;
+    let LayerCx { b, a, s, i, residual, .. } = cx;
     let specs = kernels(p);
     let kernel = |name| cx.kernel(&specs, name);
     let (d, di, n) = (w.ssm.in_proj.cols as u32, p.d_inner as u32, p.d_state as u32);
     let (cd, width) = (p.conv_dim() as u32, p.in_proj_dim() as u32);
     let cap = &a.capture_layout;
     let (map_len, slot_len) = (cap.map_len as u32, cap.slot_len as u32);
-    let state_offset = i as u32 * di * n;
+    let state_offset = cap.ssm_in_buffer(i) as u32;
     let lin = |x_stride, y_stride| linear::LinearParams { x_stride, y_stride, ..Default::default() };
     let conv = conv1d_silu::Conv1dParams {
         d_inner: cd,
@@ -132,7 +132,7 @@ pub(crate) fn plan(p: &Mamba2, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<St
     let output = SsdOutputParams { ssd, state_offset, map_len, slot_len, slot_ssm_at: cap.ssm_at(i) as u32 };
     let groups = p.n_groups as u32;
     let gated = rms_norm::RmsNormParams { cols: di / groups, eps: p.norm_eps, flags: 0, groups };
-    let out = linear::LinearParams { flags: linear::ACCUMULATE, ..lin(di, d) };
+    let out = linear::LinearParams { flags: linear::ACCUMULATE, ..lin(di, d) }.scaled(residual);
     let scan = Groups::PerChunk(ssd.groups(1).0);
     // What both scan passes read: u (x ‖ B ‖ C), δ in zxbcdt, A ‖ D ‖ dt_bias.
     let inputs = [("u", &a.ud), ("zxbcdt", &a.xz), ("a_dt", &w.ssm.a_d)];

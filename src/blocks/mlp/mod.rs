@@ -2,6 +2,7 @@
 //! (`act(x·Wuᵀ)`), then the down projection. Also a mixture's shared and routed experts.
 
 pub(crate) mod cpu;
+pub(crate) mod gpu;
 
 use crate::blocks::{TakeTensor, Tensor, checked_counts, positive};
 use crate::error::{Error, Result};

@@ -1,0 +1,208 @@
+//! An attention block on the GPU: its weight buffers and the calls it records, built once per
+//! cache capacity (`src/gpu_model/kv.rs`) — q_proj, k_proj (× the key multiplier), v_proj into
+//! one (T, q ‖ k ‖ v) row → rope over q and k (where the model has RoPE) → kv_append (k, v into
+//! the layer's cache at positions past..past+T) → attention_prefill for a chunk of several
+//! tokens, or attention_decode + attention_combine for a decode step → o_proj, scaled and added
+//! onto the residual. Every buffer is bound by the name of the WGSL global it feeds.
+
+use crate::blocks::attention::Attention;
+use crate::blocks::gpu::LayerCx;
+use crate::error::Result;
+use crate::gpu::KernelSpec;
+use crate::gpu_model::activations::Scratch;
+use crate::gpu_model::call::{Groups, Step};
+use crate::gpu_model::kv::LayerKv;
+use crate::gpu_model::split::{Alloc, Destination, SplitMatrix};
+use crate::kernels::attention::AttentionShape;
+use crate::kernels::attention_combine::{self, AttentionCombineParams};
+use crate::kernels::attention_decode::{self, AttentionDecodeParams};
+use crate::kernels::attention_prefill::{self, AttentionPrefillParams};
+use crate::kernels::kv_append::{self, KvAppendParams};
+use crate::kernels::linear;
+use crate::kernels::rope::{self, RopeParams};
+use crate::model::Part;
+
+/// An attention block's weights on the GPU.
+pub(crate) struct GpuWeights {
+    pub q: SplitMatrix, // (Hq·hd, D_in), bias when qkv_bias
+    pub k: SplitMatrix, // (Hkv·hd, D_in)
+    pub v: SplitMatrix, // (Hkv·hd, D_in)
+    pub o: SplitMatrix, // (D_out, Hq·hd), bias when o_bias
+}
+
+impl GpuWeights {
+    /// Allocates (zeroed) the buffers of block `p` reading rows of `d_in` and writing `d_out`.
+    pub fn allocate(p: &Attention, (d_in, d_out): (usize, usize), a: &Alloc<'_>) -> Result<Self> {
+        let (q, kv) = (p.q_dim(), p.kv_dim());
+        Ok(Self {
+            q: a.matrix("q_proj", (q, d_in), a.has(Part::QBias))?,
+            k: a.matrix("k_proj", (kv, d_in), a.has(Part::KBias))?,
+            v: a.matrix("v_proj", (kv, d_in), a.has(Part::VBias))?,
+            o: a.matrix("o_proj", (d_out, q), a.has(Part::OBias))?,
+        })
+    }
+
+    /// Where the rows of its tensor `part` go.
+    pub fn destination(&self, part: Part) -> Option<Destination<'_>> {
+        Some(match part {
+            Part::Q => Destination::Matrix(&self.q),
+            Part::QBias => Destination::Bias(&self.q),
+            Part::K => Destination::Matrix(&self.k),
+            Part::KBias => Destination::Bias(&self.k),
+            Part::V => Destination::Matrix(&self.v),
+            Part::VBias => Destination::Bias(&self.v),
+            Part::O => Destination::Matrix(&self.o),
+            Part::OBias => Destination::Bias(&self.o),
+            _ => return None,
+        })
+    }
+
+    /// Its weight matrices.
+    pub fn matrices(&self) -> Vec<&SplitMatrix> {
+        vec![&self.q, &self.k, &self.v, &self.o]
+    }
+}
+
+/// The kernels it dispatches.
+pub(crate) fn kernels(p: &Attention) -> Vec<KernelSpec> {
+    let spec = |name, source, bindings| KernelSpec { name, source, bindings, constants: Vec::new() };
+    let mut out = vec![
+        spec("kv_append", kv_append::SOURCE, kv_append::BINDINGS),
+        spec("attention_prefill", attention_prefill::SOURCE, attention_prefill::BINDINGS),
+        spec("attention_decode", attention_decode::SOURCE, attention_decode::BINDINGS),
+        spec("attention_combine", attention_combine::SOURCE, attention_combine::BINDINGS),
+    ];
+    if p.rope.is_some() {
+        out.push(spec("rope", rope::SOURCE, rope::BINDINGS));
+    }
+    out
+}
+
+/// Its share of the scratch buffers for `t` tokens: q ‖ k ‖ v rows in `xz`, the attention's
+/// output (before o_proj) in `y`.
+pub(crate) fn scratch(p: &Attention, t: usize) -> Scratch {
+    Scratch { xz: t * (p.q_dim() + 2 * p.kv_dim()), ud: 1, dbc: 1, y: t * p.q_dim(), plane: 1, chunk: 0 }
+}
+
+/// Fails unless the kernels can run it (head_dim within `HEAD_DIM_MAX`).
+pub(crate) fn check(p: &Attention) -> Result<()> {
+    shape(p, 1).check()
+}
+
+fn shape(p: &Attention, capacity: usize) -> AttentionShape {
+    AttentionShape {
+        heads: p.n_heads as u32,
+        kv_heads: p.n_kv_heads as u32,
+        head_dim: p.head_dim as u32,
+        kv_offset: 0,
+        capacity: capacity as u32,
+        scale: p.scale,
+    }
+}
+
+/// What an attention's calls read and write: its input rows `x` (the normed residual) and the
+/// multiplier of its output as o_proj adds it onto the residual `h`.
+pub(crate) struct Io<'a> {
+    pub x: &'a wgpu::Buffer,
+    pub out_scale: f32,
+}
+
+/// The calls of attention block `p` (weights `w`, cache `kv` of `capacity` positions), in
+/// dispatch order.
+pub(crate) fn plan(
+    p: &Attention,
+    w: &GpuWeights,
+    cx: LayerCx<'_>,
+    (kv, capacity): (&LayerKv, usize),
+    io: Io<'_>,
+) -> Result<Vec<Step>> {
+    let LayerCx { b, a, .. } = cx;
+    let specs = kernels(p);
+    let kernel = |name| cx.kernel(&specs, name);
+    let (q_dim, kv_dim) = (p.q_dim() as u32, p.kv_dim() as u32);
+    let row = q_dim + 2 * kv_dim;
+    let (d_in, d_out) = (w.q.cols as u32, w.o.rows() as u32);
+    let sh = shape(p, capacity);
+    let lin = |y_col| linear::LinearParams { x_stride: d_in, y_stride: row, y_col, ..Default::default() };
+    let qkv_out = [("x", io.x), ("y", &a.xz)];
+    let mut steps = vec![
+        Step::Linear(b.linear(&w.q, &qkv_out, lin(0))?),
+        Step::Linear(b.linear(&w.k, &qkv_out, lin(q_dim).scaled(p.key_scale))?),
+        Step::Linear(b.linear(&w.v, &qkv_out, lin(q_dim + kv_dim))?),
+    ];
+    if let (Some(r), Some(table)) = (p.rope, kv.rope.as_ref()) {
+        let rot = r.dims as u32;
+        for (col, heads) in [(0, sh.heads), (q_dim, sh.kv_heads)] {
+            let params = RopeParams {
+                stride: row,
+                col,
+                heads,
+                head_dim: sh.head_dim,
+                rot,
+                positions: capacity as u32,
+                _pad: [0; 2],
+            };
+            let groups = Groups::Values { per_token: heads * rot / 2, wg: rope::WG };
+            steps.push(Step::Call(b.call(
+                kernel("rope")?,
+                &params,
+                &[("cos_sin", table), ("x", &a.xz)],
+                groups,
+            )?));
+        }
+    }
+    let append = KvAppendParams {
+        width: kv_dim,
+        k_stride: row,
+        k_col: q_dim,
+        v_stride: row,
+        v_col: q_dim + kv_dim,
+        kv_offset: 0,
+        capacity: capacity as u32,
+        _pad: 0,
+    };
+    let groups = Groups::Values { per_token: kv_dim, wg: kv_append::WG };
+    let io_kv = [("k", &a.xz), ("v", &a.xz), ("kv", &kv.kv)];
+    steps.push(Step::Call(b.call(kernel("kv_append")?, &append, &io_kv, groups)?));
+    // Several tokens: tiles of query rows, each over its keys.
+    let prefill = AttentionPrefillParams { q_stride: row, ..AttentionPrefillParams::new(&sh) };
+    let groups = Groups::Tiles { per_token: sh.heads / sh.kv_heads, tile: prefill.rows, times: sh.kv_heads };
+    let io_prefill = [("q", &a.xz), ("kv", &kv.kv), ("o", &a.y)];
+    steps.push(Step::Bulk(b.call(kernel("attention_prefill")?, &prefill, &io_prefill, groups)?));
+    // A decode step: the context cut into splits, then the splits merged.
+    let split_keys = attention_decode::splits(capacity as u32, sh.heads, 1, sh.head_dim).split_keys;
+    let decode = AttentionDecodeParams {
+        q_stride: row,
+        q_col: 0,
+        heads: sh.heads,
+        kv_heads: sh.kv_heads,
+        head_dim: sh.head_dim,
+        kv_offset: 0,
+        capacity: capacity as u32,
+        scale: sh.scale,
+        split_keys,
+        _pad: [0; 3],
+    };
+    let io_decode = [("q", &a.xz), ("kv", &kv.kv), ("scratch", &cx.kv.scratch)];
+    let groups = Groups::Splits { per_token: sh.heads, keys: split_keys };
+    steps.push(Step::Decode(b.call(kernel("attention_decode")?, &decode, &io_decode, groups)?));
+    let combine = AttentionCombineParams {
+        o_stride: q_dim,
+        o_col: 0,
+        heads: sh.heads,
+        head_dim: sh.head_dim,
+        split_keys,
+        _pad: [0; 3],
+    };
+    let io_combine = [("scratch", &cx.kv.scratch), ("o", &a.y)];
+    let groups = Groups::Rows { per_token: sh.heads, z: 1 };
+    steps.push(Step::Decode(b.call(kernel("attention_combine")?, &combine, &io_combine, groups)?));
+    let out = linear::LinearParams {
+        x_stride: q_dim,
+        y_stride: d_out,
+        flags: linear::ACCUMULATE,
+        ..Default::default()
+    };
+    steps.push(Step::Linear(b.linear(&w.o, &[("x", &a.y), ("y", &a.h)], out.scaled(io.out_scale))?));
+    Ok(steps)
+}

@@ -1,0 +1,199 @@
+//! The live key/value caches of a model's attention layers on the GPU ([`KvCaches`]): one
+//! buffer per attention layer, K (capacity, Hkv, hd) then V (capacity, Hkv, hd) — position p
+//! is row p of both (the layout of `kernels::attention`) — with the layer's RoPE table beside
+//! it. They hold `capacity` positions, a whole number of [`PAGE`]s, and grow (new buffers, the
+//! rows so far copied over, the plan's bind groups rebuilt) as the context grows, up to
+//! `max_context`; a call that would pass it is [`Error::ContextFull`] before anything runs.
+
+use crate::blocks::Attention;
+use crate::error::{Error, Result};
+use crate::gpu::GpuContext;
+use crate::kernels::attention_decode;
+use crate::kernels::rope::rope_table;
+use crate::model::Config;
+
+/// Positions per page: the cache grows by whole pages (the checkpoint cache's block size).
+pub const PAGE: usize = 64;
+
+/// GPU memory the key/value caches may take together when a load does not say
+/// (`max_context`): 1 GiB.
+pub const KV_BUDGET_BYTES: u64 = 1 << 30;
+
+/// One attention layer's cache.
+pub(crate) struct LayerKv {
+    pub kv: wgpu::Buffer,           // K (capacity, Hkv, hd) ‖ V (capacity, Hkv, hd)
+    pub rope: Option<wgpu::Buffer>, // (capacity, 2, rot/2): cos ‖ sin per position
+    /// Hkv · hd: floats of one position's keys (or values).
+    pub width: usize,
+}
+
+/// Every attention layer's cache.
+pub(crate) struct KvCaches {
+    /// Per block: its cache when it has attention.
+    pub layers: Vec<Option<LayerKv>>,
+    /// Positions each cache holds (0 for a model without attention).
+    pub capacity: usize,
+    /// Most positions a context may reach.
+    pub max_context: usize,
+    /// attention_decode's partial results, for the layer that needs the most:
+    /// (splits, 1, Hq, hd + 2).
+    pub scratch: wgpu::Buffer,
+}
+
+/// Bytes one position takes in every layer's cache together (f32 K and V).
+pub(crate) fn bytes_per_position(c: &Config) -> u64 {
+    c.blocks.iter().filter_map(|b| b.kind.attention()).map(|a| 8 * a.kv_dim() as u64).sum()
+}
+
+/// The `max_context` of a load that asks for `wanted` (`None`: the default — what
+/// [`KV_BUDGET_BYTES`] holds, at most `max_position_embeddings` where the model has RoPE);
+/// either way at most what one layer's buffer may hold on this device. A model without
+/// attention has no limit (`usize::MAX`).
+pub(crate) fn max_context(c: &Config, ctx: &GpuContext, wanted: Option<usize>) -> Result<usize> {
+    let per_position = bytes_per_position(c);
+    if per_position == 0 {
+        return Ok(wanted.unwrap_or(usize::MAX));
+    }
+    let widest = c.blocks.iter().filter_map(|b| b.kind.attention()).map(|a| 8 * a.kv_dim() as u64).max();
+    let binding = ctx.max_binding() / widest.unwrap_or(1).max(1);
+    match wanted {
+        Some(0) => Err(Error::InvalidInput("maxContext must be at least 1".into())),
+        Some(n) if n as u64 > binding => Err(Error::LimitExceeded {
+            what: "maxContext (positions of one attention layer's key/value buffer)",
+            requested: n as u64,
+            limit: binding,
+        }),
+        Some(n) => Ok(n),
+        None => {
+            let budget = KV_BUDGET_BYTES / per_position;
+            let rope = c.max_positions.map_or(u64::MAX, |p| p as u64);
+            Ok(budget.min(binding).min(rope).max(1) as usize)
+        }
+    }
+}
+
+impl KvCaches {
+    /// Caches for block list `c` holding `capacity` positions (0: none yet), at most
+    /// `max_context`.
+    pub fn new(ctx: &GpuContext, c: &Config, capacity: usize, max_context: usize) -> Result<Self> {
+        let attentions: Vec<Option<&Attention>> = c.blocks.iter().map(|b| b.kind.attention()).collect();
+        let rows = capacity.max(1);
+        let layers = attentions
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                a.map(|a| -> Result<LayerKv> {
+                    let width = a.kv_dim();
+                    let kv = ctx.storage_zeroed_f32(&format!("kv cache {i}"), 2 * rows * width)?;
+                    let rope = a
+                        .rope
+                        .map(|r| {
+                            let table = rope_table(f64::from(r.theta), r.dims as u32, rows as u32);
+                            ctx.storage_from_f32(&format!("rope table {i}"), &table)
+                        })
+                        .transpose()?;
+                    Ok(LayerKv { kv, rope, width })
+                })
+                .transpose()
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let scratch = attentions
+            .iter()
+            .flatten()
+            .map(|a| {
+                let s = attention_decode::splits(rows as u32, a.n_heads as u32, 1, a.head_dim as u32);
+                s.scratch_floats as usize
+            })
+            .max()
+            .unwrap_or(1);
+        let scratch = ctx.storage_zeroed_f32("attention decode scratch", scratch)?;
+        Ok(Self { layers, capacity, max_context, scratch })
+    }
+
+    /// Whether any block has attention.
+    pub fn any(&self) -> bool {
+        self.layers.iter().any(Option::is_some)
+    }
+
+    /// Bytes of every buffer.
+    pub fn bytes(&self) -> u64 {
+        let layers = self.layers.iter().flatten();
+        layers.map(|l| l.kv.size() + l.rope.as_ref().map_or(0, wgpu::Buffer::size)).sum::<u64>()
+            + self.scratch.size()
+    }
+
+    /// Fails with [`Error::ContextFull`] unless a context of `needed` positions is allowed.
+    pub fn check_room(&self, needed: usize) -> Result<()> {
+        if self.any() && needed > self.max_context {
+            return Err(Error::ContextFull { needed: needed as u64, max_context: self.max_context as u64 });
+        }
+        Ok(())
+    }
+
+    /// The capacity to grow to for `needed` positions: at least double, whole pages, at most
+    /// `max_context`; `None` when the caches hold it already (or the model has none).
+    pub fn growth(&self, needed: usize) -> Option<usize> {
+        if !self.any() || needed <= self.capacity {
+            return None;
+        }
+        Some(needed.max(2 * self.capacity).next_multiple_of(PAGE).min(self.max_context).max(needed))
+    }
+
+    /// Caches of `capacity` positions holding this one's first `live` positions (the copy is
+    /// recorded into `encoder`).
+    pub fn grown(
+        &self,
+        ctx: &GpuContext,
+        c: &Config,
+        capacity: usize,
+        live: usize,
+        encoder: &mut wgpu::CommandEncoder,
+    ) -> Result<Self> {
+        let new = Self::new(ctx, c, capacity, self.max_context)?;
+        for (old, to) in self.layers.iter().zip(&new.layers) {
+            if let (Some(old), Some(to)) = (old, to) {
+                old.record_rows(encoder, self.capacity, live, (&to.kv, 0, to.kv_rows_at(capacity)));
+            }
+        }
+        Ok(new)
+    }
+}
+
+impl LayerKv {
+    /// Byte offset of the V region in a cache of `capacity` positions.
+    pub fn kv_rows_at(&self, capacity: usize) -> u64 {
+        (4 * capacity * self.width) as u64
+    }
+
+    /// Records copying positions 0..`tokens` of this cache (of `capacity` positions): K rows to
+    /// `to` at byte `k_at`, V rows at byte `v_at`.
+    pub fn record_rows(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        capacity: usize,
+        tokens: usize,
+        (to, k_at, v_at): (&wgpu::Buffer, u64, u64),
+    ) {
+        let bytes = (4 * tokens * self.width) as u64;
+        if bytes > 0 {
+            encoder.copy_buffer_to_buffer(&self.kv, 0, to, k_at, bytes);
+            encoder.copy_buffer_to_buffer(&self.kv, self.kv_rows_at(capacity), to, v_at, bytes);
+        }
+    }
+
+    /// Records copying `tokens` positions from `from` (K rows at byte `k_at`, V rows at
+    /// `v_at`) into positions 0..`tokens` of this cache (of `capacity` positions).
+    pub fn record_rows_from(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        capacity: usize,
+        tokens: usize,
+        (from, k_at, v_at): (&wgpu::Buffer, u64, u64),
+    ) {
+        let bytes = (4 * tokens * self.width) as u64;
+        if bytes > 0 {
+            encoder.copy_buffer_to_buffer(from, k_at, &self.kv, 0, bytes);
+            encoder.copy_buffer_to_buffer(from, v_at, &self.kv, self.kv_rows_at(capacity), bytes);
+        }
+    }
+}

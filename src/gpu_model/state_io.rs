@@ -1,0 +1,192 @@
+//! The working state to and from the host and the checkpoint slots, key/value rows included:
+//! a state's fixed part (conv windows, SSM states) in the slot layout, and for a model with
+//! attention the first `context` rows of every layer's cache. On the host a layer's cache is
+//! one region holding per token its keys then its values ([`crate::State`]); on the GPU, a K
+//! region and a V region (`kv.rs`), so reads interleave and writes split.
+
+use crate::error::{Error, Result};
+use crate::gpu_model::GpuModel;
+use crate::gpu_model::plan::Plan;
+use crate::model::State;
+
+/// Per token k (width) then v (width): the host's layout of a cache region.
+fn interleave(k: &[f32], v: &[f32], width: usize) -> Vec<f32> {
+    k.chunks_exact(width).zip(v.chunks_exact(width)).flat_map(|(k, v)| k.iter().chain(v)).copied().collect()
+}
+
+/// The inverse of [`interleave`]: (keys, values).
+fn split(region: &[f32], width: usize) -> (Vec<f32>, Vec<f32>) {
+    let (mut k, mut v) = (Vec::with_capacity(region.len() / 2), Vec::with_capacity(region.len() / 2));
+    for row in region.chunks_exact(2 * width) {
+        k.extend_from_slice(&row[..width]);
+        v.extend_from_slice(&row[width..]);
+    }
+    (k, v)
+}
+
+impl GpuModel {
+    /// Makes the key/value caches hold `needed` positions: [`Error::ContextFull`] past
+    /// `max_context`; else grown (new buffers, the live rows copied, the plan rebuilt) when
+    /// they hold fewer.
+    pub(crate) fn reserve(&mut self, needed: usize) -> Result<()> {
+        self.kv.check_room(needed)?;
+        let Some(capacity) = self.kv.growth(needed) else { return Ok(()) };
+        self.ctx.check("before growing the key/value caches")?;
+        let mut encoder = self.ctx.encoder("grow key/value caches");
+        let kv = self.kv.grown(&self.ctx, &self.config, capacity, self.context, &mut encoder)?;
+        self.ctx.queue().submit([encoder.finish()]);
+        let plan =
+            Plan::new(&self.ctx, &self.config, &self.kernels, &self.weights, &self.acts, (&self.state, &kv))?;
+        self.ctx.check("growing the key/value caches")?;
+        (self.kv, self.plan) = (kv, plan);
+        Ok(())
+    }
+
+    /// Records copying the live caches' first `context` rows into slot `slot`'s key/value rows
+    /// (made ready by `Slots::kv_for_write` for that many).
+    pub(crate) fn record_kv_save(&self, encoder: &mut wgpu::CommandEncoder, slot: usize) {
+        let Some(saved) = self.slots.kv(slot) else { return };
+        let widths = self.slots.widths();
+        for (j, layer) in self.kv.layers.iter().flatten().enumerate() {
+            let (k_at, v_at) = saved.at(widths, j);
+            layer.record_rows(encoder, self.kv.capacity, saved.tokens, (&saved.buffer, k_at, v_at));
+        }
+    }
+
+    /// Copies the working state to the CPU.
+    pub async fn read_state(&self) -> Result<State> {
+        let c = &self.config;
+        self.ctx.check("before reading the state")?;
+        let conv_len = (self.state.conv_bytes / 4) as usize;
+        let conv = self.ctx.read_f32(&self.state.conv, 0, conv_len).await;
+        let mut flat = self.ctx.checked("reading the state", conv)?;
+        let ssm = self.ctx.read_f32(&self.state.ssm, 0, State::floats(c) - conv_len).await;
+        flat.extend(self.ctx.checked("reading the state", ssm)?);
+        for layer in self.kv.layers.iter().flatten() {
+            let rows = self.context * layer.width;
+            let k = self.read_rows(&layer.kv, 0, rows).await?;
+            let v = self.read_rows(&layer.kv, layer.kv_rows_at(self.kv.capacity), rows).await?;
+            flat.extend(interleave(&k, &v, layer.width));
+        }
+        State::from_flat(c, &flat)
+    }
+
+    async fn read_rows(&self, buffer: &wgpu::Buffer, offset: u64, len: usize) -> Result<Vec<f32>> {
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        let rows = self.ctx.read_f32(buffer, offset, len).await;
+        self.ctx.checked("reading key/value rows", rows)
+    }
+
+    /// Replaces the working state with `state` (which must fit this model; its context, at
+    /// most `max_context`).
+    pub fn write_state(&mut self, state: &State) -> Result<()> {
+        state.check_fits(&self.config)?;
+        let tokens = state.context().unwrap_or(0);
+        self.reserve(tokens)?;
+        self.ctx.check("before writing the state")?;
+        let flat = state.to_flat();
+        let (conv, ssm) = flat.split_at((self.state.conv_bytes / 4) as usize);
+        let queue = self.ctx.queue();
+        if !conv.is_empty() {
+            queue.write_buffer(&self.state.conv, 0, bytemuck::cast_slice(conv));
+        }
+        queue.write_buffer(&self.state.ssm, 0, bytemuck::cast_slice(ssm));
+        for (i, layer) in self.kv.layers.iter().enumerate() {
+            let (Some(layer), Some(region)) = (layer, state.region(i, "kv")) else { continue };
+            let (k, v) = split(region, layer.width);
+            if !k.is_empty() {
+                queue.write_buffer(&layer.kv, 0, bytemuck::cast_slice(&k));
+                queue.write_buffer(&layer.kv, layer.kv_rows_at(self.kv.capacity), bytemuck::cast_slice(&v));
+            }
+        }
+        self.context = tokens;
+        Ok(())
+    }
+
+    /// Adds `n` checkpoint slots, each holding one whole state; returns their ids.
+    pub fn add_slots(&mut self, n: usize) -> Result<std::ops::Range<usize>> {
+        Ok(self.slots.add(n))
+    }
+
+    /// Copies the working state into slot `slot` (on the GPU: no CPU round trip).
+    pub fn save_state(&mut self, slot: usize) -> Result<()> {
+        self.ctx.check("before saving a state")?;
+        self.slots.kv_for_write(&self.ctx, slot, self.context)?;
+        let (buffer, offset) = self.slots.locate_for_write(&self.ctx, slot)?;
+        let mut encoder = self.ctx.encoder("save state");
+        self.state.record_copy(&mut encoder, buffer, offset, true);
+        self.record_kv_save(&mut encoder, slot);
+        self.ctx.queue().submit([encoder.finish()]);
+        Ok(())
+    }
+
+    /// Replaces the working state with slot `slot`'s (on the GPU).
+    pub fn load_state(&mut self, slot: usize) -> Result<()> {
+        self.ctx.check("before restoring a state")?;
+        self.slots.locate(slot)?;
+        let tokens = self.slots.kv(slot).map_or(0, |k| k.tokens);
+        self.reserve(tokens)?;
+        let (buffer, offset) = self.slots.locate(slot)?;
+        let mut encoder = self.ctx.encoder("load state");
+        self.state.record_copy(&mut encoder, buffer, offset, false);
+        if let Some(saved) = self.slots.kv(slot) {
+            let widths = self.slots.widths();
+            for (j, layer) in self.kv.layers.iter().flatten().enumerate() {
+                let (k_at, v_at) = saved.at(widths, j);
+                layer.record_rows_from(&mut encoder, self.kv.capacity, tokens, (&saved.buffer, k_at, v_at));
+            }
+        }
+        self.ctx.queue().submit([encoder.finish()]);
+        self.context = tokens;
+        Ok(())
+    }
+
+    /// A CPU copy of slot `slot`.
+    pub async fn read_slot(&self, slot: usize) -> Result<State> {
+        self.ctx.check("before reading a checkpoint")?;
+        let (buffer, offset) = self.slots.locate(slot)?;
+        let flat = self.ctx.read_f32(buffer, offset, State::floats(&self.config)).await;
+        let mut flat = self.ctx.checked("reading a checkpoint", flat)?;
+        if let Some(saved) = self.slots.kv(slot) {
+            let widths = self.slots.widths();
+            for (j, &width) in widths.iter().enumerate() {
+                let (k_at, v_at) = saved.at(widths, j);
+                let k = self.read_rows(&saved.buffer, k_at, saved.tokens * width).await?;
+                let v = self.read_rows(&saved.buffer, v_at, saved.tokens * width).await?;
+                flat.extend(interleave(&k, &v, width));
+            }
+        }
+        State::from_flat(&self.config, &flat)
+    }
+
+    /// Writes `state` into slot `slot`.
+    pub fn write_slot(&mut self, slot: usize, state: &State) -> Result<()> {
+        state.check_fits(&self.config)?;
+        let tokens = state.context().unwrap_or(0);
+        self.kv.check_room(tokens)?;
+        let flat = state.to_flat();
+        let fixed = State::floats(&self.config);
+        let (buffer, offset) = self.slots.locate_for_write(&self.ctx, slot)?;
+        self.ctx.queue().write_buffer(buffer, offset, bytemuck::cast_slice(&flat[..fixed]));
+        let layers: Vec<usize> =
+            (0..self.config.blocks.len()).filter(|&i| self.kv.layers[i].is_some()).collect();
+        let widths = self.slots.widths().to_vec();
+        if let Some(saved) = self.slots.kv_for_write(&self.ctx, slot, tokens)? {
+            let widths = &widths[..];
+            for (j, &i) in layers.iter().enumerate() {
+                let region = state.region(i, "kv").ok_or_else(|| {
+                    Error::Internal(format!("layer {i} has attention but its state has no key/value cache"))
+                })?;
+                let (k, v) = split(region, widths[j]);
+                let (k_at, v_at) = saved.at(widths, j);
+                if !k.is_empty() {
+                    self.ctx.queue().write_buffer(&saved.buffer, k_at, bytemuck::cast_slice(&k));
+                    self.ctx.queue().write_buffer(&saved.buffer, v_at, bytemuck::cast_slice(&v));
+                }
+            }
+        }
+        Ok(())
+    }
+}
