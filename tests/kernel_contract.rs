@@ -103,7 +103,7 @@ fn every_params_struct_matches_its_rust_struct() {
         attention_combine::AttentionCombineParams,
         [o_stride, o_col, heads, head_dim, split_keys, _pad]
     );
-    params!("rms_slices", rms_slices::RmsSlicesParams, [stride, dt_rank, d_state, eps]);
+    params!("rms_slices", rms_slices::RmsSlicesParams, [stride, dt_rank, d_state, eps, flags, _pad]);
     params!("scan_carry", scan_carry::ScanCarryParams, [plane, state_offset, _pad]);
     params!(
         "scan_chunks",

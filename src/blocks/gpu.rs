@@ -3,7 +3,7 @@
 //! against the device, and the calls it records into a layer's plan. Each kind's own code is in
 //! `src/blocks/<kind>/gpu.rs`.
 
-use crate::blocks::{BlockKind, attention, mamba1, mamba2, mlp};
+use crate::blocks::{BlockKind, attention, mamba1, mamba2, mlp, moe};
 use crate::error::{Error, Result};
 use crate::gpu::{GpuContext, Kernel, KernelSpec};
 use crate::gpu_model::activations::{Activations, Scratch, StateBuffers};
@@ -19,6 +19,7 @@ pub(crate) enum GpuBlockWeights {
     Mamba2(mamba2::gpu::GpuWeights),
     Attention(attention::gpu::GpuWeights),
     Mlp(mlp::gpu::GpuWeights),
+    Moe(moe::gpu::GpuWeights),
 }
 
 impl GpuBlockWeights {
@@ -33,6 +34,7 @@ impl GpuBlockWeights {
             BlockKind::Mlp(p) => {
                 GpuBlockWeights::Mlp(mlp::gpu::GpuWeights::allocate(p, d, alloc, Part::Mlp)?)
             }
+            BlockKind::Moe(p) => GpuBlockWeights::Moe(moe::gpu::GpuWeights::allocate(p, d, alloc)?),
             other => return Err(not_yet(other)),
         })
     }
@@ -47,6 +49,7 @@ impl GpuBlockWeights {
                 Part::Mlp(m) => w.destination(m),
                 _ => None,
             },
+            GpuBlockWeights::Moe(w) => w.destination(part),
         }
     }
 
@@ -57,6 +60,7 @@ impl GpuBlockWeights {
             GpuBlockWeights::Mamba2(w) => w.matrices(),
             GpuBlockWeights::Attention(w) => w.matrices(),
             GpuBlockWeights::Mlp(w) => w.matrices(),
+            GpuBlockWeights::Moe(w) => w.matrices(),
         }
     }
 
@@ -66,6 +70,7 @@ impl GpuBlockWeights {
             GpuBlockWeights::Mamba1(w) => w.vectors(),
             GpuBlockWeights::Mamba2(w) => w.vectors(),
             GpuBlockWeights::Attention(_) | GpuBlockWeights::Mlp(_) => Vec::new(),
+            GpuBlockWeights::Moe(w) => w.vectors(),
         }
     }
 }
@@ -77,6 +82,7 @@ pub(crate) fn kernels(kind: &BlockKind) -> Vec<KernelSpec> {
         BlockKind::Mamba2(p) => mamba2::gpu::kernels(p),
         BlockKind::Attention(p) => attention::gpu::kernels(p),
         BlockKind::Mlp(_) => mlp::gpu::kernels(),
+        BlockKind::Moe(_) => moe::gpu::kernels(),
         _ => Vec::new(),
     }
 }
@@ -88,7 +94,8 @@ pub(crate) fn scratch(kind: &BlockKind, t: usize) -> Scratch {
         BlockKind::Mamba2(p) => mamba2::gpu::scratch(p, t),
         BlockKind::Attention(p) => attention::gpu::scratch(p, t),
         BlockKind::Mlp(p) => mlp::gpu::scratch(p, t),
-        _ => Scratch { xz: 1, ud: 1, dbc: 1, y: 1, plane: 1, chunk: 0 },
+        BlockKind::Moe(p) => moe::gpu::scratch(p, t),
+        _ => Scratch::none(),
     }
 }
 
@@ -99,6 +106,7 @@ pub(crate) fn check(kind: &BlockKind, ctx: &GpuContext) -> Result<()> {
         BlockKind::Mamba2(p) => mamba2::gpu::check(p),
         BlockKind::Attention(p) => attention::gpu::check(p),
         BlockKind::Mlp(_) => Ok(()),
+        BlockKind::Moe(p) => moe::gpu::check(p),
         other => Err(not_yet(other)),
     }
 }
@@ -108,8 +116,7 @@ pub(crate) fn check(kind: &BlockKind, ctx: &GpuContext) -> Result<()> {
 fn not_yet(kind: &BlockKind) -> Error {
     let what = match kind {
         BlockKind::Parallel(_) => "parallel attention + Mamba",
-        BlockKind::Zamba2(_) => "Zamba2 shared-transformer",
-        _ => "mixture-of-experts",
+        _ => "Zamba2 shared-transformer",
     };
     Error::UnsupportedModel(format!(
         "{what} blocks on the GPU backend (hybrid models run on the CPU backend for now)"
@@ -149,8 +156,9 @@ pub(crate) fn plan(kind: &BlockKind, w: &GpuBlockWeights, cx: LayerCx<'_>) -> Re
             let io = attention::gpu::Io { x: &cx.a.x_norm, out_scale: cx.residual };
             attention::gpu::plan(p, w, cx, (kv, cx.kv.capacity), io)
         }
+        (BlockKind::Moe(p), GpuBlockWeights::Moe(w)) => moe::gpu::plan(p, w, cx),
         (BlockKind::Mlp(p), GpuBlockWeights::Mlp(w)) => {
-            mlp::gpu::plan(p, w, cx, mlp::gpu::Io { x: &cx.a.x_norm, route: None, out_scale: cx.residual })
+            mlp::gpu::plan(p, w, cx, mlp::gpu::Io { x: &cx.a.x_norm, out_scale: cx.residual, routed: None })
         }
         _ => Err(crate::Error::Internal(format!("layer {}'s GPU weights are not of its block kind", cx.i))),
     }

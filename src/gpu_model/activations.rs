@@ -21,6 +21,8 @@ pub(crate) struct Activations {
     pub ud: wgpu::Buffer,
     pub dbc: wgpu::Buffer, // (T, R + 2N) x_proj output: δ ‖ B ‖ C (Mamba-2: unused, 1 float)
     pub y: wgpu::Buffer,   // (T, E·D) gated scan output
+    pub router: wgpu::Buffer, // (T, E) a mixture's router logits
+    pub route: wgpu::Buffer, // (T, 2k) a mixture's choices: ids (u32 bits) ‖ weights
     pub chunk_ab: wgpu::Buffer, // (chunks, 2, E·D, N) per-chunk affine maps
     pub chunk_h0: wgpu::Buffer, // (chunks, E·D, N) chunk start states
     pub logits: wgpu::Buffer, // (logits_rows, V)
@@ -55,6 +57,17 @@ pub(crate) struct Scratch {
     /// Tokens per scan chunk (every block with a scan must agree: `checks.rs`); 0 for a
     /// block without one.
     pub chunk: usize,
+    /// `router`: a mixture's router logits (T, E).
+    pub router: usize,
+    /// `route`: a mixture's choices (T, 2k).
+    pub route: usize,
+}
+
+impl Scratch {
+    /// Nothing of any buffer (one float each: WebGPU binds no empty buffer).
+    pub fn none() -> Self {
+        Self { xz: 1, ud: 1, dbc: 1, y: 1, plane: 1, chunk: 0, router: 1, route: 1 }
+    }
 }
 
 /// The capture buffer's layout, known here only: a (T_max) map from token position to
@@ -155,6 +168,8 @@ impl Activations {
             ud: z("u, delta", most(|s| s.ud))?,
             dbc: z("dbc", most(|s| s.dbc))?,
             y: z("y", most(|s| s.y))?,
+            router: z("router logits", most(|s| s.router))?,
+            route: z("route", most(|s| s.route))?,
             chunk_ab: z("chunk_ab", chunks * 2 * plane)?,
             chunk_h0: z("chunk_h0", chunks * plane)?,
             logits: z("logits", logits_rows * c.vocab_size)?,
@@ -182,6 +197,8 @@ impl Activations {
             &self.ud,
             &self.dbc,
             &self.y,
+            &self.router,
+            &self.route,
             &self.chunk_ab,
             &self.chunk_h0,
         ]

@@ -115,16 +115,43 @@ pub(crate) struct LinearCall {
     pub parts: Vec<LinearPart>,
 }
 
+impl LinearPart {
+    /// The pipeline for `rows` rows (the GEMV for a few, the GEMM for more) and its workgroups.
+    pub fn pick(&self, rows: u32) -> (&wgpu::ComputePipeline, (u32, u32, u32)) {
+        if rows <= linear::GEMV_MAX_ROWS {
+            (&self.gemv, (self.gemv_groups)(rows, self.n_out))
+        } else {
+            (&self.gemm, linear::gemm_groups(rows, self.n_out))
+        }
+    }
+}
+
 impl LinearCall {
     /// Records the layer over `rows` rows: the GEMV for a few rows, the GEMM for more.
     pub fn dispatch(&self, pass: &mut wgpu::ComputePass<'_>, rows: u32) {
         for part in &self.parts {
-            let bind_group = &part.call.bind_group;
-            if rows <= linear::GEMV_MAX_ROWS {
-                dispatch(pass, &part.gemv, bind_group, (part.gemv_groups)(rows, part.n_out));
-            } else {
-                dispatch(pass, &part.gemm, bind_group, linear::gemm_groups(rows, part.n_out));
-            }
+            let (pipeline, groups) = part.pick(rows);
+            dispatch(pass, pipeline, &part.call.bind_group, groups);
+        }
+    }
+}
+
+/// A linear layer whose workgroup counts the GPU writes (a routed expert's matmul: zeros when
+/// no token chose the expert): part j's three u32 at byte `at + 12·j` of `args`.
+pub(crate) struct IndirectLinear {
+    pub linear: LinearCall,
+    pub args: wgpu::Buffer,
+    pub at: u64,
+}
+
+impl IndirectLinear {
+    /// Records the layer over `rows` rows with the workgroups in `args`.
+    pub fn dispatch(&self, pass: &mut wgpu::ComputePass<'_>, rows: u32) {
+        for (j, part) in self.linear.parts.iter().enumerate() {
+            let (pipeline, _) = part.pick(rows);
+            pass.set_pipeline(pipeline);
+            pass.set_bind_group(0, &part.call.bind_group, &[]);
+            pass.dispatch_workgroups_indirect(&self.args, self.at + 12 * j as u64);
         }
     }
 }
@@ -142,6 +169,8 @@ pub(crate) enum Step {
     Decode(Call),
     /// A call made only for chunks of more than [`DECODE_ROWS`] tokens (tiled attention).
     Bulk(Call),
+    /// A linear layer with workgroups from the GPU (a routed expert's).
+    Indirect(IndirectLinear),
 }
 
 /// Most tokens of a chunk that attends with `attention_decode` (split across the context)
@@ -159,6 +188,7 @@ impl Step {
             Step::Decode(call) if d.t <= DECODE_ROWS => call.dispatch(pass, d),
             Step::Bulk(call) if d.t > DECODE_ROWS => call.dispatch(pass, d),
             Step::Decode(_) | Step::Bulk(_) => {}
+            Step::Indirect(linear) => linear.dispatch(pass, d.t),
         }
     }
 }

@@ -82,7 +82,7 @@ impl GpuModel {
         self.config.check_forward(&[token], [])?;
         self.ctx.check(context)?;
         self.reserve(self.context + steps)?;
-        Ok(self.write_inputs(&[token], &[]))
+        self.write_inputs(&[token], &[])
     }
 
     /// Most steps one [`GpuModel::greedy`] batch runs.

@@ -237,10 +237,16 @@ impl GpuModel {
     }
 
     /// Writes a forward chunk's inputs — the ids, the position map (checkpoint number + 1 after
-    /// token t, else 0) and the `Step` uniform — and returns its dispatch sizes.
-    fn write_inputs(&self, tokens: &[u32], captures: &[(usize, usize)]) -> call::Dims {
+    /// token t, else 0), the `Step` uniform and the mixtures' dispatch templates — and returns
+    /// its dispatch sizes.
+    fn write_inputs(&self, tokens: &[u32], captures: &[(usize, usize)]) -> Result<call::Dims> {
         let (a, queue) = (&self.acts, self.ctx.queue());
         let t = tokens.len() as u32;
+        for layer in &self.weights.layers {
+            if let crate::blocks::gpu::GpuBlockWeights::Moe(m) = &layer.mixer {
+                m.write_template(queue, &self.kernels, t)?;
+            }
+        }
         let chunks = t.div_ceil(a.chunk as u32);
         queue.write_buffer(&a.ids, 0, bytemuck::cast_slice(tokens));
         let mut map = vec![0u32; tokens.len()];
@@ -254,7 +260,7 @@ impl GpuModel {
             bytemuck::bytes_of(&Step { t_len: t, n_chunks: chunks, past: self.context as u32, _pad: 0 }),
         );
         let max_dim = self.ctx.summary().max_compute_workgroups_per_dimension;
-        call::Dims { t, chunks, past: self.context as u32, max_dim }
+        Ok(call::Dims { t, chunks, past: self.context as u32, max_dim })
     }
 
     /// One chunk of at most `max_tokens` tokens; returns the logits `head` asks for.
@@ -265,7 +271,7 @@ impl GpuModel {
         captures: &[(usize, usize)],
     ) -> Result<Vec<f32>> {
         let (c, a) = (&self.config, &self.acts);
-        let dims = self.write_inputs(tokens, captures);
+        let dims = self.write_inputs(tokens, captures)?;
         let queue = self.ctx.queue();
         // Inside error scopes: a dispatch or copy the device refuses is an error of this call.
         self.ctx

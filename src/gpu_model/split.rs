@@ -112,6 +112,9 @@ pub(crate) enum Destination<'a> {
     Bias(&'a SplitMatrix),
     /// f32 values at `at` floats into `buffer`; as A = −exp(A_log) where `neg_exp`.
     Vector { buffer: &'a wgpu::Buffer, at: usize, neg_exp: bool },
+    /// The rows of a stack of equal matrices (a checkpoint's experts in one tensor, (E, rows,
+    /// cols)): its rows in order, matrix after matrix.
+    Stacked(Vec<&'a SplitMatrix>),
 }
 
 /// What allocating one layer's buffers needs: the device, the matrices' format and binding

@@ -7,7 +7,7 @@
 use crate::error::Result;
 use crate::gpu::GpuContext;
 use crate::gpu_model::format::{ConversionStats, encode, to_f32};
-use crate::gpu_model::split::Destination;
+use crate::gpu_model::split::{Destination, SplitMatrix};
 use crate::gpu_model::weights::GpuWeights;
 use crate::load::stream::Sink;
 use crate::model::{Part, Planned, Role};
@@ -42,18 +42,37 @@ impl Sink for Upload<'_> {
             Role::Layer(i, Part::Norm) => vector(&w.layers[i].norm),
             Role::Layer(i, part) => w.layers[i].mixer.destination(part),
         };
-        match destination {
-            Some(Destination::Matrix(m)) => {
-                let encoded = encode(m.format, t.dtype, bytes, t.cols, stats);
-                m.write_rows(ctx, first_row, bytes.len() / t.row_bytes(), &encoded);
-                *unflushed += (encoded.values.len() + encoded.scales.len()) as u64;
-                // Natively nothing else drains wgpu's staging memory during a synchronous stream.
-                #[cfg(not(target_arch = "wasm32"))]
-                if *unflushed >= FLUSH_BYTES {
-                    ctx.flush_blocking()?;
-                    *unflushed = 0;
+        // A stack's piece: each matrix's rows of it, in turn.
+        let mut pieces: Vec<(&SplitMatrix, usize, &[u8])> = Vec::new();
+        match &destination {
+            Some(Destination::Matrix(m)) => pieces.push((m, first_row, bytes)),
+            Some(Destination::Stacked(stack)) => {
+                let row_bytes = t.row_bytes();
+                let (mut row, mut rest) = (first_row, bytes);
+                while !rest.is_empty() {
+                    let Some(m) = stack.get(row / stack[0].rows()) else { break };
+                    let local = row % m.rows();
+                    let rows = (m.rows() - local).min(rest.len() / row_bytes);
+                    let (here, after) = rest.split_at(rows * row_bytes);
+                    pieces.push((m, local, here));
+                    (row, rest) = (row + rows, after);
                 }
             }
+            _ => {}
+        }
+        for (m, first_row, bytes) in pieces {
+            let encoded = encode(m.format, t.dtype, bytes, t.cols, stats);
+            m.write_rows(ctx, first_row, bytes.len() / t.row_bytes(), &encoded);
+            *unflushed += (encoded.values.len() + encoded.scales.len()) as u64;
+            // Natively nothing else drains wgpu's staging memory during a synchronous stream.
+            #[cfg(not(target_arch = "wasm32"))]
+            if *unflushed >= FLUSH_BYTES {
+                ctx.flush_blocking()?;
+                *unflushed = 0;
+            }
+        }
+        match destination {
+            Some(Destination::Matrix(_) | Destination::Stacked(_)) => {}
             // Small tensors: f32, written where their rows go.
             Some(Destination::Bias(m)) => m.write_bias(ctx, &to_f32(t.dtype, bytes)),
             Some(Destination::Vector { buffer, at, neg_exp }) => {

@@ -27,6 +27,7 @@ pub mod gemv_coalesced;
 pub mod kv_append;
 pub mod linear;
 pub mod linear_direct;
+pub mod moe_route;
 pub mod rms_norm;
 pub mod rms_slices;
 pub mod rope;
@@ -83,6 +84,7 @@ pub const SHADERS: &[Shader] = &[
     shader("kv_append", kv_append::SOURCE, kv_append::BINDINGS),
     shader("linear", linear::SOURCE, linear::BINDINGS),
     shader("linear_direct", linear_direct::SOURCE, linear::BINDINGS),
+    shader("moe_route", moe_route::SOURCE, moe_route::BINDINGS),
     shader("rms_norm", rms_norm::SOURCE, rms_norm::BINDINGS),
     shader("rms_slices", rms_slices::SOURCE, rms_slices::BINDINGS),
     shader("rope", rope::SOURCE, rope::BINDINGS),

@@ -81,7 +81,7 @@ pub(crate) fn kernels(p: &Attention) -> Vec<KernelSpec> {
 /// Its share of the scratch buffers for `t` tokens: q ‖ k ‖ v rows in `xz`, the attention's
 /// output (before o_proj) in `y`.
 pub(crate) fn scratch(p: &Attention, t: usize) -> Scratch {
-    Scratch { xz: t * (p.q_dim() + 2 * p.kv_dim()), ud: 1, dbc: 1, y: t * p.q_dim(), plane: 1, chunk: 0 }
+    Scratch { xz: t * (p.q_dim() + 2 * p.kv_dim()), y: t * p.q_dim(), ..Scratch::none() }
 }
 
 /// Fails unless the kernels can run it (head_dim within `HEAD_DIM_MAX`).

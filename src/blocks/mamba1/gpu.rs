@@ -19,6 +19,8 @@ pub(crate) struct GpuWeights {
     pub ssm: GpuSsm,
     pub x_proj: SplitMatrix,  // (R + 2N, E·D)
     pub dt_proj: SplitMatrix, // (E·D, R), bias (E·D)
+    /// Jamba's gains of the δ, B and C norms: (R ‖ N ‖ N).
+    pub dbc_gains: Option<wgpu::Buffer>,
 }
 
 impl GpuWeights {
@@ -35,6 +37,7 @@ impl GpuWeights {
             ssm: GpuSsm::allocate(shape, a)?,
             x_proj: a.matrix("x_proj", (r + 2 * n, di), false)?,
             dt_proj: a.matrix("dt_proj", (di, r), true)?,
+            dbc_gains: p.dbc_gains.then(|| a.vector("dt/b/c norms", r + 2 * n)).transpose()?,
         })
     }
 
@@ -44,6 +47,15 @@ impl GpuWeights {
             Part::XProj => Some(Destination::Matrix(&self.x_proj)),
             Part::DtProj => Some(Destination::Matrix(&self.dt_proj)),
             Part::DtProjBias => Some(Destination::Bias(&self.dt_proj)),
+            Part::DtNorm | Part::BNorm | Part::CNorm => {
+                let (r, n) = (self.dt_proj.cols, (self.x_proj.rows() - self.dt_proj.cols) / 2);
+                let at = match part {
+                    Part::DtNorm => 0,
+                    Part::BNorm => r,
+                    _ => r + n,
+                };
+                Some(Destination::Vector { buffer: self.dbc_gains.as_ref()?, at, neg_exp: false })
+            }
             _ => self.ssm.destination(part),
         }
     }
@@ -55,7 +67,9 @@ impl GpuWeights {
 
     /// Its f32 vector buffers.
     pub fn vectors(&self) -> Vec<&wgpu::Buffer> {
-        self.ssm.vectors()
+        let mut out = self.ssm.vectors();
+        out.extend(&self.dbc_gains);
+        out
     }
 }
 
@@ -91,6 +105,7 @@ pub(crate) fn scratch(p: &Mamba1, t: usize) -> Scratch {
         y: t * di,
         plane: di * p.d_state,
         chunk: scan_chunks::chunk_len(p.d_state),
+        ..Scratch::none()
     }
 }
 
@@ -163,9 +178,18 @@ pub(crate) fn plan(p: &Mamba1, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<St
     ];
     if let Some(eps) = p.dbc_norm_eps {
         // Falcon-Mamba's norms: a workgroup per (row, slice of δ, B, C).
-        let norms = rms_slices::RmsSlicesParams { stride: dbc_stride, dt_rank: r, d_state: n, eps };
+        let flags = if w.dbc_gains.is_some() { rms_slices::HAS_GAINS } else { 0 };
+        let norms = rms_slices::RmsSlicesParams {
+            stride: dbc_stride,
+            dt_rank: r,
+            d_state: n,
+            eps,
+            flags,
+            _pad: [0; 3],
+        };
         let slices = Groups::Rows { per_token: 1, z: rms_slices::SLICES };
-        steps.push(Step::Call(b.call(kernel("rms_slices")?, &norms, &[("dbc", &a.dbc)], slices)?));
+        let io = [("dbc", &a.dbc), ("gains", w.dbc_gains.as_ref().unwrap_or(b.dummy))];
+        steps.push(Step::Call(b.call(kernel("rms_slices")?, &norms, &io, slices)?));
     }
     let scan_out = [("chunk_h0", &a.chunk_h0), ("ssm_state", &s.ssm), ("y", &a.y), ("capture", &a.capture)];
     steps.extend([

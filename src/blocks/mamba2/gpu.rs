@@ -82,6 +82,7 @@ pub(crate) fn scratch(p: &Mamba2, t: usize) -> Scratch {
         y: t * p.d_inner,
         plane: p.d_inner * p.d_state,
         chunk: ssd_chunks::CHUNK,
+        ..Scratch::none()
     }
 }
 

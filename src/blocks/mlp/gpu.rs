@@ -7,7 +7,7 @@ use crate::blocks::mlp::{Mlp, MlpNames};
 use crate::error::Result;
 use crate::gpu::KernelSpec;
 use crate::gpu_model::activations::Scratch;
-use crate::gpu_model::call::{Groups, Step};
+use crate::gpu_model::call::{Groups, IndirectLinear, LinearCall, Step};
 use crate::gpu_model::split::{Alloc, Destination, SplitMatrix};
 use crate::kernels::gated_act::{self, GatedActParams};
 use crate::kernels::linear;
@@ -50,7 +50,7 @@ impl GpuWeights {
         })
     }
 
-    /// Its weight matrices.
+    /// Its weight matrices, in the order its matmuls run (gate, up, down).
     pub fn matrices(&self) -> Vec<&SplitMatrix> {
         self.gate.iter().chain([&self.up, &self.down]).collect()
     }
@@ -69,16 +69,26 @@ pub(crate) fn kernels() -> Vec<KernelSpec> {
 /// Its share of the scratch buffers for `t` tokens: gate ‖ up rows in `xz`, the activation's
 /// output in `y`.
 pub(crate) fn scratch(p: &Mlp, t: usize) -> Scratch {
-    Scratch { xz: t * 2 * p.inner, ud: 1, dbc: 1, y: t * p.inner, plane: 1, chunk: 0 }
+    Scratch { xz: t * 2 * p.inner, y: t * p.inner, ..Scratch::none() }
 }
 
-/// How one MLP's calls run: its input `x` (T, D), the router's output when it is a routed
-/// expert (`route`, with its expert id and top-k), and the multiplier of its output as the
-/// down projection adds it onto the residual.
+/// How one MLP's calls run: its input `x` (T, D), the multiplier of its output as the down
+/// projection adds it onto the residual, and for a routed expert of a mixture its routing.
 pub(crate) struct Io<'a> {
     pub x: &'a wgpu::Buffer,
-    pub route: Option<(&'a wgpu::Buffer, u32, u32)>,
     pub out_scale: f32,
+    pub routed: Option<Routed<'a>>,
+}
+
+/// A routed expert's share of the router's output: the chosen experts and weights (`route`,
+/// (T, 2k)), its id, and where its matmuls' workgroup counts are (`args` from byte `at`, three
+/// u32 per matrix part: gate, up, down in order).
+pub(crate) struct Routed<'a> {
+    pub route: &'a wgpu::Buffer,
+    pub expert: u32,
+    pub top_k: u32,
+    pub args: &'a wgpu::Buffer,
+    pub at: u64,
 }
 
 /// The calls of MLP `p` (weights `w`), in dispatch order.
@@ -89,15 +99,28 @@ pub(crate) fn plan(p: &Mlp, w: &GpuWeights, cx: LayerCx<'_>, io: Io<'_>) -> Resu
     let row = if gated { 2 * i } else { i };
     let lin = |y_col| linear::LinearParams { x_stride: d, y_stride: row, y_col, ..Default::default() };
     let io_up = [("x", io.x), ("y", &a.xz)];
+    // A routed expert's matmuls take their workgroups from the router's output.
+    let mut next_part = 0;
+    let mut step = |linear: LinearCall| match &io.routed {
+        Some(r) => {
+            let at = r.at + 12 * next_part;
+            next_part += linear.parts.len() as u64;
+            Step::Indirect(IndirectLinear { linear, args: r.args.clone(), at })
+        }
+        None => Step::Linear(linear),
+    };
     let mut steps = Vec::new();
     // gate at column 0, up at column I (gate ‖ up: one matrix, the gate first).
     if let Some(gate) = &w.gate {
-        steps.push(Step::Linear(b.linear(gate, &io_up, lin(0))?));
-        steps.push(Step::Linear(b.linear(&w.up, &io_up, lin(i))?));
+        steps.push(step(b.linear(gate, &io_up, lin(0))?));
+        steps.push(step(b.linear(&w.up, &io_up, lin(i))?));
     } else {
-        steps.push(Step::Linear(b.linear(&w.up, &io_up, lin(0))?));
+        steps.push(step(b.linear(&w.up, &io_up, lin(0))?));
     }
-    let (route, expert, top_k) = io.route.unwrap_or((b.dummy, gated_act::NOT_ROUTED, 0));
+    let (route, expert, top_k) = match &io.routed {
+        Some(r) => (r.route, r.expert, r.top_k),
+        None => (b.dummy, gated_act::NOT_ROUTED, 0),
+    };
     let act = GatedActParams {
         inner: i,
         x_stride: row,
@@ -118,6 +141,6 @@ pub(crate) fn plan(p: &Mlp, w: &GpuWeights, cx: LayerCx<'_>, io: Io<'_>) -> Resu
     let down =
         linear::LinearParams { x_stride: i, y_stride: d, flags: linear::ACCUMULATE, ..Default::default() };
     let scale = io.out_scale * p.scales.1;
-    steps.push(Step::Linear(b.linear(&w.down, &[("x", &a.y), ("y", &a.h)], down.scaled(scale))?));
+    steps.push(step(b.linear(&w.down, &[("x", &a.y), ("y", &a.h)], down.scaled(scale))?));
     Ok(steps)
 }

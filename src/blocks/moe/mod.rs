@@ -3,6 +3,7 @@
 //! the model has one, runs for every token and is added.
 
 pub(crate) mod cpu;
+pub(crate) mod gpu;
 
 use crate::blocks::mlp::{self, Mlp};
 use crate::blocks::{TakeTensor, Tensor, checked_counts, positive, under};
