@@ -64,6 +64,17 @@ fn every_params_struct_matches_its_rust_struct() {
         conv1d_silu::Conv1dParams,
         [d_inner, d_conv, xz_stride, state_offset, has_bias, map_len, slot_len, x_at]
     );
+    params!("copy_cols", copy_cols::CopyColsParams, [width, x_stride, x_col, y_stride, y_col, _pad]);
+    params!(
+        "gated_act",
+        gated_act::GatedActParams,
+        [inner, x_stride, gate_col, up_col, y_stride, act, gated, gate_scale, expert, top_k, _pad]
+    );
+    params!(
+        "moe_route",
+        moe_route::MoeRouteParams,
+        [experts, top_k, routing, flags, n_group, topk_group, scale, parts]
+    );
     params!("embedding", embedding::EmbeddingParams, [d_model, row_start, n_rows, w_scales, scale, _pad]);
     for shader in ["linear", "linear_direct", "gemv", "gemv_coalesced"] {
         use linear::LinearParams as P;

@@ -3,14 +3,15 @@
 //! against the device, and the calls it records into a layer's plan. Each kind's own code is in
 //! `src/blocks/<kind>/gpu.rs`.
 
-use crate::blocks::{BlockKind, attention, mamba1, mamba2, mlp, moe};
+use crate::blocks::{BlockKind, attention, mamba1, mamba2, mlp, moe, zamba2};
 use crate::error::{Error, Result};
 use crate::gpu::{GpuContext, Kernel, KernelSpec};
 use crate::gpu_model::activations::{Activations, Scratch, StateBuffers};
 use crate::gpu_model::call::{Builder, Groups, Step};
 use crate::gpu_model::kv::KvCaches;
 use crate::gpu_model::split::{Alloc, Destination, SplitMatrix};
-use crate::kernels::{conv1d_silu, scan_carry};
+use crate::gpu_model::weights::GpuLayer;
+use crate::kernels::{conv1d_silu, linear, scan_carry};
 use crate::model::Part;
 
 /// One block's weights on the GPU, by kind.
@@ -20,6 +21,7 @@ pub(crate) enum GpuBlockWeights {
     Attention(attention::gpu::GpuWeights),
     Mlp(mlp::gpu::GpuWeights),
     Moe(moe::gpu::GpuWeights),
+    Zamba2(Box<zamba2::gpu::GpuWeights>),
 }
 
 impl GpuBlockWeights {
@@ -35,6 +37,9 @@ impl GpuBlockWeights {
                 GpuBlockWeights::Mlp(mlp::gpu::GpuWeights::allocate(p, d, alloc, Part::Mlp)?)
             }
             BlockKind::Moe(p) => GpuBlockWeights::Moe(moe::gpu::GpuWeights::allocate(p, d, alloc)?),
+            BlockKind::Zamba2(p) => {
+                GpuBlockWeights::Zamba2(Box::new(zamba2::gpu::GpuWeights::allocate(p, d, alloc)?))
+            }
             other => return Err(not_yet(other)),
         })
     }
@@ -50,6 +55,7 @@ impl GpuBlockWeights {
                 _ => None,
             },
             GpuBlockWeights::Moe(w) => w.destination(part),
+            GpuBlockWeights::Zamba2(w) => w.destination(part),
         }
     }
 
@@ -61,6 +67,7 @@ impl GpuBlockWeights {
             GpuBlockWeights::Attention(w) => w.matrices(),
             GpuBlockWeights::Mlp(w) => w.matrices(),
             GpuBlockWeights::Moe(w) => w.matrices(),
+            GpuBlockWeights::Zamba2(w) => w.matrices(),
         }
     }
 
@@ -71,6 +78,7 @@ impl GpuBlockWeights {
             GpuBlockWeights::Mamba2(w) => w.vectors(),
             GpuBlockWeights::Attention(_) | GpuBlockWeights::Mlp(_) => Vec::new(),
             GpuBlockWeights::Moe(w) => w.vectors(),
+            GpuBlockWeights::Zamba2(w) => w.vectors(),
         }
     }
 }
@@ -83,18 +91,20 @@ pub(crate) fn kernels(kind: &BlockKind) -> Vec<KernelSpec> {
         BlockKind::Attention(p) => attention::gpu::kernels(p),
         BlockKind::Mlp(_) => mlp::gpu::kernels(),
         BlockKind::Moe(_) => moe::gpu::kernels(),
+        BlockKind::Zamba2(p) => zamba2::gpu::kernels(p),
         _ => Vec::new(),
     }
 }
 
-/// What a block of `kind` needs of the scratch buffers for `t` tokens.
-pub(crate) fn scratch(kind: &BlockKind, t: usize) -> Scratch {
+/// What a block of `kind` (residual width `d`) needs of the scratch buffers for `t` tokens.
+pub(crate) fn scratch(kind: &BlockKind, d: usize, t: usize) -> Scratch {
     match kind {
         BlockKind::Mamba1(p) => mamba1::gpu::scratch(p, t),
         BlockKind::Mamba2(p) => mamba2::gpu::scratch(p, t),
         BlockKind::Attention(p) => attention::gpu::scratch(p, t),
         BlockKind::Mlp(p) => mlp::gpu::scratch(p, t),
         BlockKind::Moe(p) => moe::gpu::scratch(p, t),
+        BlockKind::Zamba2(p) => zamba2::gpu::scratch(p, d, t),
         _ => Scratch::none(),
     }
 }
@@ -107,6 +117,7 @@ pub(crate) fn check(kind: &BlockKind, ctx: &GpuContext) -> Result<()> {
         BlockKind::Attention(p) => attention::gpu::check(p),
         BlockKind::Mlp(_) => Ok(()),
         BlockKind::Moe(p) => moe::gpu::check(p),
+        BlockKind::Zamba2(p) => zamba2::gpu::check(p),
         other => Err(not_yet(other)),
     }
 }
@@ -116,7 +127,7 @@ pub(crate) fn check(kind: &BlockKind, ctx: &GpuContext) -> Result<()> {
 fn not_yet(kind: &BlockKind) -> Error {
     let what = match kind {
         BlockKind::Parallel(_) => "parallel attention + Mamba",
-        _ => "Zamba2 shared-transformer",
+        _ => "these",
     };
     Error::UnsupportedModel(format!(
         "{what} blocks on the GPU backend (hybrid models run on the CPU backend for now)"
@@ -131,10 +142,21 @@ pub(crate) struct LayerCx<'a> {
     pub a: &'a Activations,
     pub s: &'a StateBuffers,
     pub kv: &'a KvCaches,
+    /// Every block's weights (Zamba2's shared block is held by its first user).
+    pub weights: &'a [GpuLayer],
     /// The layer.
     pub i: usize,
     /// Multiplies the block's output as it is added onto the residual.
     pub residual: f32,
+    /// The block's RMSNorm gain (D) and the model's ε (for a kind that norms its own input).
+    pub norm: &'a wgpu::Buffer,
+    pub eps: f32,
+}
+
+/// Whether a block of `kind` makes its own RMSNorm of the residual (instead of the plan's one
+/// before it): Zamba2's, whose shared block's output joins the Mamba input first.
+pub(crate) fn norms_itself(kind: &BlockKind) -> bool {
+    matches!(kind, BlockKind::Zamba2(_))
 }
 
 impl LayerCx<'_> {
@@ -153,15 +175,77 @@ pub(crate) fn plan(kind: &BlockKind, w: &GpuBlockWeights, cx: LayerCx<'_>) -> Re
             let kv = cx.kv.layers[cx.i].as_ref().ok_or_else(|| {
                 crate::Error::Internal(format!("layer {} has attention but no key/value cache", cx.i))
             })?;
-            let io = attention::gpu::Io { x: &cx.a.x_norm, out_scale: cx.residual };
+            let io =
+                attention::gpu::Io { x: &cx.a.x_norm, out: Out::Residual(cx.residual), adapters: [None; 3] };
             attention::gpu::plan(p, w, cx, (kv, cx.kv.capacity), io)
         }
         (BlockKind::Moe(p), GpuBlockWeights::Moe(w)) => moe::gpu::plan(p, w, cx),
+        (BlockKind::Zamba2(p), GpuBlockWeights::Zamba2(w)) => {
+            let shared = match cx.weights.get(p.owner_block).map(|l| &l.mixer) {
+                Some(GpuBlockWeights::Zamba2(owner)) => owner.shared.as_ref(),
+                _ => None,
+            }
+            .ok_or_else(|| crate::Error::Internal(format!("block {}'s shared block has no weights", cx.i)))?;
+            zamba2::gpu::plan(p, (w, shared), cx)
+        }
         (BlockKind::Mlp(p), GpuBlockWeights::Mlp(w)) => {
-            mlp::gpu::plan(p, w, cx, mlp::gpu::Io { x: &cx.a.x_norm, out_scale: cx.residual, routed: None })
+            mlp::gpu::plan(p, w, cx, mlp::gpu::Io::residual(&cx.a.x_norm, cx.residual))
         }
         _ => Err(crate::Error::Internal(format!("layer {}'s GPU weights are not of its block kind", cx.i))),
     }
+}
+
+/// Where a block part's last matmul writes: added onto the residual `h` times a multiplier
+/// (the usual), or into a buffer of its own (Zamba2's shared block, whose output feeds the
+/// next part).
+#[derive(Clone, Copy)]
+pub(crate) enum Out<'a> {
+    Residual(f32),
+    Into(&'a wgpu::Buffer),
+}
+
+impl<'a> Out<'a> {
+    /// The buffer `y` the matmul writes (`h` for the residual) and its parameters `p` with
+    /// the accumulate flag and multiplier.
+    pub fn apply(
+        self,
+        h: &'a wgpu::Buffer,
+        p: linear::LinearParams,
+    ) -> (&'a wgpu::Buffer, linear::LinearParams) {
+        match self {
+            Out::Residual(s) => {
+                (h, linear::LinearParams { flags: p.flags | linear::ACCUMULATE, ..p }.scaled(s))
+            }
+            Out::Into(buffer) => (buffer, p),
+        }
+    }
+}
+
+/// A LoRA adapter on the GPU: down to the rank (r, in), back up (out, r).
+pub(crate) type GpuAdapter = (SplitMatrix, SplitMatrix);
+
+/// The two matmuls of `adapter` over `x` (T, in): x·Aᵀ into `lora` (T, r), then added into
+/// columns `y_col..` of `y` (rows `y_stride` apart).
+pub(crate) fn adapter_steps(
+    b: &Builder<'_>,
+    adapter: &GpuAdapter,
+    (x, lora): (&wgpu::Buffer, &wgpu::Buffer),
+    (y, y_stride, y_col): (&wgpu::Buffer, u32, u32),
+) -> Result<Vec<Step>> {
+    let (down, up) = adapter;
+    let (inp, r) = (down.cols as u32, up.cols as u32);
+    let first = linear::LinearParams { x_stride: inp, y_stride: r, ..Default::default() };
+    let second = linear::LinearParams {
+        x_stride: r,
+        y_stride,
+        y_col,
+        flags: linear::ACCUMULATE,
+        ..Default::default()
+    };
+    Ok(vec![
+        Step::Linear(b.linear(down, &[("x", x), ("y", lora)], first)?),
+        Step::Linear(b.linear(up, &[("x", lora), ("y", y)], second)?),
+    ])
 }
 
 /// The buffers every Mamba mixer has on the GPU (shapes as in [`crate::blocks::ssm::SsmWeights`]).

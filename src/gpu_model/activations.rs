@@ -23,6 +23,9 @@ pub(crate) struct Activations {
     pub y: wgpu::Buffer,   // (T, E·D) gated scan output
     pub router: wgpu::Buffer, // (T, E) a mixture's router logits
     pub route: wgpu::Buffer, // (T, 2k) a mixture's choices: ids (u32 bits) ‖ weights
+    pub emb: wgpu::Buffer, // (T, D) the embeddings (Zamba2's shared blocks read them)
+    pub wide: wgpu::Buffer, // (T, 2·D) Zamba2's normed hidden ‖ embeddings, then (T, D) rows
+    pub lora: wgpu::Buffer, // (T, r) a LoRA adapter's down projection
     pub chunk_ab: wgpu::Buffer, // (chunks, 2, E·D, N) per-chunk affine maps
     pub chunk_h0: wgpu::Buffer, // (chunks, E·D, N) chunk start states
     pub logits: wgpu::Buffer, // (logits_rows, V)
@@ -61,12 +64,18 @@ pub(crate) struct Scratch {
     pub router: usize,
     /// `route`: a mixture's choices (T, 2k).
     pub route: usize,
+    /// `emb`: the embeddings, kept for Zamba2's shared blocks (T, D).
+    pub emb: usize,
+    /// `wide`: Zamba2's normed hidden ‖ embeddings (T, 2·D), then its other rows.
+    pub wide: usize,
+    /// `lora`: a LoRA adapter's rank-r rows (T, r).
+    pub lora: usize,
 }
 
 impl Scratch {
     /// Nothing of any buffer (one float each: WebGPU binds no empty buffer).
     pub fn none() -> Self {
-        Self { xz: 1, ud: 1, dbc: 1, y: 1, plane: 1, chunk: 0, router: 1, route: 1 }
+        Self { xz: 1, ud: 1, dbc: 1, y: 1, plane: 1, chunk: 0, router: 1, route: 1, emb: 1, wide: 1, lora: 1 }
     }
 }
 
@@ -170,6 +179,9 @@ impl Activations {
             y: z("y", most(|s| s.y))?,
             router: z("router logits", most(|s| s.router))?,
             route: z("route", most(|s| s.route))?,
+            emb: z("embeddings", most(|s| s.emb))?,
+            wide: z("hidden, embeddings", most(|s| s.wide))?,
+            lora: z("lora", most(|s| s.lora))?,
             chunk_ab: z("chunk_ab", chunks * 2 * plane)?,
             chunk_h0: z("chunk_h0", chunks * plane)?,
             logits: z("logits", logits_rows * c.vocab_size)?,
@@ -199,6 +211,9 @@ impl Activations {
             &self.y,
             &self.router,
             &self.route,
+            &self.emb,
+            &self.wide,
+            &self.lora,
             &self.chunk_ab,
             &self.chunk_h0,
         ]

@@ -18,7 +18,8 @@ pub(crate) fn check_supported(c: &Config, ctx: &GpuContext) -> Result<()> {
     for kind in &c.blocks {
         blocks::gpu::check(&kind.kind, ctx)?;
     }
-    let mut chunks = c.blocks.iter().map(|b| blocks::gpu::scratch(&b.kind, 1).chunk).filter(|&c| c > 0);
+    let mut chunks =
+        c.blocks.iter().map(|b| blocks::gpu::scratch(&b.kind, c.d_model, 1).chunk).filter(|&c| c > 0);
     let first = chunks.next();
     if chunks.any(|chunk| Some(chunk) != first) {
         return Err(Error::UnsupportedModel(
@@ -42,7 +43,7 @@ pub(crate) fn check_dispatch(c: &Config, max_tokens: usize, matmul: Matmul, ctx:
             limit: max_dim as u64,
         });
     }
-    let scratch = |b| blocks::gpu::scratch(b, 1);
+    let scratch = |b| blocks::gpu::scratch(b, c.d_model, 1);
     let plane = c.blocks.iter().map(|b| scratch(&b.kind).plane as u64).max().unwrap_or(0);
     // The widest outputs (in_proj, the LM head) in gemv and gemm, the scan's (E·D, N) plane.
     let in_proj = c.blocks.iter().map(|b| scratch(&b.kind).xz as u64).max().unwrap_or(0);

@@ -70,8 +70,11 @@ impl GpuModel {
             .scoped("allocating the model's GPU buffers", || -> Result<_> {
                 let w =
                     GpuWeights::allocate(ctx, config, layout, options.weights, options.max_binding_bytes)?;
-                let needs: Vec<_> =
-                    config.blocks.iter().map(|b| blocks::gpu::scratch(&b.kind, options.max_tokens)).collect();
+                let needs: Vec<_> = config
+                    .blocks
+                    .iter()
+                    .map(|b| blocks::gpu::scratch(&b.kind, config.d_model, options.max_tokens))
+                    .collect();
                 let acts = Activations::new(ctx, config, &needs, options.max_tokens, MAX_GREEDY_STEPS)?;
                 let state = StateBuffers::new(ctx, config)?;
                 let capacity = if kv::bytes_per_position(config) > 0 { kv::PAGE.min(max_context) } else { 0 };

@@ -45,11 +45,13 @@ impl Plan {
         let b = Builder { ctx, k, step: &a.step, dummy: &w.dummy };
         let lin = |x_stride, y_stride| linear::LinearParams { x_stride, y_stride, ..Default::default() };
         let embedding_kernel = &k.for_format(w.embedding.format)?.embedding;
-        let embedding = w
-            .embedding
-            .parts
+        // Zamba2's shared blocks read the embeddings again: a second gather keeps them.
+        let zamba2 = c.blocks.iter().any(|b| blocks::gpu::norms_itself(&b.kind));
+        let targets: &[&wgpu::Buffer] = if zamba2 { &[&a.h, &a.emb] } else { &[&a.h] };
+        let embedding = targets
             .iter()
-            .map(|part| {
+            .flat_map(|target| w.embedding.parts.iter().map(move |part| (part, *target)))
+            .map(|(part, target)| {
                 let p = embedding::EmbeddingParams {
                     d_model: d,
                     row_start: part.row_start as u32,
@@ -61,7 +63,7 @@ impl Plan {
                 b.call(
                     embedding_kernel,
                     &p,
-                    &[("ids", &a.ids), ("w", &part.buffer), ("h", &a.h)],
+                    &[("ids", &a.ids), ("w", &part.buffer), ("h", target)],
                     Groups::PerToken(d.div_ceil(embedding::COLUMNS)),
                 )
             })
@@ -76,8 +78,21 @@ impl Plan {
             .enumerate()
             .map(|(i, (block, l))| {
                 let io = [("x", &a.h), ("weight", &l.norm), ("y", &a.x_norm)];
-                let mut steps = vec![Step::Call(b.call(&k.rms_norm, &norm(0), &io, ROWS)?)];
-                let cx = blocks::gpu::LayerCx { b: &b, a, s, kv, i, residual: block.residual_scale };
+                let mut steps = Vec::new();
+                if !blocks::gpu::norms_itself(&block.kind) {
+                    steps.push(Step::Call(b.call(&k.rms_norm, &norm(0), &io, ROWS)?));
+                }
+                let cx = blocks::gpu::LayerCx {
+                    b: &b,
+                    a,
+                    s,
+                    kv,
+                    weights: &w.layers,
+                    i,
+                    residual: block.residual_scale,
+                    norm: &l.norm,
+                    eps: c.norm_eps,
+                };
                 steps.extend(blocks::gpu::plan(&block.kind, &l.mixer, cx)?);
                 Ok(steps)
             })

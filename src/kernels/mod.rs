@@ -20,6 +20,7 @@ pub mod attention_combine;
 pub mod attention_decode;
 pub mod attention_prefill;
 pub mod conv1d_silu;
+pub mod copy_cols;
 pub mod embedding;
 pub mod gated_act;
 pub mod gemv;
@@ -77,6 +78,7 @@ pub const SHADERS: &[Shader] = &[
     shader("attention_decode", attention_decode::SOURCE, attention_decode::BINDINGS),
     shader("attention_prefill", attention_prefill::SOURCE, attention_prefill::BINDINGS),
     shader("conv1d_silu", conv1d_silu::SOURCE, conv1d_silu::BINDINGS),
+    shader("copy_cols", copy_cols::SOURCE, copy_cols::BINDINGS),
     shader("embedding", embedding::SOURCE, embedding::BINDINGS),
     shader("gated_act", gated_act::SOURCE, gated_act::BINDINGS),
     shader("gemv", gemv::SOURCE, linear::BINDINGS),

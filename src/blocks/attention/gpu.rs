@@ -6,7 +6,7 @@
 //! onto the residual. Every buffer is bound by the name of the WGSL global it feeds.
 
 use crate::blocks::attention::Attention;
-use crate::blocks::gpu::LayerCx;
+use crate::blocks::gpu::{GpuAdapter, LayerCx, Out, adapter_steps};
 use crate::error::Result;
 use crate::gpu::KernelSpec;
 use crate::gpu_model::activations::Scratch;
@@ -100,11 +100,13 @@ fn shape(p: &Attention, capacity: usize) -> AttentionShape {
     }
 }
 
-/// What an attention's calls read and write: its input rows `x` (the normed residual) and the
-/// multiplier of its output as o_proj adds it onto the residual `h`.
+/// What an attention's calls read and write: its input rows `x` (the normed residual; for
+/// Zamba2's shared block hidden ‖ embeddings), where o_proj's output goes, and LoRA adapters on
+/// q, k, v (Zamba2's per-use ones).
 pub(crate) struct Io<'a> {
     pub x: &'a wgpu::Buffer,
-    pub out_scale: f32,
+    pub out: Out<'a>,
+    pub adapters: [Option<&'a GpuAdapter>; 3],
 }
 
 /// The calls of attention block `p` (weights `w`, cache `kv` of `capacity` positions), in
@@ -125,11 +127,14 @@ pub(crate) fn plan(
     let sh = shape(p, capacity);
     let lin = |y_col| linear::LinearParams { x_stride: d_in, y_stride: row, y_col, ..Default::default() };
     let qkv_out = [("x", io.x), ("y", &a.xz)];
-    let mut steps = vec![
-        Step::Linear(b.linear(&w.q, &qkv_out, lin(0))?),
-        Step::Linear(b.linear(&w.k, &qkv_out, lin(q_dim).scaled(p.key_scale))?),
-        Step::Linear(b.linear(&w.v, &qkv_out, lin(q_dim + kv_dim))?),
-    ];
+    let mut steps = Vec::new();
+    for (j, (m, col)) in [(&w.q, 0), (&w.k, q_dim), (&w.v, q_dim + kv_dim)].into_iter().enumerate() {
+        let scale = if j == 1 { p.key_scale } else { 1.0 };
+        steps.push(Step::Linear(b.linear(m, &qkv_out, lin(col).scaled(scale))?));
+        if let Some(adapter) = io.adapters[j] {
+            steps.extend(adapter_steps(b, adapter, (io.x, &a.lora), (&a.xz, row, col))?);
+        }
+    }
     if let (Some(r), Some(table)) = (p.rope, kv.rope.as_ref()) {
         let rot = r.dims as u32;
         for (col, heads) in [(0, sh.heads), (q_dim, sh.kv_heads)] {
@@ -197,12 +202,8 @@ pub(crate) fn plan(
     let io_combine = [("scratch", &cx.kv.scratch), ("o", &a.y)];
     let groups = Groups::Rows { per_token: sh.heads, z: 1 };
     steps.push(Step::Decode(b.call(kernel("attention_combine")?, &combine, &io_combine, groups)?));
-    let out = linear::LinearParams {
-        x_stride: q_dim,
-        y_stride: d_out,
-        flags: linear::ACCUMULATE,
-        ..Default::default()
-    };
-    steps.push(Step::Linear(b.linear(&w.o, &[("x", &a.y), ("y", &a.h)], out.scaled(io.out_scale))?));
+    let out = linear::LinearParams { x_stride: q_dim, y_stride: d_out, ..Default::default() };
+    let (y, out) = io.out.apply(&a.h, out);
+    steps.push(Step::Linear(b.linear(&w.o, &[("x", &a.y), ("y", y)], out)?));
     Ok(steps)
 }

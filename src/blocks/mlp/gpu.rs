@@ -2,7 +2,7 @@
 //! into one (T, gate ‖ up) row (or up alone for a plain MLP) → gated_act → the down projection,
 //! scaled and added onto the residual. A mixture's experts are MLPs too (`src/blocks/moe/gpu.rs`).
 
-use crate::blocks::gpu::LayerCx;
+use crate::blocks::gpu::{GpuAdapter, LayerCx, Out, adapter_steps};
 use crate::blocks::mlp::{Mlp, MlpNames};
 use crate::error::Result;
 use crate::gpu::KernelSpec;
@@ -72,12 +72,20 @@ pub(crate) fn scratch(p: &Mlp, t: usize) -> Scratch {
     Scratch { xz: t * 2 * p.inner, y: t * p.inner, ..Scratch::none() }
 }
 
-/// How one MLP's calls run: its input `x` (T, D), the multiplier of its output as the down
-/// projection adds it onto the residual, and for a routed expert of a mixture its routing.
+/// How one MLP's calls run: its input `x` (T, D), where the down projection's output goes, a
+/// LoRA adapter on gate ‖ up (Zamba2's), and for a routed expert of a mixture its routing.
 pub(crate) struct Io<'a> {
     pub x: &'a wgpu::Buffer,
-    pub out_scale: f32,
+    pub out: Out<'a>,
+    pub adapter: Option<&'a GpuAdapter>,
     pub routed: Option<Routed<'a>>,
+}
+
+impl<'a> Io<'a> {
+    /// A dense MLP over `x` added onto the residual times `scale`.
+    pub fn residual(x: &'a wgpu::Buffer, scale: f32) -> Self {
+        Self { x, out: Out::Residual(scale), adapter: None, routed: None }
+    }
 }
 
 /// A routed expert's share of the router's output: the chosen experts and weights (`route`,
@@ -117,6 +125,9 @@ pub(crate) fn plan(p: &Mlp, w: &GpuWeights, cx: LayerCx<'_>, io: Io<'_>) -> Resu
     } else {
         steps.push(step(b.linear(&w.up, &io_up, lin(0))?));
     }
+    if let Some(adapter) = io.adapter {
+        steps.extend(adapter_steps(b, adapter, (io.x, &a.lora), (&a.xz, row, 0))?);
+    }
     let (route, expert, top_k) = match &io.routed {
         Some(r) => (r.route, r.expert, r.top_k),
         None => (b.dummy, gated_act::NOT_ROUTED, 0),
@@ -138,9 +149,11 @@ pub(crate) fn plan(p: &Mlp, w: &GpuWeights, cx: LayerCx<'_>, io: Io<'_>) -> Resu
     let groups = Groups::Values { per_token: i, wg: gated_act::WG };
     let io_act = [("x", &a.xz), ("route", route), ("y", &a.y)];
     steps.push(Step::Call(b.call(cx.kernel(&specs, "gated_act")?, &act, &io_act, groups)?));
-    let down =
-        linear::LinearParams { x_stride: i, y_stride: d, flags: linear::ACCUMULATE, ..Default::default() };
-    let scale = io.out_scale * p.scales.1;
-    steps.push(step(b.linear(&w.down, &[("x", &a.y), ("y", &a.h)], down.scaled(scale))?));
+    let down = linear::LinearParams { x_stride: i, y_stride: d, ..Default::default() };
+    let (y, down) = match io.out {
+        Out::Residual(s) => Out::Residual(s * p.scales.1).apply(&a.h, down),
+        Out::Into(buffer) => (buffer, down.scaled(p.scales.1)),
+    };
+    steps.push(step(b.linear(&w.down, &[("x", &a.y), ("y", y)], down)?));
     Ok(steps)
 }

@@ -174,12 +174,7 @@ pub(crate) fn plan(p: &Moe, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<Step>
     let specs = kernels();
     steps.push(Step::Call(b.call(cx.kernel(&specs, "moe_route")?, &params, &io, Groups::Fixed(1, 1, 1))?));
     if let (Some(sp), Some(sw)) = (&p.shared, &w.shared) {
-        steps.extend(mlp::gpu::plan(
-            sp,
-            sw,
-            cx,
-            mlp::gpu::Io { x: &a.x_norm, out_scale: residual, routed: None },
-        )?);
+        steps.extend(mlp::gpu::plan(sp, sw, cx, mlp::gpu::Io::residual(&a.x_norm, residual))?);
     }
     for (x, expert) in w.experts.iter().enumerate() {
         let routed = mlp::gpu::Routed {
@@ -189,7 +184,7 @@ pub(crate) fn plan(p: &Moe, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<Step>
             args: &w.args,
             at: (12 * x * parts) as u64,
         };
-        let io = mlp::gpu::Io { x: &a.x_norm, out_scale: residual, routed: Some(routed) };
+        let io = mlp::gpu::Io { routed: Some(routed), ..mlp::gpu::Io::residual(&a.x_norm, residual) };
         steps.extend(mlp::gpu::plan(&p.expert, expert, cx, io)?);
     }
     Ok(steps)

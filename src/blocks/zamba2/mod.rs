@@ -4,6 +4,7 @@
 //! the layer's Mamba-2 mixer (not to the residual stream).
 
 pub(crate) mod cpu;
+pub(crate) mod gpu;
 
 use crate::blocks::attention::{self, Attention};
 use crate::blocks::mamba2::{self, Mamba2};
