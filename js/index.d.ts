@@ -28,6 +28,10 @@ export interface LoadOptions {
   maxTokens?: number;
   /** Tokens per checkpoint block of the state cache (default 64). */
   blockSize?: number;
+  /** Hybrids (attention layers): the most tokens of context their key/value caches may hold
+   *  (default: what 1 GiB of f32 keys and values holds, at most max_position_embeddings where
+   *  the model has RoPE). A call past it fails with code `ContextFull`; nothing is truncated. */
+  maxContext?: number;
   /** Keep every k-th block checkpoint (0, the default: every one); prompt ends always. */
   sparseEvery?: number;
   /** The state cache's budget in bytes (default 64 MiB, raised to four checkpoints where a model's state is larger, as Mamba-2's are; Infinity is fine). */
@@ -99,6 +103,10 @@ export interface ModelInfo {
   f16Subnormal: number;
   /** f16 storage: weights beyond ±65504 (clamped). */
   f16Overflow: number;
+  /** The most tokens of context (attention layers' key/value caches); Infinity without attention. */
+  maxContext: number;
+  /** Bytes the key/value caches grow by per token of context (0 without attention). */
+  kvBytesPerToken: number;
   /** Tokens per checkpoint block of the state cache (block checkpoints sit at its multiples,
    *  prompt-end checkpoints anywhere). */
   blockSize: number;

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 use crate::gpu_model::{GpuModel, GpuModelOptions};
 use crate::kernels::top_k::Top;
-use crate::model::{Checkpoint, Config, ModelWeights};
+use crate::model::{Checkpoint, Config, ModelWeights, context};
 use crate::model::{Logits, State};
 
 /// What the device can pick by itself, as data: the limits of [`DevicePicks`].
@@ -83,6 +83,23 @@ impl Engine {
     pub fn cpu(weights: ModelWeights) -> Self {
         let state = State::zeros(&weights.config);
         Engine::Cpu { model: Box::new(CpuModel::new(weights)), state, slots: Vec::new() }
+    }
+
+    /// The CPU reference with a context of at most `max_context` tokens (`None`: the default,
+    /// [`crate::model::context::max_context`]).
+    pub fn cpu_with(weights: ModelWeights, max_context: Option<usize>) -> Result<Self> {
+        let state = State::zeros(&weights.config);
+        let model = CpuModel::new(weights).with_max_context(max_context)?;
+        Ok(Engine::Cpu { model: Box::new(model), state, slots: Vec::new() })
+    }
+
+    /// The most tokens of context the model may hold (`usize::MAX` for a model without
+    /// attention).
+    pub fn max_context(&self) -> usize {
+        match self {
+            Engine::Cpu { model, .. } => model.max_context(),
+            Engine::Gpu(m) => m.max_context(),
+        }
     }
 
     /// `checkpoint` streamed onto the GPU of `ctx`.
@@ -210,6 +227,7 @@ impl Engine {
         match self {
             Engine::Cpu { model, slots, .. } => {
                 new.check_fits(model.config())?;
+                context::check_room(new.context().unwrap_or(0), model.max_context())?;
                 *slots.get_mut(slot).ok_or_else(|| no_slot(slot))? = Some(new.try_clone()?);
                 Ok(())
             }
@@ -238,6 +256,7 @@ impl Engine {
         match self {
             Engine::Cpu { model, state, .. } => {
                 new.check_fits(model.config())?;
+                context::check_room(new.context().unwrap_or(0), model.max_context())?;
                 *state = new.clone();
                 Ok(())
             }

@@ -9,7 +9,7 @@ mod common;
 use common::fixtures::{self, Fixture};
 use common::{assert_close, gpu, log};
 use webmamba::cpu::ops::argmax;
-use webmamba::{CpuModel, GpuModel, GpuModelOptions, Logits, Matmul, State, WeightFormat};
+use webmamba::{CpuModel, Error, GpuModel, GpuModelOptions, Logits, Matmul, State, WeightFormat};
 
 fn model(f: &Fixture) -> CpuModel {
     CpuModel::new(f.checkpoint().weights().unwrap_or_else(|e| panic!("{}: {e}", f.name)))
@@ -119,5 +119,52 @@ dual_test! {
             assert_close(&format!("{}: GPU pieces vs HF", f.name), &chunked, &r.logits, 1e-4, 0.0);
             log(&format!("[gpu] {}: 24 decode steps, a greedy batch and a prompt in 7 pieces match HF", f.name));
         }
+    }
+}
+
+dual_test! {
+    async fn hybrid_context_past_max_context_is_context_full() {
+        // The CPU and the GPU: a context past maxContext fails typed before anything runs, the
+        // state as it was; the default is max_position_embeddings for a model with RoPE; a
+        // pure Mamba model has no limit.
+        let ctx = gpu("hybrid_context_past_max_context_is_context_full").await;
+        let f = fixtures::hybrids().into_iter().find(|f| f.name == "granite-h-rope-moe-f32").unwrap();
+        let r = f.reference();
+        let cpu = model(&f);
+        let v = cpu.config().vocab_size;
+        assert_eq!(cpu.max_context(), 2048, "RoPE caps the default at max_position_embeddings");
+        let cpu = cpu.with_max_context(Some(100)).unwrap();
+        let mut state = State::zeros(cpu.config());
+        cpu.forward(&r.ids[..90], &mut state, Logits::Last).unwrap();
+        let before = state.clone();
+        match cpu.forward(&r.ids[90..111], &mut state, Logits::Last) {
+            Err(Error::ContextFull { needed: 111, max_context: 100 }) => {}
+            other => panic!("CPU past maxContext: {:?}", other.map(|l| l.len())),
+        }
+        assert_eq!(state, before, "CPU: the state is as it was");
+        let last = cpu.forward(&r.ids[90..100], &mut state, Logits::All).unwrap();
+        assert_close("CPU after a refused call", &last, &r.logits[90 * v..100 * v], 1e-4, 0.0);
+        let mamba = CpuModel::new(fixtures::all()[0].checkpoint().weights().unwrap());
+        assert_eq!(mamba.max_context(), usize::MAX, "no attention, no limit");
+        let Some(ctx) = ctx else { return };
+        let options = GpuModelOptions { weights: WeightFormat::F32, max_context: Some(100), ..Default::default() };
+        let mut m = GpuModel::load(&ctx, &f.checkpoint(), options).await.unwrap();
+        assert_eq!(m.max_context(), 100);
+        m.forward(&r.ids[..90], Logits::Last).await.unwrap();
+        for bad in [&r.ids[90..111], &r.ids[90..101]] {
+            match m.forward(bad, Logits::Last).await {
+                Err(Error::ContextFull { max_context: 100, .. }) => {}
+                other => panic!("GPU past maxContext: {:?}", other.map(|l| l.len())),
+            }
+        }
+        match m.greedy(r.ids[90], 11).await {
+            Err(Error::ContextFull { needed: 101, max_context: 100 }) => {}
+            other => panic!("GPU greedy past maxContext: {other:?}"),
+        }
+        assert_eq!(m.context_len(), 90, "GPU: the context is as it was");
+        let last = m.forward(&r.ids[90..100], Logits::All).await.unwrap();
+        assert_close("GPU after refused calls", &last, &r.logits[90 * v..100 * v], 1e-4, 0.0);
+        let default = GpuModel::load(&ctx, &f.checkpoint(), GpuModelOptions::default()).await.unwrap();
+        assert_eq!(default.max_context(), 2048, "GPU default: max_position_embeddings");
     }
 }

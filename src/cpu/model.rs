@@ -10,7 +10,7 @@ use crate::cpu::conv::{Capture, Run};
 use crate::cpu::matmul::linear;
 use crate::cpu::ops::rms_norm;
 use crate::error::{Error, Result};
-use crate::model::{Config, Logits, ModelWeights, State, StateLayout};
+use crate::model::{Config, Logits, ModelWeights, State, StateLayout, context};
 
 /// Tokens one chunk of a forward call runs at a time: the activations of a chunk, not of the
 /// whole call, are what a long prompt keeps in memory (~0.2 MB per token for a 130M model).
@@ -24,6 +24,8 @@ pub struct CpuModel {
     a: Vec<Vec<f32>>,
     /// The layout of its states (shared by every snapshot it takes).
     layout: Arc<StateLayout>,
+    /// The most tokens of context its attention layers' caches may hold.
+    max_context: usize,
 }
 
 impl CpuModel {
@@ -35,7 +37,21 @@ impl CpuModel {
             .map(|l| l.mixer.ssm().map_or_else(Vec::new, |ssm| ssm.a_log.iter().map(|v| -v.exp()).collect()))
             .collect();
         let layout = Arc::new(w.config.state_layout());
-        Self { w, a, layout }
+        // The default can only fail for a `wanted` length.
+        let max_context = context::max_context(&w.config, None, u64::MAX).unwrap_or(usize::MAX);
+        Self { w, a, layout, max_context }
+    }
+
+    /// The model with a `max_context` of `wanted` (`None`: the default,
+    /// [`context::max_context`]).
+    pub fn with_max_context(mut self, wanted: Option<usize>) -> Result<Self> {
+        self.max_context = context::max_context(&self.w.config, wanted, u64::MAX)?;
+        Ok(self)
+    }
+
+    /// The most tokens of context it may hold (`usize::MAX` for a model without attention).
+    pub fn max_context(&self) -> usize {
+        self.max_context
     }
 
     /// The model's hyper-parameters.
@@ -70,6 +86,9 @@ impl CpuModel {
     ) -> Result<(Vec<f32>, Vec<State>)> {
         let c = &self.w.config;
         c.check_forward(tokens, positions.iter().copied())?;
+        if let Some(context) = state.context() {
+            context::check_room(context + tokens.len(), self.max_context)?;
+        }
         if state.layers.len() != c.n_layer() {
             return Err(Error::InvalidInput(format!(
                 "state has {} layers, the model {}",

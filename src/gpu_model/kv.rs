@@ -6,18 +6,14 @@
 //! `max_context`; a call that would pass it is [`Error::ContextFull`] before anything runs.
 
 use crate::blocks::Attention;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::gpu::GpuContext;
 use crate::kernels::attention_decode;
 use crate::kernels::rope::rope_table;
-use crate::model::Config;
+use crate::model::{Config, context};
 
 /// Positions per page: the cache grows by whole pages (the checkpoint cache's block size).
 pub const PAGE: usize = 64;
-
-/// GPU memory the key/value caches may take together when a load does not say
-/// (`max_context`): 1 GiB.
-pub const KV_BUDGET_BYTES: u64 = 1 << 30;
 
 /// One attention layer's cache.
 pub(crate) struct LayerKv {
@@ -40,36 +36,11 @@ pub(crate) struct KvCaches {
     pub scratch: wgpu::Buffer,
 }
 
-/// Bytes one position takes in every layer's cache together (f32 K and V).
-pub(crate) fn bytes_per_position(c: &Config) -> u64 {
-    c.blocks.iter().filter_map(|b| b.kind.attention()).map(|a| 8 * a.kv_dim() as u64).sum()
-}
-
-/// The `max_context` of a load that asks for `wanted` (`None`: the default — what
-/// [`KV_BUDGET_BYTES`] holds, at most `max_position_embeddings` where the model has RoPE);
-/// either way at most what one layer's buffer may hold on this device. A model without
-/// attention has no limit (`usize::MAX`).
+/// The `max_context` of a load asking for `wanted` on `ctx` (see [`context::max_context`]):
+/// one layer's cache is one storage binding.
 pub(crate) fn max_context(c: &Config, ctx: &GpuContext, wanted: Option<usize>) -> Result<usize> {
-    let per_position = bytes_per_position(c);
-    if per_position == 0 {
-        return Ok(wanted.unwrap_or(usize::MAX));
-    }
     let widest = c.blocks.iter().filter_map(|b| b.kind.attention()).map(|a| 8 * a.kv_dim() as u64).max();
-    let binding = ctx.max_binding() / widest.unwrap_or(1).max(1);
-    match wanted {
-        Some(0) => Err(Error::InvalidInput("maxContext must be at least 1".into())),
-        Some(n) if n as u64 > binding => Err(Error::LimitExceeded {
-            what: "maxContext (positions of one attention layer's key/value buffer)",
-            requested: n as u64,
-            limit: binding,
-        }),
-        Some(n) => Ok(n),
-        None => {
-            let budget = KV_BUDGET_BYTES / per_position;
-            let rope = c.max_positions.map_or(u64::MAX, |p| p as u64);
-            Ok(budget.min(binding).min(rope).max(1) as usize)
-        }
-    }
+    context::max_context(c, wanted, ctx.max_binding() / widest.unwrap_or(1).max(1))
 }
 
 impl KvCaches {
@@ -124,10 +95,7 @@ impl KvCaches {
 
     /// Fails with [`Error::ContextFull`] unless a context of `needed` positions is allowed.
     pub fn check_room(&self, needed: usize) -> Result<()> {
-        if self.any() && needed > self.max_context {
-            return Err(Error::ContextFull { needed: needed as u64, max_context: self.max_context as u64 });
-        }
-        Ok(())
+        context::check_room(needed, self.max_context)
     }
 
     /// The capacity to grow to for `needed` positions: at least double, whole pages, at most

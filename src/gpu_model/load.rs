@@ -18,7 +18,7 @@ use crate::gpu_model::weights::GpuWeights;
 use crate::gpu_model::{GpuMemory, GpuModel, GpuModelOptions, MAX_GREEDY_STEPS, WeightFormat};
 use crate::load::Reporter;
 use crate::model::State;
-use crate::model::{Checkpoint, Config, Layout};
+use crate::model::{Checkpoint, Config, Layout, context};
 
 /// A model whose buffers exist and whose weights are streaming in: [`GpuModel::begin`] makes
 /// it, a checkpoint stream fills [`Loading::sink`], [`Loading::finish`] compiles and plans.
@@ -77,7 +77,8 @@ impl GpuModel {
                     .collect();
                 let acts = Activations::new(ctx, config, &needs, options.max_tokens, MAX_GREEDY_STEPS)?;
                 let state = StateBuffers::new(ctx, config)?;
-                let capacity = if kv::bytes_per_position(config) > 0 { kv::PAGE.min(max_context) } else { 0 };
+                let capacity =
+                    if context::kv_bytes_per_position(config) > 0 { kv::PAGE.min(max_context) } else { 0 };
                 let kv = KvCaches::new(ctx, config, capacity, max_context)?;
                 Ok((w, acts, state, kv))
             })

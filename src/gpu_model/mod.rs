@@ -28,7 +28,7 @@ pub(crate) mod weights;
 
 pub use format::{ConversionStats, WeightFormat};
 pub use greedy::MAX_GREEDY_STEPS;
-pub use kv::{KV_BUDGET_BYTES, PAGE as KV_PAGE};
+pub use kv::PAGE as KV_PAGE;
 pub use upload::FLUSH_BYTES;
 
 use crate::error::Result;
@@ -86,7 +86,7 @@ pub struct GpuModelOptions {
     /// the split path on any device). `None`: the device's limit.
     pub max_binding_bytes: Option<u64>,
     /// Most tokens of context the attention layers' key/value caches may hold (a longer one is
-    /// [`crate::Error::ContextFull`]). `None`: what [`KV_BUDGET_BYTES`] holds, at most the
+    /// [`crate::Error::ContextFull`]). `None`: what [`crate::model::context::KV_BUDGET_BYTES`] holds, at most the
     /// model's `max_position_embeddings` where it has RoPE. Models without attention have no
     /// limit.
     pub max_context: Option<usize>,

@@ -44,6 +44,7 @@ mod config_fields;
 mod config_formats;
 mod config_json;
 mod config_out;
+pub mod context;
 mod header;
 mod hybrid;
 mod layout;

@@ -14,7 +14,8 @@ pub struct ModelInfo {
     pub backend: String,
     /// The GPU adapter ("" on the CPU), and why the CPU was chosen if it was.
     pub adapter: String,
-    /// The architecture, as config.json's `model_type`: "mamba", "falcon_mamba" or "mamba2".
+    /// The architecture, as config.json's `model_type` ("mamba", "falcon_mamba", "mamba2",
+    /// "granitemoehybrid", "bamba", "nemotron_h", "jamba", "falcon_h1", "zamba2").
     pub architecture: String,
     /// Width of the residual stream.
     #[wasm_bindgen(js_name = dModel)]
@@ -49,6 +50,13 @@ pub struct ModelInfo {
     /// prompt-end checkpoints anywhere.
     #[wasm_bindgen(js_name = blockSize)]
     pub block_size: u32,
+    /// The most tokens of context the model may hold (its attention layers' key/value caches:
+    /// `maxContext`); `Infinity` for a model without attention.
+    #[wasm_bindgen(js_name = maxContext)]
+    pub max_context: f64,
+    /// Bytes the key/value caches grow by per token of context (f32; 0 without attention).
+    #[wasm_bindgen(js_name = kvBytesPerToken)]
+    pub kv_bytes_per_token: f64,
     /// What went wrong without stopping the load (e.g. the offline cache is full).
     pub warnings: Vec<String>,
 }
@@ -72,6 +80,11 @@ impl ModelInfo {
             f16_subnormal: 0.0,
             f16_overflow: 0.0,
             block_size: rt.cache_config().block_size as u32,
+            max_context: match e.max_context() {
+                usize::MAX => f64::INFINITY,
+                n => n as f64,
+            },
+            kv_bytes_per_token: crate::model::context::kv_bytes_per_position(c) as f64,
             warnings,
         };
         match e {

@@ -132,7 +132,7 @@ impl Model {
             }
             Err(why) => why,
         };
-        let engine = Engine::cpu(checkpoint.weights_reporting(&mut reporter)?);
+        let engine = Engine::cpu_with(checkpoint.weights_reporting(&mut reporter)?, o.max_context)?;
         Self::assemble(engine, why, checkpoint.tokenizer_json.as_deref(), o, reporter.warnings().to_vec())
     }
 
@@ -159,7 +159,8 @@ impl Model {
         };
         let mut sink = HostSink::new(&opened.layout)?;
         let fingerprint = loader::stream(&source, &opened, &mut sink, None, &mut reporter).await?;
-        let engine = Engine::cpu(sink.finish(&opened.config, &opened.layout, fingerprint)?);
+        let engine =
+            Engine::cpu_with(sink.finish(&opened.config, &opened.layout, fingerprint)?, o.max_context)?;
         Self::assemble(engine, why, opened.tokenizer_json.as_deref(), o, reporter.warnings().to_vec())
     }
 
@@ -331,5 +332,6 @@ fn gpu_options(o: &LoadConfig) -> GpuModelOptions {
         matmul: Matmul::Auto,
         weights: o.weights,
         max_binding_bytes: None,
+        max_context: o.max_context,
     }
 }

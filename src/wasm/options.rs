@@ -33,6 +33,8 @@ pub(crate) struct LoadConfig {
     pub signal: Option<web_sys::AbortSignal>,
     /// No bytes for this long is a stalled download (`stallTimeoutMs`).
     pub stall_ms: u32,
+    /// The most tokens of context (`maxContext`; `None`: the model's default).
+    pub max_context: Option<usize>,
 }
 
 impl LoadConfig {
@@ -102,6 +104,16 @@ impl LoadConfig {
             on_progress,
             signal,
             stall_ms,
+            max_context: match field("maxContext")? {
+                None => None,
+                Some(v) => Some(
+                    args::whole(&v, "options.maxContext", u32::MAX as u64)
+                        .ok()
+                        .filter(|&n| n > 0)
+                        .ok_or_else(|| wrong("maxContext", "a whole number of tokens ≥ 1"))?
+                        as usize,
+                ),
+            },
         })
     }
 
