@@ -32,6 +32,8 @@ export interface LoadOptions {
    *  (default: what 1 GiB of f32 keys and values holds, at most max_position_embeddings where
    *  the model has RoPE). A call past it fails with code `ContextFull`; nothing is truncated. */
   maxContext?: number;
+  /** How the GPU's key/value caches store keys and values: 'f32' (default, exact) or 'f16' (half the memory). */
+  kvFormat?: 'f32' | 'f16';
   /** Keep every k-th block checkpoint (0, the default: every one); prompt ends always. */
   sparseEvery?: number;
   /** The state cache's budget in bytes (default 64 MiB, raised to four checkpoints where a model's state is larger, as Mamba-2's are; Infinity is fine). */
@@ -107,6 +109,8 @@ export interface ModelInfo {
   maxContext: number;
   /** Bytes the key/value caches grow by per token of context (0 without attention). */
   kvBytesPerToken: number;
+  /** How the key/value caches store keys and values: 'f32' or 'f16' ('f32' on the CPU). */
+  kvFormat: 'f32' | 'f16';
   /** Tokens per checkpoint block of the state cache (block checkpoints sit at its multiples,
    *  prompt-end checkpoints anywhere). */
   blockSize: number;

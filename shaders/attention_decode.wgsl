@@ -44,7 +44,21 @@ struct Params {
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read> q: array<f32>;             // (T, q_stride): (Hq, hd) at q_col
-@group(0) @binding(3) var<storage, read> kv: array<f32>;            // at kv_offset: K, V each (capacity, Hkv, hd)
+@group(0) @binding(3) var<storage, read> kv: array<u32>;            // at kv_offset: K, V each (capacity, Hkv, hd), in KV_FORMAT
+
+// How the cache stores its values (a pipeline-overridable constant, one pipeline per format):
+// 0 = f32 (a value per u32), 1 = f16 (two per u32, element 2i in the low half). Offsets and
+// indices count values either way.
+override KV_FORMAT: u32 = 0u;
+
+fn kv_load(i: u32) -> f32 {
+    if (KV_FORMAT == 0u) {
+        return bitcast<f32>(kv[i]);
+    }
+    let pair = unpack2x16float(kv[i >> 1u]);
+    return select(pair.x, pair.y, (i & 1u) == 1u);
+}
+
 @group(0) @binding(4) var<storage, read_write> scratch: array<f32>; // (splits, T, Hq, hd + 2): (m, l, acc)
 
 var<workgroup> q_row: array<f32, HEAD_DIM_MAX>; // (hd) the query
@@ -83,7 +97,7 @@ fn attention_decode(
         let at = k_base + (k0 + j) * width;
         var dot = 0.0;
         for (var d = 0u; d < hd; d++) {
-            dot += q_row[d] * kv[at + d];
+            dot += q_row[d] * kv_load(at + d);
         }
         weights[j] = dot * p.scale;
         m_own = max(m_own, dot * p.scale);
@@ -117,7 +131,7 @@ fn attention_decode(
     for (var d = lid; d < hd; d += WG) {
         var acc = 0.0;
         for (var j = 0u; j < n; j++) {
-            acc += weights[j] * kv[v_base + (k0 + j) * width + d];
+            acc += weights[j] * kv_load(v_base + (k0 + j) * width + d);
         }
         scratch[record + 2u + d] = acc;
     }

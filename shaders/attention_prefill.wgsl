@@ -47,7 +47,21 @@ struct Params {
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read> q: array<f32>;        // (T, q_stride): (Hq, hd) at q_col
-@group(0) @binding(3) var<storage, read> kv: array<f32>;       // at kv_offset: K, V each (capacity, Hkv, hd)
+@group(0) @binding(3) var<storage, read> kv: array<u32>;       // at kv_offset: K, V each (capacity, Hkv, hd), in KV_FORMAT
+
+// How the cache stores its values (a pipeline-overridable constant, one pipeline per format):
+// 0 = f32 (a value per u32), 1 = f16 (two per u32, element 2i in the low half). Offsets and
+// indices count values either way.
+override KV_FORMAT: u32 = 0u;
+
+fn kv_load(i: u32) -> f32 {
+    if (KV_FORMAT == 0u) {
+        return bitcast<f32>(kv[i]);
+    }
+    let pair = unpack2x16float(kv[i >> 1u]);
+    return select(pair.x, pair.y, (i & 1u) == 1u);
+}
+
 @group(0) @binding(4) var<storage, read_write> o: array<f32>;  // (T, o_stride): (Hq, hd) at o_col
 
 var<workgroup> q_tile: array<f32, STAGE>; // (BQ, hd) the workgroup's query rows
@@ -105,8 +119,8 @@ fn attention_prefill(
             var vv = 0.0;
             if (key < n_keys) {
                 let at = key * width + i % hd;
-                kk = kv[k_base + at];
-                vv = kv[v_base + at];
+                kk = kv_load(k_base + at);
+                vv = kv_load(v_base + at);
             }
             k_tile[i] = kk;
             v_tile[i] = vv;

@@ -32,7 +32,12 @@ struct Params {
 @group(0) @binding(1) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read> k: array<f32>;        // (T, k_stride): (Hkv, hd) at k_col
 @group(0) @binding(3) var<storage, read> v: array<f32>;        // (T, v_stride): (Hkv, hd) at v_col
-@group(0) @binding(4) var<storage, read_write> kv: array<f32>; // at kv_offset: K, V each (capacity, Hkv, hd)
+@group(0) @binding(4) var<storage, read_write> kv: array<u32>; // at kv_offset: K, V each (capacity, Hkv, hd), in KV_FORMAT
+
+// How the cache stores its values (a pipeline-overridable constant, one pipeline per format):
+// 0 = f32 (a value per u32), 1 = f16 (two per u32, element 2i in the low half: an even
+// invocation packs its value and the next; the host keeps width and kv_offset even).
+override KV_FORMAT: u32 = 0u;
 
 @compute @workgroup_size(WG)
 fn kv_append(
@@ -50,6 +55,15 @@ fn kv_append(
     if (pos >= p.capacity) {
         return;
     }
-    kv[p.kv_offset + pos * p.width + j] = k[t * p.k_stride + p.k_col + j];
-    kv[p.kv_offset + (p.capacity + pos) * p.width + j] = v[t * p.v_stride + p.v_col + j];
+    let k_at = t * p.k_stride + p.k_col + j;
+    let v_at = t * p.v_stride + p.v_col + j;
+    let key = p.kv_offset + pos * p.width + j;
+    let value = p.kv_offset + (p.capacity + pos) * p.width + j;
+    if (KV_FORMAT == 0u) {
+        kv[key] = bitcast<u32>(k[k_at]);
+        kv[value] = bitcast<u32>(v[v_at]);
+    } else if ((j & 1u) == 0u) {
+        kv[key >> 1u] = pack2x16float(vec2<f32>(k[k_at], k[k_at + 1u]));
+        kv[value >> 1u] = pack2x16float(vec2<f32>(v[v_at], v[v_at + 1u]));
+    }
 }

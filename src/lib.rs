@@ -35,7 +35,7 @@ pub use cpu::CpuModel;
 pub use engine::Engine;
 pub use error::{Error, Result};
 pub use gpu::GpuContext;
-pub use gpu_model::{ConversionStats, GpuMemory, GpuModel, GpuModelOptions, Matmul, WeightFormat};
+pub use gpu_model::{ConversionStats, GpuMemory, GpuModel, GpuModelOptions, KvFormat, Matmul, WeightFormat};
 pub use load::{Phase, Progress, Reporter};
 pub use model::{Arch, Checkpoint, Config, Logits, Matrix, ModelWeights, State};
 pub use session::{GREEDY_BATCH, GenerateOptions, Outcome, Runtime, SessionId, SessionStats};

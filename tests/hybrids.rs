@@ -9,7 +9,7 @@ mod common;
 use common::fixtures::{self, Fixture};
 use common::{assert_close, gpu, log};
 use webmamba::cpu::ops::argmax;
-use webmamba::{CpuModel, Error, GpuModel, GpuModelOptions, Logits, Matmul, State, WeightFormat};
+use webmamba::{CpuModel, Error, GpuModel, GpuModelOptions, KvFormat, Logits, Matmul, State, WeightFormat};
 
 fn model(f: &Fixture) -> CpuModel {
     CpuModel::new(f.checkpoint().weights().unwrap_or_else(|e| panic!("{}: {e}", f.name)))
@@ -166,5 +166,29 @@ dual_test! {
         assert_close("GPU after refused calls", &last, &r.logits[90 * v..100 * v], 1e-4, 0.0);
         let default = GpuModel::load(&ctx, &f.checkpoint(), GpuModelOptions::default()).await.unwrap();
         assert_eq!(default.max_context(), 2048, "GPU default: max_position_embeddings");
+    }
+}
+
+dual_test! {
+    async fn hybrid_gpu_f16_kv_keeps_hf_greedy_tokens() {
+        // Keys and values stored in f16: the logits move (reported), HF's greedy tokens do not,
+        // and a state read out and written back (f16 → f32 → f16) continues the same way.
+        let Some(ctx) = gpu("hybrid_gpu_f16_kv_keeps_hf_greedy_tokens").await else { return };
+        for f in fixtures::hybrids() {
+            let options = GpuModelOptions { weights: WeightFormat::F32, kv_format: KvFormat::F16, ..Default::default() };
+            let Ok(mut m) = GpuModel::load(&ctx, &f.checkpoint(), options).await else { continue };
+            let r = f.reference();
+            let logits = m.forward(&r.ids, Logits::All).await.unwrap();
+            let worst = logits.iter().zip(&r.logits).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+            m.reset_state();
+            let first = argmax(&m.forward(&r.prompt_ids, Logits::Last).await.unwrap()).unwrap() as u32;
+            let state = m.read_state().await.unwrap();
+            let picks = m.greedy(first, 23).await.unwrap();
+            assert_eq!([vec![first], picks.clone()].concat(), r.greedy_ids, "{}: f16 caches, greedy", f.name);
+            m.reset_state();
+            m.write_state(&state).unwrap();
+            assert_eq!(m.greedy(first, 23).await.unwrap(), picks, "{}: f16 caches, state written back", f.name);
+            log(&format!("[gpu] {}: f16 key/value caches: max |Δlogit| vs HF {worst:e}, HF's 24 greedy tokens", f.name));
+        }
     }
 }

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::gpu::{GpuContext, Kernel, KernelSpec};
 use crate::gpu_model::activations::{Activations, Scratch, StateBuffers};
 use crate::gpu_model::call::{Builder, Groups, Step};
-use crate::gpu_model::kv::KvCaches;
+use crate::gpu_model::kv::{KvCaches, KvFormat};
 use crate::gpu_model::split::{Alloc, Destination, SplitMatrix};
 use crate::gpu_model::weights::GpuLayer;
 use crate::kernels::{conv1d_silu, linear, scan_carry};
@@ -83,15 +83,16 @@ impl GpuBlockWeights {
     }
 }
 
-/// The kernels a block of `kind` dispatches (beyond the shared rms_norm and linear ones).
-pub(crate) fn kernels(kind: &BlockKind) -> Vec<KernelSpec> {
+/// The kernels a block of `kind` dispatches (beyond the shared rms_norm and linear ones), those
+/// of the key/value caches for their format `kv`.
+pub(crate) fn kernels(kind: &BlockKind, kv: KvFormat) -> Vec<KernelSpec> {
     match kind {
         BlockKind::Mamba1(p) => mamba1::gpu::kernels(p),
         BlockKind::Mamba2(p) => mamba2::gpu::kernels(p),
-        BlockKind::Attention(p) => attention::gpu::kernels(p),
+        BlockKind::Attention(p) => attention::gpu::kernels(p, kv),
         BlockKind::Mlp(_) => mlp::gpu::kernels(),
         BlockKind::Moe(_) => moe::gpu::kernels(),
-        BlockKind::Zamba2(p) => zamba2::gpu::kernels(p),
+        BlockKind::Zamba2(p) => zamba2::gpu::kernels(p, kv),
         _ => Vec::new(),
     }
 }
@@ -109,15 +110,15 @@ pub(crate) fn scratch(kind: &BlockKind, d: usize, t: usize) -> Scratch {
     }
 }
 
-/// Fails unless the kernels of a block of `kind` can run on `ctx`.
-pub(crate) fn check(kind: &BlockKind, ctx: &GpuContext) -> Result<()> {
+/// Fails unless the kernels of a block of `kind` can run on `ctx` (caches in format `kv`).
+pub(crate) fn check(kind: &BlockKind, ctx: &GpuContext, kv: KvFormat) -> Result<()> {
     match kind {
         BlockKind::Mamba1(p) => mamba1::gpu::check(p, ctx),
         BlockKind::Mamba2(p) => mamba2::gpu::check(p),
-        BlockKind::Attention(p) => attention::gpu::check(p),
+        BlockKind::Attention(p) => attention::gpu::check(p, kv),
         BlockKind::Mlp(_) => Ok(()),
         BlockKind::Moe(p) => moe::gpu::check(p),
-        BlockKind::Zamba2(p) => zamba2::gpu::check(p),
+        BlockKind::Zamba2(p) => zamba2::gpu::check(p, kv),
         other => Err(not_yet(other)),
     }
 }

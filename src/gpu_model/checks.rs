@@ -7,6 +7,7 @@ use crate::blocks;
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 use crate::gpu_model::Matmul;
+use crate::gpu_model::kv::KvFormat;
 use crate::gpu_model::pipelines::gemv_kernel;
 use crate::kernels::linear;
 use crate::model::Config;
@@ -14,9 +15,9 @@ use crate::model::Config;
 /// Fails unless the kernels can run a model of shape `c` on `ctx`: each block kind checks its
 /// kernels' fixed-size arrays and workgroup memory (`src/blocks/<kind>/gpu.rs`), and the blocks
 /// agree on the prefill scan's chunk (checked before anything is allocated).
-pub(crate) fn check_supported(c: &Config, ctx: &GpuContext) -> Result<()> {
+pub(crate) fn check_supported(c: &Config, ctx: &GpuContext, kv: KvFormat) -> Result<()> {
     for kind in &c.blocks {
-        blocks::gpu::check(&kind.kind, ctx)?;
+        blocks::gpu::check(&kind.kind, ctx, kv)?;
     }
     let mut chunks =
         c.blocks.iter().map(|b| blocks::gpu::scratch(&b.kind, c.d_model, 1).chunk).filter(|&c| c > 0);

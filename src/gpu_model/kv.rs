@@ -6,7 +6,7 @@
 //! `max_context`; a call that would pass it is [`Error::ContextFull`] before anything runs.
 
 use crate::blocks::Attention;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 use crate::kernels::attention_decode;
 use crate::kernels::rope::rope_table;
@@ -15,12 +15,82 @@ use crate::model::{Config, context};
 /// Positions per page: the cache grows by whole pages (the checkpoint cache's block size).
 pub const PAGE: usize = 64;
 
+/// How the key/value caches store keys and values (`kvFormat`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum KvFormat {
+    /// f32: exact.
+    #[default]
+    F32,
+    /// f16, two per u32 (half the memory; keys and values rounded to f16).
+    F16,
+}
+
+impl KvFormat {
+    /// Bytes of one value.
+    pub fn bytes(self) -> usize {
+        match self {
+            KvFormat::F32 => 4,
+            KvFormat::F16 => 2,
+        }
+    }
+
+    /// The shaders' `KV_FORMAT`.
+    pub fn shader_value(self) -> f64 {
+        match self {
+            KvFormat::F32 => 0.0,
+            KvFormat::F16 => 1.0,
+        }
+    }
+
+    /// Its name ("f32", "f16").
+    pub fn name(self) -> &'static str {
+        match self {
+            KvFormat::F32 => "f32",
+            KvFormat::F16 => "f16",
+        }
+    }
+
+    /// The format named `name`.
+    pub fn parse(name: &str) -> Result<Self> {
+        match name {
+            "f32" => Ok(KvFormat::F32),
+            "f16" => Ok(KvFormat::F16),
+            other => Err(Error::InvalidInput(format!("kvFormat must be f32 or f16, not {other:?}"))),
+        }
+    }
+
+    /// Values `floats` as stored (f16: rounded, packed in pairs).
+    pub fn encode(self, floats: &[f32]) -> Vec<u8> {
+        match self {
+            KvFormat::F32 => bytemuck::cast_slice(floats).to_vec(),
+            KvFormat::F16 => floats.iter().flat_map(|&v| half::f16::from_f32(v).to_le_bytes()).collect(),
+        }
+    }
+
+    /// Stored values back as f32 (`words`: the buffer's u32 words as read back).
+    pub fn decode(self, words: &[f32], values: usize) -> Vec<f32> {
+        match self {
+            KvFormat::F32 => words[..values].to_vec(),
+            KvFormat::F16 => {
+                let bytes: &[u8] = bytemuck::cast_slice(words);
+                bytes
+                    .chunks_exact(2)
+                    .take(values)
+                    .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
+                    .collect()
+            }
+        }
+    }
+}
+
 /// One attention layer's cache.
 pub(crate) struct LayerKv {
     pub kv: wgpu::Buffer,           // K (capacity, Hkv, hd) ‖ V (capacity, Hkv, hd)
     pub rope: Option<wgpu::Buffer>, // (capacity, 2, rot/2): cos ‖ sin per position
-    /// Hkv · hd: floats of one position's keys (or values).
+    /// Hkv · hd: values of one position's keys (or values).
     pub width: usize,
+    /// Bytes of one value.
+    pub value_bytes: usize,
 }
 
 /// Every attention layer's cache.
@@ -31,6 +101,8 @@ pub(crate) struct KvCaches {
     pub capacity: usize,
     /// Most positions a context may reach.
     pub max_context: usize,
+    /// How they store keys and values.
+    pub format: KvFormat,
     /// attention_decode's partial results, for the layer that needs the most:
     /// (splits, 1, Hq, hd + 2).
     pub scratch: wgpu::Buffer,
@@ -44,9 +116,14 @@ pub(crate) fn max_context(c: &Config, ctx: &GpuContext, wanted: Option<usize>) -
 }
 
 impl KvCaches {
-    /// Caches for block list `c` holding `capacity` positions (0: none yet), at most
-    /// `max_context`.
-    pub fn new(ctx: &GpuContext, c: &Config, capacity: usize, max_context: usize) -> Result<Self> {
+    /// Caches for block list `c` holding `capacity` positions (0: none yet) in `format`, at
+    /// most `max_context`.
+    pub fn new(
+        ctx: &GpuContext,
+        c: &Config,
+        (capacity, max_context): (usize, usize),
+        format: KvFormat,
+    ) -> Result<Self> {
         let attentions: Vec<Option<&Attention>> = c.blocks.iter().map(|b| b.kind.attention()).collect();
         let rows = capacity.max(1);
         let layers = attentions
@@ -55,7 +132,8 @@ impl KvCaches {
             .map(|(i, a)| {
                 a.map(|a| -> Result<LayerKv> {
                     let width = a.kv_dim();
-                    let kv = ctx.storage_zeroed_f32(&format!("kv cache {i}"), 2 * rows * width)?;
+                    let bytes = (2 * rows * width * format.bytes()) as u64;
+                    let kv = ctx.storage_zeroed_bytes(&format!("kv cache {i}"), bytes)?;
                     let rope = a
                         .rope
                         .map(|r| {
@@ -63,7 +141,7 @@ impl KvCaches {
                             ctx.storage_from_f32(&format!("rope table {i}"), &table)
                         })
                         .transpose()?;
-                    Ok(LayerKv { kv, rope, width })
+                    Ok(LayerKv { kv, rope, width, value_bytes: format.bytes() })
                 })
                 .transpose()
             })
@@ -78,7 +156,7 @@ impl KvCaches {
             .max()
             .unwrap_or(1);
         let scratch = ctx.storage_zeroed_f32("attention decode scratch", scratch)?;
-        Ok(Self { layers, capacity, max_context, scratch })
+        Ok(Self { layers, capacity, max_context, format, scratch })
     }
 
     /// Whether any block has attention.
@@ -117,7 +195,7 @@ impl KvCaches {
         live: usize,
         encoder: &mut wgpu::CommandEncoder,
     ) -> Result<Self> {
-        let new = Self::new(ctx, c, capacity, self.max_context)?;
+        let new = Self::new(ctx, c, (capacity, self.max_context), self.format)?;
         for (old, to) in self.layers.iter().zip(&new.layers) {
             if let (Some(old), Some(to)) = (old, to) {
                 old.record_rows(encoder, self.capacity, live, (&to.kv, 0, to.kv_rows_at(capacity)));
@@ -130,7 +208,12 @@ impl KvCaches {
 impl LayerKv {
     /// Byte offset of the V region in a cache of `capacity` positions.
     pub fn kv_rows_at(&self, capacity: usize) -> u64 {
-        (4 * capacity * self.width) as u64
+        (self.value_bytes * capacity * self.width) as u64
+    }
+
+    /// Bytes of `tokens` positions' keys (or values).
+    pub fn row_bytes(&self, tokens: usize) -> u64 {
+        (self.value_bytes * tokens * self.width) as u64
     }
 
     /// Records copying positions 0..`tokens` of this cache (of `capacity` positions): K rows to
@@ -142,7 +225,7 @@ impl LayerKv {
         tokens: usize,
         (to, k_at, v_at): (&wgpu::Buffer, u64, u64),
     ) {
-        let bytes = (4 * tokens * self.width) as u64;
+        let bytes = self.row_bytes(tokens);
         if bytes > 0 {
             encoder.copy_buffer_to_buffer(&self.kv, 0, to, k_at, bytes);
             encoder.copy_buffer_to_buffer(&self.kv, self.kv_rows_at(capacity), to, v_at, bytes);
@@ -158,7 +241,7 @@ impl LayerKv {
         tokens: usize,
         (from, k_at, v_at): (&wgpu::Buffer, u64, u64),
     ) {
-        let bytes = (4 * tokens * self.width) as u64;
+        let bytes = self.row_bytes(tokens);
         if bytes > 0 {
             encoder.copy_buffer_to_buffer(from, k_at, &self.kv, 0, bytes);
             encoder.copy_buffer_to_buffer(from, v_at, &self.kv, self.kv_rows_at(capacity), bytes);

@@ -63,7 +63,7 @@ impl GpuModel {
         if options.max_tokens == 0 {
             return Err(Error::InvalidInput("max_tokens must be at least 1".into()));
         }
-        checks::check_supported(config, ctx)?;
+        checks::check_supported(config, ctx, options.kv_format)?;
         checks::check_dispatch(config, options.max_tokens, options.matmul, ctx)?;
         let max_context = kv::max_context(config, ctx, options.max_context)?;
         let allocated = ctx
@@ -79,7 +79,7 @@ impl GpuModel {
                 let state = StateBuffers::new(ctx, config)?;
                 let capacity =
                     if context::kv_bytes_per_position(config) > 0 { kv::PAGE.min(max_context) } else { 0 };
-                let kv = KvCaches::new(ctx, config, capacity, max_context)?;
+                let kv = KvCaches::new(ctx, config, (capacity, max_context), options.kv_format)?;
                 Ok((w, acts, state, kv))
             })
             .await;
@@ -132,7 +132,8 @@ impl Loading<'_> {
         formats.sort();
         formats.dedup();
         // Kept: the plan is built again when the key/value caches grow.
-        let block_kernels = config.blocks.iter().flat_map(|b| blocks::gpu::kernels(&b.kind)).collect();
+        let block_kernels =
+            config.blocks.iter().flat_map(|b| blocks::gpu::kernels(&b.kind, options.kv_format)).collect();
         let kernels = Kernels::new(ctx, options.matmul, &formats, block_kernels, reporter).await?;
         let plan = ctx
             .scoped("building the forward pass", || {

@@ -28,7 +28,7 @@ pub(crate) mod weights;
 
 pub use format::{ConversionStats, WeightFormat};
 pub use greedy::MAX_GREEDY_STEPS;
-pub use kv::PAGE as KV_PAGE;
+pub use kv::{KvFormat, PAGE as KV_PAGE};
 pub use upload::FLUSH_BYTES;
 
 use crate::error::Result;
@@ -90,6 +90,8 @@ pub struct GpuModelOptions {
     /// model's `max_position_embeddings` where it has RoPE. Models without attention have no
     /// limit.
     pub max_context: Option<usize>,
+    /// How the key/value caches store keys and values (f32 by default).
+    pub kv_format: KvFormat,
 }
 
 impl Default for GpuModelOptions {
@@ -100,6 +102,7 @@ impl Default for GpuModelOptions {
             weights: WeightFormat::F16,
             max_binding_bytes: None,
             max_context: None,
+            kv_format: KvFormat::F32,
         }
     }
 }
@@ -155,6 +158,11 @@ impl GpuModel {
     /// Tokens of context the working state holds (its next token's position).
     pub fn context_len(&self) -> usize {
         self.context
+    }
+
+    /// How the key/value caches store keys and values.
+    pub fn kv_format(&self) -> KvFormat {
+        self.kv.format
     }
 
     /// The most tokens of context this model may hold ([`GpuModelOptions::max_context`];

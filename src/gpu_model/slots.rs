@@ -35,6 +35,8 @@ pub(crate) struct Slots {
     kv: Vec<Option<SlotKv>>,
     /// Hkv·hd of each attention layer, in block order.
     widths: Vec<usize>,
+    /// Bytes of one key or value (as the live caches store them).
+    value_bytes: usize,
 }
 
 /// One slot's key/value rows: `tokens` positions of every attention layer.
@@ -45,11 +47,11 @@ pub(crate) struct SlotKv {
 
 impl SlotKv {
     /// Byte offsets of attention layer `j`'s K rows and V rows for `widths` (Hkv·hd per
-    /// attention layer).
-    pub fn at(&self, widths: &[usize], j: usize) -> (u64, u64) {
+    /// attention layer) of `value_bytes` each.
+    pub fn at(&self, (widths, value_bytes): (&[usize], usize), j: usize) -> (u64, u64) {
         let before: usize = widths[..j].iter().map(|w| 2 * w).sum();
-        let k_at = (4 * self.tokens * before) as u64;
-        (k_at, k_at + (4 * self.tokens * widths[j]) as u64)
+        let k_at = (value_bytes * self.tokens * before) as u64;
+        (k_at, k_at + (value_bytes * self.tokens * widths[j]) as u64)
     }
 }
 
@@ -66,7 +68,8 @@ impl Slots {
         }
         let per_slab = (max.min(256 << 20) / slot_bytes.max(1)).clamp(1, SLAB_SLOTS) as usize;
         let widths = kv.layers.iter().flatten().map(|l| l.width).collect();
-        Ok(Self { slabs: Vec::new(), len: 0, per_slab, slot_bytes, kv: Vec::new(), widths })
+        let value_bytes = kv.format.bytes();
+        Ok(Self { slabs: Vec::new(), len: 0, per_slab, slot_bytes, kv: Vec::new(), widths, value_bytes })
     }
 
     /// Bytes of every slab created so far, and of the key/value rows saved.
@@ -75,9 +78,9 @@ impl Slots {
         self.slabs.iter().flatten().map(wgpu::Buffer::size).chain(kv).sum()
     }
 
-    /// Hkv·hd of each attention layer, in block order.
-    pub fn widths(&self) -> &[usize] {
-        &self.widths
+    /// Hkv·hd of each attention layer, in block order, and the bytes of one value.
+    pub fn widths(&self) -> (&[usize], usize) {
+        (&self.widths, self.value_bytes)
     }
 
     /// The key/value rows saved in slot `id` (none: no attention, or nothing saved yet).
@@ -92,7 +95,8 @@ impl Slots {
         if self.widths.is_empty() {
             return Ok(None);
         }
-        let bytes = (4 * tokens * self.widths.iter().map(|w| 2 * w).sum::<usize>()).max(4) as u64;
+        let bytes =
+            (self.value_bytes * tokens * self.widths.iter().map(|w| 2 * w).sum::<usize>()).max(4) as u64;
         if self.kv.len() < self.len {
             self.kv.resize_with(self.len, || None);
         }

@@ -71,12 +71,14 @@ impl GpuModel {
         State::from_flat(c, &flat)
     }
 
-    async fn read_rows(&self, buffer: &wgpu::Buffer, offset: u64, len: usize) -> Result<Vec<f32>> {
-        if len == 0 {
+    /// `values` keys or values from byte `offset` of `buffer`, in the caches' format, as f32.
+    async fn read_rows(&self, buffer: &wgpu::Buffer, offset: u64, values: usize) -> Result<Vec<f32>> {
+        if values == 0 {
             return Ok(Vec::new());
         }
-        let rows = self.ctx.read_f32(buffer, offset, len).await;
-        self.ctx.checked("reading key/value rows", rows)
+        let words = (values * self.kv.format.bytes()).div_ceil(4);
+        let rows = self.ctx.read_f32(buffer, offset, words).await;
+        Ok(self.kv.format.decode(&self.ctx.checked("reading key/value rows", rows)?, values))
     }
 
     /// Replaces the working state with `state` (which must fit this model; its context, at
@@ -87,7 +89,8 @@ impl GpuModel {
         self.reserve(tokens)?;
         self.ctx.check("before writing the state")?;
         let flat = state.to_flat();
-        let (conv, ssm) = flat.split_at((self.state.conv_bytes / 4) as usize);
+        // The fixed part (conv windows, then SSM states); the caches come from the regions.
+        let (conv, ssm) = flat[..State::floats(&self.config)].split_at((self.state.conv_bytes / 4) as usize);
         let queue = self.ctx.queue();
         if !conv.is_empty() {
             queue.write_buffer(&self.state.conv, 0, bytemuck::cast_slice(conv));
@@ -97,8 +100,8 @@ impl GpuModel {
             let (Some(layer), Some(region)) = (layer, state.region(i, "kv")) else { continue };
             let (k, v) = split(region, layer.width);
             if !k.is_empty() {
-                queue.write_buffer(&layer.kv, 0, bytemuck::cast_slice(&k));
-                queue.write_buffer(&layer.kv, layer.kv_rows_at(self.kv.capacity), bytemuck::cast_slice(&v));
+                queue.write_buffer(&layer.kv, 0, &self.kv.format.encode(&k));
+                queue.write_buffer(&layer.kv, layer.kv_rows_at(self.kv.capacity), &self.kv.format.encode(&v));
             }
         }
         self.context = tokens;
@@ -151,7 +154,7 @@ impl GpuModel {
         let mut flat = self.ctx.checked("reading a checkpoint", flat)?;
         if let Some(saved) = self.slots.kv(slot) {
             let widths = self.slots.widths();
-            for (j, &width) in widths.iter().enumerate() {
+            for (j, &width) in widths.0.iter().enumerate() {
                 let (k_at, v_at) = saved.at(widths, j);
                 let k = self.read_rows(&saved.buffer, k_at, saved.tokens * width).await?;
                 let v = self.read_rows(&saved.buffer, v_at, saved.tokens * width).await?;
@@ -172,18 +175,20 @@ impl GpuModel {
         self.ctx.queue().write_buffer(buffer, offset, bytemuck::cast_slice(&flat[..fixed]));
         let layers: Vec<usize> =
             (0..self.config.blocks.len()).filter(|&i| self.kv.layers[i].is_some()).collect();
-        let widths = self.slots.widths().to_vec();
+        let (widths, value_bytes) = self.slots.widths();
+        let widths = widths.to_vec();
+        let format = self.kv.format;
         if let Some(saved) = self.slots.kv_for_write(&self.ctx, slot, tokens)? {
-            let widths = &widths[..];
+            let widths = (&widths[..], value_bytes);
             for (j, &i) in layers.iter().enumerate() {
                 let region = state.region(i, "kv").ok_or_else(|| {
                     Error::Internal(format!("layer {i} has attention but its state has no key/value cache"))
                 })?;
-                let (k, v) = split(region, widths[j]);
+                let (k, v) = split(region, widths.0[j]);
                 let (k_at, v_at) = saved.at(widths, j);
                 if !k.is_empty() {
-                    self.ctx.queue().write_buffer(&saved.buffer, k_at, bytemuck::cast_slice(&k));
-                    self.ctx.queue().write_buffer(&saved.buffer, v_at, bytemuck::cast_slice(&v));
+                    self.ctx.queue().write_buffer(&saved.buffer, k_at, &format.encode(&k));
+                    self.ctx.queue().write_buffer(&saved.buffer, v_at, &format.encode(&v));
                 }
             }
         }

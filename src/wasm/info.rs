@@ -54,9 +54,12 @@ pub struct ModelInfo {
     /// `maxContext`); `Infinity` for a model without attention.
     #[wasm_bindgen(js_name = maxContext)]
     pub max_context: f64,
-    /// Bytes the key/value caches grow by per token of context (f32; 0 without attention).
+    /// Bytes the key/value caches grow by per token of context (0 without attention).
     #[wasm_bindgen(js_name = kvBytesPerToken)]
     pub kv_bytes_per_token: f64,
+    /// How the key/value caches store keys and values: "f32" or "f16" ("f32" on the CPU).
+    #[wasm_bindgen(js_name = kvFormat)]
+    pub kv_format: String,
     /// What went wrong without stopping the load (e.g. the offline cache is full).
     pub warnings: Vec<String>,
 }
@@ -85,6 +88,7 @@ impl ModelInfo {
                 n => n as f64,
             },
             kv_bytes_per_token: crate::model::context::kv_bytes_per_position(c) as f64,
+            kv_format: "f32".into(),
             warnings,
         };
         match e {
@@ -96,6 +100,8 @@ impl ModelInfo {
                 info.state_slot_bytes = (mem.state + mem.slots) as f64;
                 info.f16_subnormal = mem.conversion.f16_subnormal as f64;
                 info.f16_overflow = mem.conversion.f16_overflow as f64;
+                info.kv_format = m.kv_format().name().into();
+                info.kv_bytes_per_token *= m.kv_format().bytes() as f64 / 4.0;
             }
             Engine::Cpu { model, .. } => {
                 let w = model.weights();

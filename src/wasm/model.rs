@@ -333,5 +333,6 @@ fn gpu_options(o: &LoadConfig) -> GpuModelOptions {
         weights: o.weights,
         max_binding_bytes: None,
         max_context: o.max_context,
+        kv_format: o.kv_format,
     }
 }

@@ -8,7 +8,7 @@ use wasm_bindgen::{JsCast, JsValue};
 
 use crate::cache::{CacheConfig, Retention};
 use crate::error::{Error, Result};
-use crate::gpu_model::{GpuModelOptions, WeightFormat};
+use crate::gpu_model::{GpuModelOptions, KvFormat, WeightFormat};
 use crate::load::{Progress, Reporter};
 use crate::model::Config;
 use crate::sampling::{Sampler, SamplingOptions};
@@ -35,6 +35,8 @@ pub(crate) struct LoadConfig {
     pub stall_ms: u32,
     /// The most tokens of context (`maxContext`; `None`: the model's default).
     pub max_context: Option<usize>,
+    /// How the GPU's key/value caches store keys and values (`kvFormat`).
+    pub kv_format: KvFormat,
 }
 
 impl LoadConfig {
@@ -104,6 +106,7 @@ impl LoadConfig {
             on_progress,
             signal,
             stall_ms,
+            kv_format: KvFormat::parse(&string("kvFormat", "f32")?)?,
             max_context: match field("maxContext")? {
                 None => None,
                 Some(v) => Some(

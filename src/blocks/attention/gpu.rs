@@ -7,11 +7,11 @@
 
 use crate::blocks::attention::Attention;
 use crate::blocks::gpu::{GpuAdapter, LayerCx, Out, adapter_steps};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::gpu::KernelSpec;
 use crate::gpu_model::activations::Scratch;
 use crate::gpu_model::call::{Groups, Step};
-use crate::gpu_model::kv::LayerKv;
+use crate::gpu_model::kv::{KvFormat, LayerKv};
 use crate::gpu_model::split::{Alloc, Destination, SplitMatrix};
 use crate::kernels::attention::AttentionShape;
 use crate::kernels::attention_combine::{self, AttentionCombineParams};
@@ -63,17 +63,18 @@ impl GpuWeights {
     }
 }
 
-/// The kernels it dispatches.
-pub(crate) fn kernels(p: &Attention) -> Vec<KernelSpec> {
-    let spec = |name, source, bindings| KernelSpec { name, source, bindings, constants: Vec::new() };
+/// The kernels it dispatches, those reading or writing the caches for their `format`.
+pub(crate) fn kernels(p: &Attention, format: KvFormat) -> Vec<KernelSpec> {
+    let kv = vec![("KV_FORMAT", format.shader_value())];
+    let spec = |name, source, bindings, constants| KernelSpec { name, source, bindings, constants };
     let mut out = vec![
-        spec("kv_append", kv_append::SOURCE, kv_append::BINDINGS),
-        spec("attention_prefill", attention_prefill::SOURCE, attention_prefill::BINDINGS),
-        spec("attention_decode", attention_decode::SOURCE, attention_decode::BINDINGS),
-        spec("attention_combine", attention_combine::SOURCE, attention_combine::BINDINGS),
+        spec("kv_append", kv_append::SOURCE, kv_append::BINDINGS, kv.clone()),
+        spec("attention_prefill", attention_prefill::SOURCE, attention_prefill::BINDINGS, kv.clone()),
+        spec("attention_decode", attention_decode::SOURCE, attention_decode::BINDINGS, kv),
+        spec("attention_combine", attention_combine::SOURCE, attention_combine::BINDINGS, Vec::new()),
     ];
     if p.rope.is_some() {
-        out.push(spec("rope", rope::SOURCE, rope::BINDINGS));
+        out.push(spec("rope", rope::SOURCE, rope::BINDINGS, Vec::new()));
     }
     out
 }
@@ -84,8 +85,15 @@ pub(crate) fn scratch(p: &Attention, t: usize) -> Scratch {
     Scratch { xz: t * (p.q_dim() + 2 * p.kv_dim()), y: t * p.q_dim(), ..Scratch::none() }
 }
 
-/// Fails unless the kernels can run it (head_dim within `HEAD_DIM_MAX`).
-pub(crate) fn check(p: &Attention) -> Result<()> {
+/// Fails unless the kernels can run it (head_dim within `HEAD_DIM_MAX`; f16 caches pack
+/// values in pairs, so they need an even Hkv·hd).
+pub(crate) fn check(p: &Attention, format: KvFormat) -> Result<()> {
+    if format == KvFormat::F16 && !p.kv_dim().is_multiple_of(2) {
+        return Err(Error::UnsupportedModel(format!(
+            "kvFormat f16 with an odd key/value width ({}): use kvFormat f32",
+            p.kv_dim()
+        )));
+    }
     shape(p, 1).check()
 }
 
@@ -119,7 +127,7 @@ pub(crate) fn plan(
     io: Io<'_>,
 ) -> Result<Vec<Step>> {
     let LayerCx { b, a, .. } = cx;
-    let specs = kernels(p);
+    let specs = kernels(p, cx.kv.format);
     let kernel = |name| cx.kernel(&specs, name);
     let (q_dim, kv_dim) = (p.q_dim() as u32, p.kv_dim() as u32);
     let row = q_dim + 2 * kv_dim;

@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::gpu::KernelSpec;
 use crate::gpu_model::activations::Scratch;
 use crate::gpu_model::call::{Groups, ROWS, Step};
+use crate::gpu_model::kv::KvFormat;
 use crate::gpu_model::split::{Alloc, Destination, SplitMatrix};
 use crate::kernels::copy_cols::{self, CopyColsParams};
 use crate::kernels::{linear, rms_norm};
@@ -116,7 +117,7 @@ impl GpuWeights {
 }
 
 /// The kernels it dispatches beyond the matmuls and rms_norm.
-pub(crate) fn kernels(p: &Zamba2Layer) -> Vec<KernelSpec> {
+pub(crate) fn kernels(p: &Zamba2Layer, format: KvFormat) -> Vec<KernelSpec> {
     let copy = KernelSpec {
         name: "copy_cols",
         source: copy_cols::SOURCE,
@@ -126,7 +127,7 @@ pub(crate) fn kernels(p: &Zamba2Layer) -> Vec<KernelSpec> {
     [
         vec![copy],
         mamba2::gpu::kernels(&p.mamba),
-        attention::gpu::kernels(&p.shared.attention),
+        attention::gpu::kernels(&p.shared.attention, format),
         mlp::gpu::kernels(),
     ]
     .concat()
@@ -155,9 +156,9 @@ pub(crate) fn scratch(p: &Zamba2Layer, d: usize, t: usize) -> Scratch {
 }
 
 /// Fails unless its kernels can run it.
-pub(crate) fn check(p: &Zamba2Layer) -> Result<()> {
+pub(crate) fn check(p: &Zamba2Layer, format: KvFormat) -> Result<()> {
     mamba2::gpu::check(&p.mamba)?;
-    attention::gpu::check(&p.shared.attention)
+    attention::gpu::check(&p.shared.attention, format)
 }
 
 /// The calls of layer `p` (weights `w`, the shared block's `shared`), its own RMSNorm
@@ -169,7 +170,7 @@ pub(crate) fn plan(
 ) -> Result<Vec<Step>> {
     let LayerCx { b, a, eps, .. } = cx;
     let d = w.linear.cols as u32;
-    let specs = kernels(p);
+    let specs = kernels(p, cx.kv.format);
     let copy = |x, x_stride, y, (y_stride, y_col)| -> Result<Step> {
         let params = CopyColsParams { width: d, x_stride, x_col: 0, y_stride, y_col, _pad: [0; 3] };
         let groups = Groups::Values { per_token: d, wg: copy_cols::WG };
