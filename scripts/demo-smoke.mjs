@@ -160,14 +160,15 @@ async function checkLoadByUrl(page, base) {
   const m2 = mamba2.greedyIds.length;
   matchesHf((await turn(page, '#generate', m2)).tokens, mamba2.greedyIds, m2, 'the Mamba-2 fixture');
 
-  // A hybrid (Mamba-2 + attention + experts) by URL: it runs on the CPU backend (the GPU one
-  // refuses hybrids for now and "auto" falls back), with HF's greedy tokens.
+  // A hybrid (Mamba-2 + attention + experts) by URL: it runs on the GPU backend, with HF's
+  // greedy tokens.
   await page.fill('#model-url', `${base}fixtures/granite-h-rope-moe-f32/`);
   await page.click('#load-url');
   const granite = await waitFor(page, ['ready', 'error']);
   const graniteTable = await page.evaluate(() => document.getElementById('model').textContent);
   check(granite.state === 'ready' && graniteTable.includes(`(Granite-4.0-H): d_model ${hybrid.config.hidden_size}`)
-    && granite.status.includes('The GPU backend cannot run this model yet: running on the CPU'),
+    && granite.status.includes('Ready.')
+    && await page.evaluate(() => document.body.dataset.backend) === 'gpu',
     `a Granite-4.0-H hybrid fixture loads by URL: ${granite.status} / ${graniteTable.slice(0, 80)}…`);
   await page.fill('#prompt', hybrid.prompt);
   const h = hybrid.greedyIds.length;

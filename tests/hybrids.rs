@@ -106,6 +106,11 @@ dual_test! {
                 logits = m.forward(&[next], Logits::Last).await.unwrap();
             }
             assert_eq!(out, r.greedy_ids, "{}: GPU greedy continuation, step by step", f.name);
+            // A decode step ran only the k experts its token chose (and read no other's weights).
+            for (block, run) in m.experts_run().await.unwrap() {
+                let webmamba::blocks::BlockKind::Moe(moe) = &m.config().blocks[block].kind else { unreachable!() };
+                assert_eq!(run.iter().filter(|&&r| r).count(), moe.top_k, "{}: block {block}: experts run at a decode step", f.name);
+            }
             m.reset_state();
             let first = argmax(&m.forward(&r.prompt_ids, Logits::Last).await.unwrap()).unwrap() as u32;
             let picks = m.greedy(first, 23).await.unwrap();

@@ -194,10 +194,10 @@ async function open(source, load) {
   setBusy(false);
   await showStats();
   const gpu = model.info.backend === 'gpu';
-  // On the CPU either WebGPU is missing or the GPU backend cannot run this model (a hybrid, for
-  // now): info.adapter says which.
+  // On the CPU either WebGPU is missing or the GPU backend cannot run this model (a device
+  // limit, its memory, a block kind it lacks): info.adapter says which.
   const refused = model.info.adapter.startsWith('CPU fallback: the GPU cannot run this model');
-  const where = gpu ? 'Ready.' : `${refused ? 'The GPU backend cannot run this model yet'
+  const where = gpu ? 'Ready.' : `${refused ? 'The GPU backend cannot run this model'
     : 'WebGPU is not available in this browser'}: running on the CPU (slower).`;
   setState('ready', `${restored ? 'Restored. ' : ''}${where} Write a prompt and press Generate.`);
   return true;

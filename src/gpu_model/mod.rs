@@ -160,6 +160,28 @@ impl GpuModel {
         self.context
     }
 
+    /// For each mixture-of-experts block, which routed experts the last forward chunk (or
+    /// decode step) ran — read their weights: those any token chose, from the dispatch
+    /// arguments the router wrote on the device. `(block, experts)` per mixture.
+    pub async fn experts_run(&self) -> Result<Vec<(usize, Vec<bool>)>> {
+        let mut out = Vec::new();
+        for (i, layer) in self.weights.layers.iter().enumerate() {
+            if let crate::blocks::gpu::GpuBlockWeights::Moe(m) = &layer.mixer {
+                let words = m.args.size() as usize / 4;
+                let args = self.ctx.read_f32(&m.args, 0, words).await;
+                let args: Vec<u32> = self
+                    .ctx
+                    .checked("reading the experts' dispatches", args)?
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect();
+                let per = 3 * m.parts().max(1);
+                out.push((i, args.chunks_exact(per).map(|a| a.iter().any(|&g| g > 0)).collect()));
+            }
+        }
+        Ok(out)
+    }
+
     /// How the key/value caches store keys and values.
     pub fn kv_format(&self) -> KvFormat {
         self.kv.format

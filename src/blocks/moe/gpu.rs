@@ -46,7 +46,7 @@ impl GpuWeights {
         let args = a.ctx.create_buffer(
             "moe dispatch arguments",
             (12 * e * parts.max(1)) as u64,
-            usage | wgpu::BufferUsages::INDIRECT,
+            usage | wgpu::BufferUsages::INDIRECT | wgpu::BufferUsages::COPY_SRC,
         );
         Ok(Self {
             router: a.matrix("router", (e, d), false)?,
@@ -90,6 +90,11 @@ impl GpuWeights {
     /// Its f32 vector buffers.
     pub fn vectors(&self) -> Vec<&wgpu::Buffer> {
         self.router_bias.iter().collect()
+    }
+
+    /// Matmul parts per expert (P).
+    pub fn parts(&self) -> usize {
+        self.experts.first().map_or(0, |x| x.matrices().iter().map(|m| m.parts.len()).sum())
     }
 
     /// Writes the workgroups of an expert's matmul parts for a chunk of `t` tokens (with the
