@@ -358,7 +358,48 @@ async fn hybrid_sessions(ctx: Option<&GpuContext>) {
     }
 }
 
+/// A hybrid whose maxContext is the prompt + 5: generation hands out 5 tokens (HF's), then
+/// stops with ContextFull keeping them; an append past it is refused and changes nothing; after
+/// a rewind generation goes on.
+async fn generation_stops_at_max_context(ctx: Option<&GpuContext>) {
+    let f = fixtures::hybrids().into_iter().find(|f| f.name == "granite-h-rope-moe-f32").unwrap();
+    let r = f.reference();
+    let max = r.prompt_ids.len() + 5;
+    let c = f.checkpoint();
+    let engine = match ctx {
+        Some(ctx) => {
+            let options = GpuModelOptions { max_context: Some(max), ..Default::default() };
+            Engine::gpu(ctx, &c, options).await.unwrap()
+        }
+        None => Engine::cpu_with(c.weights().unwrap(), Some(max)).unwrap(),
+    };
+    let mut rt = Runtime::new(engine, CacheConfig::default()).unwrap();
+    let id = rt.new_session().unwrap();
+    rt.append(id, &r.prompt_ids).await.unwrap();
+    let mut seen = Vec::new();
+    match rt
+        .generate(id, &mut Sampler::greedy(), options(10), |t| {
+            seen.push(t);
+            true
+        })
+        .await
+    {
+        Err(Error::ContextFull { needed, max_context }) => {
+            assert_eq!((needed, max_context), (max as u64 + 1, max as u64));
+        }
+        other => panic!("generation past maxContext: {other:?}"),
+    }
+    assert_eq!(seen, r.greedy_ids[..5], "the tokens before the limit are HF's");
+    assert_eq!(rt.history(id).unwrap().len(), max, "and they stay");
+    let before = rt.history(id).unwrap().to_vec();
+    assert!(matches!(rt.append(id, &[1]).await, Err(Error::ContextFull { .. })));
+    assert_eq!(rt.history(id).unwrap(), &before[..], "a refused append changes nothing");
+    rt.rewind(id, r.prompt_ids.len()).await.unwrap();
+    assert_eq!(greedy(&mut rt, id, 5).await, r.greedy_ids[..5], "after a rewind: HF's tokens again");
+}
+
 dual_backend_test!(
+    generation_stops_at_max_context,
     resume_equivalence,
     prompt_end_survives_sparse_retention,
     long_history_short_follow_up,

@@ -53,7 +53,9 @@ impl Runtime {
     ) -> Result<()> {
         let block = self.cache.config().block_size;
         let len = self.session(id)?.history.len();
-        let steps = batch.min(d.remaining()).min(block - len % block);
+        // Within the context's room (at least one step: past it, the step is ContextFull).
+        let room = self.engine.max_context().saturating_sub(len).max(1);
+        let steps = batch.min(d.remaining()).min(block - len % block).min(room);
         let s = self.session_mut(id)?;
         s.live_valid = false; // until the batch is accounted for
         s.logits = None;
