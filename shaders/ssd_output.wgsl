@@ -5,7 +5,8 @@
 //
 //   y_t[c] = (Σ_n h_t[c, n] C_t[g, n] + D[hd] x_t[c]) · silu(z_t[c])
 //
-// (the gated RMSNorm that follows is rms_norm over groups). The last chunk leaves its final h
+// (the gated RMSNorm that follows is rms_norm over groups) — or, with GATE false, the output
+// without the gate (Falcon-H1's norm before the gate: silu_gate.wgsl gates after the norm). The last chunk leaves its final h
 // in the SSM state. A workgroup is 64 channels of one group × one chunk; the group's B ‖ C rows
 // are staged in workgroup memory, a tile of STAGE / 2N tokens at a time. With one chunk the
 // same invocation reads and then writes its channel's state, so there is no race; with several,
@@ -51,13 +52,15 @@ struct Params {
 @group(0) @binding(4) var<storage, read> a_dt: array<f32>;         // (3·H) A = −exp(A_log) ‖ D ‖ dt_bias
 @group(0) @binding(5) var<storage, read> chunk_h0: array<f32>;     // (chunks, E·D, N) start states
 @group(0) @binding(6) var<storage, read_write> ssm_state: array<f32>; // (layers, H, P, N)
-@group(0) @binding(7) var<storage, read_write> y: array<f32>;      // (T, E·D) gated output
+@group(0) @binding(7) var<storage, read_write> y: array<f32>;      // (T, E·D) gated (GATE) output
 @group(0) @binding(8) var<storage, read_write> capture: array<f32>; // (T_max) map, then (C, slot_len) slots
 
 var<workgroup> bc: array<f32, STAGE>; // (STAGE / 2N, 2N) B ‖ C rows of a tile of tokens
 
 // N, fixed when the pipeline is made (the model's state_size, ≤ N_MAX).
 override N_STATE: u32 = 128u;
+// Whether y is gated by silu(z) here, fixed when the pipeline is made.
+override GATE: bool = true;
 
 fn softplus(v: f32) -> f32 {
     // torch.nn.functional.softplus: v above 20, else log(1 + e^v) (≈ e^v far below 0).
@@ -125,7 +128,11 @@ fn ssd_output(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
                     h[n] = decay * h[n] + du * bc[row + n];
                     acc += h[n] * bc[row + N_STATE + n];
                 }
-                y[t * di + c] = (acc + d_skip * xt) * silu(zxbcdt[t * p.proj_stride + c]);
+                var v = acc + d_skip * xt;
+                if (GATE) {
+                    v *= silu(zxbcdt[t * p.proj_stride + c]);
+                }
+                y[t * di + c] = v;
                 let cp = bitcast<u32>(capture[t]);
                 if (cp != 0u) {
                     let at = p.map_len + (cp - 1u) * p.slot_len + p.slot_ssm_at + base;

@@ -139,6 +139,12 @@ fn every_params_struct_matches_its_rust_struct() {
         ]
     );
     params!("top_k", top_k::TopKParams, [vocab, k, capacity, _pad]);
+    params!(
+        "scale_segments",
+        scale_segments::ScaleSegmentsParams,
+        [width, end_z, end_x, end_b, end_c, scale_z, scale_x, scale_b, scale_c, scale_dt, _pad]
+    );
+    params!("silu_gate", silu_gate::SiluGateParams, [cols, y_stride, z_stride, z_col]);
     use ssd_chunks::SsdParams as S;
     let ssd = [
         ("d_inner", offset_of!(S, d_inner)),
@@ -326,6 +332,8 @@ fn shared_constants_have_one_value() {
         ("kv_append", kv_append::WG),
         ("attention_prefill", attention_prefill::WG),
         ("attention_decode", attention_decode::WG),
+        ("scale_segments", scale_segments::WG),
+        ("silu_gate", silu_gate::WG),
     ] {
         assert_eq!(module(shader).entry_points[0].workgroup_size, [wg, 1, 1], "{shader}: workgroup size");
     }

@@ -32,9 +32,11 @@ pub mod moe_route;
 pub mod rms_norm;
 pub mod rms_slices;
 pub mod rope;
+pub mod scale_segments;
 pub mod scan_carry;
 pub mod scan_chunks;
 pub mod scan_output;
+pub mod silu_gate;
 pub mod ssd_chunks;
 pub mod ssd_output;
 pub mod top_k;
@@ -90,9 +92,11 @@ pub const SHADERS: &[Shader] = &[
     shader("rms_norm", rms_norm::SOURCE, rms_norm::BINDINGS),
     shader("rms_slices", rms_slices::SOURCE, rms_slices::BINDINGS),
     shader("rope", rope::SOURCE, rope::BINDINGS),
+    shader("scale_segments", scale_segments::SOURCE, scale_segments::BINDINGS),
     shader("scan_carry", scan_carry::SOURCE, scan_carry::BINDINGS),
     shader("scan_chunks", scan_chunks::SOURCE, scan_chunks::BINDINGS),
     shader("scan_output", scan_output::SOURCE, scan_output::BINDINGS),
+    shader("silu_gate", silu_gate::SOURCE, silu_gate::BINDINGS),
     shader("ssd_chunks", ssd_chunks::SOURCE, ssd_chunks::BINDINGS),
     shader("ssd_output", ssd_output::SOURCE, ssd_output::BINDINGS),
     shader("top_k", top_k::SOURCE, top_k::BINDINGS),

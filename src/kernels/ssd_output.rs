@@ -1,5 +1,6 @@
 //! Pass 3 of Mamba-2's chunked scan, and the whole scan of a decode step: outputs
-//! `y = (h·C + D·x) · silu(z)` and the final state. The Rust side of `shaders/ssd_output.wgsl`.
+//! `y = (h·C + D·x) · silu(z)` (without `· silu(z)` when the pipeline's `GATE` is false) and the
+//! final state. The Rust side of `shaders/ssd_output.wgsl`.
 
 use crate::gpu::Binding;
 use crate::kernels::ssd_chunks::{self, SsdParams};
@@ -18,7 +19,7 @@ pub const BINDINGS: &[Binding] = &[
     ssd_chunks::INPUTS[2],
     Binding::read(5, "chunk_h0"),        // (chunks, E·D, N) start states
     Binding::read_write(6, "ssm_state"), // (L, H, P, N)
-    Binding::read_write(7, "y"),         // (T, E·D) gated output
+    Binding::read_write(7, "y"),         // (T, E·D) gated (GATE) output
     Binding::read_write(8, "capture"),   // (T_max) map, then (captures, slot_len) slots
 ];
 

@@ -1,16 +1,20 @@
 //! A Mamba-2 block on the GPU: its weight buffers and the calls it records, built once at load —
-//! in_proj (z ‖ x ‖ B ‖ C ‖ δ) → conv1d_silu over x ‖ B ‖ C → ssd_chunks / scan_carry (a
-//! prefill of several scan chunks) → ssd_output (Δ from δ inside the scan, gated) → rms_norm
-//! over G groups per token (the gated RMSNorm) → out_proj. Every buffer is bound by the name of
-//! the WGSL global it feeds.
+//! in_proj (z ‖ x ‖ B ‖ C ‖ δ; Falcon-H1: then scale_segments, its per-segment multipliers) →
+//! conv1d_silu over x ‖ B ‖ C → ssd_chunks / scan_carry (a prefill of several scan chunks) →
+//! ssd_output (Δ from δ inside the scan, gated) → rms_norm over G groups per token (the gated
+//! RMSNorm) → out_proj. Falcon-H1's variants: the norm before the gate (ssd_output ungated, the
+//! norm, then silu_gate), or the gate alone (no norm). Every buffer is bound by the name of the
+//! WGSL global it feeds.
 
-use crate::blocks::gpu::{GpuSsm, LayerCx, SsmShape, carry_call};
+use crate::blocks::gpu::{GpuSsm, LayerCx, Out, SsmShape, carry_call};
 use crate::blocks::mamba2::{GatedNorm, Mamba2};
 use crate::error::{Error, Result};
 use crate::gpu::KernelSpec;
 use crate::gpu_model::activations::Scratch;
 use crate::gpu_model::call::{Groups, Step};
 use crate::gpu_model::split::{Alloc, Destination, SplitMatrix};
+use crate::kernels::scale_segments::{self, ScaleSegmentsParams};
+use crate::kernels::silu_gate::{self, SiluGateParams};
 use crate::kernels::ssd_chunks::{self, SsdParams};
 use crate::kernels::ssd_output::{self, SsdOutputParams};
 use crate::kernels::{conv1d_silu, linear, rms_norm, scan_carry};
@@ -61,16 +65,26 @@ impl GpuWeights {
     }
 }
 
-/// The kernels it dispatches: the SSD scans specialised for its N.
+/// The kernels it dispatches: the SSD scans specialised for its N (the output pass gated
+/// unless the norm comes first), and Falcon-H1's segment multipliers and late gate where it
+/// has them.
 pub(crate) fn kernels(p: &Mamba2) -> Vec<KernelSpec> {
     let n = vec![("N_STATE", p.d_state as f64)];
+    let gate = (p.gated_norm != GatedNorm::NormThenGate) as u32 as f64;
     let spec = |name, source, bindings, constants| KernelSpec { name, source, bindings, constants };
-    vec![
+    let mut out = vec![
         spec("conv1d_silu", conv1d_silu::SOURCE, conv1d_silu::BINDINGS, Vec::new()),
         spec("ssd_chunks", ssd_chunks::SOURCE, ssd_chunks::BINDINGS, n.clone()),
         spec("scan_carry", scan_carry::SOURCE, scan_carry::BINDINGS, Vec::new()),
-        spec("ssd_output", ssd_output::SOURCE, ssd_output::BINDINGS, n),
-    ]
+        spec("ssd_output", ssd_output::SOURCE, ssd_output::BINDINGS, [n, vec![("GATE", gate)]].concat()),
+    ];
+    if p.in_scales != [1.0; 5] {
+        out.push(spec("scale_segments", scale_segments::SOURCE, scale_segments::BINDINGS, Vec::new()));
+    }
+    if p.gated_norm == GatedNorm::NormThenGate {
+        out.push(spec("silu_gate", silu_gate::SOURCE, silu_gate::BINDINGS, Vec::new()));
+    }
+    out
 }
 
 /// Its share of the scratch buffers for `t` tokens.
@@ -89,12 +103,6 @@ pub(crate) fn scratch(p: &Mamba2, t: usize) -> Scratch {
 /// Fails unless its kernels can run: the SSD kernels stage B ‖ C in a fixed 8 KiB, a tile of
 /// tokens at a time, and the conv's window is a fixed-size array.
 pub(crate) fn check(p: &Mamba2) -> Result<()> {
-    if p.gated_norm != GatedNorm::GateThenNorm || p.in_scales != [1.0; 5] {
-        return Err(Error::UnsupportedModel(
-            "Falcon-H1's Mamba-2 variant (ssm_multipliers, norm before gate or no norm) on the GPU backend"
-                .into(),
-        ));
-    }
     if p.d_conv > conv1d_silu::K_MAX || p.d_state > ssd_chunks::N_MAX {
         return Err(Error::UnsupportedModel(format!(
             "conv_kernel {} / state_size {}: the Mamba-2 GPU kernels support at most {} / {}",
@@ -107,9 +115,29 @@ pub(crate) fn check(p: &Mamba2) -> Result<()> {
     Ok(())
 }
 
-/// The calls of a layer, a block `p` with weights `w`, in dispatch order.
+/// What a Mamba-2 block's calls read and write: its input rows `x`, the multiplier of that
+/// input (folded into in_proj's result, exact without a bias: W(s·x) = s·(W x); Falcon-H1's
+/// `ssm_in_multiplier`), and where out_proj's output goes.
+pub(crate) struct Io<'a> {
+    pub x: &'a wgpu::Buffer,
+    pub in_scale: f32,
+    pub out: Out<'a>,
+}
+
+/// The calls of a layer, a block `p` with weights `w`, in dispatch order: over the normed
+/// residual, added onto the residual times the block's multiplier.
 pub(crate) fn plan(p: &Mamba2, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<Step>> {
-    let LayerCx { b, a, s, i, residual, .. } = cx;
+    plan_io(p, w, cx, Io { x: &cx.a.x_norm, in_scale: 1.0, out: Out::Residual(cx.residual) })
+}
+
+/// The calls of a layer, a block `p` with weights `w`, reading and writing as `io` says.
+pub(crate) fn plan_io(p: &Mamba2, w: &GpuWeights, cx: LayerCx<'_>, io: Io<'_>) -> Result<Vec<Step>> {
+    let LayerCx { b, a, s, i, .. } = cx;
+    if io.in_scale != 1.0 && p.use_bias {
+        return Err(Error::Internal(format!(
+            "layer {i}: an input multiplier on a Mamba-2 in_proj with a bias"
+        )));
+    }
     let specs = kernels(p);
     let kernel = |name| cx.kernel(&specs, name);
     let (d, di, n) = (w.ssm.in_proj.cols as u32, p.d_inner as u32, p.d_state as u32);
@@ -133,13 +161,33 @@ pub(crate) fn plan(p: &Mamba2, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<St
     let output = SsdOutputParams { ssd, state_offset, map_len, slot_len, slot_ssm_at: cap.ssm_at(i) as u32 };
     let groups = p.n_groups as u32;
     let gated = rms_norm::RmsNormParams { cols: di / groups, eps: p.norm_eps, flags: 0, groups };
-    let out = linear::LinearParams { flags: linear::ACCUMULATE, ..lin(di, d) }.scaled(residual);
+    let (out_y, out) = io.out.apply(&a.h, lin(di, d));
     let scan = Groups::PerChunk(ssd.groups(1).0);
     // What both scan passes read: u (x ‖ B ‖ C), δ in zxbcdt, A ‖ D ‖ dt_bias.
     let inputs = [("u", &a.ud), ("zxbcdt", &a.xz), ("a_dt", &w.ssm.a_d)];
     let scan_out = [("chunk_h0", &a.chunk_h0), ("ssm_state", &s.ssm), ("y", &a.y), ("capture", &a.capture)];
-    Ok(vec![
-        Step::Linear(b.linear(&w.ssm.in_proj, &[("x", &a.x_norm), ("y", &a.xz)], lin(d, width))?),
+    let in_proj = lin(d, width).scaled(io.in_scale);
+    let mut steps = vec![Step::Linear(b.linear(&w.ssm.in_proj, &[("x", io.x), ("y", &a.xz)], in_proj)?)];
+    if p.in_scales != [1.0; 5] {
+        let [scale_z, scale_x, scale_b, scale_c, scale_dt] = p.in_scales;
+        let gn = groups * n;
+        let params = ScaleSegmentsParams {
+            width,
+            end_z: di,
+            end_x: 2 * di,
+            end_b: 2 * di + gn,
+            end_c: 2 * di + 2 * gn,
+            scale_z,
+            scale_x,
+            scale_b,
+            scale_c,
+            scale_dt,
+            _pad: [0; 2],
+        };
+        let values = Groups::Values { per_token: width, wg: scale_segments::WG };
+        steps.push(Step::Call(b.call(kernel("scale_segments")?, &params, &[("x", &a.xz)], values)?));
+    }
+    steps.extend([
         w.ssm.conv_call(b, kernel("conv1d_silu")?, &conv, (a, s))?,
         Step::Prefill(b.call(
             kernel("ssd_chunks")?,
@@ -149,13 +197,25 @@ pub(crate) fn plan(p: &Mamba2, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<St
         )?),
         carry_call(b, kernel("scan_carry")?, (di * n, state_offset), (a, s))?,
         Step::Call(b.call(kernel("ssd_output")?, &output, &[&inputs[..], &scan_out].concat(), scan)?),
-        // The scan has read u: its rows take the normalised output, (T, E·D).
-        Step::Call(b.call(
+    ]);
+    // The block's output before out_proj, (T, E·D): the scan's (gated) y, or — the scan has
+    // read u — the normalised output in u's rows.
+    let mut y = &a.y;
+    if p.gated_norm != GatedNorm::GateOnly {
+        steps.push(Step::Call(b.call(
             &b.k.rms_norm,
             &gated,
             &[("x", &a.y), ("weight", &w.gated_norm), ("y", &a.ud)],
             Groups::Rows { per_token: groups, z: 1 },
-        )?),
-        Step::Linear(b.linear(&w.ssm.out_proj, &[("x", &a.ud), ("y", &a.h)], out)?),
-    ])
+        )?));
+        y = &a.ud;
+    }
+    if p.gated_norm == GatedNorm::NormThenGate {
+        let params = SiluGateParams { cols: di, y_stride: di, z_stride: width, z_col: 0 };
+        let values = Groups::Values { per_token: di, wg: silu_gate::WG };
+        let io_gate = [("z", &a.xz), ("y", &a.ud)];
+        steps.push(Step::Call(b.call(kernel("silu_gate")?, &params, &io_gate, values)?));
+    }
+    steps.push(Step::Linear(b.linear(&w.ssm.out_proj, &[("x", y), ("y", out_y)], out)?));
+    Ok(steps)
 }

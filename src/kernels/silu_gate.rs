@@ -1,0 +1,33 @@
+//! The gate after a Mamba-2 block's grouped RMSNorm (Falcon-H1's norm before the gate):
+//! `y ← y · silu(z)` in place. The Rust side of `shaders/silu_gate.wgsl`.
+
+use crate::gpu::Binding;
+use crate::kernels::{PARAMS, STEP};
+
+/// WGSL source.
+pub const SOURCE: &str = include_str!("../../shaders/silu_gate.wgsl");
+
+/// The kernel's bindings.
+pub const BINDINGS: &[Binding] = &[
+    STEP,
+    PARAMS,                      // SiluGateParams
+    Binding::read(2, "z"),       // (T, z_stride): in_proj's output, the gate at z_col
+    Binding::read_write(3, "y"), // (T, y_stride), gated in place
+];
+
+/// Invocations per workgroup: one per (token, channel).
+pub const WG: u32 = 64;
+
+/// `Params` of the shader.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct SiluGateParams {
+    /// E·D: values per token gated.
+    pub cols: u32,
+    /// Floats between rows of y.
+    pub y_stride: u32,
+    /// Floats between rows of z (in_proj's width).
+    pub z_stride: u32,
+    /// Column of the gate's first value in a row of z.
+    pub z_col: u32,
+}
