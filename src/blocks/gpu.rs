@@ -3,8 +3,8 @@
 //! against the device, and the calls it records into a layer's plan. Each kind's own code is in
 //! `src/blocks/<kind>/gpu.rs`.
 
-use crate::blocks::{BlockKind, attention, mamba1, mamba2, mlp, moe, zamba2};
-use crate::error::{Error, Result};
+use crate::blocks::{BlockKind, attention, mamba1, mamba2, mlp, moe, parallel, zamba2};
+use crate::error::Result;
 use crate::gpu::{GpuContext, Kernel, KernelSpec};
 use crate::gpu_model::activations::{Activations, Scratch, StateBuffers};
 use crate::gpu_model::call::{Builder, Groups, Step};
@@ -18,6 +18,7 @@ use crate::model::Part;
 pub(crate) enum GpuBlockWeights {
     Mamba1(mamba1::gpu::GpuWeights),
     Mamba2(mamba2::gpu::GpuWeights),
+    Parallel(Box<parallel::gpu::GpuWeights>),
     Attention(attention::gpu::GpuWeights),
     Mlp(mlp::gpu::GpuWeights),
     Moe(moe::gpu::GpuWeights),
@@ -30,6 +31,9 @@ impl GpuBlockWeights {
         Ok(match kind {
             BlockKind::Mamba1(p) => GpuBlockWeights::Mamba1(mamba1::gpu::GpuWeights::allocate(p, d, alloc)?),
             BlockKind::Mamba2(p) => GpuBlockWeights::Mamba2(mamba2::gpu::GpuWeights::allocate(p, d, alloc)?),
+            BlockKind::Parallel(p) => {
+                GpuBlockWeights::Parallel(Box::new(parallel::gpu::GpuWeights::allocate(p, d, alloc)?))
+            }
             BlockKind::Attention(p) => {
                 GpuBlockWeights::Attention(attention::gpu::GpuWeights::allocate(p, (d, d), alloc)?)
             }
@@ -40,7 +44,6 @@ impl GpuBlockWeights {
             BlockKind::Zamba2(p) => {
                 GpuBlockWeights::Zamba2(Box::new(zamba2::gpu::GpuWeights::allocate(p, d, alloc)?))
             }
-            other => return Err(not_yet(other)),
         })
     }
 
@@ -49,6 +52,7 @@ impl GpuBlockWeights {
         match self {
             GpuBlockWeights::Mamba1(w) => w.destination(part),
             GpuBlockWeights::Mamba2(w) => w.destination(part),
+            GpuBlockWeights::Parallel(w) => w.destination(part),
             GpuBlockWeights::Attention(w) => w.destination(part),
             GpuBlockWeights::Mlp(w) => match part {
                 Part::Mlp(m) => w.destination(m),
@@ -64,6 +68,7 @@ impl GpuBlockWeights {
         match self {
             GpuBlockWeights::Mamba1(w) => w.matrices(),
             GpuBlockWeights::Mamba2(w) => w.matrices(),
+            GpuBlockWeights::Parallel(w) => w.matrices(),
             GpuBlockWeights::Attention(w) => w.matrices(),
             GpuBlockWeights::Mlp(w) => w.matrices(),
             GpuBlockWeights::Moe(w) => w.matrices(),
@@ -76,6 +81,7 @@ impl GpuBlockWeights {
         match self {
             GpuBlockWeights::Mamba1(w) => w.vectors(),
             GpuBlockWeights::Mamba2(w) => w.vectors(),
+            GpuBlockWeights::Parallel(w) => w.vectors(),
             GpuBlockWeights::Attention(_) | GpuBlockWeights::Mlp(_) => Vec::new(),
             GpuBlockWeights::Moe(w) => w.vectors(),
             GpuBlockWeights::Zamba2(w) => w.vectors(),
@@ -89,11 +95,11 @@ pub(crate) fn kernels(kind: &BlockKind, kv: KvFormat) -> Vec<KernelSpec> {
     match kind {
         BlockKind::Mamba1(p) => mamba1::gpu::kernels(p),
         BlockKind::Mamba2(p) => mamba2::gpu::kernels(p),
+        BlockKind::Parallel(p) => parallel::gpu::kernels(p, kv),
         BlockKind::Attention(p) => attention::gpu::kernels(p, kv),
         BlockKind::Mlp(_) => mlp::gpu::kernels(),
         BlockKind::Moe(_) => moe::gpu::kernels(),
         BlockKind::Zamba2(p) => zamba2::gpu::kernels(p, kv),
-        _ => Vec::new(),
     }
 }
 
@@ -102,11 +108,11 @@ pub(crate) fn scratch(kind: &BlockKind, d: usize, t: usize) -> Scratch {
     match kind {
         BlockKind::Mamba1(p) => mamba1::gpu::scratch(p, t),
         BlockKind::Mamba2(p) => mamba2::gpu::scratch(p, t),
+        BlockKind::Parallel(p) => parallel::gpu::scratch(p, t),
         BlockKind::Attention(p) => attention::gpu::scratch(p, t),
         BlockKind::Mlp(p) => mlp::gpu::scratch(p, t),
         BlockKind::Moe(p) => moe::gpu::scratch(p, t),
         BlockKind::Zamba2(p) => zamba2::gpu::scratch(p, d, t),
-        _ => Scratch::none(),
     }
 }
 
@@ -115,24 +121,12 @@ pub(crate) fn check(kind: &BlockKind, ctx: &GpuContext, kv: KvFormat) -> Result<
     match kind {
         BlockKind::Mamba1(p) => mamba1::gpu::check(p, ctx),
         BlockKind::Mamba2(p) => mamba2::gpu::check(p),
+        BlockKind::Parallel(p) => parallel::gpu::check(p, kv),
         BlockKind::Attention(p) => attention::gpu::check(p, kv),
         BlockKind::Mlp(_) => Ok(()),
         BlockKind::Moe(p) => moe::gpu::check(p),
         BlockKind::Zamba2(p) => zamba2::gpu::check(p, kv),
-        other => Err(not_yet(other)),
     }
-}
-
-/// The GPU backend does not run every block kind yet: a model with one it lacks is an
-/// [`Error::UnsupportedModel`] there (`backend: "auto"` then runs it on the CPU).
-fn not_yet(kind: &BlockKind) -> Error {
-    let what = match kind {
-        BlockKind::Parallel(_) => "parallel attention + Mamba",
-        _ => "these",
-    };
-    Error::UnsupportedModel(format!(
-        "{what} blocks on the GPU backend (hybrid models run on the CPU backend for now)"
-    ))
 }
 
 /// What a block kind's `plan` builds its calls from: the builder, the scratch and state
@@ -172,6 +166,7 @@ pub(crate) fn plan(kind: &BlockKind, w: &GpuBlockWeights, cx: LayerCx<'_>) -> Re
     match (kind, w) {
         (BlockKind::Mamba1(p), GpuBlockWeights::Mamba1(w)) => mamba1::gpu::plan(p, w, cx),
         (BlockKind::Mamba2(p), GpuBlockWeights::Mamba2(w)) => mamba2::gpu::plan(p, w, cx),
+        (BlockKind::Parallel(p), GpuBlockWeights::Parallel(w)) => parallel::gpu::plan(p, w, cx),
         (BlockKind::Attention(p), GpuBlockWeights::Attention(w)) => {
             let kv = cx.kv.layers[cx.i].as_ref().ok_or_else(|| {
                 crate::Error::Internal(format!("layer {} has attention but no key/value cache", cx.i))

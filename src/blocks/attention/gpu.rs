@@ -123,10 +123,28 @@ pub(crate) fn plan(
     p: &Attention,
     w: &GpuWeights,
     cx: LayerCx<'_>,
-    (kv, capacity): (&LayerKv, usize),
+    kv: (&LayerKv, usize),
     io: Io<'_>,
 ) -> Result<Vec<Step>> {
-    let LayerCx { b, a, .. } = cx;
+    plan_scaled(p, w, cx, kv, io, 1.0)
+}
+
+/// [`plan`] over its input times `in_scale` (Falcon-H1's `attention_in_multiplier`), folded into
+/// q/k/v_proj's results: W(s·x) = s·(W x), exact without biases (an Internal error with them).
+pub(crate) fn plan_scaled(
+    p: &Attention,
+    w: &GpuWeights,
+    cx: LayerCx<'_>,
+    (kv, capacity): (&LayerKv, usize),
+    io: Io<'_>,
+    in_scale: f32,
+) -> Result<Vec<Step>> {
+    let LayerCx { b, a, i, .. } = cx;
+    if in_scale != 1.0 && p.qkv_bias {
+        return Err(Error::Internal(format!(
+            "layer {i}: an input multiplier on an attention with q/k/v biases"
+        )));
+    }
     let specs = kernels(p, cx.kv.format);
     let kernel = |name| cx.kernel(&specs, name);
     let (q_dim, kv_dim) = (p.q_dim() as u32, p.kv_dim() as u32);
@@ -137,7 +155,7 @@ pub(crate) fn plan(
     let qkv_out = [("x", io.x), ("y", &a.xz)];
     let mut steps = Vec::new();
     for (j, (m, col)) in [(&w.q, 0), (&w.k, q_dim), (&w.v, q_dim + kv_dim)].into_iter().enumerate() {
-        let scale = if j == 1 { p.key_scale } else { 1.0 };
+        let scale = if j == 1 { in_scale * p.key_scale } else { in_scale };
         steps.push(Step::Linear(b.linear(m, &qkv_out, lin(col).scaled(scale))?));
         if let Some(adapter) = io.adapters[j] {
             steps.extend(adapter_steps(b, adapter, (io.x, &a.lora), (&a.xz, row, col))?);

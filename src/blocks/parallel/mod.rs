@@ -2,6 +2,7 @@
 //! input, each with its input and output multipliers, their outputs summed.
 
 pub(crate) mod cpu;
+pub(crate) mod gpu;
 
 use crate::blocks::attention::{self, Attention};
 use crate::blocks::mamba2::{self, Mamba2};
