@@ -72,10 +72,7 @@ dual_test! {
         for matmul in [Matmul::Tiled, Matmul::Direct] {
             for f in fixtures::hybrids() {
                 let options = GpuModelOptions { matmul, weights: WeightFormat::F32, max_tokens: 64, ..Default::default() };
-                let mut m = match GpuModel::load(&ctx, &f.checkpoint(), options).await {
-                    Ok(m) => m,
-                    Err(e) => { log(&format!("[gpu] {}: {e}", f.name)); continue; }
-                };
+                let mut m = GpuModel::load(&ctx, &f.checkpoint(), options).await.unwrap_or_else(|e| panic!("{}: {e}", f.name));
                 let r = f.reference();
                 let logits = m.forward(&r.ids, Logits::All).await.unwrap();
                 assert_close(&format!("{} ({matmul:?}): GPU vs HF logits", f.name), &logits, &r.logits, 1e-4, 0.0);
@@ -93,7 +90,7 @@ dual_test! {
         let Some(ctx) = gpu("hybrid_gpu_decode_matches_hf_step_by_step").await else { return };
         for f in fixtures::hybrids() {
             let options = GpuModelOptions { weights: WeightFormat::F32, max_tokens: 64, ..Default::default() };
-            let Ok(mut m) = GpuModel::load(&ctx, &f.checkpoint(), options).await else { continue };
+            let mut m = GpuModel::load(&ctx, &f.checkpoint(), options).await.unwrap_or_else(|e| panic!("{}: {e}", f.name));
             let r = f.reference();
             let steps = r.step_logits.as_ref().expect("step_logits");
             let vocab = m.config().vocab_size;
@@ -181,7 +178,7 @@ dual_test! {
         let Some(ctx) = gpu("hybrid_gpu_f16_kv_keeps_hf_greedy_tokens").await else { return };
         for f in fixtures::hybrids() {
             let options = GpuModelOptions { weights: WeightFormat::F32, kv_format: KvFormat::F16, ..Default::default() };
-            let Ok(mut m) = GpuModel::load(&ctx, &f.checkpoint(), options).await else { continue };
+            let mut m = GpuModel::load(&ctx, &f.checkpoint(), options).await.unwrap_or_else(|e| panic!("{}: {e}", f.name));
             let r = f.reference();
             let logits = m.forward(&r.ids, Logits::All).await.unwrap();
             let worst = logits.iter().zip(&r.logits).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);

@@ -18,13 +18,19 @@
 //   5. with WEBMAMBA_BIG=1 (or --big), in Chromium: a random bf16 checkpoint at mamba-790m's shape in 4
 //      shards (1.6 GB, written at test time by `webmamba random`, not committed), loaded with
 //      weights "f16": wasm memory stays <= 256 MiB, progress reaches the total, a prefill and a
-//      decode step run, and after a reload the second load gets 0 weight bytes.
+//      decode step run, and after a reload the second load gets 0 weight bytes;
+//   6. with WEBMAMBA_BIG_HYBRID=1 (or --big-hybrid), in Chromium: a random bf16 checkpoint at
+//      Granite-4.0-H-1B's shape (`webmamba random --shape granite-h-1b`, 2.9 GB in 4 shards,
+//      written at test time) by Model.fromUrl on the GPU with f16 weights: wasm memory stays
+//      <= 256 MiB, and a 600-token prefill (two forward chunks, crossing key/value pages) and 8
+//      decode steps give the logits of the native CPU reference (`webmamba logits`) within 1e-4.
 import { execFileSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { serve } from '../../scripts/serve.mjs';
 import { runEngines } from './harness.mjs';
 
 const BIG = process.env.WEBMAMBA_BIG === '1' || process.argv.includes('--big');
+const BIG_HYBRID = process.env.WEBMAMBA_BIG_HYBRID === '1' || process.argv.includes('--big-hybrid');
 const MIB = 2 ** 20;
 /** The current engine's check (runEngines gives each engine its own counts). */
 let check;
@@ -345,6 +351,70 @@ async function big(page, server, base) {
   await page.evaluate((u) => window.webmamba.Model.clearCache(u), url);
 }
 
+/** Reads rows `from..to` of a 2-D f32 .npy file (as `webmamba logits` writes it). */
+function npyRows(path, from, to) {
+  const bytes = readFileSync(path);
+  const headerLen = bytes.readUInt16LE(8);
+  const header = bytes.subarray(10, 10 + headerLen).toString();
+  const [, cols] = /'shape': \((\d+), (\d+)\)/.exec(header).slice(1).map(Number);
+  const data = new Float32Array(new Uint8Array(bytes.subarray(10 + headerLen)).buffer);
+  return Array.from({ length: to - from }, (_, i) => data.subarray((from + i) * cols, (from + i + 1) * cols));
+}
+
+async function bigHybrid(page, base) {
+  const dir = 'target/browser-test/granite-h-1b-bf16';
+  if (!existsSync(`${dir}/model.safetensors.index.json`)) {
+    console.log('loading: writing a random Granite-4.0-H-1B-shaped bf16 checkpoint (4 shards) ...');
+    execFileSync('target/debug/webmamba', ['random', '--shape', 'granite-h-1b', '--dtype', 'bf16', '--shards', '4', '--out', dir], { stdio: 'inherit' });
+  }
+  const config = JSON.parse(readFileSync(`${dir}/config.json`, 'utf8'));
+  // 600 prompt tokens, then the 8 decode steps' tokens: a fixed pseudo-random sequence.
+  let x = 12345;
+  const ids = Array.from({ length: 608 }, () => { x = (x * 1103515245 + 12345) % 2 ** 31; return x % config.vocab_size; });
+  const npy = `${dir}/cpu-logits.npy`;
+  if (!existsSync(npy)) {
+    console.log('loading: the CPU reference of the 1B-shaped hybrid (608 positions) ...');
+    const t = Date.now();
+    execFileSync('target/debug/webmamba', ['logits', '--model', dir, '--backend', 'cpu', '--ids', ids.join(','), '--out', npy], { stdio: 'inherit' });
+    console.log(`loading: CPU reference in ${((Date.now() - t) / 1000).toFixed(0)} s`);
+  }
+  const want = npyRows(npy, 599, 608);
+  const url = `${base}/big/granite-h-1b-bf16/`;
+  const t0 = Date.now();
+  const got = await page.evaluate(async ({ url, ids }) => {
+    try {
+      const model = await window.webmamba.Model.fromUrl(url, { weights: 'f16', backend: 'gpu', cache: false });
+      const s = model.newSession();
+      const t = performance.now();
+      await s.appendTokens(new Uint32Array(ids.slice(0, 600)));
+      const prefillMs = performance.now() - t;
+      const rows = [Array.from(await s.logits())];
+      const t1 = performance.now();
+      for (const id of ids.slice(600)) {
+        await s.appendTokens(new Uint32Array([id]));
+        rows.push(Array.from(await s.logits()));
+      }
+      const decodeMs = (performance.now() - t1) / 8;
+      const info = model.info;
+      model.free();
+      return { ok: true, rows, prefillMs, decodeMs, memory: window.wasmMemory(), info: { backend: info.backend, weightFormat: info.weightFormat, maxContext: info.maxContext } };
+    } catch (e) {
+      return { ok: false, code: e.code, message: String(e.message ?? e), memory: window.wasmMemory() };
+    }
+  }, { url, ids });
+  const seconds = (Date.now() - t0) / 1000;
+  if (!got.ok) {
+    check(false, `Granite-4.0-H-1B-shaped: ${got.code}: ${got.message}`);
+    return;
+  }
+  let worst = 0;
+  got.rows.forEach((row, i) => row.forEach((v, j) => { worst = Math.max(worst, Math.abs(v - want[i][j])); }));
+  console.log(`loading: Granite-4.0-H-1B-shaped: ${JSON.stringify(got.info)}, prefill ${got.prefillMs.toFixed(0)} ms, decode ${got.decodeMs.toFixed(0)} ms/token, ${seconds.toFixed(0)} s in all`);
+  check(got.info.backend === 'gpu' && got.info.weightFormat === 'f16', `Granite-4.0-H-1B-shaped: on the GPU with f16 weights (${JSON.stringify(got.info)})`);
+  check(got.memory <= 256 * MIB, `Granite-4.0-H-1B-shaped: wasm memory ${(got.memory / MIB).toFixed(0)} MiB <= 256 MiB`);
+  check(worst <= 1e-4, `Granite-4.0-H-1B-shaped: a 600-token prefill and 8 decode steps on the GPU give the CPU reference's logits: max |diff| ${worst.toExponential(2)} <= 1e-4`);
+}
+
 if (!existsSync(`${process.env.WEBMAMBA_PKG ?? 'www/pkg'}/webmamba.js`)) throw new Error('run `npm run build:demo` first');
 execFileSync('cargo', ['build', '--features', 'cli', '--quiet'], { stdio: 'inherit' });
 const bigCpuDir = 'target/browser-test/mamba-2.8b-zeros';
@@ -369,6 +439,8 @@ try {
     await errors(page, base, `${base}/big/mamba-2.8b-zeros/`, webgpu);
     if (BIG && engine === 'chromium') await big(page, server, base);
     else if (!BIG) console.log('loading: the 790M-shaped load is opt-in: WEBMAMBA_BIG=1 node tests/browser/loading.mjs');
+    if (BIG_HYBRID && engine === 'chromium') await bigHybrid(page, base);
+    else if (!BIG_HYBRID) console.log('loading: the Granite-4.0-H-1B-shaped load is opt-in: WEBMAMBA_BIG_HYBRID=1 node tests/browser/loading.mjs');
     return { worker: true, cache: survives ? 'yes' : 'yes, within a page (the test browser keeps no Cache API entries across a reload)' };
   });
 } finally {
