@@ -172,25 +172,29 @@ dual_test! {
 }
 
 dual_test! {
-    async fn hybrid_gpu_f16_kv_keeps_hf_greedy_tokens() {
-        // Keys and values stored in f16: the logits move (reported), HF's greedy tokens do not,
-        // and a state read out and written back (f16 → f32 → f16) continues the same way.
-        let Some(ctx) = gpu("hybrid_gpu_f16_kv_keeps_hf_greedy_tokens").await else { return };
-        for f in fixtures::hybrids() {
-            let options = GpuModelOptions { weights: WeightFormat::F32, kv_format: KvFormat::F16, ..Default::default() };
-            let mut m = GpuModel::load(&ctx, &f.checkpoint(), options).await.unwrap_or_else(|e| panic!("{}: {e}", f.name));
-            let r = f.reference();
-            let logits = m.forward(&r.ids, Logits::All).await.unwrap();
-            let worst = logits.iter().zip(&r.logits).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
-            m.reset_state();
-            let first = argmax(&m.forward(&r.prompt_ids, Logits::Last).await.unwrap()).unwrap() as u32;
-            let state = m.read_state().await.unwrap();
-            let picks = m.greedy(first, 23).await.unwrap();
-            assert_eq!([vec![first], picks.clone()].concat(), r.greedy_ids, "{}: f16 caches, greedy", f.name);
-            m.reset_state();
-            m.write_state(&state).unwrap();
-            assert_eq!(m.greedy(first, 23).await.unwrap(), picks, "{}: f16 caches, state written back", f.name);
-            log(&format!("[gpu] {}: f16 key/value caches: max |Δlogit| vs HF {worst:e}, HF's 24 greedy tokens", f.name));
+    async fn hybrid_gpu_f16_weights_or_kv_keep_hf_greedy_tokens() {
+        // f16 weights (exact for the bf16/f16 files, rounded for the f32 ones), then f16
+        // key/value caches: the logits move (reported), HF's greedy tokens do not, and a state
+        // read out and written back (f16 → f32 → f16 for the caches) continues the same way.
+        let Some(ctx) = gpu("hybrid_gpu_f16_weights_or_kv_keep_hf_greedy_tokens").await else { return };
+        for (weights, kv_format) in [(WeightFormat::F16, KvFormat::F32), (WeightFormat::F32, KvFormat::F16)] {
+            for f in fixtures::hybrids() {
+                let options = GpuModelOptions { weights, kv_format, ..Default::default() };
+                let mut m = GpuModel::load(&ctx, &f.checkpoint(), options).await.unwrap_or_else(|e| panic!("{}: {e}", f.name));
+                let what = format!("{} ({} weights, {} caches)", f.name, weights.name(), kv_format.name());
+                let r = f.reference();
+                let logits = m.forward(&r.ids, Logits::All).await.unwrap();
+                let worst = logits.iter().zip(&r.logits).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+                m.reset_state();
+                let first = argmax(&m.forward(&r.prompt_ids, Logits::Last).await.unwrap()).unwrap() as u32;
+                let state = m.read_state().await.unwrap();
+                let picks = m.greedy(first, 23).await.unwrap();
+                assert_eq!([vec![first], picks.clone()].concat(), r.greedy_ids, "{what}: greedy");
+                m.reset_state();
+                m.write_state(&state).unwrap();
+                assert_eq!(m.greedy(first, 23).await.unwrap(), picks, "{what}: state written back");
+                log(&format!("[gpu] {what}: max |Δlogit| vs HF {worst:e}, HF's 24 greedy tokens"));
+            }
         }
     }
 }
