@@ -198,3 +198,29 @@ dual_test! {
         }
     }
 }
+
+dual_test! {
+    async fn hybrid_split_matrices_in_every_format_equal_unsplit_ones() {
+        // Buffers capped at 4 KiB: every matrix — attention's, the MLPs', each expert's (whose
+        // indirect dispatches then cover several parts), the adapters — splits into parts; in
+        // f32, f16 and int8 the logits equal the unsplit model's, prefill and decode.
+        let Some(ctx) = gpu("hybrid_split_matrices_in_every_format_equal_unsplit_ones").await else { return };
+        for f in fixtures::hybrids() {
+            let ids = &f.reference().ids[..70];
+            for weights in WeightFormat::ALL {
+                let options = GpuModelOptions { weights, max_tokens: 64, ..Default::default() };
+                let split_options = GpuModelOptions { max_binding_bytes: Some(4096), ..options };
+                let mut logits = Vec::new();
+                for o in [options, split_options] {
+                    let mut m = GpuModel::load(&ctx, &f.checkpoint(), o).await.unwrap_or_else(|e| panic!("{}: {e}", f.name));
+                    let mut got = m.forward(ids, Logits::All).await.unwrap();
+                    got.extend(m.forward(&[1], Logits::Last).await.unwrap());
+                    got.extend(m.forward(&[2], Logits::Last).await.unwrap());
+                    logits.push(got);
+                }
+                let what = format!("{} ({} weights): 4 KiB parts vs whole matrices", f.name, weights.name());
+                assert_close(&what, &logits[1], &logits[0], 1e-5, 1e-5);
+            }
+        }
+    }
+}
