@@ -10,7 +10,6 @@ use crate::gpu_model::activations::{Activations, Scratch, StateBuffers};
 use crate::gpu_model::call::{Builder, Groups, Step};
 use crate::gpu_model::kv::{KvCaches, KvFormat};
 use crate::gpu_model::split::{Alloc, Destination, SplitMatrix};
-use crate::gpu_model::weights::GpuLayer;
 use crate::kernels::{conv1d_silu, linear, scan_carry};
 use crate::model::Part;
 
@@ -137,8 +136,9 @@ pub(crate) struct LayerCx<'a> {
     pub a: &'a Activations,
     pub s: &'a StateBuffers,
     pub kv: &'a KvCaches,
-    /// Every block's weights (Zamba2's shared block is held by its first user).
-    pub weights: &'a [GpuLayer],
+    /// The weights of the block holding this one's shared weights (Zamba2's shared block is
+    /// held by its first user); `None` for other kinds.
+    pub owner: Option<&'a GpuBlockWeights>,
     /// The layer.
     pub i: usize,
     /// Multiplies the block's output as it is added onto the residual.
@@ -177,7 +177,7 @@ pub(crate) fn plan(kind: &BlockKind, w: &GpuBlockWeights, cx: LayerCx<'_>) -> Re
         }
         (BlockKind::Moe(p), GpuBlockWeights::Moe(w)) => moe::gpu::plan(p, w, cx),
         (BlockKind::Zamba2(p), GpuBlockWeights::Zamba2(w)) => {
-            let shared = match cx.weights.get(p.owner_block).map(|l| &l.mixer) {
+            let shared = match cx.owner {
                 Some(GpuBlockWeights::Zamba2(owner)) => owner.shared.as_ref(),
                 _ => None,
             }

@@ -87,7 +87,10 @@ impl Plan {
                     a,
                     s,
                     kv,
-                    weights: &w.layers,
+                    owner: match &block.kind {
+                        crate::blocks::BlockKind::Zamba2(p) => w.layers.get(p.owner_block).map(|l| &l.mixer),
+                        _ => None,
+                    },
                     i,
                     residual: block.residual_scale,
                     norm: &l.norm,
