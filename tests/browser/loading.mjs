@@ -30,7 +30,8 @@ import { serve } from '../../scripts/serve.mjs';
 import { runEngines } from './harness.mjs';
 
 const BIG = process.env.WEBMAMBA_BIG === '1' || process.argv.includes('--big');
-const BIG_HYBRID = process.env.WEBMAMBA_BIG_HYBRID === '1' || process.argv.includes('--big-hybrid');
+const ONLY_BIG_HYBRID = process.argv.includes('--only-big-hybrid'); // that check alone, in Chromium
+const BIG_HYBRID = ONLY_BIG_HYBRID || process.env.WEBMAMBA_BIG_HYBRID === '1' || process.argv.includes('--big-hybrid');
 const MIB = 2 ** 20;
 /** The current engine's check (runEngines gives each engine its own counts). */
 let check;
@@ -433,6 +434,10 @@ const base = `http://127.0.0.1:${server.address().port}`;
 try {
   await runEngines('loading', base, async ({ engine, page, webgpu, check: engineCheck }) => {
     check = engineCheck;
+    if (ONLY_BIG_HYBRID) {
+      if (engine === 'chromium') await bigHybrid(page, base);
+      return { worker: true, cache: 'not checked (--only-big-hybrid)' };
+    }
     await fixtures(page, base, webgpu);
     const survives = await cache(page, server, base);
     await otherRealm(page, base);
