@@ -40,7 +40,7 @@ impl GpuWeights {
         let experts = (0..e)
             .map(|x| mlp::gpu::GpuWeights::allocate(&p.expert, d, a, |m| Part::Expert(x as u16, m)))
             .collect::<Result<Vec<_>>>()?;
-        let parts = experts.first().map_or(0, |x| x.matrices().iter().map(|m| m.parts.len()).sum::<usize>());
+        let parts = parts_per_expert(&experts);
         let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
         let template = a.ctx.create_buffer("moe template", (12 * parts.max(1)) as u64, usage);
         let args = a.ctx.create_buffer(
@@ -94,7 +94,7 @@ impl GpuWeights {
 
     /// Matmul parts per expert (P).
     pub fn parts(&self) -> usize {
-        self.experts.first().map_or(0, |x| x.matrices().iter().map(|m| m.parts.len()).sum())
+        parts_per_expert(&self.experts)
     }
 
     /// Writes the workgroups of an expert's matmul parts for a chunk of `t` tokens (with the
@@ -117,6 +117,12 @@ impl GpuWeights {
         queue.write_buffer(&self.template, 0, bytemuck::cast_slice(&groups));
         Ok(())
     }
+}
+
+/// Matmul parts of one expert (all experts are split alike): the indirect dispatches each
+/// expert has, P.
+fn parts_per_expert(experts: &[mlp::gpu::GpuWeights]) -> usize {
+    experts.first().map_or(0, |x| x.matrices().iter().map(|m| m.parts.len()).sum())
 }
 
 /// The kernels it dispatches beyond the matmuls.
@@ -167,7 +173,7 @@ pub(crate) fn plan(p: &Moe, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<Step>
     let (d, e) = (w.router.cols as u32, p.n_experts as u32);
     let logits = linear::LinearParams { x_stride: d, y_stride: e, ..Default::default() };
     let mut steps = vec![Step::Linear(b.linear(&w.router, &[("x", &a.x_norm), ("y", &a.router)], logits)?)];
-    let parts = w.experts.first().map_or(0, |x| x.matrices().iter().map(|m| m.parts.len()).sum::<usize>());
+    let parts = w.parts();
     let params = MoeRouteParams::new(p.routing, (p.n_experts, p.top_k), parts, w.router_bias.is_some());
     let io = [
         ("logits", &a.router),
