@@ -173,21 +173,27 @@ fn shard_names_must_stay_inside_the_folder() {
 #[test]
 fn published_hybrid_shapes_have_their_sizes_and_a_consistent_layout() {
     use webmamba::blocks::BlockKind;
-    use webmamba::model::published::{FALCON_H1_0_5B, GRANITE_4_0_H_1B};
+    use webmamba::model::published::{FALCON_H1_0_5B, GRANITE_4_0_H_1B, ZAMBA2_1_2B};
     // (name, config.json, d_model, layers, blocks, attention mixers, Mamba-2 mixers, vocab,
-    // total weights where published).
+    // (total weights, tensors) where published).
     let shapes = [
-        ("granite-h-1b", GRANITE_4_0_H_1B, 1536, 40, 80, 4, 36, 100352, Some(1_461_538_368u64)),
+        ("granite-h-1b", GRANITE_4_0_H_1B, 1536, 40, 80, 4, 36, 100352, Some((1_461_538_368u64, None))),
         ("falcon-h1-0.5b", FALCON_H1_0_5B, 1024, 36, 72, 36, 36, 32784, None),
+        // Zamba2-1.2B: HF builds 406 parameters, 1,215,064,704 weights, from this config.json.
+        ("zamba2-1.2b", ZAMBA2_1_2B, 2048, 38, 38, 6, 38, 32000, Some((1_215_064_704, Some(406)))),
     ];
-    for (name, json, d, layers, blocks, attention, mamba, vocab, total) in shapes {
+    for (name, json, d, layers, blocks, attention, mamba, vocab, published) in shapes {
         let c = config(json).unwrap_or_else(|e| panic!("{name}: {e}"));
         // Each layer has one mixer (attention, Mamba-2, or both side by side), then its MLP.
         let (mut attn, mut ssd, mut mixers) = (0, 0, 0);
         for b in &c.blocks {
-            mixers +=
-                matches!(b.kind, BlockKind::Attention(_) | BlockKind::Mamba2(_) | BlockKind::Parallel(_))
-                    as usize;
+            mixers += matches!(
+                b.kind,
+                BlockKind::Attention(_)
+                    | BlockKind::Mamba2(_)
+                    | BlockKind::Parallel(_)
+                    | BlockKind::Zamba2(_)
+            ) as usize;
             match &b.kind {
                 BlockKind::Attention(_) => attn += 1,
                 BlockKind::Mamba2(_) => ssd += 1,
@@ -196,6 +202,15 @@ fn published_hybrid_shapes_have_their_sizes_and_a_consistent_layout() {
                     assert_eq!(
                         (p.mamba.n_heads, p.mamba.head_dim, p.mamba.d_inner),
                         (24, 64, 1536),
+                        "{name}"
+                    );
+                    (attn, ssd) = (attn + 1, ssd + 1);
+                }
+                // The shared attention (+ MLP), then the layer's own Mamba-2 mixer.
+                BlockKind::Zamba2(z) => {
+                    assert_eq!(
+                        (z.mamba.n_heads, z.mamba.head_dim, z.mamba.d_inner),
+                        (64, 64, 4096),
                         "{name}"
                     );
                     (attn, ssd) = (attn + 1, ssd + 1);
@@ -227,8 +242,11 @@ fn published_hybrid_shapes_have_their_sizes_and_a_consistent_layout() {
             checkpoint.layout.roles.iter().flatten().all(Option::is_some),
             "{name}: every tensor is used"
         );
-        if let Some(total) = total {
+        if let Some((total, count)) = published {
             assert_eq!(weights, total, "{name}: the published weight count");
+            if let Some(count) = count {
+                assert_eq!(tensors.clone().count(), count, "{name}: the published tensor count");
+            }
         }
         common::log(&format!("[shape] {name}: {} tensors, {weights} weights", tensors.count()));
         std::fs::remove_dir_all(&dir).unwrap();

@@ -106,3 +106,52 @@ pub const FALCON_H1_0_5B: &str = r#"{
   "torch_dtype": "bfloat16",
   "vocab_size": 32784
 }"#;
+
+/// Zyphra Zamba2-1.2B (`Zyphra/Zamba2-1.2B`, `zamba2`): 38 Mamba-2 layers of 2048 (64 heads of
+/// 64, state 128, 1 group, chunk 256), 6 of them (5, 11, …, 35) first applying the one shared
+/// transformer block (input hidden ‖ embeddings = 4096 wide; 32 heads of 128, no GQA, RoPE
+/// θ 10000; an 8192-wide GELU-gated MLP) with rank-128 LoRA adapters on q/k/v and on the MLP's
+/// gate/up per use; vocabulary 32000, tied embeddings; 1,215,064,704 weights in 406 tensors.
+///
+/// Source: HF `Zyphra/Zamba2-1.2B` config.json at revision
+/// 6b05bf29d1bb4ca71a36d12f7da4d3120dcde7fe (sha256 025b74b13fef…), as a public trace of HF's
+/// modeling code run on that file reports it (github: a Korean-language "review packet —
+/// Zyphra/Zamba2-1.2B", transformers 5.14.1 on the meta device): its symbol table (L 38,
+/// d_model 2048, n_h = n_kv 32, d_head 128, d_ff 8192, V 32000, ctx 4096, d_state 128, 1 group,
+/// 64 SSM heads of 64, chunk 256, d_conv 4, 1 memory block, LoRA rank 128, d_attn 4096, the
+/// layer schedule), its traced ops (q/k/v adapters present, so `use_shared_attention_adapter`
+/// is true; RoPE applied, so `use_mem_rope`; the MLP's activation is `gelu`), and its counts:
+/// "1.22B total", "all 406 params covered" — HF 5.24 builds exactly 406 parameters,
+/// 1,215,064,704 weights, from this JSON (370 and 1.196B without the attention adapters). Not
+/// given there, so left to HF's defaults: `rms_norm_eps`, the time-step limits, the token ids.
+pub const ZAMBA2_1_2B: &str = r#"{
+  "architectures": ["Zamba2ForCausalLM"],
+  "model_type": "zamba2",
+  "hidden_size": 2048,
+  "num_hidden_layers": 38,
+  "layers_block_type": [
+    "mamba", "mamba", "mamba", "mamba", "mamba", "hybrid", "mamba", "mamba", "mamba", "mamba",
+    "mamba", "hybrid", "mamba", "mamba", "mamba", "mamba", "mamba", "hybrid", "mamba", "mamba",
+    "mamba", "mamba", "mamba", "hybrid", "mamba", "mamba", "mamba", "mamba", "mamba", "hybrid",
+    "mamba", "mamba", "mamba", "mamba", "mamba", "hybrid", "mamba", "mamba"
+  ],
+  "num_attention_heads": 32,
+  "num_key_value_heads": 32,
+  "intermediate_size": 8192,
+  "hidden_act": "gelu",
+  "num_mem_blocks": 1,
+  "use_shared_attention_adapter": true,
+  "adapter_rank": 128,
+  "use_mem_rope": true,
+  "rope_theta": 10000.0,
+  "max_position_embeddings": 4096,
+  "mamba_d_state": 128,
+  "mamba_d_conv": 4,
+  "mamba_expand": 2,
+  "mamba_ngroups": 1,
+  "mamba_headdim": 64,
+  "n_mamba_heads": 64,
+  "chunk_size": 256,
+  "tie_word_embeddings": true,
+  "vocab_size": 32000
+}"#;

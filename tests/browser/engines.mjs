@@ -111,6 +111,8 @@ async function chromiumBrowser() {
       const pw = context.pages()[0] ?? await context.newPage();
       const pageErrors = [];
       pw.on('pageerror', (e) => pageErrors.push(String(e)));
+      // A renderer that dies (out of memory, a GPU process crash) says so, not just "closed".
+      pw.on('crash', () => console.error(`chromium: the page crashed (${new Date().toISOString()})`));
       await pw.goto(`${base}/loading.html`);
       const page = {
         playwright: pw,

@@ -9,7 +9,7 @@
 //! webmamba bench    --suite [--model DIR | --shape 130m] [--json] [--runs N] [--formats f32,f16,int8]
 //! webmamba replay   [--model DIR] --ops FILE [--block-size B] [--retention dense|sparse:K]
 //!                   [--budget BYTES] [--backend cpu|gpu]
-//! webmamba random   --shape 790m|mamba2-780m|granite-h-1b|falcon-h1-0.5b|… [--dtype bf16] [--shards 4] [--seed S] [--zeros] --out DIR
+//! webmamba random   --shape 790m|mamba2-780m|granite-h-1b|falcon-h1-0.5b|zamba2-1.2b|… [--dtype bf16] [--shards 4] [--seed S] [--zeros] --out DIR
 //! ```
 //! `logits`, `generate` and `replay` also take `--weights f32|f16|int8` (GPU weight storage).
 

@@ -1,5 +1,5 @@
 //! The shapes of the published Mamba-1 models (state-spaces/mamba-*-hf), Mamba-2 models
-//! (state-spaces/mamba2-*) and hybrids (Granite-4.0-H-1B, Falcon-H1-0.5B: their config.json in
+//! (state-spaces/mamba2-*) and hybrids (Granite-4.0-H-1B, Falcon-H1-0.5B, Zamba2-1.2B: their config.json in
 //! [`webmamba::model::published`], each with its source), for random models of real size:
 //! `webmamba bench --shape`, `webmamba random --shape`.
 
@@ -48,6 +48,11 @@ pub enum Shape {
     /// ([`published::FALCON_H1_0_5B`], which cites its source).
     #[value(name = "falcon-h1-0.5b")]
     FalconH1_0_5b,
+    /// Zyphra/Zamba2-1.2B: d_model 2048, 38 Mamba-2 layers, 6 of them using the shared
+    /// attention + MLP block with LoRA adapters ([`published::ZAMBA2_1_2B`], which cites its
+    /// source).
+    #[value(name = "zamba2-1.2b")]
+    Zamba2_1_2b,
 }
 
 impl Shape {
@@ -69,6 +74,7 @@ impl Shape {
             Shape::Ssd2_7b => (2560, 64, true),
             Shape::GraniteH1b => return published::GRANITE_4_0_H_1B.to_string(),
             Shape::FalconH1_0_5b => return published::FALCON_H1_0_5B.to_string(),
+            Shape::Zamba2_1_2b => return published::ZAMBA2_1_2B.to_string(),
         };
         let json = if mamba2 {
             format!(
