@@ -24,9 +24,12 @@ use crate::error::{Error, Result};
 use crate::wasm::http::{Abort, header_u64, io, message};
 use crate::wasm::watch::{Waited, within};
 
-/// The most bytes the offline cache's copy may fall behind the download before it is given up
-/// (a cache that stopped reading, e.g. a refused write, must not hold the rest of the file).
+/// The most bytes the offline cache's copy may fall behind the download: past it the download
+/// waits for the copy (backpressure), so the copy never holds more of the file in memory.
 const TAP_LAG_BYTES: f64 = (64 << 20) as f64;
+
+/// How often a download waiting for the cache's copy looks again, in milliseconds.
+const TAP_POLL_MS: u32 = 20;
 
 /// A response body being read.
 pub(crate) struct Body {
@@ -83,12 +86,35 @@ impl Body {
         let value = Reflect::get(&result, &"value".into()).map_err(|e| io(name, &e))?;
         let len = Reflect::get(&value, &"byteLength".into()).ok().and_then(|n| n.as_f64()).unwrap_or(0.0);
         self.read += len as u64;
+        self.keep_pace().await;
         if let Some(tap) = &self.tap
             && !tap.feed(&value)
         {
             self.tap = None;
         }
         Ok(Some(value))
+    }
+
+    /// Waits while the offline cache's copy is more than [`TAP_LAG_BYTES`] behind the download
+    /// (a large file arrives faster than the cache writes it); a copy that takes nothing for
+    /// `stall_ms` (a cache that stopped reading) is given up, and the download goes on without it.
+    async fn keep_pace(&mut self) {
+        let (mut last, mut idle) = (f64::INFINITY, 0);
+        while let Some(tap) = &self.tap {
+            let behind = tap.behind();
+            if behind <= TAP_LAG_BYTES {
+                return;
+            }
+            if behind < last {
+                (last, idle) = (behind, 0);
+            } else if idle >= self.stall_ms {
+                tap.fail("the offline cache stopped taking the download");
+                self.tap = None;
+                return;
+            }
+            sleep(TAP_POLL_MS).await;
+            idle += TAP_POLL_MS;
+        }
     }
 
     /// The error of a read that failed after `self.read` bytes.
@@ -154,19 +180,20 @@ impl Tap {
         init.set_headers(&response.headers());
         let copy = Response::new_with_opt_readable_stream_and_init(Some(&stream), &init).ok()?;
         let put = cache.put_with_str(url, &copy);
-        ignore_rejection(&put); // awaited by the loader, or left: never an unhandled rejection
+        // A put refused before it read the copy (a request the cache will not store) ends the
+        // copy at once: the download does not wait for a reader that never comes.
+        error_on_rejection(&put, &controller);
         Some((Tap { controller }, put))
     }
 
-    /// Passes a chunk on; `false` when the copy is given up (the cache stopped reading, or fell
-    /// [`TAP_LAG_BYTES`] behind).
+    /// Passes a chunk on; `false` when the copy is gone (the cache errored or cancelled it).
     fn feed(&self, chunk: &JsValue) -> bool {
-        let behind = -self.controller.desired_size().unwrap_or(0.0);
-        if behind > TAP_LAG_BYTES {
-            self.fail("the offline cache could not keep up with the download");
-            return false;
-        }
         self.controller.enqueue_with_chunk(chunk).is_ok()
+    }
+
+    /// Bytes passed on that the cache has not taken yet (0 once the copy is errored or closed).
+    fn behind(&self) -> f64 {
+        -self.controller.desired_size().unwrap_or(0.0)
     }
 
     fn close(self) {
@@ -177,6 +204,21 @@ impl Tap {
         // (Erroring a stream that is no longer readable does nothing.)
         self.controller.error_with_e(&js_sys::Error::new(why));
     }
+}
+
+/// Resolves after `ms` milliseconds (a promise that never settles, raced with a timer).
+async fn sleep(ms: u32) {
+    let never = Promise::new(&mut |_, _| {});
+    let _ = within(&never, ms).await;
+}
+
+#[wasm_bindgen(inline_js = r#"
+export function error_on_rejection(promise, controller) {
+  promise.catch((e) => { try { controller.error(e); } catch (_) { /* already closed */ } });
+}"#)]
+extern "C" {
+    /// Errors `controller`'s stream when `promise` rejects (and handles the rejection).
+    fn error_on_rejection(promise: &Promise, controller: &ReadableStreamDefaultController);
 }
 
 thread_local! {
