@@ -19,6 +19,7 @@
 mod config;
 mod hold;
 pub mod keys;
+pub mod pages;
 mod prefix;
 #[cfg(test)]
 mod tests;
