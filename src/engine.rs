@@ -102,6 +102,15 @@ impl Engine {
         }
     }
 
+    /// Bytes of one key or value in the model's attention caches (and in its checkpoints): 4
+    /// on the CPU, the [`KvFormat`](crate::KvFormat)'s on the GPU.
+    pub fn kv_value_bytes(&self) -> usize {
+        match self {
+            Engine::Cpu { .. } => 4,
+            Engine::Gpu(m) => m.kv_format().bytes(),
+        }
+    }
+
     /// `checkpoint` streamed onto the GPU of `ctx`.
     pub async fn gpu(ctx: &GpuContext, checkpoint: &Checkpoint, options: GpuModelOptions) -> Result<Self> {
         Ok(Engine::Gpu(Box::new(GpuModel::load(ctx, checkpoint, options).await?)))

@@ -394,7 +394,32 @@ async fn generation_stops_at_max_context(ctx: Option<&GpuContext>) {
     assert_eq!(greedy(&mut rt, id, 5).await, r.greedy_ids[..5], "after a rewind: HF's tokens again");
 }
 
+/// A hybrid's prompt-end checkpoint is charged its state, its logits and the key/value rows
+/// before it in the caches' own format: 4 bytes a value on the CPU, 2 with f16 caches on the GPU.
+async fn checkpoints_are_charged_their_key_value_rows(ctx: Option<&GpuContext>) {
+    let f = fixtures::hybrids().into_iter().find(|f| f.name == "granite-h-rope-moe-f32").unwrap();
+    let c = f.checkpoint();
+    let (engine, value_bytes) = match ctx {
+        Some(ctx) => {
+            let options = GpuModelOptions { kv_format: webmamba::KvFormat::F16, ..Default::default() };
+            (Engine::gpu(ctx, &c, options).await.unwrap(), 2)
+        }
+        None => (Engine::cpu(c.weights().unwrap()), 4),
+    };
+    let config = engine.config().clone();
+    // Blocks longer than the prompt: the prompt-end is the only checkpoint.
+    let mut rt = Runtime::new(engine, CacheConfig { block_size: 256, ..Default::default() }).unwrap();
+    let id = rt.new_session().unwrap();
+    let n = 40;
+    rt.append(id, &f.reference().ids[..n]).await.unwrap();
+    let floats = config.state_layout().per_token_floats();
+    assert!(floats > 0, "the fixture has attention");
+    let want = webmamba::State::bytes(&config) + 4 * config.vocab_size + n * floats * value_bytes;
+    assert_eq!(rt.cache_stats().bytes_used, want as u64, "{value_bytes} bytes a cached key or value");
+}
+
 dual_backend_test!(
+    checkpoints_are_charged_their_key_value_rows,
     generation_stops_at_max_context,
     resume_equivalence,
     prompt_end_survives_sparse_retention,

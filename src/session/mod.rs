@@ -141,7 +141,8 @@ impl Runtime {
         let c = engine.config();
         let slot_bytes = State::bytes(c) as u64;
         let logits_bytes = 4 * c.vocab_size as u64;
-        let per_token_bytes = 4 * c.state_layout().per_token_floats() as u64;
+        // A hybrid's checkpoints keep the key/value rows before them, in the caches' format.
+        let per_token_bytes = (engine.kv_value_bytes() * c.state_layout().per_token_floats()) as u64;
         let n = StateCache::slots_for(&cache, slot_bytes).min(MAX_SLOTS);
         let slots = if n > 0 { engine.add_slots(n)?.collect() } else { Vec::new() };
         let mut cache = StateCache::new(cache, slots, slot_bytes, logits_bytes)?;
