@@ -69,4 +69,8 @@ pub struct CacheStats {
     /// Bytes reserved for checkpoints a call is computing (0 between calls: a failed call gives
     /// its reservations back).
     pub bytes_reserved: u64,
+    /// Of `bytes_used`, the key/value pages' (pages mode; each page counted once).
+    pub page_bytes: u64,
+    /// Pages alive (pages mode).
+    pub pages: usize,
 }

@@ -5,6 +5,7 @@
 //! the call's result and stays.
 
 use crate::cache::keys::Key;
+use crate::cache::pages::Acquired;
 use crate::cache::{EntryId, Prefix, StateCache};
 use crate::error::Result;
 
@@ -16,6 +17,8 @@ pub struct Reservation {
     prompt_end: bool,
     /// Tokens of history of the state it will hold.
     len: usize,
+    /// Pages mode: the pages of its whole blocks, in order.
+    pages: Vec<Acquired>,
 }
 
 impl Reservation {
@@ -23,14 +26,20 @@ impl Reservation {
     pub fn slot(&self) -> usize {
         self.slot
     }
+
+    /// Pages mode: the page of each whole block before the state (element b: positions
+    /// `b·B..(b+1)·B`); those `fresh` must be written before the entry is inserted.
+    pub fn pages(&self) -> &[Acquired] {
+        &self.pages
+    }
 }
 
 /// A call's pins and reservations; see the module documentation.
 pub struct Hold<'a> {
     cache: &'a mut StateCache,
     pins: Vec<EntryId>,
-    /// (slot, prompt_end, tokens) of every reservation not yet filled.
-    open: Vec<(usize, bool, usize)>,
+    /// (slot, prompt_end, tokens, pages) of every reservation not yet filled.
+    open: Vec<(usize, bool, usize, Vec<Acquired>)>,
 }
 
 impl<'a> Hold<'a> {
@@ -49,14 +58,15 @@ impl<'a> Hold<'a> {
         self.pins.push(id);
     }
 
-    /// A slot for a new entry holding the state after `len` tokens, evicting least recently
-    /// used unpinned entries to make room: a block is optional (`Ok(None)` without room), a
-    /// prompt-end is not (`CacheBudget`).
-    pub fn reserve(&mut self, prompt_end: bool, len: usize) -> Result<Option<Reservation>> {
-        let slot = self.cache.reserve(prompt_end, len)?;
-        Ok(slot.map(|slot| {
-            self.open.push((slot, prompt_end, len));
-            Reservation { slot, prompt_end, len }
+    /// A slot for a new entry holding the state after the first `len` tokens of a prefix with
+    /// chain keys `keys` ([`Prefix::keys`]; pages mode references its blocks' pages), evicting
+    /// least recently used unpinned entries to make room: a block is optional (`Ok(None)`
+    /// without room), a prompt-end is not (`CacheBudget`).
+    pub fn reserve(&mut self, prompt_end: bool, len: usize, keys: &[Key]) -> Result<Option<Reservation>> {
+        let got = self.cache.reserve(prompt_end, len, keys)?;
+        Ok(got.map(|(slot, pages)| {
+            self.open.push((slot, prompt_end, len, pages.clone()));
+            Reservation { slot, prompt_end, len, pages }
         }))
     }
 
@@ -65,25 +75,26 @@ impl<'a> Hold<'a> {
     pub fn insert_block(&mut self, r: Reservation, key: Key, len: usize) -> EntryId {
         debug_assert!(!r.prompt_end && r.len == len, "a block's reservation holds it");
         self.filled(&r);
-        self.cache.insert_block(key, len, r.slot)
+        self.cache.insert_block(key, len, r.slot, r.pages.iter().map(|a| a.id).collect())
     }
 
     /// Records the prompt-end entry for `prefix` written into `r`'s slot, with its logits.
     pub fn insert_end(&mut self, r: Reservation, prefix: &Prefix, logits: Vec<f32>) -> EntryId {
         debug_assert!(r.prompt_end && r.len == prefix.len(), "a prompt-end's reservation holds it");
         self.filled(&r);
-        self.cache.insert_end(prefix, r.slot, logits)
+        self.cache.insert_end(prefix, r.slot, logits, r.pages.iter().map(|a| a.id).collect())
     }
 
     fn filled(&mut self, r: &Reservation) {
-        self.open.retain(|&(slot, _, _)| slot != r.slot);
+        self.open.retain(|(slot, ..)| *slot != r.slot);
+        self.cache.pages_filled(&r.pages);
     }
 }
 
 impl Drop for Hold<'_> {
     fn drop(&mut self) {
-        for &(slot, prompt_end, len) in &self.open {
-            self.cache.release(slot, prompt_end, len);
+        for (slot, prompt_end, len, pages) in std::mem::take(&mut self.open) {
+            self.cache.release(slot, prompt_end, len, &pages);
         }
         for &id in &self.pins {
             self.cache.pin(id, false);

@@ -16,9 +16,12 @@
 //! call pins and reserves through a [`Hold`] ([`StateCache::hold`]), which gives back whatever
 //! the call did not turn into entries when it is dropped.
 
+mod budget;
 mod config;
 mod hold;
 pub mod keys;
+#[cfg(test)]
+mod page_tests;
 pub mod pages;
 mod prefix;
 #[cfg(test)]
@@ -30,6 +33,7 @@ use crate::error::{Error, Result};
 pub use config::{CacheConfig, CacheStats, Retention};
 pub use hold::{Hold, Reservation};
 use keys::Key;
+use pages::{PageId, Pages};
 pub use prefix::Prefix;
 
 /// Entry id (index into the entry table).
@@ -56,6 +60,9 @@ pub struct Entry {
     pub key: Key,
     /// Block or prompt-end.
     pub kind: Kind,
+    /// The key/value pages of its whole blocks, in order (a hybrid's, in pages mode
+    /// ([`StateCache::use_pages`]); empty otherwise).
+    pub pages: Vec<PageId>,
     last_used: u64,
     pins: usize,
 }
@@ -75,8 +82,13 @@ pub struct StateCache {
     config: CacheConfig,
     slot_bytes: u64,
     logits_bytes: u64,
-    /// Bytes a state grows by per token of history (a hybrid's attention caches; 0 for Mamba).
+    /// Bytes a state grows by per token of history (a hybrid's attention caches kept whole in
+    /// its slot; 0 for Mamba and in pages mode).
     per_token_bytes: u64,
+    /// Pages mode: the key/value pages entries share ([`StateCache::use_pages`]).
+    pages: Option<Pages>,
+    /// Bytes of pages made for reservations not yet filled.
+    pages_reserved: u64,
     entries: Vec<Option<Entry>>,
     blocks: HashMap<Key, EntryId>,
     ends: HashMap<Key, Vec<EntryId>>,
@@ -111,6 +123,8 @@ impl StateCache {
             slot_bytes,
             logits_bytes,
             per_token_bytes: 0,
+            pages: None,
+            pages_reserved: 0,
             entries: Vec::new(),
             blocks: HashMap::new(),
             ends: HashMap::new(),
@@ -126,6 +140,20 @@ impl StateCache {
     /// hybrid model's states grow with the position they were taken at.
     pub fn set_per_token_bytes(&mut self, bytes: u64) {
         self.per_token_bytes = bytes;
+    }
+
+    /// Pages mode: a hybrid's checkpoints keep in their slots the state and the rows of their
+    /// partial last block only, and reference the pages of their whole blocks, shared with
+    /// every checkpoint whose history passes through them ([`pages`]). Page bytes count once,
+    /// against the same budget.
+    pub fn use_pages(&mut self, pages: Pages) {
+        self.per_token_bytes = 0;
+        self.pages = Some(pages);
+    }
+
+    /// The pages (pages mode).
+    pub fn pages(&self) -> Option<&Pages> {
+        self.pages.as_ref()
     }
 
     /// Slots a budget can use: no more than fit in it as bare states.
@@ -163,29 +191,21 @@ impl StateCache {
 
     /// Counters.
     pub fn stats(&self) -> CacheStats {
+        let page_bytes = self.pages.as_ref().map_or(0, Pages::bytes);
         CacheStats {
             entries: self.entries.iter().flatten().count(),
-            bytes_used: self.bytes_used,
+            bytes_used: self.bytes_used + page_bytes - self.pages_reserved,
             budget_bytes: self.config.budget_bytes,
             evictions: self.evictions,
-            bytes_reserved: self.bytes_reserved,
+            bytes_reserved: self.bytes_reserved + self.pages_reserved,
+            page_bytes: page_bytes - self.pages_reserved,
+            pages: self.pages.as_ref().map_or(0, Pages::len),
         }
     }
 
     /// An entry.
     pub fn entry(&self, id: EntryId) -> Option<&Entry> {
         self.entries.get(id).and_then(Option::as_ref)
-    }
-
-    /// What an entry costs: its state (growing with `len` for a hybrid) and a prompt-end's
-    /// logits.
-    fn cost(&self, prompt_end: bool, len: usize) -> u64 {
-        let state = self.slot_bytes.saturating_add(self.per_token_bytes.saturating_mul(len as u64));
-        state + if prompt_end { self.logits_bytes } else { 0 }
-    }
-
-    fn entry_cost(&self, e: &Entry) -> u64 {
-        self.cost(matches!(e.kind, Kind::PromptEnd { .. }), e.len)
     }
 
     /// The longest cached state for a prefix of `tokens` usable to continue them: the state
@@ -237,73 +257,20 @@ impl StateCache {
         self.ends.get(key).into_iter().flatten().filter_map(|&id| Some((id, self.entries.get(id)?.as_ref()?)))
     }
 
-    /// Makes room for and returns a slot for a new entry of `kind`'s cost, evicting least
-    /// recently used unpinned entries. A block entry is optional: `Ok(None)` when no room can
-    /// be made. A prompt-end is not: [`Error::CacheBudget`] then. Nothing is evicted on failure.
-    fn reserve(&mut self, prompt_end: bool, len: usize) -> Result<Option<usize>> {
-        let cost = self.cost(prompt_end, len);
-        let budget = self.config.budget_bytes;
-        let mut victims: Vec<(u64, EntryId)> = self
-            .entries
-            .iter()
-            .enumerate()
-            .filter_map(|(id, e)| e.as_ref().filter(|e| e.pins == 0).map(|e| (e.last_used, id)))
-            .collect();
-        victims.sort_unstable();
-        // How many victims the new entry needs (bytes and a free slot), checked before evicting.
-        let (mut bytes, mut slots, mut needed) =
-            (self.bytes_used + self.bytes_reserved, self.free_slots.len(), 0);
-        while bytes + cost > budget || slots == 0 {
-            let Some(&(_, id)) = victims.get(needed) else {
-                if !prompt_end {
-                    return Ok(None);
-                }
-                return Err(Error::CacheBudget {
-                    needed: cost,
-                    budget,
-                    reason: format!(
-                        "{} bytes are held by checkpoints pinned by live sessions (their latest prompt ends) \
-                         or reserved for this call",
-                        self.bytes_used + self.bytes_reserved
-                    ),
-                });
-            };
-            bytes -= self.entries[id].as_ref().map_or(0, |e| self.entry_cost(e));
-            slots += 1;
-            needed += 1;
-        }
-        for &(_, id) in &victims[..needed] {
-            self.remove(id);
-            self.evictions += 1;
-        }
-        let slot = self
-            .free_slots
-            .pop()
-            .ok_or_else(|| Error::Internal("state cache: no free slot after making room".into()))?;
-        self.bytes_reserved += cost;
-        Ok(Some(slot))
-    }
-
-    /// Gives back a slot from [`StateCache::reserve`] that ended up unused.
-    fn release(&mut self, slot: usize, prompt_end: bool, len: usize) {
-        self.bytes_reserved -= self.cost(prompt_end, len);
-        self.free_slots.push(slot);
-    }
-
     /// Records a block entry for the state after `len` tokens (chain key `key`) in `slot`
-    /// (reserved with `reserve(false)`).
-    fn insert_block(&mut self, key: Key, len: usize, slot: usize) -> EntryId {
-        let id = self.insert(Entry { len, slot, key, kind: Kind::Block, last_used: 0, pins: 0 });
+    /// (reserved with `reserve(false)`) over `pages`.
+    fn insert_block(&mut self, key: Key, len: usize, slot: usize, pages: Vec<PageId>) -> EntryId {
+        let id = self.insert(Entry { len, slot, key, kind: Kind::Block, pages, last_used: 0, pins: 0 });
         self.blocks.insert(key, id);
         id
     }
 
     /// Records a prompt-end entry for `prefix` in `slot` (reserved with `reserve(true)`) with
-    /// its logits.
-    fn insert_end(&mut self, prefix: &Prefix, slot: usize, logits: Vec<f32>) -> EntryId {
+    /// its logits, over `pages`.
+    fn insert_end(&mut self, prefix: &Prefix, slot: usize, logits: Vec<f32>, pages: Vec<PageId>) -> EntryId {
         let (tail, key) = (prefix.tail().to_vec(), prefix.whole_blocks().1);
         let kind = Kind::PromptEnd { tail, logits };
-        let id = self.insert(Entry { len: prefix.len(), slot, key, kind, last_used: 0, pins: 0 });
+        let id = self.insert(Entry { len: prefix.len(), slot, key, kind, pages, last_used: 0, pins: 0 });
         self.ends.entry(key).or_default().push(id);
         id
     }
@@ -331,6 +298,11 @@ impl StateCache {
         let Some(e) = self.entries.get_mut(id).and_then(Option::take) else { return };
         self.bytes_used -= self.entry_cost(&e);
         self.free_slots.push(e.slot);
+        if let Some(pages) = self.pages.as_mut() {
+            for &page in &e.pages {
+                pages.release(page);
+            }
+        }
         match e.kind {
             Kind::Block => {
                 self.blocks.remove(&e.key);

@@ -30,7 +30,7 @@ fn store_blocks(c: &mut StateCache, p: &Prefix) {
     let mut hold = c.hold();
     for (b, key) in p.keys().iter().enumerate().filter(|(b, _)| b * block < p.len()) {
         if hold.cache().wants_block(b, key)
-            && let Some(r) = hold.reserve(false, b * block).unwrap()
+            && let Some(r) = hold.reserve(false, b * block, p.keys()).unwrap()
         {
             hold.insert_block(r, *key, b * block);
         }
@@ -41,7 +41,7 @@ fn store_blocks(c: &mut StateCache, p: &Prefix) {
 fn store_end(c: &mut StateCache, t: Vec<u32>) -> EntryId {
     let p = c.prefix(t, None);
     let mut hold = c.hold();
-    let r = hold.reserve(true, p.len()).unwrap().unwrap();
+    let r = hold.reserve(true, p.len(), p.keys()).unwrap().unwrap();
     let id = hold.insert_end(r, &p, vec![0.5; 3]);
     drop(hold);
     c.repin(None, Some(id));
@@ -109,16 +109,16 @@ fn a_prompt_end_without_room_is_a_budget_error_and_evicts_nothing() {
     let b = store_end(&mut c, tokens(5));
     let before = c.stats();
     let mut hold = c.hold();
-    let e = hold.reserve(true, 0).unwrap_err();
+    let e = hold.reserve(true, 0, &[]).unwrap_err();
     assert_eq!(e.code(), "CacheBudget", "{e}");
-    assert_eq!(hold.reserve(false, 0).unwrap(), None, "a block is optional: no room, no error");
+    assert_eq!(hold.reserve(false, 0, &[]).unwrap(), None, "a block is optional: no room, no error");
     drop(hold);
     assert_eq!(c.stats(), before);
     assert!(c.entry(a).is_some() && c.entry(b).is_some());
     // Unpinned, the older one makes room.
     c.repin(Some(a), None);
     let mut hold = c.hold();
-    assert!(hold.reserve(true, 0).unwrap().is_some());
+    assert!(hold.reserve(true, 0, &[]).unwrap().is_some());
     drop(hold);
     assert!(c.entry(a).is_none() && c.entry(b).is_some());
 }
@@ -130,8 +130,8 @@ fn a_dropped_hold_gives_back_what_it_did_not_fill() {
     c.repin(Some(end), None);
     let mut hold = c.hold();
     hold.pin(end);
-    let r = hold.reserve(true, 0).unwrap().unwrap();
-    let kept = hold.reserve(false, 4).unwrap().unwrap();
+    let r = hold.reserve(true, 0, &[]).unwrap().unwrap();
+    let kept = hold.reserve(false, 4, &[]).unwrap().unwrap();
     let key = [3; 32];
     let block = hold.insert_block(kept, key, 4);
     assert!(hold.cache().is_pinned(end));

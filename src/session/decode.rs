@@ -277,11 +277,11 @@ impl Runtime {
     /// During decode, the history just reached a block boundary: keep its state if retention
     /// wants it and there is room (best effort).
     pub(super) fn block_reached(&mut self, id: SessionId) -> Result<()> {
-        let s = self.session(id)?;
+        let s = self.sessions.get(&id.0).ok_or(Error::NoSession(id.0))?;
         let ((b, key), len) = (s.history.whole_blocks(), s.history.len());
         let mut hold = self.cache.hold();
         if hold.cache().wants_block(b, &key)
-            && let Some(r) = hold.reserve(false, len)?
+            && let Some(r) = hold.reserve(false, len, s.history.keys())?
         {
             self.engine.save_state(r.slot())?;
             hold.insert_block(r, key, len);
@@ -298,7 +298,7 @@ impl Runtime {
         }
         let logits = s.logits.clone().ok_or_else(|| Error::Internal("no logits after generating".into()))?;
         let mut hold = self.cache.hold();
-        let Ok(Some(r)) = hold.reserve(true, s.history.len()) else { return Ok(()) };
+        let Ok(Some(r)) = hold.reserve(true, s.history.len(), s.history.keys()) else { return Ok(()) };
         self.engine.save_state(r.slot())?;
         let end = hold.insert_end(r, &s.history, logits);
         drop(hold);

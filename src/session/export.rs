@@ -178,7 +178,8 @@ impl Runtime {
         // Room for its prompt-end first (CacheBudget fails before anything changed); the slot
         // goes back with the hold if anything after fails.
         let mut hold = self.cache.hold();
-        let reserved = if history.is_empty() { None } else { hold.reserve(true, history.len())? };
+        let reserved =
+            if history.is_empty() { None } else { hold.reserve(true, history.len(), history.keys())? };
         let written = self.engine.write_state(&state).and_then(|()| match &reserved {
             Some(r) => self.engine.save_state(r.slot()),
             None => Ok(()),

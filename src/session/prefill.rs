@@ -118,7 +118,9 @@ async fn prefill(
     let end_slot = match existing_end {
         Some(_) => None,
         None => Some(
-            hold.reserve(true, n).map_err(|e| (e, false))?.ok_or((internal("no prompt-end slot"), false))?,
+            hold.reserve(true, n, prefix.keys())
+                .map_err(|e| (e, false))?
+                .ok_or((internal("no prompt-end slot"), false))?,
         ),
     };
     let touched = |e| (e, true);
@@ -143,7 +145,7 @@ async fn prefill(
                 break;
             }
             if hold.cache().wants_block(b, key)
-                && let Some(r) = hold.reserve(false, b * block).map_err(touched)?
+                && let Some(r) = hold.reserve(false, b * block, prefix.keys()).map_err(touched)?
             {
                 captures.push((b * block - start - 1, r, b));
             }
