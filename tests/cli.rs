@@ -230,3 +230,44 @@ fn replay_reports_prefills_resumes_and_checkpoints() {
     assert_eq!(outputs[0], outputs[1], "CPU and GPU generate the same tokens");
     std::fs::remove_file(ops).unwrap();
 }
+
+/// `--max-context` and `--kv-format` reach a hybrid's attention caches: past the limit is a
+/// clear error on both backends; f16 caches move the logits a little (so the flag is not
+/// ignored) and keep them near the f32 caches'; f16 on the CPU is refused by name.
+#[test]
+fn context_flags_reach_a_hybrids_caches() {
+    let f = fixtures::hybrids().into_iter().find(|f| f.name == "granite-h-rope-moe-f32").unwrap();
+    let dir = fixture_dir(f.name);
+    let r = f.reference();
+    let ids = r.ids[..80].iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+    let tmp = std::env::temp_dir().join(format!("webmamba-cli-context-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let run = |backend: &str, extra: &[&str], out: &str| {
+        let out = tmp.join(out);
+        let mut args = vec!["logits", "--model", dir.to_str().unwrap(), "--ids", &ids, "--backend", backend];
+        args.extend_from_slice(&["--weights", "f32", "--out", out.to_str().unwrap()]);
+        args.extend_from_slice(extra);
+        (webmamba(&args), out)
+    };
+    for backend in ["cpu", "gpu"] {
+        let (full, _) = run(backend, &["--max-context", "64"], "full.npy");
+        let stderr = String::from_utf8_lossy(&full.stderr);
+        assert!(
+            !full.status.success() && stderr.contains("maxContext is 64"),
+            "{backend}: 80 tokens past 64: {stderr}"
+        );
+        let (fits, _) = run(backend, &["--max-context", "80"], "fits.npy");
+        assert!(fits.status.success(), "{backend}: {}", String::from_utf8_lossy(&fits.stderr));
+    }
+    let (exact, exact_out) = run("gpu", &[], "f32.npy");
+    let (half, half_out) = run("gpu", &["--kv-format", "f16"], "f16.npy");
+    assert!(exact.status.success() && half.status.success(), "{}", String::from_utf8_lossy(&half.stderr));
+    let (_, a) = read_npy(&std::fs::read(exact_out).unwrap());
+    let (_, b) = read_npy(&std::fs::read(half_out).unwrap());
+    let worst = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
+    assert!(worst > 0.0 && worst < 1e-2, "f16 vs f32 key/value caches: max |diff| {worst:e}");
+    let (cpu_half, _) = run("cpu", &["--kv-format", "f16"], "cpu-f16.npy");
+    let stderr = String::from_utf8_lossy(&cpu_half.stderr);
+    assert!(!cpu_half.status.success() && stderr.contains("--kv-format f16 needs --backend gpu"), "{stderr}");
+    std::fs::remove_dir_all(&tmp).unwrap();
+}

@@ -101,7 +101,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     );
     let mut rows = Vec::new();
     for &backend in &a.backends {
-        let mut e = engine(&checkpoint, backend, matmul, a.weights)?;
+        let mut e = engine(&checkpoint, backend, matmul, a.weights, Default::default())?;
         // Warm-up: pipelines compile lazily on some drivers.
         pollster::block_on(e.forward(&prompt[..1], Logits::Last))?;
         e.reset();

@@ -12,7 +12,7 @@ use webmamba::sampling::{Sampler, SamplingOptions};
 use webmamba::session::{Generation, Pace};
 use webmamba::{CacheConfig, GenerateOptions, Matmul, Runtime, Tokenizer};
 
-use crate::setup::{Backend, Weights, checkpoint, engine};
+use crate::setup::{Backend, ContextArgs, Weights, checkpoint, engine};
 
 /// `webmamba generate`'s flags.
 #[derive(Args)]
@@ -51,6 +51,8 @@ pub struct GenerateArgs {
     /// How the GPU stores weight matrices.
     #[arg(long, value_enum, default_value_t = Weights::F16)]
     weights: Weights,
+    #[command(flatten)]
+    context: ContextArgs,
 }
 
 /// Runs it.
@@ -58,7 +60,7 @@ pub fn run(a: GenerateArgs) -> Result<()> {
     let checkpoint = checkpoint(a.model.as_ref())?;
     let json = checkpoint.tokenizer_json.as_deref().context("the model folder has no tokenizer.json")?;
     let tokenizer = Tokenizer::from_bytes(json)?;
-    let engine = engine(&checkpoint, a.backend, Matmul::Auto, a.weights)?;
+    let engine = engine(&checkpoint, a.backend, Matmul::Auto, a.weights, a.context)?;
     let cache = CacheConfig::for_model(engine.config());
     let mut rt = Runtime::new(engine, cache)?;
     let session = rt.new_session()?;

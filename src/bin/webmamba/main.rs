@@ -29,7 +29,7 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use webmamba::{Logits, Matmul};
 
-use setup::{Backend, Dtype, Weights, checkpoint, engine};
+use setup::{Backend, ContextArgs, Dtype, Weights, checkpoint, engine};
 
 #[derive(Parser)]
 #[command(name = "webmamba", version, about = "Mamba language models on WebGPU and the CPU")]
@@ -55,6 +55,8 @@ enum Command {
         /// How the GPU stores weight matrices.
         #[arg(long, value_enum, default_value_t = Weights::F16)]
         weights: Weights,
+        #[command(flatten)]
+        context: ContextArgs,
         /// Output .npy path.
         #[arg(long)]
         out: PathBuf,
@@ -92,8 +94,8 @@ enum Command {
 
 fn main() -> Result<()> {
     match Cli::parse().command {
-        Command::Logits { model, ids, backend, weights, out } => {
-            let mut e = engine(&checkpoint(model.as_ref())?, backend, Matmul::Auto, weights)?;
+        Command::Logits { model, ids, backend, weights, context, out } => {
+            let mut e = engine(&checkpoint(model.as_ref())?, backend, Matmul::Auto, weights, context)?;
             let logits = pollster::block_on(e.forward(&ids, Logits::All))?;
             let vocab = e.config().vocab_size;
             let file = std::fs::File::create(&out).with_context(|| format!("creating {}", out.display()))?;

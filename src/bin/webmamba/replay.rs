@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use webmamba::sampling::Sampler;
 use webmamba::{CacheConfig, GenerateOptions, Matmul, Retention, Runtime, Tokenizer};
 
-use crate::setup::{Backend, Weights, checkpoint, engine};
+use crate::setup::{Backend, ContextArgs, Weights, checkpoint, engine};
 
 /// Options of `webmamba replay`.
 #[derive(Args)]
@@ -42,6 +42,8 @@ pub struct ReplayArgs {
     /// How the GPU stores weight matrices.
     #[arg(long, value_enum, default_value_t = Weights::F16)]
     weights: Weights,
+    #[command(flatten)]
+    context: ContextArgs,
 }
 
 fn retention(s: &str) -> Result<Retention> {
@@ -70,7 +72,7 @@ pub fn run(a: ReplayArgs) -> Result<()> {
             .context("--ops must be a JSON array")?;
     let checkpoint = checkpoint(a.model.as_ref())?;
     let tokenizer = checkpoint.tokenizer_json.as_deref().map(Tokenizer::from_bytes).transpose()?;
-    let engine = engine(&checkpoint, a.backend, Matmul::Auto, a.weights)?;
+    let engine = engine(&checkpoint, a.backend, Matmul::Auto, a.weights, a.context)?;
     let config = CacheConfig {
         block_size: a.block_size,
         retention: retention(&a.retention)?,

@@ -1,11 +1,11 @@
-//! What every command shares: the backend and weight-format flags, the model folder (or the
-//! embedded default model) and loading it onto a backend with a progress bar.
+//! What every command shares: the backend, weight-format and context flags, the model folder
+//! (or the embedded default model) and loading it onto a backend with a progress bar.
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::ValueEnum;
-use webmamba::{Checkpoint, Engine, GpuContext, GpuModel, GpuModelOptions, Matmul, WeightFormat};
+use webmamba::{Checkpoint, Engine, GpuContext, GpuModel, GpuModelOptions, KvFormat, Matmul, WeightFormat};
 
 use crate::{default_model, progress};
 
@@ -39,6 +39,29 @@ impl From<Weights> for WeightFormat {
     }
 }
 
+/// How the GPU stores a hybrid's cached keys and values.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum Kv {
+    /// 4 bytes a value (exact).
+    #[default]
+    F32,
+    /// 2 bytes a value (half the memory; the logits move slightly).
+    F16,
+}
+
+/// The attention caches of hybrid models (nothing changes for a pure Mamba model): the
+/// `maxContext` and `kvFormat` load options of the JS API.
+#[derive(Clone, Copy, Debug, Default, clap::Args)]
+pub struct ContextArgs {
+    /// Most tokens of context; past it a call fails with ContextFull (default: what 1 GiB of
+    /// keys and values holds, capped by max_position_embeddings where the model has RoPE).
+    #[arg(long)]
+    pub max_context: Option<usize>,
+    /// How the GPU stores cached keys and values (the CPU keeps f32).
+    #[arg(long, value_enum, default_value_t = Kv::F32)]
+    pub kv_format: Kv,
+}
+
 /// Storage dtypes of random checkpoints.
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum Dtype {
@@ -58,14 +81,31 @@ impl From<Dtype> for safetensors::Dtype {
 }
 
 /// Streams `checkpoint`'s weights onto `backend` (a progress bar for large models).
-pub fn engine(checkpoint: &Checkpoint, backend: Backend, matmul: Matmul, weights: Weights) -> Result<Engine> {
+pub fn engine(
+    checkpoint: &Checkpoint,
+    backend: Backend,
+    matmul: Matmul,
+    weights: Weights,
+    context: ContextArgs,
+) -> Result<Engine> {
     let mut reporter = progress::reporter(checkpoint, backend == Backend::Gpu);
+    let kv_format = match context.kv_format {
+        Kv::F32 => KvFormat::F32,
+        Kv::F16 if backend == Backend::Gpu => KvFormat::F16,
+        Kv::F16 => bail!("--kv-format f16 needs --backend gpu (the CPU reference keeps f32 keys and values)"),
+    };
     Ok(match backend {
-        Backend::Cpu => Engine::cpu(checkpoint.weights_reporting(&mut reporter)?),
+        Backend::Cpu => Engine::cpu_with(checkpoint.weights_reporting(&mut reporter)?, context.max_context)?,
         Backend::Gpu => pollster::block_on(async {
             let ctx = GpuContext::new().await?;
             eprintln!("gpu: {}", ctx.summary());
-            let options = GpuModelOptions { matmul, weights: weights.into(), ..Default::default() };
+            let options = GpuModelOptions {
+                matmul,
+                weights: weights.into(),
+                max_context: context.max_context,
+                kv_format,
+                ..Default::default()
+            };
             let model = GpuModel::load_reporting(&ctx, checkpoint, options, &mut reporter).await?;
             let m = model.memory();
             let mb = |b: u64| b as f64 / 1e6;

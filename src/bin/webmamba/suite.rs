@@ -228,7 +228,13 @@ pub fn run(
             let label =
                 weights.map_or("cpu".to_string(), |w| format!("gpu-{}", format!("{w:?}").to_lowercase()));
             eprintln!("bench: {label}…");
-            let mut e = engine(checkpoint, backend, Matmul::Auto, weights.unwrap_or(Weights::F16))?;
+            let mut e = engine(
+                checkpoint,
+                backend,
+                Matmul::Auto,
+                weights.unwrap_or(Weights::F16),
+                Default::default(),
+            )?;
             if let Engine::Gpu(m) = &e {
                 adapter = m.context().summary().to_string();
             }
