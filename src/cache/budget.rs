@@ -2,10 +2,8 @@
 //! recently used unpinned entries, weighed by what their eviction really gives back (in pages
 //! mode a page shared with a survivor frees nothing).
 
-use std::collections::HashMap;
-
 use super::keys::Key;
-use super::pages::{Acquired, PageId, Pages};
+use super::pages::{Acquired, PageId, Pages, Tally};
 use super::{Entry, EntryId, Kind, StateCache};
 use crate::error::{Error, Result};
 
@@ -72,11 +70,11 @@ impl StateCache {
         // before evicting anything.
         let (mut bytes, mut slots, mut needed) = (self.committed(), self.free_slots.len(), 0);
         let mut free_pages = self.pages.as_ref().map_or(0, Pages::free_slots);
-        let mut dropped: HashMap<PageId, usize> = HashMap::new();
+        let mut tally = Tally::default();
         while bytes + cost > budget || slots == 0 || free_pages < missing {
             let Some(&(_, id)) = victims.get(needed) else {
                 let held = self.committed();
-                self.give_back(got.iter().flatten());
+                self.release_pages(got.iter().flatten().map(|a| a.id));
                 if !prompt_end {
                     return Ok(None);
                 }
@@ -94,13 +92,8 @@ impl StateCache {
                 .ok_or_else(|| Error::Internal("state cache: a victim is gone".into()))?;
             bytes -= self.entry_cost(e);
             if let Some(pages) = &self.pages {
-                for &page in &e.pages {
-                    let n = dropped.entry(page).or_default();
-                    *n += 1;
-                    if *n == pages.refs(page) {
-                        (bytes, free_pages) = (bytes - page_bytes, free_pages + 1);
-                    }
-                }
+                let freed = pages.tally_drop(&mut tally, &e.pages);
+                (bytes, free_pages) = (bytes - freed as u64 * page_bytes, free_pages + freed);
             }
             slots += 1;
             needed += 1;
@@ -134,7 +127,7 @@ impl StateCache {
         self.bytes_reserved -= self.cost(prompt_end, len);
         self.free_slots.push(slot);
         self.pages_filled(pages);
-        self.give_back(pages);
+        self.release_pages(pages.iter().map(|a| a.id));
     }
 
     /// The fresh pages of a reservation now belong to an entry (or are given back): no longer
@@ -144,11 +137,11 @@ impl StateCache {
         self.pages_reserved -= pages.iter().filter(|a| a.fresh).count() as u64 * page_bytes;
     }
 
-    /// Drops one reference to each page.
-    fn give_back<'a>(&mut self, pages: impl IntoIterator<Item = &'a Acquired>) {
+    /// Drops one reference to each of `ids` (a page goes with its last one).
+    pub(super) fn release_pages(&mut self, ids: impl IntoIterator<Item = PageId>) {
         if let Some(p) = self.pages.as_mut() {
-            for a in pages {
-                p.release(a.id);
+            for id in ids {
+                p.release(id);
             }
         }
     }

@@ -298,11 +298,7 @@ impl StateCache {
         let Some(e) = self.entries.get_mut(id).and_then(Option::take) else { return };
         self.bytes_used -= self.entry_cost(&e);
         self.free_slots.push(e.slot);
-        if let Some(pages) = self.pages.as_mut() {
-            for &page in &e.pages {
-                pages.release(page);
-            }
-        }
+        self.release_pages(e.pages.iter().copied());
         match e.kind {
             Kind::Block => {
                 self.blocks.remove(&e.key);

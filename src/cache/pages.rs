@@ -37,6 +37,10 @@ pub struct Pages {
     free: Vec<PageId>,
 }
 
+/// References counted as dropped by [`Pages::tally_drop`] (none is really dropped).
+#[derive(Debug, Default)]
+pub struct Tally(HashMap<PageId, usize>);
+
 /// A reference taken by [`Pages::acquire`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Acquired {
@@ -129,15 +133,18 @@ impl Pages {
         true
     }
 
-    /// Bytes that dropping these references (a page may appear more than once) would free,
-    /// without dropping them: what evicting the checkpoints holding them would give back.
-    pub fn freed_by<'a>(&self, refs: impl IntoIterator<Item = &'a PageId>) -> u64 {
-        let mut dropped: HashMap<PageId, usize> = HashMap::new();
-        for &id in refs {
-            *dropped.entry(id).or_default() += 1;
+    /// Counts one reference to each of `ids` (a page may appear more than once) as dropped in
+    /// `tally`, without dropping it; returns how many pages that frees — those whose last
+    /// reference it counts. Over a run of checkpoints: what evicting them all would give back
+    /// (a page shared with a survivor frees nothing).
+    pub fn tally_drop(&self, tally: &mut Tally, ids: &[PageId]) -> usize {
+        let mut freed = 0;
+        for &id in ids {
+            let n = tally.0.entry(id).or_default();
+            *n += 1;
+            freed += usize::from(*n == self.refs(id));
         }
-        let freed = dropped.iter().filter(|&(&id, &n)| self.refs(id) > 0 && self.refs(id) <= n).count();
-        freed as u64 * self.page_bytes
+        freed
     }
 
     /// More page slots (the engine made more room).
@@ -192,9 +199,11 @@ mod tests {
         pages.retain(p.id);
         let q = pages.acquire(&keys[2]).unwrap();
         assert_eq!(pages.acquire(&keys[3]), None, "no free slot");
-        assert_eq!(pages.freed_by(&[p.id]), 0, "one of two references frees nothing");
-        assert_eq!(pages.freed_by(&[p.id, p.id, q.id]), 20);
-        assert_eq!(pages.len(), 2, "freed_by drops nothing");
+        let mut tally = Tally::default();
+        assert_eq!(pages.tally_drop(&mut tally, &[p.id]), 0, "one of two references frees nothing");
+        assert_eq!(pages.tally_drop(&mut tally, &[p.id, q.id]), 2, "the second and q's only one do");
+        assert_eq!(pages.tally_drop(&mut Tally::default(), &[p.id, p.id, q.id]), 2, "the same at once");
+        assert_eq!(pages.len(), 2, "tally_drop drops nothing");
         assert!(!pages.release(p.id));
         assert!(pages.release(p.id));
         assert_eq!((pages.find(&keys[1]), pages.bytes()), (None, 10));
