@@ -100,7 +100,8 @@ impl Body {
     /// `stall_ms` (a cache that stopped reading) is given up, and the download goes on without it.
     async fn keep_pace(&mut self) {
         let (mut last, mut idle) = (f64::INFINITY, 0);
-        while let Some(tap) = &self.tap {
+        let why = loop {
+            let Some(tap) = &self.tap else { return };
             let behind = tap.behind();
             if behind <= TAP_LAG_BYTES {
                 return;
@@ -108,12 +109,15 @@ impl Body {
             if behind < last {
                 (last, idle) = (behind, 0);
             } else if idle >= self.stall_ms {
-                tap.fail("the offline cache stopped taking the download");
-                self.tap = None;
-                return;
+                break "the offline cache stopped taking the download";
             }
-            sleep(TAP_POLL_MS).await;
+            if !sleep(TAP_POLL_MS).await {
+                break "the offline cache fell behind and this global has no timer to wait with";
+            }
             idle += TAP_POLL_MS;
+        };
+        if let Some(tap) = self.tap.take() {
+            tap.fail(why);
         }
     }
 
@@ -206,19 +210,27 @@ impl Tap {
     }
 }
 
-/// Resolves after `ms` milliseconds (a promise that never settles, raced with a timer).
-async fn sleep(ms: u32) {
-    let never = Promise::new(&mut |_, _| {});
-    let _ = within(&never, ms).await;
+/// Resolves after `ms` milliseconds; `false` at once in a global without timers (none is
+/// known), where nothing can wait.
+async fn sleep(ms: u32) -> bool {
+    match sleep_ms(ms) {
+        Some(timer) => wasm_bindgen_futures::JsFuture::from(timer).await.is_ok(),
+        None => false,
+    }
 }
 
 #[wasm_bindgen(inline_js = r#"
 export function error_on_rejection(promise, controller) {
   promise.catch((e) => { try { controller.error(e); } catch (_) { /* already closed */ } });
+}
+export function sleep_ms(ms) {
+  return typeof setTimeout === 'function' ? new Promise((r) => setTimeout(r, ms)) : undefined;
 }"#)]
 extern "C" {
     /// Errors `controller`'s stream when `promise` rejects (and handles the rejection).
     fn error_on_rejection(promise: &Promise, controller: &ReadableStreamDefaultController);
+    /// A promise resolved after `ms` milliseconds (`undefined` where there are no timers).
+    fn sleep_ms(ms: u32) -> Option<Promise>;
 }
 
 thread_local! {
