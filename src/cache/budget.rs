@@ -8,10 +8,12 @@ use super::{Entry, EntryId, Kind, StateCache};
 use crate::error::{Error, Result};
 
 impl StateCache {
-    /// What an entry's slot costs: its state (growing with `len` for a hybrid whose slot keeps
-    /// its caches whole) and a prompt-end's logits. Pages are counted apart, once each.
+    /// What an entry's slot costs: its state with the key/value rows it keeps (a hybrid's: all
+    /// `len` of them, or in pages mode those after its whole pages) and a prompt-end's logits.
+    /// Pages are counted apart, once each.
     pub(super) fn cost(&self, prompt_end: bool, len: usize) -> u64 {
-        let state = self.slot_bytes.saturating_add(self.per_token_bytes.saturating_mul(len as u64));
+        let rows = if self.pages.is_some() { len % self.config.block_size } else { len };
+        let state = self.slot_bytes.saturating_add(self.per_token_bytes.saturating_mul(rows as u64));
         state + if prompt_end { self.logits_bytes } else { 0 }
     }
 

@@ -32,6 +32,12 @@ impl Reservation {
     pub fn pages(&self) -> &[Acquired] {
         &self.pages
     }
+
+    /// Pages mode: `(page, b)` for each page it made, block b's: what must be written (from
+    /// the live caches: `Engine::save_pages`) before it is inserted.
+    pub fn fresh_pages(&self) -> Vec<(usize, usize)> {
+        self.pages.iter().enumerate().filter(|(_, a)| a.fresh).map(|(b, a)| (a.id, b)).collect()
+    }
 }
 
 /// A call's pins and reservations; see the module documentation.

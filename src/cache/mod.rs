@@ -82,8 +82,8 @@ pub struct StateCache {
     config: CacheConfig,
     slot_bytes: u64,
     logits_bytes: u64,
-    /// Bytes a state grows by per token of history (a hybrid's attention caches kept whole in
-    /// its slot; 0 for Mamba and in pages mode).
+    /// Bytes a state grows by per token of history kept in its slot (a hybrid's attention
+    /// caches: all of them, or in pages mode those after its whole pages; 0 for Mamba).
     per_token_bytes: u64,
     /// Pages mode: the key/value pages entries share ([`StateCache::use_pages`]).
     pages: Option<Pages>,
@@ -147,7 +147,6 @@ impl StateCache {
     /// every checkpoint whose history passes through them ([`pages`]). Page bytes count once,
     /// against the same budget.
     pub fn use_pages(&mut self, pages: Pages) {
-        self.per_token_bytes = 0;
         self.pages = Some(pages);
     }
 

@@ -8,11 +8,13 @@ const SLOT: u64 = 100;
 const LOGITS: u64 = 10;
 const PAGE: u64 = 40;
 const BLOCK: usize = 4;
+/// Bytes a slot keeps per token after its whole blocks.
+const ROW: u64 = 2;
 
 fn cache(budget: u64, slots: usize, pages: usize) -> StateCache {
     let config = CacheConfig { block_size: BLOCK, retention: Retention::Dense, budget_bytes: budget };
     let mut c = StateCache::new(config, (0..slots).collect(), SLOT, LOGITS).unwrap();
-    c.set_per_token_bytes(2); // replaced by pages: a slot keeps only the partial last block
+    c.set_per_token_bytes(ROW); // in pages mode charged for the rows after the whole blocks only
     c.use_pages(Pages::new(PAGE, (0..pages).collect()));
     c
 }
@@ -63,7 +65,7 @@ fn sessions_over_one_prefix_hold_one_copy_of_its_pages() {
     assert_eq!((stats.pages, stats.page_bytes), (4, 4 * PAGE), "the shared 4 blocks: 4 pages, once");
     // 8 prompt-ends (tails of 2 tokens live in their slots) + blocks at 4, 8, 12, 16 (once).
     assert_eq!(stats.entries, 8 + 4);
-    assert_eq!(stats.bytes_used, 8 * (SLOT + LOGITS) + 4 * SLOT + 4 * PAGE);
+    assert_eq!(stats.bytes_used, 8 * (SLOT + LOGITS + 2 * ROW) + 4 * SLOT + 4 * PAGE);
     let first = c.prefix(tokens(16, 16, 0), None);
     let ids: Vec<_> = (1..=4).map(|b| c.pages().unwrap().find(&first.keys()[b]).unwrap()).collect();
     // Block b's page: in every prompt-end and in the blocks at and after b + 1.
@@ -95,8 +97,8 @@ fn eviction_frees_a_page_with_its_last_reference() {
 #[test]
 fn a_shared_page_frees_nothing_so_a_victim_is_weighed_by_its_slot() {
     // Prompt-ends only (no block boundary is kept), three over the same 8 tokens: room for
-    // exactly those three and their 2 shared pages.
-    let mut c = cache(3 * (SLOT + LOGITS) + 2 * PAGE, 16, 16);
+    // those three (tails of 1, 1 and 2 rows) and their 2 shared pages, and 4 bytes more.
+    let mut c = cache(3 * (SLOT + LOGITS) + 4 * ROW + 2 * PAGE + 4, 16, 16);
     c.config.retention = Retention::Sparse(1000);
     let a = prefill(&mut c, tokens(9, 8, 0)).unwrap();
     c.repin(Some(a), None);
@@ -109,7 +111,8 @@ fn a_shared_page_frees_nothing_so_a_victim_is_weighed_by_its_slot() {
     let e = prefill(&mut c, tokens(13, 8, 3)).unwrap_err();
     assert!(matches!(e, Error::CacheBudget { .. }), "{e}");
     assert_eq!(c.stats(), before, "nothing evicted");
-    // One sharing every page needs the slot only: the unpinned one goes, the pages stay.
+    // One sharing every page needs the slot only (and 3 rows): the unpinned one goes, the
+    // pages stay.
     prefill(&mut c, tokens(11, 8, 3)).unwrap();
     assert_eq!(end_of(&c, tokens(9, 8, 0)), None, "the LRU unpinned prompt-end was evicted");
     assert!(end_of(&c, tokens(9, 8, 1)).is_some());

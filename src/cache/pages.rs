@@ -68,14 +68,14 @@ impl Pages {
         self.page_bytes
     }
 
-    /// Pages alive (referenced by something).
+    /// Pages alive (referenced by something): the slots holding one, however they are named.
     pub fn len(&self) -> usize {
-        self.by_key.len()
+        self.pages.iter().filter(|p| p.is_some()).count()
     }
 
     /// Whether no page is alive.
     pub fn is_empty(&self) -> bool {
-        self.by_key.is_empty()
+        self.len() == 0
     }
 
     /// Bytes of the pages alive: each counted once, however many references it has.

@@ -5,6 +5,8 @@
 //! rows so far copied over, the plan's bind groups rebuilt) as the context grows, up to
 //! `max_context`; a call that would pass it is [`Error::ContextFull`] before anything runs.
 
+use std::ops::Range;
+
 use crate::blocks::Attention;
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
@@ -198,7 +200,7 @@ impl KvCaches {
         let new = Self::new(ctx, c, (capacity, self.max_context), self.format)?;
         for (old, to) in self.layers.iter().zip(&new.layers) {
             if let (Some(old), Some(to)) = (old, to) {
-                old.record_rows(encoder, self.capacity, live, (&to.kv, 0, to.kv_rows_at(capacity)));
+                old.record_rows(encoder, self.capacity, 0..live, (&to.kv, 0, to.kv_rows_at(capacity)));
             }
         }
         Ok(new)
@@ -216,35 +218,35 @@ impl LayerKv {
         (self.value_bytes * tokens * self.width) as u64
     }
 
-    /// Records copying positions 0..`tokens` of this cache (of `capacity` positions): K rows to
-    /// `to` at byte `k_at`, V rows at byte `v_at`.
+    /// Records copying positions `rows` of this cache (of `capacity` positions): K rows to `to`
+    /// at byte `k_at`, V rows at byte `v_at`.
     pub fn record_rows(
         &self,
         encoder: &mut wgpu::CommandEncoder,
         capacity: usize,
-        tokens: usize,
+        rows: Range<usize>,
         (to, k_at, v_at): (&wgpu::Buffer, u64, u64),
     ) {
-        let bytes = self.row_bytes(tokens);
+        let (bytes, at) = (self.row_bytes(rows.len()), self.row_bytes(rows.start));
         if bytes > 0 {
-            encoder.copy_buffer_to_buffer(&self.kv, 0, to, k_at, bytes);
-            encoder.copy_buffer_to_buffer(&self.kv, self.kv_rows_at(capacity), to, v_at, bytes);
+            encoder.copy_buffer_to_buffer(&self.kv, at, to, k_at, bytes);
+            encoder.copy_buffer_to_buffer(&self.kv, self.kv_rows_at(capacity) + at, to, v_at, bytes);
         }
     }
 
-    /// Records copying `tokens` positions from `from` (K rows at byte `k_at`, V rows at
-    /// `v_at`) into positions 0..`tokens` of this cache (of `capacity` positions).
+    /// Records copying keys and values from `from` (K rows at byte `k_at`, V rows at `v_at`)
+    /// into positions `rows` of this cache (of `capacity` positions).
     pub fn record_rows_from(
         &self,
         encoder: &mut wgpu::CommandEncoder,
         capacity: usize,
-        tokens: usize,
+        rows: Range<usize>,
         (from, k_at, v_at): (&wgpu::Buffer, u64, u64),
     ) {
-        let bytes = self.row_bytes(tokens);
+        let (bytes, at) = (self.row_bytes(rows.len()), self.row_bytes(rows.start));
         if bytes > 0 {
-            encoder.copy_buffer_to_buffer(from, k_at, &self.kv, 0, bytes);
-            encoder.copy_buffer_to_buffer(from, v_at, &self.kv, self.kv_rows_at(capacity), bytes);
+            encoder.copy_buffer_to_buffer(from, k_at, &self.kv, at, bytes);
+            encoder.copy_buffer_to_buffer(from, v_at, &self.kv, self.kv_rows_at(capacity) + at, bytes);
         }
     }
 }

@@ -147,6 +147,7 @@ impl Loading<'_> {
             state: state.bytes(),
             kv: 0,
             slots: 0,
+            pages: 0,
             conversion,
         };
         let slots = Slots::new(ctx, State::bytes(&config) as u64, &kv)?;
@@ -162,6 +163,7 @@ impl Loading<'_> {
             rewind_context: 0,
             plan,
             slots,
+            pages: None,
             fingerprint,
             memory,
         })

@@ -16,9 +16,11 @@ mod encode;
 mod format;
 mod greedy;
 pub(crate) mod kv;
+mod kv_pages;
 mod load;
 pub(crate) mod pipelines;
 mod plan;
+mod slabs;
 mod slots;
 pub(crate) mod split;
 mod state_io;
@@ -124,6 +126,8 @@ pub struct GpuMemory {
     pub kv: u64,
     /// Bytes of checkpoint slots allocated so far.
     pub slots: u64,
+    /// Bytes of key/value page slabs allocated so far (pages mode).
+    pub pages: u64,
     /// What f16 storage could not hold exactly.
     pub conversion: ConversionStats,
 }
@@ -145,6 +149,8 @@ pub struct GpuModel {
     rewind_context: usize,
     plan: Plan,
     slots: Slots,
+    /// Key/value pages (pages mode: `kv_pages.rs`).
+    pages: Option<kv_pages::KvPages>,
     fingerprint: [u8; 32],
     memory: GpuMemory,
 }
@@ -152,7 +158,12 @@ pub struct GpuModel {
 impl GpuModel {
     /// GPU memory by category, and the weight format.
     pub fn memory(&self) -> GpuMemory {
-        GpuMemory { slots: self.slots.bytes(), kv: self.kv.bytes(), ..self.memory }
+        GpuMemory {
+            slots: self.slots.bytes(),
+            pages: self.pages.as_ref().map_or(0, kv_pages::KvPages::bytes),
+            kv: self.kv.bytes(),
+            ..self.memory
+        }
     }
 
     /// Tokens of context the working state holds (its next token's position).
@@ -229,7 +240,8 @@ impl GpuModel {
         self.reserve(self.context + tokens.len())?;
         for &(pos, slot) in captures {
             self.slots.locate_for_write(&self.ctx, slot)?;
-            self.slots.kv_for_write(&self.ctx, slot, self.context + pos + 1)?;
+            let end = self.context + pos + 1;
+            self.slots.kv_for_write(&self.ctx, slot, self.tail_start(end)..end)?;
         }
         let c = &self.config;
         let mut out =

@@ -42,14 +42,14 @@ impl GpuModel {
         Ok(())
     }
 
-    /// Records copying the live caches' first `context` rows into slot `slot`'s key/value rows
-    /// (made ready by `Slots::kv_for_write` for that many).
+    /// Records copying the live caches' rows that slot `slot` keeps (made ready by
+    /// `Slots::kv_for_write`) into it.
     pub(crate) fn record_kv_save(&self, encoder: &mut wgpu::CommandEncoder, slot: usize) {
         let Some(saved) = self.slots.kv(slot) else { return };
         let widths = self.slots.widths();
         for (j, layer) in self.kv.layers.iter().flatten().enumerate() {
             let (k_at, v_at) = saved.at(widths, j);
-            layer.record_rows(encoder, self.kv.capacity, saved.tokens, (&saved.buffer, k_at, v_at));
+            layer.record_rows(encoder, self.kv.capacity, saved.rows(), (&saved.buffer, k_at, v_at));
         }
     }
 
@@ -113,10 +113,21 @@ impl GpuModel {
         Ok(self.slots.add(n))
     }
 
-    /// Copies the working state into slot `slot` (on the GPU: no CPU round trip).
+    /// Copies the whole working state, every key/value row included, into slot `slot` (on the
+    /// GPU: no CPU round trip).
     pub fn save_state(&mut self, slot: usize) -> Result<()> {
+        self.save_rows(slot, 0)
+    }
+
+    /// Copies the working state into checkpoint slot `slot`: in pages mode only the key/value
+    /// rows after its whole pages (which [`GpuModel::save_pages`] keeps), else all of them.
+    pub fn save_checkpoint(&mut self, slot: usize) -> Result<()> {
+        self.save_rows(slot, self.tail_start(self.context))
+    }
+
+    fn save_rows(&mut self, slot: usize, from: usize) -> Result<()> {
         self.ctx.check("before saving a state")?;
-        self.slots.kv_for_write(&self.ctx, slot, self.context)?;
+        self.slots.kv_for_write(&self.ctx, slot, from..self.context)?;
         let (buffer, offset) = self.slots.locate_for_write(&self.ctx, slot)?;
         let mut encoder = self.ctx.encoder("save state");
         self.state.record_copy(&mut encoder, buffer, offset, true);
@@ -125,25 +136,9 @@ impl GpuModel {
         Ok(())
     }
 
-    /// Replaces the working state with slot `slot`'s (on the GPU).
+    /// Replaces the working state with slot `slot`'s, saved whole ([`GpuModel::save_state`]).
     pub fn load_state(&mut self, slot: usize) -> Result<()> {
-        self.ctx.check("before restoring a state")?;
-        self.slots.locate(slot)?;
-        let tokens = self.slots.kv(slot).map_or(0, |k| k.tokens);
-        self.reserve(tokens)?;
-        let (buffer, offset) = self.slots.locate(slot)?;
-        let mut encoder = self.ctx.encoder("load state");
-        self.state.record_copy(&mut encoder, buffer, offset, false);
-        if let Some(saved) = self.slots.kv(slot) {
-            let widths = self.slots.widths();
-            for (j, layer) in self.kv.layers.iter().flatten().enumerate() {
-                let (k_at, v_at) = saved.at(widths, j);
-                layer.record_rows_from(&mut encoder, self.kv.capacity, tokens, (&saved.buffer, k_at, v_at));
-            }
-        }
-        self.ctx.queue().submit([encoder.finish()]);
-        self.context = tokens;
-        Ok(())
+        self.load_checkpoint(slot, &[])
     }
 
     /// A CPU copy of slot `slot`.
@@ -153,6 +148,9 @@ impl GpuModel {
         let flat = self.ctx.read_f32(buffer, offset, State::floats(&self.config)).await;
         let mut flat = self.ctx.checked("reading a checkpoint", flat)?;
         if let Some(saved) = self.slots.kv(slot) {
+            if saved.from > 0 {
+                return Err(Error::InvalidInput(format!("checkpoint slot {slot} is read with its pages")));
+            }
             let widths = self.slots.widths();
             for (j, &width) in widths.0.iter().enumerate() {
                 let (k_at, v_at) = saved.at(widths, j);
@@ -178,7 +176,7 @@ impl GpuModel {
         let (widths, value_bytes) = self.slots.widths();
         let widths = widths.to_vec();
         let format = self.kv.format;
-        if let Some(saved) = self.slots.kv_for_write(&self.ctx, slot, tokens)? {
+        if let Some(saved) = self.slots.kv_for_write(&self.ctx, slot, 0..tokens)? {
             let widths = (&widths[..], value_bytes);
             for (j, &i) in layers.iter().enumerate() {
                 let region = state.region(i, "kv").ok_or_else(|| {

@@ -61,6 +61,15 @@ impl State {
     /// A copy, or [`Error::OutOfMemory`] when the allocator refuses it (a CPU checkpoint cache
     /// that grows into the end of memory — wasm32's 4 GiB — must fail, not abort).
     pub fn try_clone(&self) -> Result<Self> {
+        self.copy(true)
+    }
+
+    /// A copy of the fixed regions, the growing ones empty ([`State::try_clone`]'s errors).
+    pub fn try_clone_fixed(&self) -> Result<Self> {
+        self.copy(false)
+    }
+
+    fn copy(&self, growing: bool) -> Result<Self> {
         let copy = |v: &Vec<f32>| -> Result<Vec<f32>> {
             let mut out = Vec::new();
             out.try_reserve_exact(v.len()).map_err(|_| Error::OutOfMemory {
@@ -74,7 +83,19 @@ impl State {
         let layers = self
             .layers
             .iter()
-            .map(|l| Ok(LayerState { regions: l.regions.iter().map(copy).collect::<Result<_>>()? }))
+            .enumerate()
+            .map(|(l, s)| {
+                let regions = self
+                    .layout
+                    .layer(l)
+                    .zip(&s.regions)
+                    .map(|(r, v)| match r.extent {
+                        Extent::PerToken(_) if !growing => Ok(Vec::new()),
+                        _ => copy(v),
+                    })
+                    .collect::<Result<_>>()?;
+                Ok(LayerState { regions })
+            })
             .collect::<Result<_>>()?;
         Ok(Self { layout: self.layout.clone(), layers })
     }

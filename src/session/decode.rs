@@ -283,7 +283,8 @@ impl Runtime {
         if hold.cache().wants_block(b, &key)
             && let Some(r) = hold.reserve(false, len, s.history.keys())?
         {
-            self.engine.save_state(r.slot())?;
+            self.engine.save_pages(&r.fresh_pages())?;
+            self.engine.save_checkpoint(r.slot())?;
             hold.insert_block(r, key, len);
         }
         Ok(())
@@ -299,7 +300,8 @@ impl Runtime {
         let logits = s.logits.clone().ok_or_else(|| Error::Internal("no logits after generating".into()))?;
         let mut hold = self.cache.hold();
         let Ok(Some(r)) = hold.reserve(true, s.history.len(), s.history.keys()) else { return Ok(()) };
-        self.engine.save_state(r.slot())?;
+        self.engine.save_pages(&r.fresh_pages())?;
+        self.engine.save_checkpoint(r.slot())?;
         let end = hold.insert_end(r, &s.history, logits);
         drop(hold);
         let old = s.pinned.replace(end);

@@ -181,7 +181,9 @@ impl Runtime {
         let reserved =
             if history.is_empty() { None } else { hold.reserve(true, history.len(), history.keys())? };
         let written = self.engine.write_state(&state).and_then(|()| match &reserved {
-            Some(r) => self.engine.save_state(r.slot()),
+            Some(r) => {
+                self.engine.save_pages(&r.fresh_pages()).and_then(|()| self.engine.save_checkpoint(r.slot()))
+            }
             None => Ok(()),
         });
         if let Err(e) = written {

@@ -31,6 +31,7 @@ pub use greedy::GREEDY_BATCH;
 use std::collections::HashMap;
 
 use crate::cache::keys::Key;
+use crate::cache::pages::Pages;
 use crate::cache::{CacheConfig, CacheStats, EntryId, Prefix, StateCache};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
@@ -39,6 +40,10 @@ use crate::model::State;
 /// Most checkpoint slots a cache gets (tiny models with large budgets would otherwise ask for
 /// hundreds of thousands).
 const MAX_SLOTS: usize = 16_384;
+
+/// Most key/value pages a hybrid's cache gets (a page is one block of positions: 65,536 of
+/// 64 are four million positions of history).
+const MAX_PAGES: usize = 65_536;
 
 /// A session's handle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -96,8 +101,12 @@ struct Session {
     /// (`keys::private_root`), so a state nobody here computed is never resumed by another
     /// session. Cleared when the history is emptied.
     salt: Option<Key>,
-    /// Where the live state is parked while another session is active.
+    /// Where the live state is parked while another session is active (when it is not its
+    /// latest prompt-end: see `parked_at`).
     live_slot: usize,
+    /// Parked as its pinned prompt-end entry, which is the state after `history` (no copy:
+    /// for a hybrid, its key/value pages stay shared).
+    parked_at: Option<EntryId>,
     /// Whether the live state is the state after `history` (false after a failed call).
     live_valid: bool,
     /// Logits after the last token of `history`.
@@ -145,8 +154,17 @@ impl Runtime {
         let per_token_bytes = (engine.kv_value_bytes() * c.state_layout().per_token_floats()) as u64;
         let n = StateCache::slots_for(&cache, slot_bytes).min(MAX_SLOTS);
         let slots = if n > 0 { engine.add_slots(n)?.collect() } else { Vec::new() };
-        let mut cache = StateCache::new(cache, slots, slot_bytes, logits_bytes)?;
+        let config = cache;
+        let mut cache = StateCache::new(config, slots, slot_bytes, logits_bytes)?;
         cache.set_per_token_bytes(per_token_bytes);
+        if per_token_bytes > 0 {
+            // Pages mode: a checkpoint keeps the rows of its partial last block, and shares the
+            // pages of its whole blocks.
+            let page_bytes = per_token_bytes * config.block_size as u64;
+            let n = (config.budget_bytes / page_bytes).min(MAX_PAGES as u64) as usize;
+            let ids = engine.enable_pages(config.block_size, n)?;
+            cache.use_pages(Pages::new(page_bytes, ids.collect()));
+        }
         Ok(Self {
             engine,
             cache,
@@ -186,6 +204,7 @@ impl Runtime {
             history: self.cache.prefix(Vec::new(), None),
             salt: None,
             live_slot,
+            parked_at: None,
             live_valid: false,
             logits: None,
             pinned: None,
@@ -267,16 +286,41 @@ impl Runtime {
         if self.active == Some(id.0) {
             return Ok(());
         }
-        if let Some(a) = self.active.and_then(|a| self.sessions.get(&a))
-            && a.live_valid
-        {
-            self.engine.save_state(a.live_slot)?;
+        if let Some(a) = self.active {
+            self.park(a)?;
         }
         let s = self.session(id)?;
         if s.live_valid {
-            self.engine.load_state(s.live_slot)?;
+            match s.parked_at.and_then(|e| self.cache.entry(e)) {
+                Some(e) => {
+                    let (slot, pages) = (e.slot, e.pages.clone());
+                    self.engine.load_checkpoint(slot, &pages)?;
+                }
+                None => self.engine.load_state(s.live_slot)?,
+            }
         }
         self.active = Some(id.0);
+        Ok(())
+    }
+
+    /// Parks session `a`'s live state (the engine's working state) while another is active: as
+    /// its pinned prompt-end entry where that is the state after its history (nothing to copy),
+    /// else whole in its own slot.
+    fn park(&mut self, a: u64) -> Result<()> {
+        let Some(s) = self.sessions.get(&a) else { return Ok(()) };
+        if !s.live_valid {
+            return Ok(());
+        }
+        let end = s.pinned.filter(|&e| {
+            self.cache.entry(e).is_some_and(|x| x.len == s.history.len())
+                && self.cache.find_end(&s.history) == Some(e)
+        });
+        if end.is_none() {
+            self.engine.save_state(s.live_slot)?;
+        }
+        if let Some(s) = self.sessions.get_mut(&a) {
+            s.parked_at = end;
+        }
         Ok(())
     }
 

@@ -126,8 +126,9 @@ async fn prefill(
     let touched = |e| (e, true);
     match from {
         Start::Cached(h, _) => {
-            let slot = hold.cache().entry(h).ok_or((internal("a pinned entry is gone"), false))?.slot;
-            engine.load_state(slot).map_err(touched)?;
+            let e = hold.cache().entry(h).ok_or((internal("a pinned entry is gone"), false))?;
+            let (slot, pages) = (e.slot, e.pages.clone());
+            engine.load_checkpoint(slot, &pages).map_err(touched)?;
         }
         Start::Zero => engine.reset(),
         Start::Live(_) => {}
@@ -159,6 +160,10 @@ async fn prefill(
             // The overflow may have begun before any capture: keep none (the hold frees them).
             return Ok((logits, None, from));
         }
+        // The key/value pages the new checkpoints made, from the live caches (final by now).
+        let fresh: Vec<(usize, usize)> =
+            captures.iter().map(|(_, r, _)| r).chain(&end_slot).flat_map(|r| r.fresh_pages()).collect();
+        engine.save_pages(&fresh).map_err(touched)?;
         for (_, r, b) in captures {
             hold.insert_block(r, prefix.keys()[b], b * block);
         }
@@ -171,7 +176,7 @@ async fn prefill(
             e
         }
         (None, Some(r)) => {
-            engine.save_state(r.slot()).map_err(touched)?;
+            engine.save_checkpoint(r.slot()).map_err(touched)?;
             hold.insert_end(r, prefix, logits.clone())
         }
         (None, None) => return Err((internal("no prompt-end slot was reserved"), true)),

@@ -2,7 +2,11 @@
 //! holding the recurrent state that forward calls continue from. What sessions, the CLI and the
 //! benchmarks drive.
 
+mod cpu_pages;
+
 use std::ops::Range;
+
+use cpu_pages::{CpuPages, CpuSlot};
 
 use crate::cpu::CpuModel;
 use crate::error::{Error, Result};
@@ -72,7 +76,9 @@ pub enum Engine {
         /// The working state.
         state: State,
         /// Checkpoint slots, filled on first use (so an unused budget costs no memory).
-        slots: Vec<Option<State>>,
+        slots: Vec<Option<CpuSlot>>,
+        /// Key/value pages (pages mode).
+        pages: CpuPages,
     },
     /// The WebGPU model (its working state lives in GPU buffers).
     Gpu(Box<GpuModel>),
@@ -82,7 +88,12 @@ impl Engine {
     /// The CPU reference.
     pub fn cpu(weights: ModelWeights) -> Self {
         let state = State::zeros(&weights.config);
-        Engine::Cpu { model: Box::new(CpuModel::new(weights)), state, slots: Vec::new() }
+        Engine::Cpu {
+            model: Box::new(CpuModel::new(weights)),
+            state,
+            slots: Vec::new(),
+            pages: CpuPages::default(),
+        }
     }
 
     /// The CPU reference with a context of at most `max_context` tokens (`None`: the default,
@@ -90,7 +101,7 @@ impl Engine {
     pub fn cpu_with(weights: ModelWeights, max_context: Option<usize>) -> Result<Self> {
         let state = State::zeros(&weights.config);
         let model = CpuModel::new(weights).with_max_context(max_context)?;
-        Ok(Engine::Cpu { model: Box::new(model), state, slots: Vec::new() })
+        Ok(Engine::Cpu { model: Box::new(model), state, slots: Vec::new(), pages: CpuPages::default() })
     }
 
     /// The most tokens of context the model may hold (`usize::MAX` for a model without
@@ -157,14 +168,14 @@ impl Engine {
         captures: &[(usize, usize)],
     ) -> Result<Vec<f32>> {
         match self {
-            Engine::Cpu { model, state, slots } => {
+            Engine::Cpu { model, state, slots, pages } => {
                 if let Some(&(_, bad)) = captures.iter().find(|(_, s)| *s >= slots.len()) {
                     return Err(Error::InvalidInput(format!("no checkpoint slot {bad}")));
                 }
                 let positions: Vec<usize> = captures.iter().map(|c| c.0).collect();
                 let (logits, states) = model.forward_capturing(tokens, state, which, &positions)?;
                 for (&(_, slot), s) in captures.iter().zip(states) {
-                    slots[slot] = Some(s);
+                    slots[slot] = Some(pages.slot_of(s)?);
                 }
                 Ok(logits)
             }
@@ -201,43 +212,109 @@ impl Engine {
         }
     }
 
-    /// Copies the working state into `slot`.
+    /// Copies the whole working state, every key/value row included, into `slot` (a parked
+    /// session's live state).
     pub fn save_state(&mut self, slot: usize) -> Result<()> {
         match self {
             Engine::Cpu { state, slots, .. } => {
-                *slots.get_mut(slot).ok_or_else(|| no_slot(slot))? = Some(state.try_clone()?);
+                let saved = CpuSlot { state: state.try_clone()?, from: 0 };
+                *slots.get_mut(slot).ok_or_else(|| no_slot(slot))? = Some(saved);
                 Ok(())
             }
             Engine::Gpu(m) => m.save_state(slot),
         }
     }
 
-    /// Replaces the working state with `slot`'s.
-    pub fn load_state(&mut self, slot: usize) -> Result<()> {
+    /// Copies the working state into checkpoint `slot`: in pages mode
+    /// ([`Engine::enable_pages`]) only the key/value rows after its whole pages, which
+    /// [`Engine::save_pages`] keeps; else all of it.
+    pub fn save_checkpoint(&mut self, slot: usize) -> Result<()> {
         match self {
-            Engine::Cpu { state, slots, .. } => {
-                *state = slots.get(slot).and_then(Option::clone).ok_or_else(|| no_slot(slot))?;
+            Engine::Cpu { state, slots, pages, .. } => {
+                let saved = CpuPages::slot_from(state, pages.tail_start(state.context().unwrap_or(0)))?;
+                *slots.get_mut(slot).ok_or_else(|| no_slot(slot))? = Some(saved);
                 Ok(())
             }
-            Engine::Gpu(m) => m.load_state(slot),
+            Engine::Gpu(m) => m.save_checkpoint(slot),
         }
     }
 
-    /// A CPU copy of `slot`.
+    /// Replaces the working state with `slot`'s, saved whole ([`Engine::save_state`]).
+    pub fn load_state(&mut self, slot: usize) -> Result<()> {
+        self.load_checkpoint(slot, &[])
+    }
+
+    /// Replaces the working state with checkpoint `slot`'s over `pages`: the pages of its whole
+    /// blocks, in order (none outside pages mode).
+    pub fn load_checkpoint(&mut self, slot: usize, ids: &[usize]) -> Result<()> {
+        match self {
+            Engine::Cpu { state, slots, pages, .. } => {
+                let saved = slots.get(slot).and_then(Option::as_ref).ok_or_else(|| no_slot(slot))?;
+                *state = pages.restore(saved, ids)?;
+                Ok(())
+            }
+            Engine::Gpu(m) => m.load_checkpoint(slot, ids),
+        }
+    }
+
+    /// Pages mode: `n` key/value page slots of `block` positions each (filled on first write);
+    /// returns their ids. Only for a model with attention.
+    pub fn enable_pages(&mut self, block: usize, n: usize) -> Result<Range<usize>> {
+        match self {
+            Engine::Cpu { model, pages, .. } => {
+                if block == 0 || model.config().state_layout().per_token_floats() == 0 {
+                    return Err(Error::InvalidInput(
+                        "key/value pages need attention layers and a block size".into(),
+                    ));
+                }
+                if pages.block != 0 && pages.block != block {
+                    return Err(Error::InvalidInput(format!(
+                        "pages of {} positions exist already",
+                        pages.block
+                    )));
+                }
+                pages.block = block;
+                let first = pages.pages.len();
+                pages
+                    .pages
+                    .try_reserve(n)
+                    .map_err(|_| Error::InvalidInput(format!("{n} key/value pages")))?;
+                pages.pages.resize(first + n, None);
+                Ok(first..pages.pages.len())
+            }
+            Engine::Gpu(m) => m.enable_pages(block, n),
+        }
+    }
+
+    /// Writes block `b` of the working state's key/value caches (positions b·B..(b+1)·B, all
+    /// computed) into page `page`, for every `(page, b)` of `which`.
+    pub fn save_pages(&mut self, which: &[(usize, usize)]) -> Result<()> {
+        match self {
+            Engine::Cpu { state, pages, .. } => which.iter().try_for_each(|&(p, b)| pages.save(state, p, b)),
+            Engine::Gpu(m) => m.save_pages(which),
+        }
+    }
+
+    /// A CPU copy of `slot`, saved whole.
     pub async fn read_slot(&self, slot: usize) -> Result<State> {
         match self {
-            Engine::Cpu { slots, .. } => slots.get(slot).and_then(Option::clone).ok_or_else(|| no_slot(slot)),
+            Engine::Cpu { slots, .. } => match slots.get(slot).and_then(Option::as_ref) {
+                Some(CpuSlot { state, from: 0 }) => Ok(state.clone()),
+                Some(_) => Err(Error::InvalidInput(format!("checkpoint slot {slot} is read with its pages"))),
+                None => Err(no_slot(slot)),
+            },
             Engine::Gpu(m) => m.read_slot(slot).await,
         }
     }
 
-    /// Writes `state` into `slot`.
+    /// Writes `state` into `slot`, whole.
     pub fn write_slot(&mut self, slot: usize, new: &State) -> Result<()> {
         match self {
             Engine::Cpu { model, slots, .. } => {
                 new.check_fits(model.config())?;
                 context::check_room(new.context().unwrap_or(0), model.max_context())?;
-                *slots.get_mut(slot).ok_or_else(|| no_slot(slot))? = Some(new.try_clone()?);
+                let saved = CpuSlot { state: new.try_clone()?, from: 0 };
+                *slots.get_mut(slot).ok_or_else(|| no_slot(slot))? = Some(saved);
                 Ok(())
             }
             Engine::Gpu(m) => m.write_slot(slot, new),
