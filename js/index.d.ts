@@ -111,6 +111,10 @@ export interface ModelInfo {
   kvBytesPerToken: number;
   /** How the key/value caches store keys and values: 'f32' or 'f16' ('f32' on the CPU). */
   kvFormat: 'f32' | 'f16';
+  /** Bytes of one key/value page of the checkpoint cache: `blockSize` positions of every
+   *  attention layer's keys and values, shared by every checkpoint after them (0 without
+   *  attention). */
+  pageBytes: number;
   /** Tokens per checkpoint block of the state cache (block checkpoints sit at its multiples,
    *  prompt-end checkpoints anywhere). */
   blockSize: number;
@@ -137,6 +141,29 @@ export interface Stats {
   cacheEntries: number;
   cacheBytes: number;
   cacheBudget: number;
+  /** Of `cacheBytes`, a hybrid's key/value pages' (each counted once). */
+  cachePageBytes: number;
+  /** A hybrid's: the blocks of this history (block b: tokens b·blockSize..(b+1)·blockSize)
+   *  whose key/value page is cached. */
+  kvPages: Uint32Array;
+}
+
+/** The checkpoint cache's counters across sessions (`model.cacheStats()`). */
+export interface CacheStats {
+  /** Checkpoints held. */
+  entries: number;
+  /** Bytes they take: `stateBytes` + `pageBytes`, within `budgetBytes`. */
+  bytesUsed: number;
+  /** Of `bytesUsed`, the checkpoints' own: states, prompt-end logits, partial last blocks. */
+  stateBytes: number;
+  /** Of `bytesUsed`, a hybrid's key/value pages', each counted once however many checkpoints
+   *  and sessions share it. */
+  pageBytes: number;
+  /** Key/value pages held. */
+  pages: number;
+  budgetBytes: number;
+  /** Checkpoints evicted so far. */
+  evictions: number;
 }
 
 /** Every failure: an Error named 'WebMambaError' (or 'AbortError' for an abort) with a code. */
@@ -189,6 +216,8 @@ export declare class Model {
   savedSessions(): Promise<string[]>;
   /** Forgets a saved session; resolves to whether it existed. */
   deleteSession(name: string): Promise<boolean>;
+  /** The checkpoint cache's counters across sessions (state bytes and page bytes apart). */
+  cacheStats(): CacheStats;
   /** Frees the model's memory now (otherwise when it is garbage-collected). */
   free(): void;
 }
@@ -233,6 +262,7 @@ export declare class WorkerModel {
   restoreSession(name: string): Promise<WorkerSession>;
   savedSessions(): Promise<string[]>;
   deleteSession(name: string): Promise<boolean>;
+  cacheStats(): Promise<CacheStats>;
   /** Ends the worker, and with it the model and its sessions. */
   free(): void;
 }

@@ -75,6 +75,8 @@ async function turn(page, button, n) {
     speed: document.getElementById('speed').textContent,
     ends: document.querySelectorAll('#timeline .end').length,
     blocks: document.querySelectorAll('#timeline .block').length,
+    pages: document.querySelectorAll('#timeline .page').length,
+    cacheLine: document.getElementById('cache-line').textContent,
     ringed: document.querySelectorAll('#timeline .from').length,
     timeline: document.getElementById('timeline').getAttribute('aria-label'),
   }), end);
@@ -173,6 +175,13 @@ async function checkLoadByUrl(page, base) {
   await page.fill('#prompt', hybrid.prompt);
   const h = hybrid.greedyIds.length;
   matchesHf((await turn(page, '#generate', h)).tokens, hybrid.greedyIds, h, 'the Granite-4.0-H hybrid fixture');
+  // Past a block of history: the timeline shows its key/value pages beside the checkpoints.
+  const block = await page.evaluate(() => Number(document.getElementById('model').textContent.match(/a block every (\d+) tokens/)?.[1]));
+  const longer = await turn(page, '#continue', block);
+  check(longer.end.state === 'done' && longer.pages >= 1 && longer.blocks >= 1 && /key\/value pages: /.test(longer.cacheLine)
+    && /key\/value page\(s\)/.test(longer.timeline) && await page.evaluate(() => !document.getElementById('legend-page').hidden),
+    `the hybrid's timeline shows its key/value pages beside the checkpoints (${longer.pages} page(s), ${longer.blocks} block mark(s); ${longer.cacheLine})`);
+  await page.screenshot({ path: 'target/demo-hybrid.png', fullPage: true });
 }
 
 async function visit(base, { args, backend, screenshot, full }) {

@@ -190,7 +190,33 @@ async fn a_budget_short_of_the_pages_is_a_typed_error(ctx: Option<&GpuContext>) 
     assert_eq!(greedy(&mut rt, id, 6).await, want, "the session goes on with the uncached tokens");
 }
 
+/// An export names the architecture and the layer pattern: a hybrid's state imported into a
+/// model of another architecture, or of the same one with other layers, is `StateMismatch`
+/// saying which; into the same model it continues exactly (its key/value caches travel with it).
+async fn exports_name_the_architecture_and_the_layers(ctx: Option<&GpuContext>) {
+    let export = async |name: &str| {
+        let mut rt = Runtime::new(engine(&fixture(name), ctx).await, CacheConfig::default()).unwrap();
+        let id = rt.new_session().unwrap();
+        rt.append(id, &(0..70).map(|i| (i * 3 + 1) % 300).collect::<Vec<u32>>()).await.unwrap();
+        (rt.export_state(id).await.unwrap(), greedy(&mut rt, id, 4).await)
+    };
+    let import = async |name: &str, bytes: &[u8]| {
+        let mut rt = Runtime::new(engine(&fixture(name), ctx).await, CacheConfig::default()).unwrap();
+        let id = rt.new_session().unwrap();
+        rt.import_state(id, bytes).await.map(|()| (rt, id))
+    };
+    let (jamba, want) = export("jamba-moe-bf16").await;
+    let e = import("granite-h-nope-legacy-bf16", &jamba).await.err().expect("another architecture");
+    assert!(matches!(&e, Error::StateMismatch(m) if m.contains("jamba")), "{e}");
+    let (dense, _) = export("nemotron-h-dense-f32").await;
+    let e = import("nemotron-h-moe-bf16", &dense).await.err().expect("other layers");
+    assert!(matches!(&e, Error::StateMismatch(m) if m.contains("layers [") && m.contains("mlp")), "{e}");
+    let (mut rt, id) = import("jamba-moe-bf16", &jamba).await.unwrap();
+    assert_eq!(greedy(&mut rt, id, 4).await, want, "the imported session continues exactly");
+}
+
 dual_backend_test!(
+    exports_name_the_architecture_and_the_layers,
     prompt_end_survives_sparse_retention,
     sessions_over_one_prefix_share_its_pages,
     a_budget_short_of_the_pages_is_a_typed_error,

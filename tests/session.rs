@@ -91,7 +91,8 @@ async fn resume_equivalence_on(
             let a = rt.new_session().unwrap();
             let split = rng.random_range(0..=p);
             rt.append(a, &prompt[..split]).await.unwrap();
-            rt.append(a, &prompt[split..]).await.unwrap();
+            let out = rt.append(a, &prompt[split..]).await.unwrap();
+            assert_eq!(out.prefilled, p - split, "{}", what("a follow-up reads its own tokens"));
             check(&rt, a, "split");
             assert_eq!(greedy(&mut rt, a, GEN).await, want, "{}", what("split + generate"));
 

@@ -105,6 +105,7 @@ async function showStats(stats) {
     ['checkpoints on it', s.checkpoints.length ? Array.from(s.checkpoints).join(', ') : 'none yet'],
     ['tokens run (session)', `${s.tokensPrefilled}, ${s.hits} resume(s) from a checkpoint`],
   ]);
+  $('legend-page').hidden = !(demo.model.info.pageBytes > 0);
   draw({ stats: s, blockSize: demo.model.info.blockSize, turn: demo.last });
 }
 
@@ -152,7 +153,8 @@ function describe(info, source) {
     ...(gpu ? [['GPU memory', `${mib(info.weightBytes + info.activationBytes + info.stateSlotBytes)}: `
       + `${mib(info.weightBytes)} weights, ${mib(info.activationBytes)} activations, `
       + `${mib(info.stateSlotBytes)} state and checkpoint slots`]] : []),
-    ['state', `${mib(info.stateBytes)} per checkpoint, a block every ${info.blockSize} tokens`],
+    ['state', `${mib(info.stateBytes)} per checkpoint, a block every ${info.blockSize} tokens`
+      + (info.pageBytes > 0 ? `; its attention layers' keys and values in shared pages of ${mib(info.pageBytes)} a block` : '')],
     ...(source.url ? [['from', source.url]] : []),
   ]);
 }

@@ -1,13 +1,14 @@
 // The checkpoint timeline: the session's history as a bar (what the last call reused, re-read
 // and generated), its cached checkpoints as marks (block checkpoints below the bar, prompt-end
-// checkpoints above it, the one the last call resumed from ringed), and the cache's bytes
-// against its budget as a thin bar underneath. Drawn from `session.stats()` and the last turn;
+// checkpoints above it, the one the last call resumed from ringed), a hybrid's key/value pages
+// as a row of blocks under the ticks (each page is one block of keys and values, shared by every
+// checkpoint after it), and the cache's bytes against its budget as a thin bar underneath. Drawn from `session.stats()` and the last turn;
 // redrawn at the box's width when it changes.
 
 import { mib } from './format.js';
 
 const NS = 'http://www.w3.org/2000/svg';
-const H = 72; // px: marks 4–22, bar 24–40, block ticks 40–49, cache bar 60–66
+const H = 72; // px: marks 4–22, bar 24–40, block ticks 40–49, pages 51–57, cache bar 60–66
 const PAD = 8;
 
 
@@ -69,6 +70,13 @@ export function draw(view) {
         `prompt-end checkpoint after token ${p} (with its logits)`));
     }
   }
+  // A hybrid's key/value pages on this history.
+  const pages = Array.from(stats.kvPages ?? []);
+  for (const b of pages) {
+    const [a, z] = [b * blockSize, (b + 1) * blockSize];
+    parts.push(el('rect', { x: x(a) + 0.5, y: 51, width: Math.max(1, x(z) - x(a) - 1), height: 6, class: 'page' },
+      `key/value page: tokens ${a}–${z} of every attention layer, shared by every checkpoint after it`));
+  }
   const from = turn && turn.end === L && turn.resumedFrom > 0 ? turn.resumedFrom : null;
   if (from !== null) {
     parts.push(el('circle', { cx: x(from), cy: 32, r: 7, class: 'from' }, `the last call resumed from the state after token ${from}`));
@@ -78,18 +86,21 @@ export function draw(view) {
   const share = stats.cacheBudget > 0 ? Math.min(1, stats.cacheBytes / stats.cacheBudget) : 0;
   parts.push(el('rect', { x: PAD, y: 60, width: width - 2 * PAD, height: 6, class: 'empty' }));
   parts.push(el('rect', { x: PAD, y: 60, width: Math.max(share > 0 ? 1 : 0, share * (width - 2 * PAD)), height: 6, class: 'cache' },
-    `cache: ${mib(stats.cacheBytes)} of ${mib(stats.cacheBudget)}`));
+    `cache: ${mib(stats.cacheBytes)} of ${mib(stats.cacheBudget)}`
+      + (stats.cachePageBytes > 0 ? `, ${mib(stats.cachePageBytes)} of it key/value pages` : '')));
   svg.replaceChildren(...parts);
 
   const reread = turn && turn.end === L ? turn.generatedFrom - turn.resumedFrom : null;
   const blocks = points.filter((p) => p % blockSize === 0).length;
   const summary = L === 0 ? 'nothing yet'
     : `${L} tokens, ${blocks} block checkpoint(s) every ${blockSize} tokens, ${points.length - blocks} prompt-end checkpoint(s)`
+      + (pages.length ? `, ${pages.length} key/value page(s)` : '')
       + (reread === null ? '' : `; the last call reused ${turn.resumedFrom} token(s), re-read ${reread} and generated ${L - turn.generatedFrom}`);
   svg.setAttribute('aria-label', `The history and its checkpoints: ${summary}`);
   document.getElementById('timeline-end').textContent = `${L} tokens`;
   document.getElementById('cache-line').textContent = `Cache (all sessions): ${stats.cacheEntries} checkpoint(s), `
     + `${mib(stats.cacheBytes)} of a ${mib(stats.cacheBudget)} budget (${(share * 100).toFixed(share < 0.1 ? 1 : 0)}%); `
-    + `one checkpoint is ${mib(stats.checkpointBytes)}.`
+    + `one checkpoint is ${mib(stats.checkpointBytes)}`
+    + (stats.cachePageBytes > 0 ? `; key/value pages: ${mib(stats.cachePageBytes)} (each held once, shared by the checkpoints after it).` : '.')
     + (reread === null ? '' : ` Last call: ${turn.resumedFrom} token(s) reused, ${reread} re-read.`);
 }

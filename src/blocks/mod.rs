@@ -194,6 +194,20 @@ impl BlockWeights {
 }
 
 impl BlockKind {
+    /// The kind's name ("mamba1", "mamba2", "attention", "mlp", "moe", "parallel", "zamba2"):
+    /// a model's layer pattern names its blocks by it (exported states carry it).
+    pub fn name(&self) -> &'static str {
+        match self {
+            BlockKind::Mamba1(_) => "mamba1",
+            BlockKind::Mamba2(_) => "mamba2",
+            BlockKind::Attention(_) => "attention",
+            BlockKind::Mlp(_) => "mlp",
+            BlockKind::Moe(_) => "moe",
+            BlockKind::Parallel(_) => "parallel",
+            BlockKind::Zamba2(_) => "zamba2",
+        }
+    }
+
     /// E·D and N of a Mamba block (what benchmark reports describe a model by).
     pub fn mamba_dims(&self) -> Option<(usize, usize)> {
         match self {

@@ -333,6 +333,14 @@ impl StateCache {
         self.entry(id).is_some_and(|e| e.pins > 0)
     }
 
+    /// Pages mode: the blocks of `prefix` (block b: positions b·B..(b+1)·B) whose key/value
+    /// page is cached, ascending.
+    pub fn pages_on(&self, prefix: &Prefix) -> Vec<usize> {
+        let Some(pages) = &self.pages else { return Vec::new() };
+        let whole = prefix.len() / self.config.block_size;
+        (0..whole).filter(|&b| prefix.keys().get(b + 1).is_some_and(|k| pages.find(k).is_some())).collect()
+    }
+
     /// Positions of every cached state on the path of `prefix` (block boundaries and
     /// prompt-ends that are prefixes of it), ascending.
     pub fn positions_on(&self, prefix: &Prefix) -> Vec<usize> {

@@ -1,6 +1,6 @@
-//! [`Pages`]: the key/value pages of hybrid checkpoints (issue 27's first step: the bookkeeping
-//! alone; the engines' page storage and the [`super::StateCache`] entries that reference pages
-//! come next — see ARCHITECTURE.md, "Hybrid checkpoints: shared key/value pages").
+//! [`Pages`]: the key/value pages of hybrid checkpoints — which exist, under which keys, who
+//! references them (the engines hold the rows: `gpu_model/kv_pages.rs`, `engine/cpu_pages.rs`;
+//! see ARCHITECTURE.md, "Hybrid checkpoints: shared key/value pages").
 //!
 //! A page is the keys and values of every attention layer for one whole block of positions
 //! (`[b·B, (b+1)·B)`, B the cache's block size). Those rows depend on every token up to the

@@ -4,16 +4,20 @@
 //! Format, little-endian:
 //! ```text
 //! magic  "WMSTATE\0"                    8 bytes
-//! version u32 = 2
+//! version u32 = 3
 //! architecture: n u32, n UTF-8 bytes   (Config::arch's name: "mamba", "falcon_mamba"; not in v1)
+//! layer pattern: n u32, n UTF-8 bytes  (the block kinds, comma-separated: "mamba2,attention,…";
+//!                                       since v3)
 //! model fingerprint                     32 bytes  (ModelWeights::fingerprint)
 //! token prefix hash                     32 bytes  (blake3 of the tokens)
 //! n_tokens u64, tokens u32 × n_tokens
 //! n_logits u64, logits f32 × n_logits  (the logits after the last token; 0 or V of them)
-//! n_state u64,  state f32 × n_state    (State::to_flat)
+//! n_state u64,  state f32 × n_state    (State::to_flat: the fixed regions, then a hybrid's
+//!                                       key/value caches — one row per token of the history,
+//!                                       so the export grows with the context)
 //! checksum                              32 bytes  (blake3 of everything before it)
 //! ```
-//! Version 1 (no architecture field: Mamba-1) still imports.
+//! Versions 1 (no architecture field: Mamba-1) and 2 (no layer pattern) still import.
 
 use crate::error::{Error, Result};
 use crate::model::Arch;
@@ -21,7 +25,12 @@ use crate::model::State;
 use crate::session::{Done, Runtime, SessionId, finite};
 
 const MAGIC: &[u8; 8] = b"WMSTATE\0";
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
+
+/// A model's layer pattern as exports name it: its block kinds, comma-separated.
+fn pattern(c: &crate::model::Config) -> String {
+    c.blocks.iter().map(|b| b.kind.name()).collect::<Vec<_>>().join(",")
+}
 
 fn tokens_hash(tokens: &[u32]) -> [u8; 32] {
     let mut h = blake3::Hasher::new();
@@ -81,6 +90,9 @@ impl Runtime {
         let arch = self.engine.config().arch.name().as_bytes();
         out.extend_from_slice(&(arch.len() as u32).to_le_bytes());
         out.extend_from_slice(arch);
+        let pattern = pattern(self.engine.config());
+        out.extend_from_slice(&(pattern.len() as u32).to_le_bytes());
+        out.extend_from_slice(pattern.as_bytes());
         out.extend_from_slice(&self.engine.fingerprint());
         out.extend_from_slice(&tokens_hash(s.history.tokens()));
         out.extend_from_slice(&(s.history.len() as u64).to_le_bytes());
@@ -119,7 +131,7 @@ impl Runtime {
         let version = r.u32()?;
         let arch = match version {
             1 => Arch::Mamba.name().as_bytes(),
-            VERSION => {
+            2 | VERSION => {
                 let n = r.u32()?;
                 r.take(n as usize)?
             }
@@ -135,6 +147,17 @@ impl Runtime {
                 "the state is from a {} model; this one is {ours}",
                 String::from_utf8_lossy(arch)
             )));
+        }
+        if version >= 3 {
+            let n = r.u32()?;
+            let theirs = r.take(n as usize)?;
+            let ours = pattern(self.engine.config());
+            if theirs != ours.as_bytes() {
+                return Err(Error::StateMismatch(format!(
+                    "the state is from a model with layers [{}]; this one has [{ours}]",
+                    String::from_utf8_lossy(theirs)
+                )));
+            }
         }
         if r.take(32)? != self.engine.fingerprint() {
             return Err(Error::StateMismatch("the state was exported from a different model".into()));

@@ -71,6 +71,9 @@ pub struct SessionStats {
     pub checkpoints: Vec<usize>,
     /// Bytes one such checkpoint takes (the whole state, f32).
     pub checkpoint_bytes: u64,
+    /// A hybrid's: the blocks of this session's history (block b: positions b·B..(b+1)·B)
+    /// whose key/value page is cached (shared with every history through it).
+    pub pages: Vec<usize>,
 }
 
 /// Options of [`Runtime::generate`] and [`Generation`].
@@ -256,6 +259,7 @@ impl Runtime {
             misses: s.misses,
             checkpoints: self.cache.positions_on(&s.history),
             checkpoint_bytes: State::bytes(self.engine.config()) as u64,
+            pages: self.cache.pages_on(&s.history),
         })
     }
 

@@ -60,6 +60,11 @@ pub struct ModelInfo {
     /// How the key/value caches store keys and values: "f32" or "f16" ("f32" on the CPU).
     #[wasm_bindgen(js_name = kvFormat)]
     pub kv_format: String,
+    /// Bytes of one key/value page of the checkpoint cache: `blockSize` positions of every
+    /// attention layer's keys and values, shared by every checkpoint after them (0 without
+    /// attention).
+    #[wasm_bindgen(js_name = pageBytes)]
+    pub page_bytes: f64,
     /// What went wrong without stopping the load (e.g. the offline cache is full).
     pub warnings: Vec<String>,
 }
@@ -89,6 +94,7 @@ impl ModelInfo {
             },
             kv_bytes_per_token: crate::model::context::kv_bytes_per_position(c) as f64,
             kv_format: "f32".into(),
+            page_bytes: 0.0,
             warnings,
         };
         match e {
@@ -109,6 +115,47 @@ impl ModelInfo {
                 info.weight_bytes = w.bytes() as f64;
             }
         }
+        info.page_bytes = info.kv_bytes_per_token * f64::from(info.block_size);
         info
+    }
+}
+
+/// The checkpoint cache's counters, across sessions (`model.cacheStats()`).
+#[wasm_bindgen(getter_with_clone, inspectable)]
+#[derive(Clone, Debug)]
+pub struct CacheInfo {
+    /// Checkpoints held.
+    pub entries: u32,
+    /// Bytes they take: `stateBytes` + `pageBytes`, within `budgetBytes`.
+    #[wasm_bindgen(js_name = bytesUsed)]
+    pub bytes_used: f64,
+    /// Of `bytesUsed`, the checkpoints' own: states, prompt-end logits, partial last blocks.
+    #[wasm_bindgen(js_name = stateBytes)]
+    pub state_bytes: f64,
+    /// Of `bytesUsed`, the key/value pages' (a hybrid's), each counted once however many
+    /// checkpoints and sessions share it.
+    #[wasm_bindgen(js_name = pageBytes)]
+    pub page_bytes: f64,
+    /// Key/value pages held.
+    pub pages: u32,
+    /// The budget.
+    #[wasm_bindgen(js_name = budgetBytes)]
+    pub budget_bytes: f64,
+    /// Checkpoints evicted so far.
+    pub evictions: f64,
+}
+
+impl CacheInfo {
+    pub(crate) fn new(rt: &Runtime) -> Self {
+        let c = rt.cache_stats();
+        CacheInfo {
+            entries: c.entries as u32,
+            bytes_used: c.bytes_used as f64,
+            state_bytes: (c.bytes_used - c.page_bytes) as f64,
+            page_bytes: c.page_bytes as f64,
+            pages: c.pages as u32,
+            budget_bytes: c.budget_bytes as f64,
+            evictions: c.evictions as f64,
+        }
     }
 }

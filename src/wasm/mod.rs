@@ -20,7 +20,7 @@ use wasm_bindgen::prelude::*;
 
 use crate::error::Error;
 
-pub use info::ModelInfo;
+pub use info::{CacheInfo, ModelInfo};
 pub use model::Model;
 pub use session::{Outcome, Session, Stats};
 pub use stream::TokenStream;

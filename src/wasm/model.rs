@@ -14,7 +14,7 @@ use crate::load::host::HostSink;
 use crate::model::Checkpoint;
 use crate::session::Runtime;
 use crate::tokenizer::Tokenizer;
-use crate::wasm::info::ModelInfo;
+use crate::wasm::info::{CacheInfo, ModelInfo};
 use crate::wasm::lease::{Lease, Shared};
 use crate::wasm::loader;
 use crate::wasm::options::LoadConfig;
@@ -197,6 +197,13 @@ impl Model {
     #[wasm_bindgen(getter)]
     pub fn info(&self) -> ModelInfo {
         self.info.clone()
+    }
+
+    /// The checkpoint cache's counters across sessions: checkpoints, their bytes and a
+    /// hybrid's key/value pages' bytes apart, the budget, evictions.
+    #[wasm_bindgen(js_name = cacheStats)]
+    pub fn cache_stats(&self) -> std::result::Result<CacheInfo, JsValue> {
+        Lease::run(&self.shared, |rt| Ok(CacheInfo::new(rt))).map_err(to_js)
     }
 
     /// Opens a session (an empty history with its own live state).

@@ -61,6 +61,13 @@ pub struct Stats {
     /// The cache's budget.
     #[wasm_bindgen(js_name = cacheBudget)]
     pub cache_budget: f64,
+    /// A hybrid's: of `cacheBytes`, the key/value pages' (each counted once).
+    #[wasm_bindgen(js_name = cachePageBytes)]
+    pub cache_page_bytes: f64,
+    /// A hybrid's: the blocks of this history (block b: tokens b·blockSize..(b+1)·blockSize)
+    /// whose key/value page is cached.
+    #[wasm_bindgen(js_name = kvPages)]
+    pub kv_pages: Vec<u32>,
 }
 
 /// A conversation: a token history and its live state on the model.
@@ -238,6 +245,8 @@ impl Session {
                 cache_entries: c.entries as u32,
                 cache_bytes: c.bytes_used as f64,
                 cache_budget: c.budget_bytes as f64,
+                cache_page_bytes: c.page_bytes as f64,
+                kv_pages: s.pages.iter().map(|&b| b as u32).collect(),
             })
         })
         .map_err(to_js)

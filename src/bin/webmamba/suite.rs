@@ -14,7 +14,7 @@
 //! - `capture_overhead_512`: extra time of a 512-token prefill that writes a checkpoint every 64
 //!   tokens (8 states, the cache's dense default) over one that writes none, as a fraction (the
 //!   medians of 5 of each, alternated, per run);
-//! - GPU memory by category.
+//! - GPU memory by category (a hybrid's key/value caches and the cache's key/value pages too).
 //!
 //! A table goes to stdout, or with `--json` one JSON object. Ratios are measured side by side
 //! in one run; no figure here is asserted by a test.
@@ -201,7 +201,7 @@ fn gpu_memory(e: &Engine) -> Value {
         Engine::Gpu(m) => {
             let mem = m.memory();
             json!({ "weights": mem.weights, "activations": mem.activations, "state": mem.state,
-                    "checkpoint_slots": mem.slots })
+                    "checkpoint_slots": mem.slots, "kv_caches": mem.kv, "kv_pages": mem.pages })
         }
         Engine::Cpu { .. } => Value::Null,
     }
@@ -314,17 +314,21 @@ fn table(rows: &[Row], model: &Value, adapter: &str, runs: usize) {
         );
     }
     let mb = |v: &Value| v.as_u64().map_or("—".into(), |b| format!("{:.1} MB", b as f64 / 1e6));
-    println!("\n| backend | GPU weights | activations | state | checkpoint slots |");
-    println!("|---|---|---|---|---|");
+    println!(
+        "\n| backend | GPU weights | activations | state | checkpoint slots | key/value caches | key/value pages |"
+    );
+    println!("|---|---|---|---|---|---|---|");
     for r in rows.iter().filter(|r| !r.memory.is_null()) {
         let m = &r.memory;
         println!(
-            "| {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} |",
             r.label,
             mb(&m["weights"]),
             mb(&m["activations"]),
             mb(&m["state"]),
-            mb(&m["checkpoint_slots"])
+            mb(&m["checkpoint_slots"]),
+            mb(&m["kv_caches"]),
+            mb(&m["kv_pages"])
         );
     }
 }
