@@ -296,14 +296,23 @@ async fn export_import(ctx: Option<&GpuContext>) {
         assert!(e.to_string().contains(&format!("from a mamba model; this one is {arch}")), "{e}");
     }
 
-    // A version-1 state (before the architecture field: Mamba-1) still imports.
-    let arch_len = u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
-    let mut v1 = [&bytes[..8], &1u32.to_le_bytes()[..], &bytes[16 + arch_len..bytes.len() - 32]].concat();
-    let checksum = *blake3::hash(&v1).as_bytes();
-    v1.extend_from_slice(&checksum);
-    let e2 = other.new_session().unwrap();
-    other.import_state(e2, &v1).await.unwrap();
-    assert_eq!(greedy(&mut other, e2, 5).await, rest);
+    // States of version 1 (before the architecture field: Mamba-1) and 2 (before the layer
+    // pattern) still import.
+    let field = |at: usize| 4 + u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+    let arch_end = 12 + field(12);
+    let pattern_end = arch_end + field(arch_end);
+    let body = &bytes[pattern_end..bytes.len() - 32];
+    let older = [
+        [&bytes[..8], &1u32.to_le_bytes()[..], body].concat(),
+        [&bytes[..8], &2u32.to_le_bytes()[..], &bytes[12..arch_end], body].concat(),
+    ];
+    for mut old in older {
+        let checksum = *blake3::hash(&old).as_bytes();
+        old.extend_from_slice(&checksum);
+        let e2 = other.new_session().unwrap();
+        other.import_state(e2, &old).await.unwrap();
+        assert_eq!(greedy(&mut other, e2, 5).await, rest);
+    }
 }
 
 /// Exports a session of `f` and imports it into a fresh CPU runtime: the same history and next
