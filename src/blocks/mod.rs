@@ -213,6 +213,8 @@ impl BlockKind {
         match self {
             BlockKind::Mamba1(b) => Some((b.d_inner, b.d_state)),
             BlockKind::Mamba2(b) => Some((b.d_inner, b.d_state)),
+            BlockKind::Parallel(p) => Some((p.mamba.d_inner, p.mamba.d_state)),
+            BlockKind::Zamba2(z) => Some((z.mamba.d_inner, z.mamba.d_state)),
             _ => None,
         }
     }
