@@ -345,16 +345,22 @@ async fn export_import_on(f: &Fixture, ctx: Option<&GpuContext>) -> (Vec<u8>, Ve
     (bytes, rest)
 }
 
-/// Sessions on every hybrid fixture (the CPU reference; the GPU backend does not run hybrids
-/// yet): split prompts, regenerate, stop/continue, rewind + re-feed, identical resends and
-/// edits equal an uninterrupted run, and an export imported into a new model continues the
-/// same — the attention caches travel with the state.
+/// Sessions on the hybrid fixtures (every one on the CPU, one per block kind on the GPU), their
+/// checkpoints over shared key/value pages: split prompts, regenerate, stop/continue, rewind +
+/// re-feed, identical resends and edits equal an uninterrupted run (with dense retention, and
+/// sparse on three families), and an export imported into a new model continues the same — the
+/// attention caches travel with the state.
 async fn hybrid_sessions(ctx: Option<&GpuContext>) {
     // On the GPU, one fixture per block kind the CPU runs (every kind, each routing, Mamba-1 and
     // Mamba-2): their sessions take minutes on a software adapter.
     let on_gpu = ["granite-h-rope-moe-f32", "jamba-moe-bf16", "falcon-h1-mup-bf16", "zamba2-shared-f16"];
+    // Sparse retention (every 2nd boundary, and always the prompt end) on three families.
+    let sparse = ["granite-h-rope-moe-f32", "jamba-moe-bf16", "falcon-h1-mup-bf16"];
     for f in fixtures::hybrids().into_iter().filter(|f| ctx.is_none() || on_gpu.contains(&f.name)) {
         resume_equivalence_on(&f, &[16], Retention::Dense, ctx).await;
+        if sparse.contains(&f.name) {
+            resume_equivalence_on(&f, &[4], Retention::Sparse(2), ctx).await;
+        }
         export_import_on(&f, ctx).await;
         log(&format!(
             "[session] {} ({}): resumes and exports exactly",

@@ -37,6 +37,16 @@
 //! | `ssm` | h | (H, P, N): h_t = exp(Δ_t A) h_{t−1} + Δ_t x_t ⊗ B_t, y_t = h_t C_t + D x_t |
 //! | `gated_norm` | — | `mixer.norm`: y·silu(z), then RMSNorm per group of E·D/G channels, times the gain |
 //! | `chunk_size` | Q | HF's SSD chunk; the math does not depend on it (our kernels choose their own) |
+//!
+//! The checkpoint cache (`src/cache/`, ARCHITECTURE.md):
+//! | code | symbol | meaning |
+//! |---|---|---|
+//! | `block_size` | B | tokens per block: block checkpoints sit at multiples of B, a page holds B positions |
+//! | checkpoint (`Entry`) | — | a state kept at position p: a block's (p = b·B) or a prompt-end's (any p, with its logits) |
+//! | chain key (`keys::chain`) | — | blake3 over the previous key and one block's tokens: names a prefix, its block checkpoint and its page |
+//! | page (`cache::pages`) | — | a hybrid's keys and values of every attention layer for one block, made once, shared by reference |
+//! | tail | — | a hybrid checkpoint's rows B·⌊p/B⌋..p (its partial last block), copied into its slot |
+//! | slot | — | engine storage for one checkpoint's state (and tail); pages live in page slots |
 
 mod checkpoint;
 mod config;
