@@ -6,6 +6,7 @@
 
 use crate::error::{Error, Result};
 use crate::model::State;
+use crate::model::state::{refused, try_copy as copy};
 use crate::model::state_layout::Extent;
 
 /// One checkpoint slot: a state whose growing regions hold positions `from..` only.
@@ -37,21 +38,6 @@ fn growing(state: &State) -> Vec<(usize, usize, usize)> {
             Extent::Fixed(_) => None,
         })
         .collect()
-}
-
-fn refused(what: &str, floats: usize) -> Error {
-    Error::OutOfMemory {
-        what: what.into(),
-        needed: 4 * floats as u64,
-        limit: "the allocator refused it (lower the cache budget)".into(),
-    }
-}
-
-fn copy(v: &[f32], what: &str) -> Result<Vec<f32>> {
-    let mut out = Vec::new();
-    out.try_reserve_exact(v.len()).map_err(|_| refused(what, v.len()))?;
-    out.extend_from_slice(v);
-    Ok(out)
 }
 
 impl CpuPages {

@@ -10,6 +10,7 @@ use std::ops::Range;
 use crate::error::{Error, Result};
 use crate::gpu_model::GpuModel;
 use crate::gpu_model::slabs::Slabs;
+use crate::gpu_model::slots::kv_offsets;
 
 /// The page store.
 pub(crate) struct KvPages {
@@ -43,11 +44,6 @@ impl GpuModel {
         Ok(pages.slabs.add(n))
     }
 
-    /// Bytes of one page (0 outside pages mode).
-    pub fn page_bytes(&self) -> u64 {
-        self.pages.as_ref().map_or(0, |p| p.slabs.item_bytes)
-    }
-
     /// The first position a checkpoint after `len` positions keeps in its slot: after its
     /// whole pages in pages mode, else 0 (all of them).
     pub(crate) fn tail_start(&self, len: usize) -> usize {
@@ -56,10 +52,7 @@ impl GpuModel {
 
     /// Byte offsets, within a page, of attention layer `j`'s K rows and V rows.
     fn page_at(&self, block: usize, j: usize) -> (u64, u64) {
-        let (widths, value_bytes) = self.slots.widths();
-        let before: usize = widths[..j].iter().map(|w| 2 * w).sum();
-        let k_at = (value_bytes * block * before) as u64;
-        (k_at, k_at + (value_bytes * block * widths[j]) as u64)
+        kv_offsets(self.slots.widths(), block, j)
     }
 
     /// Writes block `b` of the live caches (positions b·B..(b+1)·B, all computed) into page

@@ -37,16 +37,23 @@ pub(crate) struct SlotKv {
 impl SlotKv {
     /// Byte offsets of attention layer `j`'s K rows and V rows for `widths` (Hkv·hd per
     /// attention layer) of `value_bytes` each.
-    pub fn at(&self, (widths, value_bytes): (&[usize], usize), j: usize) -> (u64, u64) {
-        let before: usize = widths[..j].iter().map(|w| 2 * w).sum();
-        let k_at = (value_bytes * self.tokens * before) as u64;
-        (k_at, k_at + (value_bytes * self.tokens * widths[j]) as u64)
+    pub fn at(&self, widths: (&[usize], usize), j: usize) -> (u64, u64) {
+        kv_offsets(widths, self.tokens, j)
     }
 
     /// The positions it holds.
     pub fn rows(&self) -> Range<usize> {
         self.from..self.from + self.tokens
     }
+}
+
+/// Byte offsets of attention layer `j`'s K rows and V rows in a copy of `tokens` positions of
+/// every attention layer, layer after layer, K rows then V rows (a slot's rows, a page), for
+/// `widths` (Hkv·hd per attention layer) of `value_bytes` each.
+pub(crate) fn kv_offsets((widths, value_bytes): (&[usize], usize), tokens: usize, j: usize) -> (u64, u64) {
+    let before: usize = widths[..j].iter().map(|w| 2 * w).sum();
+    let k_at = (value_bytes * tokens * before) as u64;
+    (k_at, k_at + (value_bytes * tokens * widths[j]) as u64)
 }
 
 impl Slots {

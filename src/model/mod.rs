@@ -63,7 +63,7 @@ pub(crate) mod matrix;
 mod part;
 pub mod published;
 mod random;
-mod state;
+pub(crate) mod state;
 pub mod state_layout;
 mod weights;
 

@@ -70,16 +70,6 @@ impl State {
     }
 
     fn copy(&self, growing: bool) -> Result<Self> {
-        let copy = |v: &Vec<f32>| -> Result<Vec<f32>> {
-            let mut out = Vec::new();
-            out.try_reserve_exact(v.len()).map_err(|_| Error::OutOfMemory {
-                what: "a state checkpoint on the CPU backend".into(),
-                needed: 4 * v.len() as u64,
-                limit: "the allocator refused it (lower the cache budget)".into(),
-            })?;
-            out.extend_from_slice(v);
-            Ok(out)
-        };
         let layers = self
             .layers
             .iter()
@@ -91,7 +81,7 @@ impl State {
                     .zip(&s.regions)
                     .map(|(r, v)| match r.extent {
                         Extent::PerToken(_) if !growing => Ok(Vec::new()),
-                        _ => copy(v),
+                        _ => try_copy(v, "a state checkpoint on the CPU backend"),
                     })
                     .collect::<Result<_>>()?;
                 Ok(LayerState { regions })
@@ -185,4 +175,23 @@ impl State {
         }
         Ok(state)
     }
+}
+
+/// The error of a host allocation of `floats` values for `what` that the allocator refused (a
+/// CPU checkpoint cache that grows into the end of memory — wasm32's 4 GiB — must fail, not
+/// abort).
+pub(crate) fn refused(what: &str, floats: usize) -> Error {
+    Error::OutOfMemory {
+        what: what.into(),
+        needed: 4 * floats as u64,
+        limit: "the allocator refused it (lower the cache budget)".into(),
+    }
+}
+
+/// A copy of `v` for `what`, or [`refused`]'s error.
+pub(crate) fn try_copy(v: &[f32], what: &str) -> Result<Vec<f32>> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(v.len()).map_err(|_| refused(what, v.len()))?;
+    out.extend_from_slice(v);
+    Ok(out)
 }
