@@ -22,6 +22,22 @@ async fn load(ctx: &GpuContext, f: &Fixture, max_tokens: usize) -> (CpuModel, Gp
     load_with(ctx, f, max_tokens, Matmul::Auto).await
 }
 
+/// Direct (what software adapters pick) on every fixture; Tiled (real GPUs' kernels) on every
+/// fixture natively, on a sample in a browser (see `fixtures::natively_all`).
+fn fixtures_for(matmul: Matmul) -> Vec<Fixture> {
+    match matmul {
+        Matmul::Tiled => fixtures::natively_all(fixtures::all(), fixtures::BROWSER_MAMBA),
+        _ => fixtures::all(),
+    }
+}
+
+/// Every fixture natively; in a browser the sample, for both kernel sets: for checks of rounded
+/// formats and of the GPU against the CPU, which the browser's logits-vs-HF test backs on every
+/// fixture.
+fn sampled() -> Vec<Fixture> {
+    fixtures::natively_all(fixtures::all(), fixtures::BROWSER_MAMBA)
+}
+
 /// The smallest GPU format that holds the fixture's weights exactly: f16 for f16/bf16 files
 /// (bf16 → f16 is exact in f16's normal range), f32 for f32 files.
 fn exact_format(f: &Fixture) -> WeightFormat {
@@ -38,7 +54,7 @@ dual_test! {
     async fn gpu_logits_match_hf_at_every_position() {
         let Some(ctx) = gpu("gpu_logits_match_hf_at_every_position").await else { return };
         for matmul in [Matmul::Tiled, Matmul::Direct] {
-            for f in fixtures::all() {
+            for f in fixtures_for(matmul) {
                 // f32 storage everywhere; f16 storage wherever it is exact (bf16/f16 files).
                 let mut formats = vec![WeightFormat::F32];
                 formats.extend((exact_format(&f) == WeightFormat::F16).then_some(WeightFormat::F16));
@@ -60,7 +76,7 @@ dual_test! {
         // move (reported), HF's greedy continuation must not.
         // Both kernel sets: the decode steps are `gemv` (Direct) or `gemv_coalesced` (Tiled).
         let Some(ctx) = gpu("rounded_weight_formats_keep_hf_greedy_tokens").await else { return };
-        for (matmul, f) in [Matmul::Tiled, Matmul::Direct].into_iter().flat_map(|m| fixtures::all().into_iter().map(move |f| (m, f))) {
+        for (matmul, f) in [Matmul::Tiled, Matmul::Direct].into_iter().flat_map(|m| sampled().into_iter().map(move |f| (m, f))) {
             let r = f.reference();
             for weights in [WeightFormat::F16, WeightFormat::Int8] {
                 if weights == exact_format(&f) {
@@ -103,7 +119,7 @@ dual_test! {
 
     async fn gpu_matches_cpu_across_scan_chunks_forward_chunks_and_decode() {
         let Some(ctx) = gpu("gpu_matches_cpu_across_scan_chunks_forward_chunks_and_decode").await else { return };
-        for (matmul, f) in [Matmul::Tiled, Matmul::Direct].into_iter().flat_map(|m| fixtures::all().into_iter().map(move |f| (m, f))) {
+        for (matmul, f) in [Matmul::Tiled, Matmul::Direct].into_iter().flat_map(|m| sampled().into_iter().map(move |f| (m, f))) {
             // max_tokens 100: a 300-token prompt runs as 3 forward chunks of 2 scan chunks each.
             let (cpu, mut m) = load_with(&ctx, &f, 100, matmul).await;
             let vocab = cpu.config().vocab_size;

@@ -70,7 +70,9 @@ dual_test! {
     async fn hybrid_gpu_logits_match_hf_at_every_position() {
         let Some(ctx) = gpu("hybrid_gpu_logits_match_hf_at_every_position").await else { return };
         for matmul in [Matmul::Tiled, Matmul::Direct] {
-            for f in fixtures::hybrids() {
+            // Tiled (real GPUs' kernels) on a sample in a browser, whose adapter picks Direct.
+            let all = fixtures::hybrids();
+            for f in if matmul == Matmul::Tiled { fixtures::natively_all(all, fixtures::BROWSER_HYBRIDS) } else { all } {
                 let options = GpuModelOptions { matmul, weights: WeightFormat::F32, max_tokens: 64, ..Default::default() };
                 let mut m = GpuModel::load(&ctx, &f.checkpoint(), options).await.unwrap_or_else(|e| panic!("{}: {e}", f.name));
                 let r = f.reference();
@@ -178,7 +180,9 @@ dual_test! {
         // read out and written back (f16 → f32 → f16 for the caches) continues the same way.
         let Some(ctx) = gpu("hybrid_gpu_f16_weights_or_kv_keep_hf_greedy_tokens").await else { return };
         for (weights, kv_format) in [(WeightFormat::F16, KvFormat::F32), (WeightFormat::F32, KvFormat::F16)] {
-            for f in fixtures::hybrids() {
+            // f16 weights on every fixture; f16 caches on a sample in a browser.
+            let all = fixtures::hybrids();
+            for f in if kv_format == KvFormat::F16 { fixtures::natively_all(all, fixtures::BROWSER_HYBRIDS) } else { all } {
                 let options = GpuModelOptions { weights, kv_format, ..Default::default() };
                 let mut m = GpuModel::load(&ctx, &f.checkpoint(), options).await.unwrap_or_else(|e| panic!("{}: {e}", f.name));
                 let what = format!("{} ({} weights, {} caches)", f.name, weights.name(), kv_format.name());
@@ -205,7 +209,9 @@ dual_test! {
         // indirect dispatches then cover several parts), the adapters — splits into parts; in
         // f32, f16 and int8 the logits equal the unsplit model's, prefill and decode.
         let Some(ctx) = gpu("hybrid_split_matrices_in_every_format_equal_unsplit_ones").await else { return };
-        for f in fixtures::hybrids() {
+        // In a browser: one with experts, one with Zamba2's adapters (4 KiB parts make hundreds of
+        // dispatches a step on a software adapter).
+        for f in fixtures::natively_all(fixtures::hybrids(), &["jamba-moe-bf16", "zamba2-shared-f16"]) {
             let ids = &f.reference().ids[..70];
             for weights in WeightFormat::ALL {
                 let options = GpuModelOptions { weights, max_tokens: 64, ..Default::default() };

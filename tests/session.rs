@@ -345,7 +345,8 @@ async fn export_import_on(f: &Fixture, ctx: Option<&GpuContext>) -> (Vec<u8>, Ve
     (bytes, rest)
 }
 
-/// Sessions on the hybrid fixtures (every one on the CPU, one per block kind on the GPU), their
+/// Sessions on the hybrid fixtures (every one on the CPU natively, one per block kind on the GPU,
+/// three families in a browser), their
 /// checkpoints over shared key/value pages: split prompts, regenerate, stop/continue, rewind +
 /// re-feed, identical resends and edits equal an uninterrupted run (with dense retention, and
 /// sparse on three families), and an export imported into a new model continues the same — the
@@ -356,7 +357,9 @@ async fn hybrid_sessions(ctx: Option<&GpuContext>) {
     let on_gpu = ["granite-h-rope-moe-f32", "jamba-moe-bf16", "falcon-h1-mup-bf16", "zamba2-shared-f16"];
     // Sparse retention (every 2nd boundary, and always the prompt end) on three families.
     let sparse = ["granite-h-rope-moe-f32", "jamba-moe-bf16", "falcon-h1-mup-bf16"];
-    for f in fixtures::hybrids().into_iter().filter(|f| ctx.is_none() || on_gpu.contains(&f.name)) {
+    // In a browser, those three families on both backends (the native run covers the rest).
+    let here = fixtures::natively_all(fixtures::hybrids(), &sparse);
+    for f in here.into_iter().filter(|f| ctx.is_none() || on_gpu.contains(&f.name)) {
         resume_equivalence_on(&f, &[16], Retention::Dense, ctx).await;
         if sparse.contains(&f.name) {
             resume_equivalence_on(&f, &[4], Retention::Sparse(2), ctx).await;

@@ -78,7 +78,7 @@ pub const HYBRID_NAMES: &[&str] = &[
     "zamba2-shared-f16",
 ];
 
-/// Every hybrid fixture (the GPU backend does not run them yet: CPU tests only).
+/// Every hybrid fixture.
 pub fn hybrids() -> Vec<Fixture> {
     vec![
         single!("granite-h-rope-moe-f32"),
@@ -92,6 +92,32 @@ pub fn hybrids() -> Vec<Fixture> {
         single!("zamba2-shared-f16"),
     ]
 }
+
+/// The fixtures a repeated variant runs on here: every one natively, only `browser` (by name) in
+/// a browser. For variants the native run covers on every fixture (the second matmul kernel set,
+/// rounded formats and caches, split matrices, resumed sessions): the browser runs the same Rust
+/// and WGSL, its own adapter is checked on this sample, and `npm test` stays within CI's time.
+pub fn natively_all(fixtures: Vec<Fixture>, browser: &[&str]) -> Vec<Fixture> {
+    if cfg!(target_arch = "wasm32") {
+        let kept: Vec<Fixture> = fixtures.into_iter().filter(|f| browser.contains(&f.name)).collect();
+        assert_eq!(
+            kept.len(),
+            browser.len(),
+            "a browser sample names a fixture that does not exist: {browser:?}"
+        );
+        kept
+    } else {
+        fixtures
+    }
+}
+
+/// The browser's sample of the Mamba fixtures: Mamba-1 (bf16), Falcon-Mamba, Mamba-2 (groups).
+pub const BROWSER_MAMBA: &[&str] = &["medium-bf16", "falcon-bias-bf16", "mamba2-groups-f16"];
+
+/// The browser's sample of the hybrids: between them Mamba-1 and Mamba-2 mixers, attention with
+/// RoPE, experts, MLPs, Falcon-H1's parallel block and Zamba2's shared one.
+pub const BROWSER_HYBRIDS: &[&str] =
+    &["granite-h-rope-moe-f32", "jamba-moe-bf16", "falcon-h1-mup-bf16", "zamba2-shared-f16"];
 
 /// Every fixture.
 pub fn all() -> Vec<Fixture> {
