@@ -246,6 +246,9 @@ export declare class Session {
   importState(bytes: Bytes): Promise<void>;
   /** Stores the session in this browser (IndexedDB) under `name`. */
   save(name: string): Promise<void>;
+  /** A new session at this one's position (history, logits, state), sharing its checkpoints:
+   *  nothing is read again. For branching chats, best-of-n, tree search. */
+  fork(): Session;
   /** Releases the session's state; later calls reject with `NoSession`. */
   close(): void;
   free(): void;
@@ -284,5 +287,6 @@ export declare class WorkerSession {
   exportState(): Promise<Uint8Array>;
   importState(bytes: Bytes): Promise<void>;
   save(name: string): Promise<void>;
+  fork(): WorkerSession;
   close(): void;
 }

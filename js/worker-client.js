@@ -1,7 +1,7 @@
 // Worker mode (`Model.fromUrl(url, { worker: true })`): the model runs in a dedicated module
 // worker (worker.js) and the page holds proxies with the in-page model's methods. Methods that
 // compute or read data answer with Promises (`await` works the same on both modes); those that
-// only start or stop something (`newSession`, `stream`, `stop`, `close`) return at once, as
+// only start or stop something (`newSession`, `fork`, `stream`, `stop`, `close`) return at once, as
 // in-page, because the worker handles messages in order. Callbacks (onProgress, onToken) and
 // AbortSignals cross as events; every call settles — if the worker dies, with an error.
 // The worker keys its stand-in AbortControllers `call N` (a load or generate) and `stream N`.
@@ -213,6 +213,13 @@ export class WorkerSession {
   importState(bytes) { return this.call('importState', bytes); }
   save(name) { return this.call('save', name); }
   stop() { this.channel.post({ op: 'stop', id: this.id }); }
+
+  fork() {
+    const into = ++this.channel.ids;
+    // Like newSession: answered in order before any call on the fork; a failure shows there.
+    this.channel.request({ op: 'fork', id: this.id, into }).catch(() => {});
+    return new WorkerSession(this.channel, into);
+  }
   close() { this.channel.post({ op: 'close', id: this.id }); }
 
   generate(options, onToken) {

@@ -52,6 +52,7 @@ async function run({ call, op, id, into, args = [] }) {
     case 'clearCache': return [await Model.clearCache(...args)];
     case 'newSession': objects.set(into, target(0).newSession()); return [];
     case 'restoreSession': objects.set(into, await target(0).restoreSession(...args)); return [];
+    case 'fork': objects.set(into, target(id).fork()); return [];
     case 'stream': objects.set(into, target(id).stream(options(call, args[0], `stream ${into}`))); return [];
     case 'generate': return [await target(id).generate(options(call, args[0], `call ${call}`), args[1])];
     case 'next': case 'return': {

@@ -26,6 +26,7 @@ pub mod model;
 mod platform;
 pub mod sampling;
 pub mod session;
+pub mod store;
 pub mod tokenizer;
 #[cfg(target_arch = "wasm32")]
 pub mod wasm;

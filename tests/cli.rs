@@ -271,3 +271,93 @@ fn context_flags_reach_a_hybrids_caches() {
     assert!(!cpu_half.status.success() && stderr.contains("--kv-format f16 needs --backend gpu"), "{stderr}");
     std::fs::remove_dir_all(&tmp).unwrap();
 }
+
+/// Two processes, one `--store DIR` (issue 28): the second reading the same prompt and a
+/// follow-up prefills only the follow-up and generates what an uncached run generates; a
+/// shorter prefix resumes from a stored block checkpoint (with its key/value pages); damaged
+/// or foreign records are misses that are removed (the tokens are read again, the same ones
+/// come out); `--store-clear` removes the records and nothing else. A hybrid (Jamba), both
+/// backends.
+#[test]
+fn processes_share_checkpoints_through_a_store_folder() {
+    let tmp = std::env::temp_dir().join(format!("webmamba-store-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).unwrap();
+    let (store, model) = (tmp.join("store"), fixture_dir("jamba-moe-bf16"));
+    let prompt: Vec<u32> = (0..150u32).map(|i| (i * 7 + 3) % 250 + 2).collect();
+    let write_ops = |name: &str, ops: serde_json::Value| {
+        let path = tmp.join(name);
+        std::fs::write(&path, ops.to_string()).unwrap();
+        path
+    };
+    let first = write_ops("first.json", serde_json::json!([{ "append": prompt }, { "generate": 6 }]));
+    let second = write_ops(
+        "second.json",
+        serde_json::json!([{ "append": prompt }, { "append": [5, 6, 7] }, { "generate": 6 }]),
+    );
+    let shorter =
+        write_ops("shorter.json", serde_json::json!([{ "append": prompt[..100] }, { "generate": 6 }]));
+    let replay = |ops: &PathBuf, backend: &str, extra: &[&str]| -> (Vec<serde_json::Value>, String) {
+        let mut args = vec!["replay", "--model", model.to_str().unwrap(), "--ops", ops.to_str().unwrap()];
+        args.extend(["--block-size", "16", "--backend", backend]);
+        args.extend(extra);
+        let run = webmamba(&args);
+        let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
+        assert!(run.status.success(), "{stderr}");
+        let stdout = String::from_utf8(run.stdout).unwrap();
+        (stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect(), stderr)
+    };
+    let records = || -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(&store).unwrap().map(|e| e.unwrap().path()).collect();
+        v.retain(|p| p.extension().is_some_and(|e| e == "wmrec"));
+        v
+    };
+    let s = store.to_str().unwrap();
+    for backend in ["cpu", "gpu"] {
+        let (uncached, _) = replay(&second, backend, &[]);
+        let (uncached_short, _) = replay(&shorter, backend, &[]);
+        replay(&first, backend, &["--store", s, "--store-clear", "--store-sparse-every", "2"]);
+        std::fs::write(store.join("keep.txt"), "not a record").unwrap();
+        let (lines, _) = replay(&second, backend, &["--store", s]);
+        assert_eq!(
+            (&lines[0]["prefilled"], &lines[0]["from_store"]),
+            (&0.into(), &true.into()),
+            "{backend}: {lines:?}"
+        );
+        assert_eq!(lines[1]["prefilled"], 3, "{backend}: only the follow-up");
+        assert_eq!(lines[2]["ids"], uncached[2]["ids"], "{backend}: the uncached run's tokens");
+        // 100 tokens: the stored block at 96 (every 2nd of 16), its 6 pages, 4 tokens read.
+        let (lines, _) = replay(&shorter, backend, &["--store", s]);
+        assert_eq!(
+            (&lines[0]["prefilled"], &lines[0]["resumed_from"]),
+            (&4.into(), &96.into()),
+            "{backend}: {lines:?}"
+        );
+        assert_eq!(lines[1]["ids"], uncached_short[1]["ids"], "{backend}: from a stored block");
+        // Every checkpoint record damaged (one byte), then every one of another model.
+        for damage in ["damaged", "foreign"] {
+            for path in records().into_iter().filter(|p| p.to_str().unwrap().contains("/ckpt-")) {
+                let mut bytes = std::fs::read(&path).unwrap();
+                match damage {
+                    "damaged" => bytes[100] ^= 1,
+                    _ => bytes[13] ^= 1, // the fingerprint; then a checksum that matches again
+                }
+                if damage == "foreign" {
+                    let end = bytes.len() - 32;
+                    let sum = *blake3::hash(&bytes[..end]).as_bytes();
+                    bytes[end..].copy_from_slice(&sum);
+                }
+                std::fs::write(&path, bytes).unwrap();
+            }
+            let (lines, stderr) = replay(&second, backend, &["--store", s]);
+            assert_eq!(lines[0]["prefilled"], 150, "{backend}: a {damage} record is a miss: {lines:?}");
+            assert!(stderr.contains("removed"), "{backend}: {damage}: {stderr}");
+            assert_eq!(lines[2]["ids"], uncached[2]["ids"], "{backend}: {damage}: the same tokens");
+        }
+        replay(&first, backend, &["--store", s, "--store-clear"]);
+        let (lines, _) = replay(&first, backend, &["--store", s, "--store-clear"]);
+        assert_eq!(lines[0]["prefilled"], 150, "{backend}: cleared");
+        assert!(store.join("keep.txt").exists(), "{backend}: --store-clear removes records only");
+    }
+    std::fs::remove_dir_all(&tmp).unwrap();
+}

@@ -3,6 +3,7 @@
 //! benchmarks drive.
 
 mod cpu_pages;
+mod records;
 
 use std::ops::Range;
 
@@ -351,6 +352,6 @@ impl Engine {
     }
 }
 
-fn no_slot(slot: usize) -> Error {
+pub(crate) fn no_slot(slot: usize) -> Error {
     Error::InvalidInput(format!("no checkpoint slot {slot}, or nothing saved in it"))
 }

@@ -151,6 +151,15 @@ impl Loading<'_> {
             conversion,
         };
         let slots = Slots::new(ctx, State::bytes(&config) as u64, &kv)?;
+        let adapter = ctx.summary();
+        let numerics = format!(
+            "gpu {} ({}) weights {} kv {} matmul {}",
+            adapter.name,
+            adapter.driver,
+            formats.iter().map(|f| f.name()).collect::<Vec<_>>().join("+"),
+            kv.format.name(),
+            if options.matmul.is_direct(ctx) { "direct" } else { "tiled" }
+        );
         Ok(GpuModel {
             ctx: ctx.clone(),
             config,
@@ -165,6 +174,7 @@ impl Loading<'_> {
             slots,
             pages: None,
             fingerprint,
+            numerics,
             memory,
         })
     }

@@ -152,6 +152,8 @@ pub struct GpuModel {
     /// Key/value pages (pages mode: `kv_pages.rs`).
     pages: Option<kv_pages::KvPages>,
     fingerprint: [u8; 32],
+    /// How it computes: adapter, weight and cache formats, matmul kernels (`GpuModel::numerics`).
+    numerics: String,
     memory: GpuMemory,
 }
 
@@ -164,6 +166,13 @@ impl GpuModel {
             kv: self.kv.bytes(),
             ..self.memory
         }
+    }
+
+    /// How this model computes — adapter, weight formats, cache format, matmul kernels: two
+    /// models with equal fingerprints and numerics give the same numbers (the state store's
+    /// records are only used under equal ones).
+    pub fn numerics(&self) -> &str {
+        &self.numerics
     }
 
     /// Tokens of context the working state holds (its next token's position).

@@ -141,6 +141,15 @@ impl GpuModel {
         self.load_checkpoint(slot, &[])
     }
 
+    /// The fixed regions of checkpoint slot `slot` (its key/value rows apart), in
+    /// [`State::to_flat`]'s order.
+    pub async fn read_slot_fixed(&self, slot: usize) -> Result<Vec<f32>> {
+        self.ctx.check("before reading a checkpoint")?;
+        let (buffer, offset) = self.slots.locate(slot)?;
+        let flat = self.ctx.read_f32(buffer, offset, State::floats(&self.config)).await;
+        self.ctx.checked("reading a checkpoint", flat)
+    }
+
     /// A CPU copy of slot `slot`.
     pub async fn read_slot(&self, slot: usize) -> Result<State> {
         self.ctx.check("before reading a checkpoint")?;

@@ -19,9 +19,11 @@ mod ahead;
 mod decode;
 mod export;
 mod finite;
+mod fork;
 mod generation;
 mod greedy;
 mod prefill;
+mod store_io;
 mod top;
 
 pub use decode::{Decoding, Pace};
@@ -74,6 +76,8 @@ pub struct SessionStats {
     /// A hybrid's: the blocks of this session's history (block b: positions b·B..(b+1)·B)
     /// whose key/value page is cached (shared with every history through it).
     pub pages: Vec<usize>,
+    /// Operations that resumed from a checkpoint read from the persistent store.
+    pub store_hits: u64,
 }
 
 /// Options of [`Runtime::generate`] and [`Generation`].
@@ -119,6 +123,7 @@ struct Session {
     prefilled: u64,
     hits: u64,
     misses: u64,
+    store_hits: u64,
 }
 
 /// A model, its checkpoint cache and its sessions.
@@ -134,6 +139,8 @@ pub struct Runtime {
     active: Option<u64>,
     /// Greedy steps per device submit (see [`Runtime::set_greedy_batch`]).
     greedy_batch: usize,
+    /// The persistent tier under the cache (`session/store_io.rs`), if set.
+    store: Option<crate::store::Store>,
 }
 
 /// What a finished operation leaves in its session.
@@ -177,6 +184,7 @@ impl Runtime {
             next_salt: 0,
             active: None,
             greedy_batch: GREEDY_BATCH,
+            store: None,
         })
     }
 
@@ -214,6 +222,7 @@ impl Runtime {
             prefilled: 0,
             hits: 0,
             misses: 0,
+            store_hits: 0,
         };
         self.sessions.insert(id, s);
         Ok(SessionId(id))
@@ -260,6 +269,7 @@ impl Runtime {
             checkpoints: self.cache.positions_on(&s.history),
             checkpoint_bytes: State::bytes(self.engine.config()) as u64,
             pages: self.cache.pages_on(&s.history),
+            store_hits: s.store_hits,
         })
     }
 

@@ -36,13 +36,27 @@ impl Runtime {
             self.commit(id, done)?;
             return Ok(Outcome::default());
         }
+        // A longer checkpoint in the store than the live state or the memory cache holds?
+        let stored = match &self.store {
+            Some(_) => {
+                let cached =
+                    self.cache.lookup(&prefix).and_then(|h| self.cache.entry(h)).map_or(0, |e| e.len);
+                self.look_in_store(target, live_len.unwrap_or(0).max(cached)).await
+            }
+            None => None,
+        };
+        let stored = stored.and_then(|s| self.engine.write_state(&s.state).ok().map(|()| (s.len, s.logits)));
+        let restored = stored.is_some();
         let mut hold = self.cache.hold();
-        let ran = prefill(&mut self.engine, &mut hold, &prefix, live_len).await;
+        let ran = prefill(&mut self.engine, &mut hold, &prefix, live_len, stored).await;
         drop(hold); // gives back what the call pinned and did not fill
-        let (logits, end, from) = match ran {
+        let (logits, end, from, blocks) = match ran {
             Ok(done) => done,
             Err((e, touched)) => {
-                if touched && let Some(s) = self.sessions.get_mut(&id.0) {
+                // A state restored from the store replaced the live one already.
+                if (touched || restored)
+                    && let Some(s) = self.sessions.get_mut(&id.0)
+                {
                     // The history stays; the next call rebuilds the state from the cache or zeros.
                     s.live_valid = false;
                 }
@@ -51,7 +65,7 @@ impl Runtime {
         };
         let (start, resumed_from) = match from {
             Start::Live(l) => (l, None),
-            Start::Cached(_, len) => (len, Some(len)),
+            Start::Cached(_, len) | Start::Stored(len) => (len, Some(len)),
             Start::Zero => (0, None),
         };
         let missed = matches!(from, Start::Zero);
@@ -62,32 +76,45 @@ impl Runtime {
         if resumed_from.is_some() {
             self.session_mut(id)?.hits += 1;
         }
+        if restored {
+            self.session_mut(id)?.store_hits += 1;
+        }
         self.check_logits(id)?;
+        if n > start {
+            self.persist(id, &blocks).await;
+        }
         Ok(Outcome { prefilled: n - start, resumed_from })
     }
 }
 
 /// Where an operation starts from: the live state after that many tokens, a cached entry (and
-/// its length), or zeros.
+/// its length), a stored checkpoint (its length; already the working state), or zeros.
 #[derive(Clone, Copy)]
 enum Start {
     Live(usize),
     Cached(EntryId, usize),
+    Stored(usize),
     Zero,
 }
+
+/// What [`prefill`] returns: the last position's logits, the prompt-end entry, where it started
+/// and the block checkpoints it made (position, slot).
+type Prefilled = (Vec<f32>, Option<EntryId>, Start, Vec<(usize, usize)>);
 
 /// The prefill of `prefix` behind [`Runtime::ensure`] (at least one token): from the cheapest
 /// start (`live_len`: how much of it the live state already covers), keeping the block
 /// checkpoints retention asks for and the prompt-end. Returns the last position's logits, the
 /// prompt-end entry (none when the logits are not finite: then nothing is kept) and where it
 /// started; on failure the error and whether the engine's working state was touched. Whatever
-/// it pinned or reserved goes back with `hold`.
+/// it pinned or reserved goes back with `hold`. `stored`: the working state is already a
+/// stored checkpoint's (its length, and a prompt-end's logits), longer than anything cached.
 async fn prefill(
     engine: &mut Engine,
     hold: &mut Hold<'_>,
     prefix: &Prefix,
     live_len: Option<usize>,
-) -> std::result::Result<(Vec<f32>, Option<EntryId>, Start), (Error, bool)> {
+    stored: Option<(usize, Option<Vec<f32>>)>,
+) -> std::result::Result<Prefilled, (Error, bool)> {
     let (n, block) = (prefix.len(), hold.cache().config().block_size);
     let hit = hold.cache().lookup(prefix);
     let hit = match hit {
@@ -96,11 +123,13 @@ async fn prefill(
         }
         None => None,
     };
-    let from = match (live_len, hit) {
-        (Some(l), Some((h, len))) if len > l => Start::Cached(h, len),
-        (Some(l), _) => Start::Live(l),
-        (None, Some((h, len))) => Start::Cached(h, len),
-        (None, None) => Start::Zero,
+    let (stored_len, stored_logits) = stored.map_or((None, None), |(len, logits)| (Some(len), logits));
+    let from = match (stored_len, live_len, hit) {
+        (Some(len), ..) => Start::Stored(len),
+        (None, Some(l), Some((h, len))) if len > l => Start::Cached(h, len),
+        (None, Some(l), _) => Start::Live(l),
+        (None, None, Some((h, len))) => Start::Cached(h, len),
+        (None, None, None) => Start::Zero,
     };
     // Room for the prompt-end first: if it cannot be kept, fail before touching anything. The
     // entry we resume from (and an existing prompt-end) stay pinned so making room cannot evict
@@ -112,7 +141,7 @@ async fn prefill(
             hold.pin(h);
             len
         }
-        Start::Live(l) => l,
+        Start::Live(l) | Start::Stored(l) => l,
         Start::Zero => 0,
     };
     let end_slot = match existing_end {
@@ -131,13 +160,15 @@ async fn prefill(
             engine.load_checkpoint(slot, &pages).map_err(touched)?;
         }
         Start::Zero => engine.reset(),
-        Start::Live(_) => {}
+        Start::Live(_) | Start::Stored(_) => {}
     }
+    let mut blocks = Vec::new();
 
     let logits = if start == n {
         // A hit as long as the target is its prompt-end, which keeps its logits.
         let kept = existing_end.and_then(|h| hold.cache().entry(h)).and_then(|e| e.logits());
-        kept.ok_or((internal("a full-length hit without prompt-end logits"), true))?.to_vec()
+        let kept = kept.map(<[f32]>::to_vec).or(stored_logits);
+        kept.ok_or((internal("a full-length hit without prompt-end logits"), true))?
     } else {
         // Block boundaries strictly inside (start, n) that retention wants and lack.
         let mut captures = Vec::new();
@@ -158,13 +189,14 @@ async fn prefill(
             .map_err(touched)?;
         if !finite::all(&logits) {
             // The overflow may have begun before any capture: keep none (the hold frees them).
-            return Ok((logits, None, from));
+            return Ok((logits, None, from, Vec::new()));
         }
         // The key/value pages the new checkpoints made, from the live caches (final by now).
         let fresh: Vec<(usize, usize)> =
             captures.iter().map(|(_, r, _)| r).chain(&end_slot).flat_map(|r| r.fresh_pages()).collect();
         engine.save_pages(&fresh).map_err(touched)?;
         for (_, r, b) in captures {
+            blocks.push((b * block, r.slot()));
             hold.insert_block(r, prefix.keys()[b], b * block);
         }
         logits
@@ -181,7 +213,7 @@ async fn prefill(
         }
         (None, None) => return Err((internal("no prompt-end slot was reserved"), true)),
     };
-    Ok((logits, Some(end), from))
+    Ok((logits, Some(end), from, blocks))
 }
 
 /// A broken invariant of the cache bookkeeping, as an error instead of a panic.

@@ -286,6 +286,14 @@ impl Session {
         })
     }
 
+    /// A new session at this one's position — its history, logits and state — sharing its
+    /// checkpoints, so nothing is read again: for branching chats, best-of-n and tree search.
+    /// The two go on independently. `Busy` while a call on the model runs.
+    pub fn fork(&self) -> std::result::Result<Session, JsValue> {
+        let id = Lease::run(&self.shared, |rt| rt.fork(self.id)).map_err(to_js)?;
+        Ok(Session::new(Rc::clone(&self.shared), id))
+    }
+
     /// Closes the session (its checkpoints become evictable).
     pub fn close(&self) -> std::result::Result<(), JsValue> {
         Lease::run(&self.shared, |rt| rt.close_session(self.id)).map_err(to_js)

@@ -115,6 +115,17 @@ async function run(page, backend, worker) {
     r.seedAgain = await sample(3);
     r.seedB = await sample(4);
 
+    // fork(): two branches with their own seeds each give the uncached run's text; the parent
+    // goes on as if it had not been forked, and nothing is read again.
+    const parent = await fresh();
+    const [forkA, forkB] = [parent.fork(), parent.fork()];
+    r.forkHistory = JSON.stringify(Array.from(await forkA.tokens())) === JSON.stringify(Array.from(await parent.tokens()));
+    r.forkA = await forkA.generate({ maxTokens: 40, temperature: 0.9, topK: 20, topP: 0.9, repetitionPenalty: 1.2, seed: 3, stopAtEos: false });
+    r.forkB = await forkB.generate({ maxTokens: 40, temperature: 0.9, topK: 20, topP: 0.9, repetitionPenalty: 1.2, seed: 4, stopAtEos: false });
+    r.forkPrefilled = (await forkA.stats()).tokensPrefilled;
+    r.parentRead = (await parent.append('')).prefilled;
+    r.parentText = await parent.generate({ maxTokens: 24, stopAtEos: false });
+
     // Stop strings: the text ends where the first one begins.
     const stop = r.wantText.slice(12, 15);
     r.stop = stop;
@@ -269,6 +280,9 @@ try {
       check(r.breakContinues, `${b}: generate after a break continues to the uninterrupted run's tokens`);
       check(r.abortError === 'AbortError' && r.interruptedContinues, `${b}: generate aborted mid-way rejects with ${r.abortError}, and continues exactly`);
       check(r.seedA === r.seedAgain && r.seedA !== r.seedB, `${b}: seed 3 twice gives the same text (${JSON.stringify(r.seedA.slice(0, 40))}…), seed 4 another`);
+      check(r.forkHistory && r.forkA === r.seedA && r.forkB === r.seedB && r.forkPrefilled === 40,
+        `${b}: two forks with seeds 3 and 4 give the uncached runs' texts, each reading only its own 40 tokens (${r.forkPrefilled})`);
+      check(r.parentRead === 0 && r.parentText === r.wantText, `${b}: the forked session reads nothing again and goes on as the uninterrupted run`);
       check(r.stopped === r.stopWant, `${b}: stop ${JSON.stringify(r.stop)} ends the text where it begins (${JSON.stringify(r.stopped)})`);
       check(r.negative === 'WebMambaError:InvalidInput', `${b}: a negative temperature is ${r.negative}`);
     }

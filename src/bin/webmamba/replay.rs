@@ -5,7 +5,8 @@
 //! `{"rewind": LEN}`, `{"edit": [ids]}`, `{"new_session": true}`.
 //! Output fields: `op`, `ids` (tokens generated), `prefilled` (tokens this op ran through the
 //! model), `resumed_from` (prefix length of the restored checkpoint, or null), `checkpoints`
-//! (cached positions on this session's history), `history_len`, and `text` for generate.
+//! (cached positions on this session's history), `history_len`, `text` for generate, and with
+//! `--store DIR` `from_store` (whether it resumed from a checkpoint another run stored).
 
 use std::path::PathBuf;
 
@@ -13,6 +14,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use serde_json::{Value, json};
 use webmamba::sampling::Sampler;
+use webmamba::store::{StoreConfig, folder::Folder};
 use webmamba::{CacheConfig, GenerateOptions, Matmul, Retention, Runtime, Tokenizer};
 
 use crate::setup::{Backend, ContextArgs, Weights, checkpoint, engine};
@@ -44,6 +46,19 @@ pub struct ReplayArgs {
     weights: Weights,
     #[command(flatten)]
     context: ContextArgs,
+    /// A folder of stored checkpoints shared with other runs of the same model: a prefix any
+    /// run read is not read again (created if missing).
+    #[arg(long)]
+    store: Option<PathBuf>,
+    /// Remove every stored checkpoint of `--store` first.
+    #[arg(long, requires = "store")]
+    store_clear: bool,
+    /// Store every K-th block checkpoint (prompt ends always).
+    #[arg(long, default_value_t = 1, requires = "store")]
+    store_sparse_every: usize,
+    /// Bytes the store may take on disk before its least recently used records go.
+    #[arg(long, default_value_t = StoreConfig::default().budget_bytes, requires = "store")]
+    store_budget: u64,
 }
 
 fn retention(s: &str) -> Result<Retention> {
@@ -79,13 +94,24 @@ pub fn run(a: ReplayArgs) -> Result<()> {
         budget_bytes: a.budget.unwrap_or(CacheConfig::for_model(engine.config()).budget_bytes),
     };
     let mut rt = Runtime::new(engine, config)?;
+    if let Some(dir) = &a.store {
+        if a.store_sparse_every == 0 {
+            bail!("--store-sparse-every must be at least 1");
+        }
+        let config = StoreConfig { budget_bytes: a.store_budget, sparse_every: a.store_sparse_every };
+        let mut store = rt.open_store(Box::new(Folder::open(dir)?), config);
+        if a.store_clear {
+            pollster::block_on(store.clear())?;
+        }
+        rt.set_store(Some(store));
+    }
     let mut session = rt.new_session()?;
     for op in ops {
         let (name, arg) = op
             .as_object()
             .and_then(|o| o.iter().next())
             .with_context(|| format!("an op is an object with one key, not {op}"))?;
-        let before = rt.stats(session)?.tokens_prefilled;
+        let (before, stored_before) = (rt.stats(session)?.tokens_prefilled, rt.stats(session)?.store_hits);
         let mut generated = Vec::new();
         let mut resumed_from = None;
         match name.as_str() {
@@ -118,6 +144,12 @@ pub fn run(a: ReplayArgs) -> Result<()> {
             "checkpoints": stats.checkpoints,
             "history_len": rt.history(session)?.len(),
         });
+        if a.store.is_some() {
+            line["from_store"] = json!(stats.store_hits > stored_before);
+        }
+        for warning in rt.store_mut().map(|s| s.take_warnings()).unwrap_or_default() {
+            eprintln!("warning: {warning}");
+        }
         if let (Some(tok), "generate") = (&tokenizer, name.as_str()) {
             line["text"] = json!(tok.decode(&generated, true)?);
         }
