@@ -17,11 +17,7 @@ impl Runtime {
         self.activate(id)?;
         let new = self.new_session()?;
         let p = self.session(id)?;
-        let end = p.pinned.filter(|&e| {
-            p.live_valid
-                && self.cache.entry(e).is_some_and(|x| x.len == p.history.len())
-                && self.cache.find_end(&p.history) == Some(e)
-        });
+        let end = if p.live_valid { self.end_is_state(p) } else { None };
         let (history, salt, logits, pinned, live_valid) =
             (p.history.clone(), p.salt, p.logits.clone(), p.pinned, p.live_valid);
         let live_slot = self.session(new)?.live_slot;

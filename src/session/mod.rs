@@ -325,10 +325,7 @@ impl Runtime {
         if !s.live_valid {
             return Ok(());
         }
-        let end = s.pinned.filter(|&e| {
-            self.cache.entry(e).is_some_and(|x| x.len == s.history.len())
-                && self.cache.find_end(&s.history) == Some(e)
-        });
+        let end = self.end_is_state(s);
         if end.is_none() {
             self.engine.save_state(s.live_slot)?;
         }
@@ -336,6 +333,15 @@ impl Runtime {
             s.parked_at = end;
         }
         Ok(())
+    }
+
+    /// The session's pinned prompt-end entry when that entry is its state (the state after its
+    /// history): then it can be parked there, or forked from it, without a copy.
+    fn end_is_state(&self, s: &Session) -> Option<EntryId> {
+        s.pinned.filter(|&e| {
+            self.cache.entry(e).is_some_and(|x| x.len == s.history.len())
+                && self.cache.find_end(&s.history) == Some(e)
+        })
     }
 
     /// Feeds `tokens` after the session's history.

@@ -101,7 +101,8 @@ impl Runtime {
         }
         for (len, key, end) in candidates.into_iter().filter(|&(len, ..)| len > covered) {
             let Some(record) = store.get(Kind::Checkpoint, &key).await else { continue };
-            let whole = len / block * if per_token > 0 { 1 } else { 0 };
+            // Whole blocks in pages (a model without key/value rows has none).
+            let whole = if per_token > 0 { len / block } else { 0 };
             let tail = len - whole * block;
             let fits = record.position == len as u64
                 && record.values.len() == fixed + tail * per_token
@@ -135,7 +136,8 @@ impl Runtime {
     /// are the store's warnings; nothing here fails the call.
     pub(super) async fn persist(&mut self, id: SessionId, blocks: &[(usize, usize)]) {
         let Some(store) = self.store.as_ref() else { return };
-        let (Ok(s), sparse) = (self.session(id), store.config().sparse_every.max(1)) else { return };
+        let (sparse, fingerprint) = (store.config().sparse_every.max(1), store.fingerprint_of());
+        let Ok(s) = self.session(id) else { return };
         if s.salt.is_some() || !s.live_valid {
             return; // private (imported) histories are not shared through the store
         }
@@ -149,7 +151,6 @@ impl Runtime {
         let Ok(live) = self.engine.read_state().await else { return };
         let flat = live.to_flat();
         let chain = keys::chain(&target, block);
-        let fingerprint = self.store.as_ref().map(Store::fingerprint_of).unwrap_or_default();
         let record = |kind, key: Key, position: usize, logits: Vec<f32>, values: Vec<f32>| Record {
             kind,
             fingerprint,
@@ -170,9 +171,10 @@ impl Runtime {
                 ));
             }
         }
-        let whole = if per_token > 0 { n / block * block } else { n };
+        // The prompt-end's rows after its whole blocks (all of them: none for a Mamba model).
+        let tail_from = if per_token > 0 { n / block * block } else { n };
         let mut end_values = flat[..fixed].to_vec();
-        end_values.extend(rows(&flat, fixed, &widths, n, whole, n));
+        end_values.extend(rows(&flat, fixed, &widths, n, tail_from, n));
         out.push(record(Kind::Checkpoint, keys::exact(&target, block), n, logits, end_values));
         for &(len, slot) in blocks.iter().filter(|&&(len, _)| (len / block).is_multiple_of(sparse)) {
             if let Ok(values) = self.engine.read_fixed(slot).await {
