@@ -40,6 +40,15 @@ export interface LoadOptions {
   budgetBytes?: number;
   /** Run the model in a dedicated Web Worker (default false): the page stays responsive. */
   worker?: boolean;
+  /** The persistent state store (default off; the demo turns it on): prompt-end and block
+   *  checkpoints (and a hybrid's key/value pages) written to the origin private file system
+   *  (folder `webmamba-store`), found again after a reload and by every tab of this origin —
+   *  a prompt read once is not read again. Only ever used by the same model computing the same
+   *  way; a damaged or foreign record is removed and recomputed. Stays on this device.
+   *  `true`: a 1 GiB budget, every block checkpoint; or `{ budgetBytes, sparseEvery }` (store
+   *  every k-th block checkpoint; prompt ends always). A store that cannot open or write is a
+   *  warning (`info.warnings`, `cacheStats().storeWarnings`): the model works from memory. */
+  store?: boolean | { budgetBytes?: number; sparseEvery?: number };
   /** Ends the load: it rejects at once with an `AbortError` (code `Aborted`), its downloads
    *  are stopped and what it had allocated is freed. */
   signal?: AbortSignal;
@@ -133,6 +142,8 @@ export interface Outcome {
 export interface Stats {
   tokensPrefilled: number;
   hits: number;
+  /** Operations that resumed from a checkpoint read from the persistent state store. */
+  storeHits: number;
   misses: number;
   /** History lengths that have a cached checkpoint. */
   checkpoints: Uint32Array;
@@ -164,6 +175,22 @@ export interface CacheStats {
   budgetBytes: number;
   /** Checkpoints evicted so far. */
   evictions: number;
+  /** Whether the persistent state store is on (load option `store`, and it opened). */
+  store: boolean;
+  /** Bytes of the store's records on disk as this model last counted them (another tab's
+   *  writes since are not in it); 0 without a store. */
+  storeBytes: number;
+  /** Records read from the store and used. */
+  storeHits: number;
+  /** Records written to the store. */
+  storeWrites: number;
+  /** Records found unusable (damaged, cut short, another model's): each was removed. */
+  storeMisses: number;
+  /** Records removed to keep the store within its budget. */
+  storeEvictions: number;
+  /** The store's latest warnings (a failed write, a full quota, a damaged record removed),
+   *  newest last, at most 32; each was also logged with console.warn. */
+  storeWarnings: string[];
 }
 
 /** Every failure: an Error named 'WebMambaError' (or 'AbortError' for an abort) with a code. */
@@ -201,6 +228,9 @@ export declare class Model {
   static load(config: Bytes, weights: Bytes, tokenizer?: Bytes, options?: LoadOptions): Promise<Model | WorkerModel>;
   /** Deletes the offline copies of the files under `baseUrl`; resolves to how many. */
   static clearCache(baseUrl: string | URL): Promise<number>;
+  /** Removes every record of the persistent state store (every model's, for every tab of this
+   *  origin); resolves to how many files went (0 without a store). */
+  clearStore(): Promise<number>;
 
   readonly info: ModelInfo;
   /** Token ids of `text`. */
@@ -214,6 +244,8 @@ export declare class Model {
   restoreSession(name: string): Promise<Session>;
   /** The names of the sessions saved in this browser. */
   savedSessions(): Promise<string[]>;
+  /** See Model.clearStore. */
+  clearStore(): Promise<number>;
   /** Forgets a saved session; resolves to whether it existed. */
   deleteSession(name: string): Promise<boolean>;
   /** The checkpoint cache's counters across sessions (state bytes and page bytes apart). */
@@ -264,6 +296,8 @@ export declare class WorkerModel {
   newSession(): WorkerSession;
   restoreSession(name: string): Promise<WorkerSession>;
   savedSessions(): Promise<string[]>;
+  /** See Model.clearStore. */
+  clearStore(): Promise<number>;
   deleteSession(name: string): Promise<boolean>;
   cacheStats(): Promise<CacheStats>;
   /** Ends the worker, and with it the model and its sessions. */

@@ -170,6 +170,7 @@ export class WorkerModel {
   encode(text) { return this.channel.request({ op: 'encode', id: 0, args: [text] }); }
   decode(ids) { return this.channel.request({ op: 'decode', id: 0, args: [ids] }); }
   savedSessions() { return this.channel.request({ op: 'savedSessions', id: 0 }); }
+  clearStore() { return this.channel.request({ op: 'clearStore', id: 0 }); }
   deleteSession(name) { return this.channel.request({ op: 'deleteSession', id: 0, args: [name] }); }
   cacheStats() { return this.channel.request({ op: 'cacheStats', id: 0 }); }
 

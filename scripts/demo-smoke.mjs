@@ -12,7 +12,9 @@
 //   3. after a reload the model comes from the offline cache (no weight bytes from the server),
 //      the same text is back, Continue re-reads nothing (`data-prefilled="0"`) and goes on
 //      with HF's next greedy tokens, and a next prompt that extends the text reads only its
-//      new tokens;
+//      new tokens; after another reload Regenerate reads nothing, from the state store (ringed
+//      as the store's on the timeline), the store line shows its bytes and "Clear stored
+//      states" empties it;
 //   4. at a 390-px-wide phone viewport nothing overflows horizontally (nor at 1280x800);
 //   5. a URL with no model shows its error in the page and keeps the loaded model; a fixture
 //      model (a Falcon-Mamba) loads by URL through #model-url / #load-url and generates HF's
@@ -259,6 +261,25 @@ async function reloadAndMore(page, again) {
   check(expect.common === expect.history && next.prefilled === String(expect.ids - expect.history)
     && next.resumedFrom === String(expect.history),
     `the next prompt after the reload reads only its new tokens (prefilled ${next.prefilled} of ${expect.ids}, from ${next.resumedFrom})`);
+
+  // The state store: after another reload the memory cache is empty, and Regenerate finds the
+  // prompt-end in the store; the timeline rings it as the store's; clearing empties it.
+  await page.reload();
+  await waitFor(page, ['ready', 'error']);
+  const stored = await turn(page, '#regenerate', 4);
+  const marks = await page.evaluate(() => ({
+    fromStore: document.getElementById('outcome').dataset.fromStore,
+    ring: document.querySelectorAll('#timeline .from-store').length,
+    line: document.getElementById('store-line').textContent,
+    bytes: Number(document.getElementById('store-line').dataset.bytes),
+  }));
+  check(stored.prefilled === '0' && marks.fromStore === 'true' && marks.ring === 1 && JSON.stringify(stored.tokens) === JSON.stringify(next.tokens),
+    `after a reload, Regenerate reads nothing: the prompt-end came from the state store, ringed as such, the same tokens (${marks.line})`);
+  check(marks.bytes > 0 && /State store \(this browser, all tabs\): [\d.]+ MiB on disk/.test(marks.line), `the store's bytes are shown (${marks.bytes})`);
+  await page.click('#clear-store');
+  await page.waitForFunction(() => document.getElementById('store-line').dataset.bytes === '0');
+  const cleared = await page.evaluate(() => document.getElementById('outcome').textContent);
+  check(/Cleared the state store: [1-9]\d* file\(s\) removed/.test(cleared), `"Clear stored states" empties the store (${cleared})`);
 
   await page.setViewportSize({ width: 390, height: 844 });
   await checkNoOverflow(page, 'a 390-px phone');

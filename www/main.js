@@ -7,7 +7,10 @@
 // and resume exactly, Regenerate rewinds to the prompt's end (a kept checkpoint: nothing
 // re-read). After each turn the session is saved (`session.save`) and restored on the next
 // visit, so a reload loses nothing and re-reads nothing.
-// `?model=URL` loads that model first; `?worker=0` runs the model in the page instead.
+// Checkpoints also go to the persistent state store (`store: true`: the origin private file
+// system), so a reload or another tab re-reads nothing a checkpoint covers; #clear-store empties it.
+// `?model=URL` loads that model first; `?worker=0` runs the model in the page instead;
+// `?store=0` keeps checkpoints in memory only.
 import { Model } from './pkg/index.js'; // the npm package's entry: no init() needed
 import { mib, size } from './format.js';
 import { lastModelUrl, recall, remember, sessionName, setLastModelUrl } from './saved.js';
@@ -17,6 +20,7 @@ import { turn } from './turns.js';
 const EMBEDDED = { key: 'models/shakespeare-mamba-3m/', name: 'shakespeare-mamba-3m' };
 const params = new URLSearchParams(location.search);
 const WORKER = params.get('worker') !== '0';
+const STORE = params.get('store') !== '0';
 const $ = (id) => document.getElementById(id);
 
 /** What the page holds; `window.demo` for the console (and the demo's browser test). */
@@ -92,7 +96,7 @@ function setBusy(busy) {
   $('regenerate').disabled = busy || none || demo.promptLength === 0;
   $('continue').disabled = busy || none || demo.promptLength === 0;
   $('stop').disabled = !busy || none || document.body.dataset.state !== 'generating';
-  for (const id of ['load-url', 'model-folder', 'load-embedded']) $(id).disabled = busy;
+  for (const id of ['load-url', 'model-folder', 'load-embedded', 'clear-store']) $(id).disabled = busy;
 }
 
 /** Redraws what depends on the session: the checkpoint table and the timeline (from `stats`,
@@ -106,7 +110,22 @@ async function showStats(stats) {
     ['tokens run (session)', `${s.tokensPrefilled}, ${s.hits} resume(s) from a checkpoint`],
   ]);
   $('legend-page').hidden = !(demo.model.info.pageBytes > 0);
+  await showStore();
   draw({ stats: s, blockSize: demo.model.info.blockSize, turn: demo.last });
+}
+
+/** The state store's line under the model table (`cacheStats()`), with its latest warning. */
+async function showStore() {
+  const c = await demo.model.cacheStats();
+  const warning = c.storeWarnings.at(-1);
+  const off = demo.model.info.warnings.find((w) => w.startsWith('state store off'));
+  $('store-line').textContent = !c.store
+    ? `State store: ${off ?? 'off'}.`
+    : `State store (this browser, all tabs): ${mib(c.storeBytes)} on disk; this page read ${c.storeHits} `
+      + `and wrote ${c.storeWrites} record(s)${c.storeMisses ? `, removed ${c.storeMisses} damaged` : ''}.`
+      + (warning ? ` Last warning: ${warning}` : '');
+  $('store-line').dataset.bytes = String(c.storeBytes);
+  $('clear-store').disabled = demo.busy || !c.store;
 }
 
 /** Puts the output back as `record` left it (or empty). */
@@ -128,6 +147,7 @@ async function save() {
     promptLength: demo.promptLength,
     tokens: demo.tokens,
     turn: demo.last,
+    history: Array.from(await demo.session.tokens()), // to restore through the state store
   };
   const why = await remember(demo.session, demo.source.key, record);
   if (why) {
@@ -167,7 +187,7 @@ async function open(source, load) {
   setState('loading', `Loading ${source.name}…`);
   let model;
   try {
-    model = await load({ worker: WORKER, onProgress: progressBar(source.name) });
+    model = await load({ worker: WORKER, store: STORE, onProgress: progressBar(source.name) });
   } catch (e) {
     showError(e, `Could not load ${source.name}: `);
     console.warn(e);
@@ -181,7 +201,21 @@ async function open(source, load) {
   describe(model.info, source);
   const record = recall(source.key);
   let restored = null;
-  if (record) {
+  let reread = null; // tokens the restore read (through the state store)
+  // With the state store the conversation comes back as a shared session: its history's end is
+  // in the store, so appending it reads nothing — and what it makes next goes to the store too.
+  // (A session restored from saved bytes stays private: it reads the store but writes nothing.)
+  if (record && Array.isArray(record.history) && record.history.length > 0 && (await model.cacheStats()).store) {
+    const s = model.newSession();
+    try {
+      reread = (await s.appendTokens(record.history)).prefilled;
+      restored = s;
+    } catch (e) {
+      s.close();
+      console.warn('webmamba demo: the conversation was not restored from the state store:', e);
+    }
+  }
+  if (record && !restored) {
     try {
       restored = await model.restoreSession(sessionName(source.key));
     } catch (e) {
@@ -191,7 +225,9 @@ async function open(source, load) {
   demo.session = restored ?? model.newSession();
   showText(restored ? record : null);
   $('outcome').textContent = restored ? `Restored the saved conversation (${record.promptLength} prompt token(s) `
-    + `and ${record.tokens.length} generated): Continue or a new prompt re-read nothing that was already read.` : '';
+    + `and ${record.tokens.length} generated${reread === null ? '' : reread === 0 ? ', its state from the state store'
+      : `; the state store did not cover it, ${reread} token(s) re-read`}): `
+    + 'Continue or a new prompt re-read nothing that was already read.' : '';
   $('speed').textContent = '';
   setBusy(false);
   await showStats();
@@ -223,6 +259,18 @@ async function main() {
   $('regenerate').onclick = () => turn(demo, ui, 'regenerate');
   $('continue').onclick = () => turn(demo, ui, 'continue');
   $('stop').onclick = () => demo.session?.stop();
+  $('clear-store').onclick = async () => {
+    setBusy(true);
+    try {
+      const n = await demo.model.clearStore();
+      notice(`Cleared the state store: ${n} file(s) removed. Checkpoints in memory stay until the page closes.`);
+    } catch (e) {
+      showError(e, 'Could not clear the state store: ');
+    } finally {
+      setBusy(false);
+      await showStore().catch((e) => showError(e));
+    }
+  };
   $('load-url').onclick = async () => {
     const text = $('model-url').value;
     if (!text.trim()) {

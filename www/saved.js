@@ -8,7 +8,8 @@ const KEY = 'webmamba-demo';
 /** The session's name in the JS API's store: one per model source. */
 export const sessionName = (source) => `demo ${source}`;
 
-/** Every model's record: { [source]: { prompt, promptLength, generated, tokens, turn } }. */
+/** Every model's record: { [source]: { prompt, promptLength, generated, tokens, turn, history } }
+ *  (`history`: the session's token ids, restored through the state store when it is on). */
 function records() {
   try {
     const r = JSON.parse(localStorage.getItem(KEY) ?? '{}');

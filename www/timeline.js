@@ -31,7 +31,7 @@ new ResizeObserver(() => last && draw(last)).observe(document.getElementById('ti
  * @param {object} view
  * @param {object} view.stats  `session.stats()`
  * @param {number} view.blockSize  the model's `info.blockSize`
- * @param {object|null} view.turn  the last call: `{ kind, resumedFrom, generatedFrom, end }`
+ * @param {object|null} view.turn  the last call: `{ kind, resumedFrom, generatedFrom, end, fromStore }`
  *   (positions in tokens: reused [0, resumedFrom), re-read [resumedFrom, generatedFrom),
  *   generated [generatedFrom, end)); null when the history is not the last call's (restored)
  */
@@ -79,7 +79,10 @@ export function draw(view) {
   }
   const from = turn && turn.end === L && turn.resumedFrom > 0 ? turn.resumedFrom : null;
   if (from !== null) {
-    parts.push(el('circle', { cx: x(from), cy: 32, r: 7, class: 'from' }, `the last call resumed from the state after token ${from}`));
+    parts.push(turn.fromStore
+      ? el('circle', { cx: x(from), cy: 32, r: 7, class: 'from-store' },
+        `the last call resumed from the state after token ${from}, read from this browser's state store`)
+      : el('circle', { cx: x(from), cy: 32, r: 7, class: 'from' }, `the last call resumed from the state after token ${from}`));
   }
 
   // The cache: every session's checkpoints, against the budget.
@@ -95,7 +98,7 @@ export function draw(view) {
   const summary = L === 0 ? 'nothing yet'
     : `${L} tokens, ${blocks} block checkpoint(s) every ${blockSize} tokens, ${points.length - blocks} prompt-end checkpoint(s)`
       + (pages.length ? `, ${pages.length} key/value page(s)` : '')
-      + (reread === null ? '' : `; the last call reused ${turn.resumedFrom} token(s), re-read ${reread} and generated ${L - turn.generatedFrom}`);
+      + (reread === null ? '' : `; the last call reused ${turn.resumedFrom} token(s)${turn.fromStore ? ' (from the state store)' : ''}, re-read ${reread} and generated ${L - turn.generatedFrom}`);
   svg.setAttribute('aria-label', `The history and its checkpoints: ${summary}`);
   document.getElementById('timeline-end').textContent = `${L} tokens`;
   document.getElementById('cache-line').textContent = `Cache (all sessions): ${stats.cacheEntries} checkpoint(s), `

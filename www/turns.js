@@ -35,14 +35,16 @@ function showSpeed(t) {
 
 /** `#outcome`: what the turn ran through the model and where its state came from — a cached
  *  checkpoint (`fromCheckpoint`), the live state (the history already ended there) or zeros. */
-function showOutcome(kind, prefilled, resumedFrom, fromCheckpoint) {
+function showOutcome(kind, prefilled, resumedFrom, fromCheckpoint, fromStore = false) {
   const from = resumedFrom === 0 ? 'from the start (no checkpoint)'
+    : fromStore ? `resumed from the checkpoint after token ${resumedFrom}, read from this browser's state store`
     : fromCheckpoint ? `resumed from the checkpoint after token ${resumedFrom}`
       : `continuing the live state after token ${resumedFrom}`;
   const what = kind === 'continue' ? 'Continue' : 'Prompt';
   $('outcome').textContent = `${what}: ${prefilled} token(s) run through the model, ${from}.`;
   $('outcome').dataset.prefilled = String(prefilled);
   $('outcome').dataset.resumedFrom = resumedFrom > 0 ? String(resumedFrom) : '';
+  $('outcome').dataset.fromStore = String(fromStore);
 }
 
 /** Runs one turn of `kind` on `demo.session`; `ui` is the page's (main.js). */
@@ -65,10 +67,11 @@ export async function turn(demo, ui, kind) {
       outcome = await session.rewind(demo.promptLength);
     }
     const generatedFrom = outcome ? demo.promptLength : before.historyLength;
+    const storeHits = async () => (outcome ? (await session.stats()).storeHits > before.storeHits : false);
     if (outcome) {
       generatedText.textContent = '';
       // The state came from where the tokens run begin (a checkpoint, the live state or zeros).
-      showOutcome(kind, outcome.prefilled, generatedFrom - outcome.prefilled, outcome.resumedFrom !== undefined);
+      showOutcome(kind, outcome.prefilled, generatedFrom - outcome.prefilled, outcome.resumedFrom !== undefined, await storeHits());
     }
     const t1 = performance.now();
     ui.setState('generating', 'Generating…');
@@ -85,8 +88,10 @@ export async function turn(demo, ui, kind) {
     const generated = after.historyLength - generatedFrom;
     const reread = Number(after.tokensPrefilled - before.tokensPrefilled) - generated;
     const resumedFrom = generatedFrom - reread;
-    if (!outcome) showOutcome(kind, reread, resumedFrom, reread > 0);
-    demo.last = { kind, resumedFrom, generatedFrom, end: after.historyLength };
+    // A turn without an edit or rewind reads the prompt inside generate: its store hit shows there.
+    const fromStore = after.storeHits > before.storeHits;
+    if (!outcome) showOutcome(kind, reread, resumedFrom, reread > 0, fromStore);
+    demo.last = { kind, resumedFrom, generatedFrom, end: after.historyLength, fromStore };
     showSpeed({ reread, prefillMs: outcome ? t1 - t0 : 0, firstMs, generated, decodeMs: t2 - t1 });
     await ui.save();
     ui.setState('done', `Done (${demo.model.info.backend === 'gpu' ? 'WebGPU' : 'CPU'}).`);

@@ -163,11 +163,17 @@ impl Runtime {
 
     /// Ends a decode: no more tokens; what the device did ahead of the history is reconciled
     /// (a batch's tokens not handed out are undone, logits left on the device read back) and
-    /// the end of the history is kept as the session's latest prompt-end ([`Runtime::settle`]).
+    /// the end of the history is kept as the session's latest prompt-end ([`Runtime::settle`])
+    /// and, with a store, written to it (with the pages of its whole blocks), so that the next
+    /// turn finds it after a reload or in another tab.
     pub async fn end_decoding(&mut self, id: SessionId, d: &mut Decoding) -> Result<()> {
         d.stop();
         self.catch_up(id, d).await?;
-        self.settle(id)
+        self.settle(id)?;
+        if d.produced() > 0 && self.store.is_some() && self.active == Some(id.0) {
+            self.persist(id, &[]).await;
+        }
+        Ok(())
     }
 
     /// How `sampler`'s tokens are picked at `pace` on this engine.

@@ -268,14 +268,22 @@ impl Store {
         self.bytes.unwrap_or(0)
     }
 
-    /// Removes every record and temporary (`Model.clearStore()`, `--store-clear`).
-    pub async fn clear(&mut self) -> Result<()> {
+    /// Removes every record and temporary (`Model.clearStore()`, `--store-clear`); how many.
+    pub async fn clear(&mut self) -> Result<usize> {
+        let mut removed = 0;
         for e in self.backend.list().await?.into_iter().filter(|e| ours(&e.name)) {
             self.backend.remove(&e.name).await?;
+            removed += 1;
         }
         self.bytes = Some(0);
         self.known.clear();
-        Ok(())
+        Ok(removed)
+    }
+
+    /// Bytes on disk as last counted (listed at the last budget check, then counted per write;
+    /// other tabs' or processes' writes since are not in it); `None` before the first count.
+    pub fn counted_bytes(&self) -> Option<u64> {
+        self.bytes
     }
 }
 

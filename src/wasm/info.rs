@@ -143,12 +143,46 @@ pub struct CacheInfo {
     pub budget_bytes: f64,
     /// Checkpoints evicted so far.
     pub evictions: f64,
+    /// Whether the persistent state store is on (`store` load option, and it opened).
+    pub store: bool,
+    /// Bytes of the store's records on disk, as this model last counted them (other tabs'
+    /// writes since are not in it); 0 without a store.
+    #[wasm_bindgen(js_name = storeBytes)]
+    pub store_bytes: f64,
+    /// Records read from the store and used.
+    #[wasm_bindgen(js_name = storeHits)]
+    pub store_hits: f64,
+    /// Records written to the store.
+    #[wasm_bindgen(js_name = storeWrites)]
+    pub store_writes: f64,
+    /// Records found unusable (damaged, cut, another model's): each was removed.
+    #[wasm_bindgen(js_name = storeMisses)]
+    pub store_misses: f64,
+    /// Records removed to keep the store within its budget.
+    #[wasm_bindgen(js_name = storeEvictions)]
+    pub store_evictions: f64,
+    /// The store's warnings so far (failed writes, a full quota, damaged records removed),
+    /// newest last; the most recent 32.
+    #[wasm_bindgen(js_name = storeWarnings)]
+    pub store_warnings: Vec<String>,
 }
 
 impl CacheInfo {
-    pub(crate) fn new(rt: &Runtime) -> Self {
+    pub(crate) fn new(rt: &mut Runtime) -> Self {
         let c = rt.cache_stats();
+        let store = rt.store_mut();
+        let (on, bytes, s) = match store {
+            Some(s) => (true, s.counted_bytes().unwrap_or(0), s.stats()),
+            None => (false, 0, Default::default()),
+        };
         CacheInfo {
+            store: on,
+            store_bytes: bytes as f64,
+            store_hits: s.hits as f64,
+            store_writes: s.writes as f64,
+            store_misses: s.misses as f64,
+            store_evictions: s.evictions as f64,
+            store_warnings: Vec::new(),
             entries: c.entries as u32,
             bytes_used: c.bytes_used as f64,
             state_bytes: (c.bytes_used - c.page_bytes) as f64,

@@ -15,7 +15,13 @@ use crate::tokenizer::Tokenizer;
 pub(crate) struct Shared {
     pub rt: RefCell<Option<Runtime>>,
     pub tokenizer: Option<Tokenizer>,
+    /// The state store's warnings so far (a failed write, a full quota, a damaged record
+    /// removed), newest last, at most [`KEPT_WARNINGS`]: each is also logged when it happens.
+    pub store_warnings: RefCell<Vec<String>>,
 }
+
+/// How many store warnings a model keeps for `cacheStats().storeWarnings`.
+pub(crate) const KEPT_WARNINGS: usize = 32;
 
 impl Shared {
     /// Whether no call holds the runtime.
@@ -61,10 +67,23 @@ impl Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        if let Some(rt) = self.rt.take() {
+        if let Some(mut rt) = self.rt.take() {
+            let new = rt.store_mut().map(|s| s.take_warnings()).unwrap_or_default();
+            keep_warnings(&self.shared, new);
             *self.shared.rt.borrow_mut() = Some(rt);
         }
     }
+}
+
+/// Logs the store's `new` warnings and keeps the latest [`KEPT_WARNINGS`] in `shared`.
+fn keep_warnings(shared: &Shared, new: Vec<String>) {
+    let Ok(mut kept) = shared.store_warnings.try_borrow_mut() else { return };
+    for w in new {
+        web_sys::console::warn_1(&format!("webmamba: {w}").into());
+        kept.push(w);
+    }
+    let over = kept.len().saturating_sub(KEPT_WARNINGS);
+    kept.drain(..over);
 }
 
 fn busy() -> Error {

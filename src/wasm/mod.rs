@@ -9,6 +9,7 @@ mod info;
 mod lease;
 mod loader;
 mod model;
+mod opfs;
 mod options;
 mod saved;
 mod session;

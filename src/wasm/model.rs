@@ -13,10 +13,12 @@ use crate::gpu_model::{GpuModel, GpuModelOptions, Matmul};
 use crate::load::host::HostSink;
 use crate::model::Checkpoint;
 use crate::session::Runtime;
+use crate::store::StoreConfig;
 use crate::tokenizer::Tokenizer;
 use crate::wasm::info::{CacheInfo, ModelInfo};
 use crate::wasm::lease::{Lease, Shared};
 use crate::wasm::loader;
+use crate::wasm::opfs::Opfs;
 use crate::wasm::options::LoadConfig;
 use crate::wasm::session::Session;
 use crate::wasm::watch::abortable;
@@ -54,13 +56,14 @@ impl Model {
         wasm_bindgen_futures::future_to_promise(async move {
             let base_url = args::string(&base_url, "baseUrl").map_err(to_js)?;
             let o = LoadConfig::parse(&options).map_err(to_js)?;
-            abortable(o.signal.clone(), async {
+            let store = o.store;
+            let model = abortable(o.signal.clone(), async {
                 let source = WebSource::url(&base_url, o.cache, o.stall_ms).await?;
                 Self::load_source(source, o).await
             })
             .await
-            .map(Into::into)
-            .map_err(to_js)
+            .map_err(to_js)?;
+            Ok(model.with_store(store).await.into())
         })
     }
 
@@ -74,7 +77,9 @@ impl Model {
         wasm_bindgen_futures::future_to_promise(async move {
             let o = LoadConfig::parse(&options).map_err(to_js)?;
             let source = WebSource::files(&files).map_err(to_js)?;
-            abortable(o.signal.clone(), Self::load_source(source, o)).await.map(Into::into).map_err(to_js)
+            let store = o.store;
+            let model = abortable(o.signal.clone(), Self::load_source(source, o)).await.map_err(to_js)?;
+            Ok(model.with_store(store).await.into())
         })
     }
 
@@ -103,10 +108,11 @@ impl Model {
             let weights = args::bytes(&weights, "weights").map_err(to_js)?;
             let tokenizer = args::optional_bytes(&tokenizer, "tokenizer").map_err(to_js)?;
             let o = LoadConfig::parse(&options).map_err(to_js)?;
-            abortable(o.signal.clone(), Self::load_bytes(config, weights, tokenizer, o))
+            let store = o.store;
+            let model = abortable(o.signal.clone(), Self::load_bytes(config, weights, tokenizer, o))
                 .await
-                .map(Into::into)
-                .map_err(to_js)
+                .map_err(to_js)?;
+            Ok(model.with_store(store).await.into())
         })
     }
 
@@ -179,6 +185,26 @@ impl Model {
         Ok(model)
     }
 
+    /// Puts the persistent state store under the model's cache (`store` load option). A store
+    /// that cannot open is a warning in `info.warnings`: the model works from memory.
+    async fn with_store(mut self, config: Option<StoreConfig>) -> Model {
+        let Some(config) = config else { return self };
+        let shared = Rc::clone(&self.shared);
+        let Ok(mut lease) = Lease::new(&shared) else { return self }; // no call can run yet
+        let Ok((rt, _)) = lease.parts() else { return self };
+        match Opfs::open() {
+            Ok(backend) => {
+                let mut store = rt.open_store(Box::new(backend), config);
+                store.enforce_budget().await; // counts what is there, removes stale temporaries
+                self.info.warnings.extend(store.take_warnings());
+                rt.set_store(Some(store));
+            }
+            Err(e) => self.info.warnings.push(format!("state store off: {e}")),
+        }
+        drop(lease);
+        self
+    }
+
     fn assemble(
         engine: Engine,
         adapter: String,
@@ -190,20 +216,42 @@ impl Model {
         let cache = o.cache_config(engine.config());
         let rt = Runtime::new(engine, cache)?;
         let info = ModelInfo::new(&rt, adapter, warnings);
-        Ok(Model { shared: Rc::new(Shared { rt: RefCell::new(Some(rt)), tokenizer }), info })
+        let shared = Shared { rt: RefCell::new(Some(rt)), tokenizer, store_warnings: Default::default() };
+        Ok(Model { shared: Rc::new(shared), info })
     }
 
-    /// Where the model runs and its sizes.
+    /// Where the model runs and its sizes; `warnings` also holds the state store's so far.
     #[wasm_bindgen(getter)]
     pub fn info(&self) -> ModelInfo {
-        self.info.clone()
+        let mut info = self.info.clone();
+        if let Ok(kept) = self.shared.store_warnings.try_borrow() {
+            info.warnings.extend(kept.iter().cloned());
+        }
+        info
+    }
+
+    /// Removes every record of the persistent state store (`store` load option) — this model's
+    /// and any other's, in every tab of this origin; resolves to how many files went. Without
+    /// a store, 0.
+    #[wasm_bindgen(js_name = clearStore, unchecked_return_type = "Promise<number>")]
+    pub fn clear_store(&self) -> js_sys::Promise {
+        let shared = Rc::clone(&self.shared);
+        wasm_bindgen_futures::future_to_promise(async move {
+            let mut lease = Lease::new(&shared).map_err(to_js)?;
+            let rt = lease.parts().map_err(to_js)?.0;
+            let Some(store) = rt.store_mut() else { return Ok(0.into()) };
+            store.clear().await.map(|n| (n as f64).into()).map_err(to_js)
+        })
     }
 
     /// The checkpoint cache's counters across sessions: checkpoints, their bytes and a
     /// hybrid's key/value pages' bytes apart, the budget, evictions.
     #[wasm_bindgen(js_name = cacheStats)]
     pub fn cache_stats(&self) -> std::result::Result<CacheInfo, JsValue> {
-        Lease::run(&self.shared, |rt| Ok(CacheInfo::new(rt))).map_err(to_js)
+        let mut info = Lease::run(&self.shared, |rt| Ok(CacheInfo::new(rt))).map_err(to_js)?;
+        // The lease, given back, moved the store's newest warnings into `store_warnings`.
+        info.store_warnings = self.shared.store_warnings.borrow().clone();
+        Ok(info)
     }
 
     /// Opens a session (an empty history with its own live state).

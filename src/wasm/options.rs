@@ -13,6 +13,7 @@ use crate::load::{Progress, Reporter};
 use crate::model::Config;
 use crate::sampling::{Sampler, SamplingOptions};
 use crate::session::GenerateOptions;
+use crate::store::StoreConfig;
 use crate::wasm::args;
 use crate::wasm::watch::STALL_TIMEOUT_MS;
 
@@ -37,6 +38,8 @@ pub(crate) struct LoadConfig {
     pub max_context: Option<usize>,
     /// How the GPU's key/value caches store keys and values (`kvFormat`).
     pub kv_format: KvFormat,
+    /// The persistent state store (`store: true | { budgetBytes, sparseEvery }`); `None`: off.
+    pub store: Option<StoreConfig>,
 }
 
 impl LoadConfig {
@@ -91,7 +94,9 @@ impl LoadConfig {
                     wrong("stallTimeoutMs", &format!("a whole number of milliseconds from 1 to {}", i32::MAX))
                 })? as u32,
         };
+        let store = store(field("store")?)?;
         Ok(Self {
+            store,
             backend,
             weights: WeightFormat::parse(&string("weights", "auto")?)?,
             cache,
@@ -140,6 +145,31 @@ impl LoadConfig {
             }
         })
     }
+}
+
+/// `store`: absent, `false` or `null` → off; `true` → the defaults; `{ budgetBytes, sparseEvery }`.
+fn store(v: Option<JsValue>) -> Result<Option<StoreConfig>> {
+    let Some(v) = v else { return Ok(None) };
+    if let Some(on) = v.as_bool() {
+        return Ok(on.then(StoreConfig::default));
+    }
+    let bad = || wrong("store", "true, false or { budgetBytes, sparseEvery }");
+    if !v.is_object() || v.is_function() || js_sys::Array::is_array(&v) {
+        return Err(bad());
+    }
+    let mut config = StoreConfig::default();
+    if let Some(b) = field(&v, "budgetBytes", "store options")? {
+        let n = b.as_f64().filter(|n| *n >= 0.0).ok_or_else(|| wrong("store.budgetBytes", "a number ≥ 0"))?;
+        config.budget_bytes = n.min(u64::MAX as f64) as u64;
+    }
+    if let Some(k) = field(&v, "sparseEvery", "store options")? {
+        config.sparse_every = args::whole(&k, "options.store.sparseEvery", u32::MAX as u64)
+            .ok()
+            .filter(|&k| k >= 1)
+            .ok_or_else(|| wrong("store.sparseEvery", "a whole number ≥ 1"))?
+            as usize;
+    }
+    Ok(Some(config))
 }
 
 /// The JS object of a progress event.

@@ -59,13 +59,14 @@ async fn wait(what: &str, call: std::result::Result<js_sys::Promise, JsValue>) -
     JsFuture::from(promise).await.map_err(|e| storage(what, &e))
 }
 
-fn storage(what: &str, e: &JsValue) -> Error {
+/// A rejected storage call (IndexedDB, OPFS) as [`Error::Storage`]: the DOM error's name and message.
+pub(crate) fn storage(what: &str, e: &JsValue) -> Error {
     let name = js_sys::Reflect::get(e, &"name".into()).ok().and_then(|n| n.as_string()).unwrap_or_default();
     let message = js_sys::Reflect::get(e, &"message".into()).ok().and_then(|m| m.as_string());
     let reason = match message {
         Some(m) if !name.is_empty() => format!("{name}: {m}"),
         Some(m) => m,
-        None => e.as_string().unwrap_or_else(|| "IndexedDB failed".into()),
+        None => e.as_string().unwrap_or_else(|| "the browser's storage failed".into()),
     };
     Error::Storage { what: what.into(), reason }
 }

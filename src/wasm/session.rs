@@ -44,6 +44,9 @@ pub struct Stats {
     pub hits: f64,
     /// Operations that started from zeros.
     pub misses: f64,
+    /// Operations that resumed from a checkpoint read from the persistent state store.
+    #[wasm_bindgen(js_name = storeHits)]
+    pub store_hits: f64,
     /// Positions of cached states on this session's history.
     pub checkpoints: Vec<u32>,
     /// Bytes of one checkpoint.
@@ -239,6 +242,7 @@ impl Session {
                 tokens_prefilled: s.tokens_prefilled as f64,
                 hits: s.hits as f64,
                 misses: s.misses as f64,
+                store_hits: s.store_hits as f64,
                 checkpoints: s.checkpoints.iter().map(|&p| p as u32).collect(),
                 checkpoint_bytes: s.checkpoint_bytes as f64,
                 history_length: rt.history(self.id)?.len() as u32,
