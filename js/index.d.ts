@@ -231,6 +231,10 @@ export declare class Model {
   /** Removes every record of the persistent state store (every model's, for every tab of this
    *  origin); resolves to how many files went (0 without a store). */
   clearStore(): Promise<number>;
+  /** Resolves once every record the calls so far made is in the persistent state store (they
+   *  are written after each call returns: a page that hands off to another tab, or closes,
+   *  awaits this first); at once without a store. */
+  flushStore(): Promise<void>;
 
   readonly info: ModelInfo;
   /** Token ids of `text`. */
@@ -244,8 +248,6 @@ export declare class Model {
   restoreSession(name: string): Promise<Session>;
   /** The names of the sessions saved in this browser. */
   savedSessions(): Promise<string[]>;
-  /** See Model.clearStore. */
-  clearStore(): Promise<number>;
   /** Forgets a saved session; resolves to whether it existed. */
   deleteSession(name: string): Promise<boolean>;
   /** The checkpoint cache's counters across sessions (state bytes and page bytes apart). */
@@ -298,6 +300,8 @@ export declare class WorkerModel {
   savedSessions(): Promise<string[]>;
   /** See Model.clearStore. */
   clearStore(): Promise<number>;
+  /** See Model.flushStore. */
+  flushStore(): Promise<void>;
   deleteSession(name: string): Promise<boolean>;
   cacheStats(): Promise<CacheStats>;
   /** Ends the worker, and with it the model and its sessions. */

@@ -171,6 +171,7 @@ export class WorkerModel {
   decode(ids) { return this.channel.request({ op: 'decode', id: 0, args: [ids] }); }
   savedSessions() { return this.channel.request({ op: 'savedSessions', id: 0 }); }
   clearStore() { return this.channel.request({ op: 'clearStore', id: 0 }); }
+  flushStore() { return this.channel.request({ op: 'flushStore', id: 0 }); }
   deleteSession(name) { return this.channel.request({ op: 'deleteSession', id: 0, args: [name] }); }
   cacheStats() { return this.channel.request({ op: 'cacheStats', id: 0 }); }
 

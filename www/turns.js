@@ -94,6 +94,9 @@ export async function turn(demo, ui, kind) {
     demo.last = { kind, resumedFrom, generatedFrom, end: after.historyLength, fromStore };
     showSpeed({ reread, prefillMs: outcome ? t1 - t0 : 0, firstMs, generated, decodeMs: t2 - t1 });
     await ui.save();
+    // The state store's records are written after each call returns: wait for them, so that a
+    // reload or another tab right after "Done" finds them.
+    await demo.model.flushStore();
     ui.setState('done', `Done (${demo.model.info.backend === 'gpu' ? 'WebGPU' : 'CPU'}).`);
   } catch (e) {
     ui.showError(e);

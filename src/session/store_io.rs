@@ -78,15 +78,15 @@ impl Runtime {
     }
 
     /// The store, if one is set.
-    pub fn store_mut(&mut self) -> Option<&mut Store> {
-        self.store.as_mut()
+    pub fn store(&self) -> Option<&Store> {
+        self.store.as_ref()
     }
 
     /// The longest stored checkpoint of `target` after more than `covered` tokens: the prompt
     /// end of the whole target (with its logits), else the latest block boundary before its
     /// end, with the pages of its blocks. Unusable records are misses (deleted by the store).
     pub(super) async fn look_in_store(&mut self, target: &[u32], covered: usize) -> Option<Stored> {
-        let store = self.store.as_mut()?;
+        let store = self.store.as_ref()?;
         let c = self.engine.config();
         let block = self.cache.config().block_size;
         let (fixed, widths) = (State::floats(c), widths(c));
@@ -132,8 +132,10 @@ impl Runtime {
 
     /// Writes to the store what session `id`'s call made after `start` tokens: its prompt-end
     /// (the live state, with `logits`), the block checkpoints in `blocks` (position, slot) the
-    /// store's `sparse_every` keeps, and the pages of every whole block not stored yet. Failures
-    /// are the store's warnings; nothing here fails the call.
+    /// store's `sparse_every` keeps, and the pages of every whole block not stored yet. The
+    /// states are read here, during the call; the records are queued ([`Store::write`]: written
+    /// before this returns, or in the background in the browser). Failures are the store's
+    /// warnings; nothing here fails the call.
     pub(super) async fn persist(&mut self, id: SessionId, blocks: &[(usize, usize)]) {
         let Some(store) = self.store.as_ref() else { return };
         let (sparse, fingerprint) = (store.config().sparse_every.max(1), store.fingerprint_of());
@@ -181,13 +183,9 @@ impl Runtime {
                 out.push(record(Kind::Checkpoint, chain[len / block], len, vec![], values));
             }
         }
-        let Some(store) = self.store.as_mut() else { return };
-        for r in &out {
-            if r.kind == Kind::Page && store.knows(Kind::Page, &r.key) {
-                continue;
-            }
-            store.put(r).await;
-        }
+        let Some(store) = self.store.as_ref() else { return };
+        out.retain(|r| r.kind != Kind::Page || !store.knows(Kind::Page, &r.key));
+        store.write(out).await;
     }
 }
 

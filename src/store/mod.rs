@@ -11,14 +11,20 @@
 //! - One byte budget on disk, least recently used first out (a hit marks its record used).
 //! - A failing store never fails a call: reads that fail are misses, writes that fail are
 //!   warnings (`Store::take_warnings`), and the session goes on in memory.
+//! - Writes are queued (`writer.rs`): awaited by the call that made them, or — in the browser,
+//!   [`Store::write_in_background`] — written after the call has returned; [`Store::flush`]
+//!   waits for them.
 
 pub mod record;
+mod writer;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub mod folder;
 
+use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
+use std::rc::Rc;
 
 use crate::cache::keys::Key;
 use crate::error::Result;
@@ -94,24 +100,35 @@ pub struct StoreStats {
     pub evictions: u64,
 }
 
-/// The persistent tier: a backend, the fingerprint records must carry, a budget.
-pub struct Store {
-    backend: Box<dyn Backend>,
-    fingerprint: Key,
-    config: StoreConfig,
+/// What a store counts and remembers, behind one `RefCell` (never borrowed across an await).
+#[derive(Default)]
+struct Ledger {
     /// Bytes this store believes are on disk (listed at the first enforcement, then counted).
     bytes: Option<u64>,
     stats: StoreStats,
     warnings: Vec<String>,
-    /// Records this store wrote or read whole: a page among them need not be written again.
+    /// Records this store wrote, queued or read whole: a page among them need not be written
+    /// again.
     known: std::collections::HashSet<(Kind, Key)>,
+}
+
+/// The persistent tier: a backend, the fingerprint records must carry, a budget. Cloning it
+/// gives another handle on the same store (a background writer holds one: `writer.rs`).
+#[derive(Clone)]
+pub struct Store {
+    backend: Rc<dyn Backend>,
+    fingerprint: Key,
+    config: StoreConfig,
+    ledger: Rc<RefCell<Ledger>>,
+    writer: Rc<writer::Writer>,
 }
 
 impl Store {
     /// A store over `backend` for a runtime whose `fingerprint` is [`Store::fingerprint`]'s.
+    /// Its writes are awaited by the call that makes them until [`Store::write_in_background`].
     pub fn new(backend: Box<dyn Backend>, fingerprint: Key, config: StoreConfig) -> Self {
-        let (stats, warnings, known) = (StoreStats::default(), Vec::new(), Default::default());
-        Self { backend, fingerprint, config, bytes: None, stats, warnings, known }
+        let (ledger, writer) = (Default::default(), Default::default());
+        Self { backend: Rc::from(backend), fingerprint, config, ledger, writer }
     }
 
     /// The fingerprint of a runtime's numbers: the model's weights (`ModelWeights::fingerprint`)
@@ -137,10 +154,10 @@ impl Store {
         self.fingerprint
     }
 
-    /// Whether this store wrote or read the `kind` record `key` (it may have been evicted or
-    /// removed since).
+    /// Whether this store wrote, queued or read the `kind` record `key` (it may have been
+    /// evicted or removed since).
     pub fn knows(&self, kind: Kind, key: &Key) -> bool {
-        self.known.contains(&(kind, *key))
+        self.ledger.borrow().known.contains(&(kind, *key))
     }
 
     /// The settings.
@@ -150,21 +167,21 @@ impl Store {
 
     /// What it has done so far.
     pub fn stats(&self) -> StoreStats {
-        self.stats
+        self.ledger.borrow().stats
     }
 
     /// Warnings since the last call (failed writes, a full quota): the caller reports them.
-    pub fn take_warnings(&mut self) -> Vec<String> {
-        std::mem::take(&mut self.warnings)
+    pub fn take_warnings(&self) -> Vec<String> {
+        std::mem::take(&mut self.ledger.borrow_mut().warnings)
     }
 
-    fn warn(&mut self, what: String) {
-        self.warnings.push(what);
+    fn warn(&self, what: String) {
+        self.ledger.borrow_mut().warnings.push(what);
     }
 
     /// The `kind` record `key`, checked whole; `None` if there is none or it is unusable (then it
     /// is deleted). A hit marks the record used.
-    pub async fn get(&mut self, kind: Kind, key: &Key) -> Option<Record> {
+    pub async fn get(&self, kind: Kind, key: &Key) -> Option<Record> {
         let name = Self::name(kind, &self.fingerprint, key);
         let bytes = match self.backend.read(&name).await {
             Ok(Some(bytes)) => bytes,
@@ -176,20 +193,23 @@ impl Store {
         };
         match Record::from_bytes(&bytes, kind, &self.fingerprint, key) {
             Ok(record) => {
-                self.stats.hits += 1;
-                self.known.insert((kind, *key));
+                {
+                    let mut l = self.ledger.borrow_mut();
+                    l.stats.hits += 1;
+                    l.known.insert((kind, *key));
+                }
                 if let Err(e) = self.backend.touch(&name).await {
                     self.warn(format!("state store: {e}"));
                 }
                 Some(record)
             }
             Err(miss) => {
-                self.stats.misses += 1;
+                self.ledger.borrow_mut().stats.misses += 1;
                 self.warn(format!("state store: {name}: {miss}; removed"));
                 if let Err(e) = self.backend.remove(&name).await {
                     self.warn(format!("state store: {e}"));
                 }
-                if let Some(b) = &mut self.bytes {
+                if let Some(b) = &mut self.ledger.borrow_mut().bytes {
                     *b = b.saturating_sub(bytes.len() as u64);
                 }
                 None
@@ -199,10 +219,11 @@ impl Store {
 
     /// Writes `record` (its fingerprint must be this store's), then keeps the store within its
     /// budget. A failure is a warning: the caller goes on without it.
-    pub async fn put(&mut self, record: &Record) {
+    pub async fn put(&self, record: &Record) {
         debug_assert_eq!(record.fingerprint, self.fingerprint, "a record of another runtime");
         let bytes = record.to_bytes();
         if bytes.len() as u64 > self.config.budget_bytes {
+            self.ledger.borrow_mut().known.remove(&(record.kind, record.key));
             self.warn(format!(
                 "state store: a record of {} bytes exceeds the store's budget of {} bytes: not stored",
                 bytes.len(),
@@ -213,25 +234,28 @@ impl Store {
         let name = Self::name(record.kind, &self.fingerprint, &record.key);
         match self.backend.write(&name, &bytes).await {
             Ok(()) => {
-                self.stats.writes += 1;
-                self.known.insert((record.kind, record.key));
-                if let Some(b) = &mut self.bytes {
+                let mut l = self.ledger.borrow_mut();
+                l.stats.writes += 1;
+                l.known.insert((record.kind, record.key));
+                if let Some(b) = &mut l.bytes {
                     *b += bytes.len() as u64;
                 }
             }
             Err(e) => {
+                self.ledger.borrow_mut().known.remove(&(record.kind, record.key));
                 self.warn(format!("state store: {e}; the session goes on in memory"));
                 return;
             }
         }
-        if self.bytes.is_none_or(|b| b > self.config.budget_bytes) {
+        let over = self.ledger.borrow().bytes.is_none_or(|b| b > self.config.budget_bytes);
+        if over {
             self.enforce_budget().await;
         }
     }
 
     /// Lists the store and removes least recently used records (and stale temporaries) until it
     /// is within its budget; counts what is left.
-    pub async fn enforce_budget(&mut self) {
+    pub async fn enforce_budget(&self) {
         let mut entries = match self.backend.list().await {
             Ok(entries) => entries.into_iter().filter(|e| ours(&e.name)).collect::<Vec<_>>(),
             Err(e) => return self.warn(format!("state store: {e}")),
@@ -253,37 +277,42 @@ impl Store {
             match self.backend.remove(&r.name).await {
                 Ok(()) => {
                     total -= r.bytes;
-                    self.stats.evictions += 1;
-                    self.known.clear(); // which one went is not known by key
+                    let mut l = self.ledger.borrow_mut();
+                    l.stats.evictions += 1;
+                    l.known.clear(); // which one went is not known by key
                 }
                 Err(e) => self.warn(format!("state store: {e}")),
             }
         }
-        self.bytes = Some(total);
+        self.ledger.borrow_mut().bytes = Some(total);
     }
 
     /// Bytes on disk (listing the store).
-    pub async fn bytes(&mut self) -> u64 {
+    pub async fn bytes(&self) -> u64 {
         self.enforce_budget().await;
-        self.bytes.unwrap_or(0)
-    }
-
-    /// Removes every record and temporary (`Model.clearStore()`, `--store-clear`); how many.
-    pub async fn clear(&mut self) -> Result<usize> {
-        let mut removed = 0;
-        for e in self.backend.list().await?.into_iter().filter(|e| ours(&e.name)) {
-            self.backend.remove(&e.name).await?;
-            removed += 1;
-        }
-        self.bytes = Some(0);
-        self.known.clear();
-        Ok(removed)
+        self.ledger.borrow().bytes.unwrap_or(0)
     }
 
     /// Bytes on disk as last counted (listed at the last budget check, then counted per write;
     /// other tabs' or processes' writes since are not in it); `None` before the first count.
     pub fn counted_bytes(&self) -> Option<u64> {
-        self.bytes
+        self.ledger.borrow().bytes
+    }
+
+    /// Removes every record and temporary (`Model.clearStore()`, `--store-clear`), after
+    /// dropping the writes still queued and waiting for the one under way; how many files.
+    pub async fn clear(&self) -> Result<usize> {
+        self.writer.drop_queued();
+        self.flush().await;
+        let mut removed = 0;
+        for e in self.backend.list().await?.into_iter().filter(|e| ours(&e.name)) {
+            self.backend.remove(&e.name).await?;
+            removed += 1;
+        }
+        let mut l = self.ledger.borrow_mut();
+        l.bytes = Some(0);
+        l.known.clear();
+        Ok(removed)
     }
 }
 

@@ -87,7 +87,7 @@ fn run<T>(f: impl std::future::Future<Output = T>) -> T {
 
 #[test]
 fn a_record_is_found_under_its_key_and_kind_only() {
-    let (mut s, _) = store(1 << 20);
+    let (s, _) = store(1 << 20);
     run(s.put(&checkpoint(3, 10)));
     assert_eq!(run(s.get(Kind::Checkpoint, &[3; 32])), Some(checkpoint(3, 10)));
     assert_eq!(run(s.get(Kind::Page, &[3; 32])), None, "a page of that key");
@@ -98,7 +98,7 @@ fn a_record_is_found_under_its_key_and_kind_only() {
 
 #[test]
 fn damaged_cut_and_foreign_records_are_misses_that_are_deleted() {
-    let (mut s, files) = store(1 << 20);
+    let (s, files) = store(1 << 20);
     let name = Store::name(Kind::Checkpoint, &FP, &[3; 32]);
     let good = checkpoint(3, 10).to_bytes();
     let mut damaged = good.clone();
@@ -119,7 +119,7 @@ fn damaged_cut_and_foreign_records_are_misses_that_are_deleted() {
 #[test]
 fn the_budget_removes_least_recently_used_records_first() {
     let size = checkpoint(0, 100).to_bytes().len() as u64;
-    let (mut s, files) = store(3 * size);
+    let (s, files) = store(3 * size);
     for key in 0..3 {
         files.now.set(key as u64);
         run(s.put(&checkpoint(key, 100)));
@@ -138,7 +138,7 @@ fn the_budget_removes_least_recently_used_records_first() {
 
 #[test]
 fn stale_temporaries_go_and_other_files_stay() {
-    let (mut s, files) = store(1 << 20);
+    let (s, files) = store(1 << 20);
     let temp = format!("{}.77-0{TEMP_SUFFIX}", Store::name(Kind::Page, &FP, &[5; 32]));
     files.files.borrow_mut().insert(temp.clone(), (vec![0; 50], 0));
     files.files.borrow_mut().insert("notes.txt".into(), (vec![0; 50], 0));
@@ -155,7 +155,7 @@ fn stale_temporaries_go_and_other_files_stay() {
 
 #[test]
 fn a_refused_write_or_an_oversized_record_is_a_warning() {
-    let (mut s, files) = store(1000);
+    let (s, files) = store(1000);
     files.refuse_writes.set(true);
     run(s.put(&checkpoint(1, 10)));
     let w = s.take_warnings();
@@ -192,7 +192,7 @@ fn a_folder_keeps_records_across_stores() {
     let open = || Store::new(Box::new(folder::Folder::open(&dir).unwrap()), FP, StoreConfig::default());
     run(open().put(&checkpoint(3, 10)));
     std::fs::write(dir.join("keep.txt"), b"not ours").unwrap();
-    let mut second = open();
+    let second = open();
     assert_eq!(
         run(second.get(Kind::Checkpoint, &[3; 32])),
         Some(checkpoint(3, 10)),

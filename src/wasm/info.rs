@@ -168,9 +168,9 @@ pub struct CacheInfo {
 }
 
 impl CacheInfo {
-    pub(crate) fn new(rt: &mut Runtime) -> Self {
+    pub(crate) fn new(rt: &Runtime) -> Self {
         let c = rt.cache_stats();
-        let store = rt.store_mut();
+        let store = rt.store();
         let (on, bytes, s) = match store {
             Some(s) => (true, s.counted_bytes().unwrap_or(0), s.stats()),
             None => (false, 0, Default::default()),

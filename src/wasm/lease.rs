@@ -67,8 +67,8 @@ impl Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        if let Some(mut rt) = self.rt.take() {
-            let new = rt.store_mut().map(|s| s.take_warnings()).unwrap_or_default();
+        if let Some(rt) = self.rt.take() {
+            let new = rt.store().map(|s| s.take_warnings()).unwrap_or_default();
             keep_warnings(&self.shared, new);
             *self.shared.rt.borrow_mut() = Some(rt);
         }

@@ -194,8 +194,10 @@ impl Model {
         let Ok((rt, _)) = lease.parts() else { return self };
         match Opfs::open() {
             Ok(backend) => {
-                let mut store = rt.open_store(Box::new(backend), config);
+                let store = rt.open_store(Box::new(backend), config);
                 store.enforce_budget().await; // counts what is there, removes stale temporaries
+                // A call returns before its records are written (`flushStore` waits for them).
+                store.write_in_background(Rc::new(wasm_bindgen_futures::spawn_local));
                 self.info.warnings.extend(store.take_warnings());
                 rt.set_store(Some(store));
             }
@@ -239,8 +241,23 @@ impl Model {
         wasm_bindgen_futures::future_to_promise(async move {
             let mut lease = Lease::new(&shared).map_err(to_js)?;
             let rt = lease.parts().map_err(to_js)?.0;
-            let Some(store) = rt.store_mut() else { return Ok(0.into()) };
+            let Some(store) = rt.store() else { return Ok(0.into()) };
             store.clear().await.map(|n| (n as f64).into()).map_err(to_js)
+        })
+    }
+
+    /// Resolves once every record the calls so far made is written to the persistent state
+    /// store (they are written after each call returns); at once without a store. Other calls
+    /// may run meanwhile.
+    #[wasm_bindgen(js_name = flushStore, unchecked_return_type = "Promise<void>")]
+    pub fn flush_store(&self) -> js_sys::Promise {
+        let shared = Rc::clone(&self.shared);
+        wasm_bindgen_futures::future_to_promise(async move {
+            let store = Lease::run(&shared, |rt| Ok(rt.store().cloned())).map_err(to_js)?;
+            if let Some(store) = store {
+                store.flush().await;
+            }
+            Ok(JsValue::UNDEFINED)
         })
     }
 

@@ -7,6 +7,8 @@
 //     the same origin, sends the same text and another question: B's append prefills at most
 //     its own tokens after the text + one store interval (block size × sparseEvery), and both
 //     generate the uncached runs' tokens;
+//   - the same across two pages for a hybrid (a Granite-4.0-H fixture): its key/value pages are
+//     stored once, by key, and read back with the checkpoint that references them;
 //   - page A reloaded: the same text and question prefill 0 (the prompt-end came from the
 //     store, with its logits) and generate the same tokens;
 //   - a record damaged through OPFS from the page, one cut to half its bytes, another model's
@@ -15,11 +17,13 @@
 //     the uncached tokens, and the damaged and cut records are gone (replaced by whole ones);
 //   - a refused quota (writes made to throw QuotaExceededError, in the page) is a warning in
 //     cacheStats().storeWarnings and info.warnings, and the session goes on in memory;
-//   - clearStore() empties the folder.
+//   - a call returns before its records are written (in the background), flushStore() waits
+//     for them; clearStore() empties the folder.
 import { serve } from '../../scripts/serve.mjs';
 import { runEngines } from './harness.mjs';
 
 const MODEL = '/models/shakespeare-mamba-3m/';
+const HYBRID = '/fixtures/granite-h-rope-moe-f32/'; // a Granite-4.0-H fixture (vocabulary 300)
 const SPARSE = 4;
 const BLOCK = 64;
 const TOKENS = 16;
@@ -66,6 +70,7 @@ async function turn(page, { backend, prompt, worker = true, clear = false, befor
       const s = model.newSession();
       const outcome = await s.append(prompt);
       const tokens = Array.from(await s.generate({ maxTokens: TOKENS })).join(',');
+      await model.flushStore(); // the records are written after each call returns
       const stats = await s.stats();
       // In the page these are wasm objects: their fields are getters, which toJSON() reads.
       const plain = (v) => (typeof v?.toJSON === 'function' ? v.toJSON() : v);
@@ -126,6 +131,28 @@ async function onDisk(page, op = null, position = 0, fp = null) {
   }, { op, position, fp });
 }
 
+/** In a page: a hybrid fixture (its attention layers' keys and values go to the store as
+ *  pages) reads `ids` in a new session and generates; with `store: false` an uncached run.
+ *  Also the store's page records on disk. */
+async function hybridTurn(page, ids, store = true) {
+  return page.evaluate(async ({ HYBRID, ids, store, SPARSE }) => {
+    const { Model } = window.webmamba;
+    const o = { backend: 'cpu', cache: false, worker: true };
+    if (store) o.store = { sparseEvery: SPARSE };
+    const model = await Model.fromUrl(HYBRID, o);
+    const s = model.newSession();
+    const outcome = await s.appendTokens(ids);
+    const tokens = Array.from(await s.generate({ maxTokens: 8 })).join(',');
+    await model.flushStore();
+    const cache = await model.cacheStats();
+    await model.free();
+    const d = await (await navigator.storage.getDirectory()).getDirectoryHandle('webmamba-store', { create: true });
+    let pages = 0;
+    for await (const [name] of d.entries()) if (name.startsWith('page-') && name.endsWith('.wmrec')) pages += 1;
+    return { prefilled: outcome.prefilled, tokens, writes: cache.storeWrites, hits: cache.storeHits, pages };
+  }, { HYBRID, ids, store, SPARSE });
+}
+
 /** A second page of the same origin: another Playwright page in the same profile, or another
  *  WebDriver window. */
 async function secondPage(page, base) {
@@ -168,7 +195,7 @@ async function secondPage(page, base) {
   };
 }
 
-const server = await serve('tests/browser', 0, { mounts: { '/pkg/': process.env.WEBMAMBA_PKG ?? 'www/pkg', '/models/': 'www/models' } });
+const server = await serve('tests/browser', 0, { mounts: { '/pkg/': process.env.WEBMAMBA_PKG ?? 'www/pkg', '/models/': 'www/models', '/fixtures/': 'tests/fixtures' } });
 const base = `http://127.0.0.1:${server.address().port}`;
 try {
   await runEngines('store', base, async ({ page, webgpu, check: engineCheck }) => {
@@ -197,6 +224,21 @@ try {
       `the store folder holds ${afterA.records.length} records and no temporaries`);
 
     // A prefix of B that A's text covers: B reads at most the rest plus one store interval.
+    // A hybrid: its key/value pages go to the store once, by key, and come back with the
+    // checkpoints that reference them.
+    const idsA = Array.from({ length: 300 }, (_, i) => ((i * 37) % 299) + 1);
+    const idsB = [...idsA, 5, 6, 7];
+    const hA = await hybridTurn(page, idsA);
+    const hPageB = await secondPage(page, base);
+    const hB = await hybridTurn(hPageB, idsB);
+    await hPageB.close();
+    const [uA, uB] = [await hybridTurn(page, idsA, false), await hybridTurn(page, idsB, false)];
+    check(hA.prefilled === 300 && hA.pages === 4 && hA.tokens === uA.tokens,
+      `hybrid, page A: reads 300 tokens, stores its 4 key/value pages, the uncached tokens (${hA.writes} records)`);
+    // B writes its two prompt-ends (after its tokens, after generating) and no page again.
+    check(hB.prefilled === 303 - 256 && hB.hits === 5 && hB.writes === 2 && hB.pages === 4 && hB.tokens === uB.tokens,
+      `hybrid, page B: reads ${hB.prefilled} of 303 tokens, from the checkpoint at 256 and its 4 pages (${hB.hits} records read; ${hB.writes} written, no page again), the uncached tokens`);
+
     const pageB = await secondPage(page, base);
     const b = await turn(pageB, { backend, prompt: promptB });
     const own = nB - ref.textTokens;
@@ -254,6 +296,20 @@ try {
     check(q.cache.storeWarnings.some((w) => w.includes('QuotaExceededError')) && q.warnings.some((w) => w.includes('QuotaExceededError')),
       `a refused quota is a warning (${JSON.stringify(q.cache.storeWarnings.at(-1))})`);
     check(q.prefilled > 0 && q.tokens === ref.want[2], 'and the session goes on in memory: the uncached run\'s tokens');
+
+    // The records are written after the call returns: none yet when append resolves.
+    const background = await page.evaluate(async ({ MODEL, text }) => {
+      const m = await window.webmamba.Model.fromUrl(MODEL, { backend: 'cpu', cache: false, store: true });
+      const s = m.newSession();
+      await s.append(`${text}\nQUESTION: When?\nANSWER:`);
+      const atReturn = m.cacheStats().storeWrites;
+      await m.flushStore();
+      const flushed = m.cacheStats().storeWrites;
+      m.free();
+      return { atReturn, flushed };
+    }, { MODEL, text: ref.text });
+    check(background.atReturn === 0 && background.flushed > 0,
+      `a call returns before its records are written (${background.atReturn} written then, ${background.flushed} after flushStore())`);
 
     const cleared = await page.evaluate(async ({ MODEL }) => {
       const m = await window.webmamba.Model.fromUrl(MODEL, { backend: 'cpu', cache: false, store: true });

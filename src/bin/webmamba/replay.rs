@@ -99,7 +99,7 @@ pub fn run(a: ReplayArgs) -> Result<()> {
             bail!("--store-sparse-every must be at least 1");
         }
         let config = StoreConfig { budget_bytes: a.store_budget, sparse_every: a.store_sparse_every };
-        let mut store = rt.open_store(Box::new(Folder::open(dir)?), config);
+        let store = rt.open_store(Box::new(Folder::open(dir)?), config);
         if a.store_clear {
             pollster::block_on(store.clear())?;
         }
@@ -147,7 +147,7 @@ pub fn run(a: ReplayArgs) -> Result<()> {
         if a.store.is_some() {
             line["from_store"] = json!(stats.store_hits > stored_before);
         }
-        for warning in rt.store_mut().map(|s| s.take_warnings()).unwrap_or_default() {
+        for warning in rt.store().map(|s| s.take_warnings()).unwrap_or_default() {
             eprintln!("warning: {warning}");
         }
         if let (Some(tok), "generate") = (&tokenizer, name.as_str()) {
