@@ -41,7 +41,7 @@ struct Params {
 @group(0) @binding(4) var<storage, read> bias: array<f32>;        // (E·D), 1-element dummy without bias
 @group(0) @binding(5) var<storage, read_write> conv_state: array<f32>; // (layers, K-1, E·D), oldest first
 @group(0) @binding(6) var<storage, read_write> ud: array<f32>;    // (2, T_max, E·D): u here, then Δ
-@group(0) @binding(7) var<storage, read_write> capture: array<f32>; // (T_max) map, then (C, slot_len) slots
+@group(0) @binding(7) var<storage, read_write> capture: array<f32>; // (T_max) map (checkpoint number + 1 as an f32 value, 0: none), then (C, slot_len) slots
 
 fn silu(v: f32) -> f32 {
     return v / (1.0 + exp(-v));
@@ -77,7 +77,7 @@ fn conv1d_silu(@builtin(global_invocation_id) gid: vec3<u32>) {
             win[k - 2u] = xt;
         }
         ud[t * di + c] = silu(acc);
-        let cp = bitcast<u32>(capture[t]);
+        let cp = u32(capture[t]); // a whole number as an f32 value: never a denormal
         if (cp != 0u) {
             let base = p.map_len + (cp - 1u) * p.slot_len + p.state_offset + c;
             for (var j = 0u; j + 1u < k; j++) {

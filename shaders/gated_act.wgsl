@@ -40,7 +40,7 @@ struct Params {
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read> x: array<f32>;        // (T, x_stride)
-@group(0) @binding(3) var<storage, read> route: array<f32>;    // (T, 2·top_k): ids (u32 bits) ‖ weights; a 1-element dummy when not routed
+@group(0) @binding(3) var<storage, read> route: array<f32>;    // (T, 2·top_k): ids (whole numbers as f32 values) ‖ weights; a 1-element dummy when not routed
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;  // (T, y_stride)
 
 // erfc(z) for z ≥ 0: Numerical Recipes' Chebyshev fit (fractional error < 1.2e-7).
@@ -80,7 +80,7 @@ fn activate(v: f32) -> f32 {
 fn routed_weight(t: u32) -> f32 {
     let row = t * 2u * p.top_k;
     for (var j = 0u; j < p.top_k; j++) {
-        if (bitcast<u32>(route[row + j]) == p.expert) {
+        if (u32(route[row + j]) == p.expert) {
             return route[row + p.top_k + j];
         }
     }

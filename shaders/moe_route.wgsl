@@ -13,7 +13,8 @@
 //
 // Ties go to the lower index (as the CPU reference's sort). One workgroup: its invocations
 // take tokens t = lid, lid + WG, ... then (after a barrier) experts e = lid, lid + WG, ...
-// `route` row t: the k ids (u32 bits), then the k weights.
+// `route` row t: the k ids (whole numbers as f32 values: u32 bits would be denormals a GPU may
+// flush), then the k weights.
 
 const WG: u32 = 64u;
 const SOFTMAX_TOP_K: u32 = 0u;
@@ -47,7 +48,7 @@ struct Params {
 @group(0) @binding(2) var<storage, read> logits: array<f32>;         // (T, E) router logits
 @group(0) @binding(3) var<storage, read> bias: array<f32>;           // (E) score correction; a 1-element dummy without HAS_BIAS
 @group(0) @binding(4) var<storage, read> workgroups: array<u32>;      // (P, 3) workgroups of each part for this T
-@group(0) @binding(5) var<storage, read_write> route: array<f32>;    // (T, 2k): ids (u32 bits) ‖ weights
+@group(0) @binding(5) var<storage, read_write> route: array<f32>;    // (T, 2k): ids (whole numbers as f32 values) ‖ weights
 @group(0) @binding(6) var<storage, read_write> args: array<u32>;     // (E, P, 3) indirect dispatch arguments
 
 fn sigmoid(v: f32) -> f32 {
@@ -70,7 +71,7 @@ fn choice_score(at: u32, e: u32) -> f32 {
 // Whether expert e is already among the first `n` chosen of route row `row`.
 fn taken(row: u32, n: u32, e: u32) -> bool {
     for (var j = 0u; j < n; j++) {
-        if (bitcast<u32>(route[row + j]) == e) {
+        if (u32(route[row + j]) == e) {
             return true;
         }
     }
@@ -140,14 +141,14 @@ fn route_token(t: u32) {
                 found = true;
             }
         }
-        route[row + j] = bitcast<f32>(best_e);
+        route[row + j] = f32(best_e); // a whole number as an f32 value, not u32 bits (a denormal)
     }
     // Their weights.
     if (p.routing == SOFTMAX_TOP_K) {
-        let m = logits[at + bitcast<u32>(route[row])];
+        let m = logits[at + u32(route[row])];
         var total = 0.0;
         for (var j = 0u; j < k; j++) {
-            let w = exp(logits[at + bitcast<u32>(route[row + j])] - m);
+            let w = exp(logits[at + u32(route[row + j])] - m);
             route[row + k + j] = w;
             total += w;
         }
@@ -165,7 +166,7 @@ fn route_token(t: u32) {
         }
         var chosen = 0.0;
         for (var j = 0u; j < k; j++) {
-            let prob = exp(logits[at + bitcast<u32>(route[row + j])] - m) / total;
+            let prob = exp(logits[at + u32(route[row + j])] - m) / total;
             route[row + k + j] = prob;
             chosen += prob;
         }
@@ -177,7 +178,7 @@ fn route_token(t: u32) {
     } else {
         var total = 0.0;
         for (var j = 0u; j < k; j++) {
-            let s = sigmoid(logits[at + bitcast<u32>(route[row + j])]);
+            let s = sigmoid(logits[at + u32(route[row + j])]);
             route[row + k + j] = s;
             total += s;
         }

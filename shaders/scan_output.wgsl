@@ -48,7 +48,7 @@ struct Params {
 @group(0) @binding(6) var<storage, read> chunk_h0: array<f32>;   // (chunks, E·D, N) start states
 @group(0) @binding(7) var<storage, read_write> ssm_state: array<f32>; // (layers, E·D, N)
 @group(0) @binding(8) var<storage, read_write> y: array<f32>;    // (T, E·D) gated output
-@group(0) @binding(9) var<storage, read_write> capture: array<f32>; // (T_max) map, then (C, slot_len) slots
+@group(0) @binding(9) var<storage, read_write> capture: array<f32>; // (T_max) map (checkpoint number + 1 as an f32 value, 0: none), then (C, slot_len) slots
 
 var<workgroup> bc: array<f32, STAGE>; // (CHUNK, 2N) B ‖ C of this chunk's tokens
 
@@ -127,7 +127,7 @@ fn scan_output(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_
                 acc += h[n] * bc[row + N_STATE + n];
             }
             y[t * di + c] = (acc + d_skip * ut) * silu(xz[t * p.xz_stride + di + c]);
-            let cp = bitcast<u32>(capture[t]);
+            let cp = u32(capture[t]); // a whole number as an f32 value: never a denormal
             if (cp != 0u) {
                 let at = p.map_len + (cp - 1u) * p.slot_len + p.slot_ssm_at + base;
                 for (var n = 0u; n < N_STATE; n++) {

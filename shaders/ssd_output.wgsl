@@ -53,7 +53,7 @@ struct Params {
 @group(0) @binding(5) var<storage, read> chunk_h0: array<f32>;     // (chunks, E·D, N) start states
 @group(0) @binding(6) var<storage, read_write> ssm_state: array<f32>; // (layers, H, P, N)
 @group(0) @binding(7) var<storage, read_write> y: array<f32>;      // (T, E·D) gated (GATE) output
-@group(0) @binding(8) var<storage, read_write> capture: array<f32>; // (T_max) map, then (C, slot_len) slots
+@group(0) @binding(8) var<storage, read_write> capture: array<f32>; // (T_max) map (checkpoint number + 1 as an f32 value, 0: none), then (C, slot_len) slots
 
 var<workgroup> bc: array<f32, STAGE>; // (STAGE / 2N, 2N) B ‖ C rows of a tile of tokens
 
@@ -63,14 +63,16 @@ override N_STATE: u32 = 128u;
 override GATE: bool = true;
 
 fn softplus(v: f32) -> f32 {
-    // torch.nn.functional.softplus: v above 20, else log(1 + e^v) (≈ e^v far below 0).
-    if (v > 20.0) {
-        return v;
-    }
-    if (v < -15.0) {
-        return exp(v);
-    }
-    return log(1.0 + exp(v));
+    // softplus(v) = max(v, 0) + log1p(e^−|v|), with log1p(x) = 2·atanh(x / (2 + x)) summed as
+    // its series (x ≤ 1, so s ≤ 1/3: eight terms reach f32's precision). No log(1 + e^v): the
+    // rounding of 1 + e^v loses Δ's digits below v ≈ −8 (5% at −15), and many GPUs' log is
+    // only accurate to 2^−21 absolute near 1. Above 20 it is v, as torch's threshold gives.
+    let x = exp(-abs(v));
+    let s = x / (2.0 + x);
+    let s2 = s * s;
+    let odd = 1.0 / 9.0 + s2 * (1.0 / 11.0 + s2 * (1.0 / 13.0 + s2 * (1.0 / 15.0)));
+    let series = 1.0 + s2 * (1.0 / 3.0 + s2 * (1.0 / 5.0 + s2 * (1.0 / 7.0 + s2 * odd)));
+    return max(v, 0.0) + 2.0 * s * series;
 }
 
 fn silu(v: f32) -> f32 {
@@ -133,7 +135,7 @@ fn ssd_output(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
                     v *= silu(zxbcdt[t * p.proj_stride + c]);
                 }
                 y[t * di + c] = v;
-                let cp = bitcast<u32>(capture[t]);
+                let cp = u32(capture[t]); // a whole number as an f32 value: never a denormal
                 if (cp != 0u) {
                     let at = p.map_len + (cp - 1u) * p.slot_len + p.slot_ssm_at + base;
                     for (var n = 0u; n < N_STATE; n++) {

@@ -136,10 +136,19 @@ fn bench_suite_prints_one_json_object_with_every_figure() {
         let stat = &report["backends"][backend]["decode_tok_s"];
         assert!(number(&stat["min"], "min") <= number(&stat["max"], "max"));
         let per_token = &report["decode_per_token_tok_s"][backend];
+        let dispatches = &report["dispatches_per_token"][backend];
         if backend == "cpu" {
             assert!(per_token.is_null(), "the CPU decodes token by token only");
+            assert!(dispatches.is_null(), "the CPU dispatches nothing");
         } else {
             assert!(number(&per_token["median"], "decode_per_token") > 0.0);
+            // Counted, not timed: every token records the same dispatches. A Mamba-1 layer is
+            // 7 (rms_norm, in_proj, conv1d_silu, x_proj, dt_proj, scan_output, out_proj), and
+            // the token adds the embedding, norm_f and the LM head: 7 · layers + 3.
+            let layers = report["model"]["n_layer"].as_f64().expect("n_layer");
+            let d = number(dispatches, "dispatches_per_token");
+            eprintln!("{backend}: {d} dispatches per token ({layers} layers)");
+            assert_eq!(d, 7.0 * layers + 3.0, "{backend}: dispatches per token");
         }
     }
     assert!(report["gpu_memory_bytes"]["cpu"].is_null());

@@ -7,5 +7,8 @@ mod pipeline;
 mod readback;
 
 pub use context::{AdapterSummary, GpuContext};
-pub use pipeline::{Access, Binding, Kernel, KernelSpec, Layout, dispatch, grid_2d, resolve};
+pub(crate) use pipeline::count_dispatch;
+pub use pipeline::{
+    Access, Binding, Kernel, KernelSpec, Layout, dispatch, dispatches_recorded, grid_2d, resolve,
+};
 pub use readback::Readback;

@@ -225,6 +225,20 @@ impl Kernel {
     }
 }
 
+/// Dispatches recorded by this process so far (direct and indirect; every one goes through
+/// [`dispatch`] or [`count_dispatch`]): `bench --suite`'s `dispatches_per_token`.
+static DISPATCHES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many dispatches this process has recorded so far.
+pub fn dispatches_recorded() -> u64 {
+    DISPATCHES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Counts a dispatch recorded outside [`dispatch`] (an indirect one).
+pub(crate) fn count_dispatch() {
+    DISPATCHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Records one dispatch of `pipeline` with `bind_group` over `groups` workgroups.
 pub fn dispatch(
     pass: &mut wgpu::ComputePass<'_>,
@@ -235,6 +249,7 @@ pub fn dispatch(
     pass.set_pipeline(pipeline);
     pass.set_bind_group(0, bind_group, &[]);
     pass.dispatch_workgroups(groups.0, groups.1, groups.2);
+    count_dispatch();
 }
 
 /// Splits `n` workgroups over a 2-D grid whose dimensions stay within `max_per_dim`;

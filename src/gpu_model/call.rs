@@ -152,6 +152,7 @@ impl IndirectLinear {
             pass.set_pipeline(pipeline);
             pass.set_bind_group(0, &part.call.bind_group, &[]);
             pass.dispatch_workgroups_indirect(&self.args, self.at + 12 * j as u64);
+            crate::gpu::count_dispatch();
         }
     }
 }

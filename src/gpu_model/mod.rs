@@ -300,9 +300,11 @@ impl GpuModel {
         }
         let chunks = t.div_ceil(a.chunk as u32);
         queue.write_buffer(&a.ids, 0, bytemuck::cast_slice(tokens));
-        let mut map = vec![0u32; tokens.len()];
+        // Whole numbers as f32 values, not u32 bits: 1–64 as bits are f32 denormals, which a GPU
+        // may flush to 0 on a load (the kernels read `u32(capture[t])`; exact below 2^24).
+        let mut map = vec![0f32; tokens.len()];
         for (i, &(pos, _)) in captures.iter().enumerate() {
-            map[pos] = i as u32 + 1;
+            map[pos] = (i + 1) as f32;
         }
         queue.write_buffer(&a.capture, 0, bytemuck::cast_slice(&map));
         queue.write_buffer(

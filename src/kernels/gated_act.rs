@@ -13,7 +13,7 @@ pub const BINDINGS: &[Binding] = &[
     STEP,
     PARAMS,                      // GatedActParams
     Binding::read(2, "x"),       // (T, x_stride): gate and up at their columns
-    Binding::read(3, "route"),   // (T, 2·top_k): ids (u32 bits) ‖ weights; a dummy when not routed
+    Binding::read(3, "route"), // (T, 2·top_k): ids (whole numbers as f32 values) ‖ weights; a dummy when not routed
     Binding::read_write(4, "y"), // (T, y_stride)
 ];
 

@@ -16,7 +16,7 @@ pub const BINDINGS: &[Binding] = &[
     Binding::read(2, "logits"),      // (T, E) router logits
     Binding::read(3, "bias"),        // (E) score correction; a 1-element dummy without HAS_BIAS
     Binding::read(4, "workgroups"),  // (P, 3) u32: each part's workgroups for this T
-    Binding::read_write(5, "route"), // (T, 2k): ids (u32 bits) ‖ weights
+    Binding::read_write(5, "route"), // (T, 2k): ids (whole numbers as f32 values) ‖ weights
     Binding::read_write(6, "args"),  // (E, P, 3) u32 indirect dispatch arguments
 ];
 

@@ -5,7 +5,9 @@
 //! - decode tok/s: 128 greedy steps after a 128-token prompt, as `generate` runs them (on the
 //!   GPU: batches of `GREEDY_BATCH` steps picked and fed on the GPU, one submit and a few bytes
 //!   read back per batch); on the GPU also `decode_per_token_tok_s`, one submit per token and
-//!   its V logits read back for a CPU argmax (the path before GPU-side picking);
+//!   its V logits read back for a CPU argmax (the path before GPU-side picking), and
+//!   `dispatches_per_token`: the compute dispatches that path records per token (counted, not
+//!   timed: `webmamba::gpu::dispatches_recorded`);
 //! - `scan_speedup_512`: 512 tokens in one forward pass (the chunked parallel scan; the median
 //!   of the plain prefills timed for `capture_overhead_512`) vs the same tokens one forward pass
 //!   each (the decode path);
@@ -68,6 +70,7 @@ struct Row {
     prefill: Vec<Stat>,
     decode: Stat,
     decode_per_token: Option<Stat>,
+    dispatches_per_token: Option<f64>,
     scan_speedup: Stat,
     resume_speedup: Stat,
     capture_overhead: Stat,
@@ -115,6 +118,8 @@ struct EngineFigures {
     prefill: Vec<Stat>,
     decode: Stat,
     decode_per_token: Option<Stat>,
+    /// GPU dispatches recorded per token of the token-by-token decode (the CPU: none).
+    dispatches_per_token: Option<f64>,
     scan: Stat,
     capture: Stat,
 }
@@ -129,6 +134,7 @@ fn measure_engine(e: &mut Engine, runs: usize, vocab: usize) -> Result<EngineFig
     let (mut prefill, mut decode, mut per_token, mut scan, mut capture) =
         (vec![Vec::new(); PREFILL.len()], Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let batched = e.pick_limits().is_some();
+    let mut dispatches = None;
     for run in 0..runs {
         for (i, &n) in PREFILL.iter().enumerate() {
             e.reset();
@@ -141,7 +147,9 @@ fn measure_engine(e: &mut Engine, runs: usize, vocab: usize) -> Result<EngineFig
             e.save_state(slots.start)?; // the same start for both ways
             decode.push(DECODE_STEPS as f64 / timed(|| decode_batched(e, &logits))?.0);
             e.load_state(slots.start)?;
+            let before = webmamba::gpu::dispatches_recorded();
             per_token.push(DECODE_STEPS as f64 / timed(|| decode_per_token(e, logits))?.0);
+            dispatches = Some((webmamba::gpu::dispatches_recorded() - before) as f64 / DECODE_STEPS as f64);
         } else {
             decode.push(DECODE_STEPS as f64 / timed(|| decode_per_token(e, logits))?.0);
         }
@@ -166,6 +174,7 @@ fn measure_engine(e: &mut Engine, runs: usize, vocab: usize) -> Result<EngineFig
         prefill: prefill.into_iter().map(Stat::of).collect(),
         decode: Stat::of(decode),
         decode_per_token: batched.then(|| Stat::of(per_token)),
+        dispatches_per_token: dispatches,
         scan: Stat::of(scan),
         capture: Stat::of(capture),
     })
@@ -249,6 +258,7 @@ pub fn run(
                 prefill: f.prefill,
                 decode: f.decode,
                 decode_per_token: f.decode_per_token,
+                dispatches_per_token: f.dispatches_per_token,
                 scan_speedup: f.scan,
                 resume_speedup,
                 capture_overhead: f.capture,
@@ -281,6 +291,7 @@ fn report(rows: &[Row], model: Value, adapter: &str, runs: usize) -> Value {
         "prefill_tok_s": per(&|r| prefill(r)),
         "decode_tok_s": per(&|r| r.decode.json()),
         "decode_per_token_tok_s": per(&|r| r.decode_per_token.as_ref().map_or(Value::Null, Stat::json)),
+        "dispatches_per_token": per(&|r| r.dispatches_per_token.map_or(Value::Null, Value::from)),
         "scan_speedup_512": per(&|r| r.scan_speedup.median.into()),
         "resume_speedup_2048": per(&|r| r.resume_speedup.median.into()),
         "capture_overhead_512": per(&|r| r.capture_overhead.median.into()),

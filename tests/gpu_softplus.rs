@@ -1,0 +1,128 @@
+//! Δ's softplus on the GPU, every copy of it (each kernel that applies it carries its own: WGSL
+//! has no includes), against f64 over [−30, 30] and beyond: each copy is cut out of its shader,
+//! wrapped in a one-line kernel and run on the adapter (lavapipe natively, SwiftShader in
+//! Chromium). The formula it replaced, log(1 + e^v), is run the same way as a control: the test
+//! must see its error (the rounding of 1 + e^v: 5% at v = −15), or it could not see a regression.
+
+mod common;
+
+use common::gpu;
+use webmamba::gpu::{Binding, GpuContext, Kernel};
+
+/// Every shader with a softplus (`shaders_are_all_here` checks the list natively).
+const SHADERS: &[(&str, &str)] = &[
+    ("gemv", include_str!("../shaders/gemv.wgsl")),
+    ("gemv_coalesced", include_str!("../shaders/gemv_coalesced.wgsl")),
+    ("linear", include_str!("../shaders/linear.wgsl")),
+    ("linear_direct", include_str!("../shaders/linear_direct.wgsl")),
+    ("ssd_chunks", include_str!("../shaders/ssd_chunks.wgsl")),
+    ("ssd_output", include_str!("../shaders/ssd_output.wgsl")),
+];
+
+/// The formula before: accurate log and exp still lose Δ's digits below v ≈ −8.
+const OLD: &str = "fn softplus(v: f32) -> f32 {
+    if (v > 20.0) {
+        return v;
+    }
+    if (v < -15.0) {
+        return exp(v);
+    }
+    return log(1.0 + exp(v));
+}
+";
+
+const BINDINGS: &[Binding] = &[Binding::read(0, "xs"), Binding::read_write(1, "ys")];
+
+/// The shader's `fn softplus` and nothing else of it, in a kernel `ys[i] = softplus(xs[i])`.
+fn wrap(shader: &str) -> String {
+    let start = shader.find("fn softplus(v: f32) -> f32 {").expect("a softplus in the shader");
+    let end = start + shader[start..].find("\n}\n").expect("the function's end") + 3;
+    format!(
+        "{}
+@group(0) @binding(0) var<storage, read> xs: array<f32>;       // (n)
+@group(0) @binding(1) var<storage, read_write> ys: array<f32>; // (n)
+
+@compute @workgroup_size(64)
+fn softplus_test(@builtin(global_invocation_id) id: vec3<u32>) {{
+    if (id.x < arrayLength(&xs)) {{
+        ys[id.x] = softplus(xs[id.x]);
+    }}
+}}
+",
+        &shader[start..end]
+    )
+}
+
+async fn run(ctx: &GpuContext, function: &str, xs: &[f32]) -> Vec<f32> {
+    let kernel = Kernel::new(ctx, "softplus_test", &wrap(function), BINDINGS).await.expect("compile");
+    let x = ctx.storage_from_f32("xs", xs).expect("xs");
+    let y = ctx.storage_zeroed_f32("ys", xs.len()).expect("ys");
+    let group = kernel.bind(ctx, &[("xs", &x), ("ys", &y)]).expect("bind");
+    let groups = (xs.len() as u32).div_ceil(64);
+    kernel.submit_once(ctx, &group, (groups, 1, 1), "softplus").await.expect("dispatch");
+    ctx.read_f32(&y, 0, xs.len()).await.expect("read back")
+}
+
+/// softplus in f64: max(v, 0) + ln(1 + e^−|v|).
+fn softplus_f64(v: f32) -> f64 {
+    let v = f64::from(v);
+    v.max(0.0) + (-v.abs()).exp().ln_1p()
+}
+
+/// What a softplus in f32 can reach at `v`, relative: WGSL lets `exp(v)` be off by
+/// (3 + 2|v|) ULP (an f32 `v` itself is only known to half an ULP, which moves e^v by |v| half
+/// ULPs), and the rest of the formula adds a few ULP: (8 + 2|v|) · 2^−23.
+fn allowed(v: f32) -> f64 {
+    (8.0 + 2.0 * f64::from(v.abs())) * f64::from(f32::EPSILON)
+}
+
+/// The worst error of `got` as a multiple of what is [`allowed`] (below 1e-30 absolute counts
+/// as exact: an f32 that underflows, as e^−100 does, is 0 on many GPUs), its relative error
+/// and where.
+fn worst(xs: &[f32], got: &[f32]) -> (f64, f64, f32) {
+    xs.iter().zip(got).fold((0.0, 0.0, 0.0), |w, (&v, &g)| {
+        let want = softplus_f64(v);
+        let err = (f64::from(g) - want).abs();
+        let rel = if err < 1e-30 { 0.0 } else { err / want.abs().max(1e-30) };
+        if rel / allowed(v) > w.0 { (rel / allowed(v), rel, v) } else { w }
+    })
+}
+
+dual_test! {
+    async fn every_softplus_matches_f64_over_the_whole_range() {
+        let Some(ctx) = gpu("every_softplus_matches_f64_over_the_whole_range").await else { return };
+        // [−30, 30] every 1/64, and the far ends (e^v underflows, torch's threshold of 20).
+        let mut xs: Vec<f32> = (-30 * 64..=30 * 64).map(|i| i as f32 / 64.0).collect();
+        xs.extend([-100.0, -88.0, -87.0, -15.0001, -14.9999, -8.0001, 19.999, 20.001, 50.0, 100.0]);
+        for (name, shader) in SHADERS {
+            let got = run(&ctx, shader, &xs).await;
+            let (share, rel, at) = worst(&xs, &got);
+            common::log(&format!(
+                "softplus in {name}.wgsl: worst {rel:.2e} relative at v = {at} ({share:.2} of what is allowed there)"
+            ));
+            assert!(share <= 1.0, "{name}.wgsl: softplus is off by {rel:.2e} (relative) at v = {at}");
+        }
+        // The control: the old formula's error is plainly visible to this test.
+        let (share, rel, at) = worst(&xs, &run(&ctx, OLD, &xs).await);
+        common::log(&format!("the old log(1 + e^v): worst {rel:.2e} relative at v = {at} ({share:.0}x what is allowed)"));
+        assert!(share > 100.0, "the test no longer sees the old formula's error ({rel:.2e} at {at})");
+        assert!(ctx.take_uncaptured_error().is_none(), "no stray GPU error");
+    }
+}
+
+/// Every shader that defines a softplus is in [`SHADERS`].
+#[cfg(not(target_arch = "wasm32"))]
+#[test]
+fn shaders_are_all_here() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/shaders");
+    let mut found: Vec<String> = std::fs::read_dir(dir)
+        .expect("the shaders folder")
+        .filter_map(|e| e.ok())
+        .filter(|e| std::fs::read_to_string(e.path()).is_ok_and(|s| s.contains("fn softplus(")))
+        .filter_map(|e| e.path().file_stem().and_then(|s| s.to_str()).map(str::to_owned))
+        .collect();
+    found.sort();
+    let mut listed: Vec<String> = SHADERS.iter().map(|(n, _)| (*n).to_owned()).collect();
+    listed.sort();
+    assert_eq!(found, listed, "every shader with a softplus must be tested here");
+}
