@@ -106,7 +106,7 @@ fn bench_reports_both_backends_side_by_side() {
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
     let out = String::from_utf8(run.stdout).unwrap();
     assert!(
-        out.contains("| Cpu |") && out.contains("| Gpu |") && out.contains("gpu/cpu speed ratio"),
+        out.contains("| cpu |") && out.contains("| gpu |") && out.contains("gpu/cpu speed ratio"),
         "{out}"
     );
 }
@@ -152,6 +152,10 @@ fn bench_suite_prints_one_json_object_with_every_figure() {
         }
     }
     assert!(report["gpu_memory_bytes"]["cpu"].is_null());
+    // the CPU's pool: every core by default; nothing on the GPU
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert_eq!(report["cpu_threads"]["cpu"], cores, "{report}");
+    assert!(report["cpu_threads"]["gpu-f16"].is_null());
     let (f16, int8) = (&report["gpu_memory_bytes"]["gpu-f16"], &report["gpu_memory_bytes"]["gpu-int8"]);
     assert!(number(&int8["weights"], "weights") < number(&f16["weights"], "weights"), "{report}");
 }
@@ -177,6 +181,14 @@ fn cli_mistakes_are_clear_errors() {
         ]);
         assert!(!bad_id.status.success());
         assert!(String::from_utf8_lossy(&bad_id.stderr).contains("outside the vocabulary"), "{backend}");
+    }
+
+    // a thread count of 0 (or past 256) is refused by the parser, before anything loads
+    for threads in ["0", "257"] {
+        let run =
+            webmamba(&["generate", "--model", dir.to_str().unwrap(), "--prompt", "x", "--threads", threads]);
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(!run.status.success() && stderr.contains("--threads"), "{threads}: {stderr}");
     }
 
     // replay: an id past u32 is refused, not wrapped to 0 (4294967296 used to run as id 0).

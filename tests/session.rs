@@ -6,6 +6,7 @@ mod common;
 use common::fixtures::{self, Fixture};
 use common::{assert_close, log};
 use rand::{Rng, SeedableRng, rngs::SmallRng};
+use webmamba::cpu::threads::Threads;
 use webmamba::sampling::Sampler;
 use webmamba::{
     CacheConfig, Engine, Error, GenerateOptions, GpuContext, GpuModelOptions, Logits, Retention, Runtime,
@@ -386,7 +387,7 @@ async fn generation_stops_at_max_context(ctx: Option<&GpuContext>) {
             let options = GpuModelOptions { max_context: Some(max), ..Default::default() };
             Engine::gpu(ctx, &c, options).await.unwrap()
         }
-        None => Engine::cpu_with(c.weights().unwrap(), Some(max)).unwrap(),
+        None => Engine::cpu_with(c.weights().unwrap(), Some(max), Threads::new(None).unwrap()).unwrap(),
     };
     let mut rt = Runtime::new(engine, CacheConfig::default()).unwrap();
     let id = rt.new_session().unwrap();

@@ -1,7 +1,7 @@
 //! The causal depthwise conv1d + SiLU every Mamba block runs before its scan, over the window
 //! carried in the state, and where a forward call captures the states it checkpoints.
 
-use crate::blocks::CONV;
+use crate::blocks::{CONV, SSM};
 use crate::cpu::ops::silu;
 use crate::model::{LayerState, State};
 
@@ -13,6 +13,32 @@ pub(crate) struct Capture<'a> {
     pub states: &'a mut [State],
     /// The layer being run.
     pub layer: usize,
+}
+
+impl Capture<'_> {
+    /// Joins a scan of T tokens run in blocks of `channels` channels (the last may be narrower): each
+    /// block's (y (T, width), its SSM state rows (width·N) after each captured position) →
+    /// y (T, di), and each block's rows into the snapshots' SSM regions of this layer.
+    pub fn join_scan_blocks(
+        &mut self,
+        blocks: &[(Vec<f32>, Vec<f32>)],
+        t_len: usize,
+        channels: usize,
+        di: usize,
+        n: usize,
+    ) -> Vec<f32> {
+        let mut y = vec![0.0; t_len * di];
+        for (i, (part, snaps)) in blocks.iter().enumerate() {
+            let (first, width) = (i * channels, part.len() / t_len.max(1));
+            for (row, src) in y.chunks_exact_mut(di).zip(part.chunks_exact(width.max(1))) {
+                row[first..first + width].copy_from_slice(src);
+            }
+            for (snapshot, src) in self.states.iter_mut().zip(snaps.chunks_exact((width * n).max(1))) {
+                snapshot.layers[self.layer].regions[SSM][first * n..(first + width) * n].copy_from_slice(src);
+            }
+        }
+        y
+    }
 }
 
 /// One block's run on the CPU: A = −exp(A_log) (precomputed), the normalised input x (T, D),

@@ -12,7 +12,10 @@
 //!   loop.
 //!
 //! Both sum in f32; the order differs between them (and from a plain loop) by rounding only.
+//! On the model's threads the GEMV splits its output rows and the GEMM its output columns: each
+//! output is the same sum at any thread count.
 
+use crate::cpu::threads::{chunk_len, for_chunks, map_range};
 use crate::model::matrix::{bf16_to_f32, f16_to_f32};
 use crate::model::{Matrix, MatrixData};
 
@@ -39,27 +42,46 @@ pub fn linear(x: &[f32], w: &Matrix, bias: Option<&[f32]>) -> Vec<f32> {
         }
         return y;
     }
-    match &w.data {
-        MatrixData::F32(d) => gemm(x, d, n_in, &mut y, n_out, 0),
-        MatrixData::F16(d) => gemm_panels(x, d, n_in, &mut y, n_out, f16_to_f32),
-        MatrixData::BF16(d) => gemm_panels(x, d, n_in, &mut y, n_out, bf16_to_f32),
-    }
+    // whole columns of y (rows of W) per piece of work, about 1 Mi multiply-adds at least
+    let cols = chunk_len(n_out, (1 << 20) / (t * n_in).max(1), 16);
+    let out = Out { ptr: y.as_mut_ptr(), len: y.len() };
+    map_range(n_out.div_ceil(cols), |i| {
+        let first = i * cols;
+        let part = first * n_in..(first + cols.min(n_out - first)) * n_in;
+        match &w.data {
+            MatrixData::F32(d) => gemm(x, &d[part], n_in, out, n_out, first),
+            MatrixData::F16(d) => gemm_panels(x, &d[part], n_in, out, n_out, first, f16_to_f32),
+            MatrixData::BF16(d) => gemm_panels(x, &d[part], n_in, out, n_out, first, bf16_to_f32),
+        }
+    });
     y
 }
 
+/// y (T, n_out) as a pointer the GEMM's pieces share: each writes only its own columns.
+#[derive(Clone, Copy)]
+struct Out {
+    ptr: *mut f32,
+    len: usize,
+}
+
+// SAFETY: the pieces given one `Out` write disjoint columns of it (see `linear`), and `linear`
+// holds the `&mut` it came from until every piece has returned.
+unsafe impl Send for Out {}
+unsafe impl Sync for Out {}
+
 /// `y[:, first..first + rows] += x · Wᵀ` for the f32 rows `w` (rows, in) of a matrix with
 /// `n_out` rows in all: x (T, in), y (T, n_out).
-fn gemm(x: &[f32], w: &[f32], n_in: usize, y: &mut [f32], n_out: usize, first: usize) {
+fn gemm(x: &[f32], w: &[f32], n_in: usize, y: Out, n_out: usize, first: usize) {
     let t = x.len() / n_in;
     let rows = w.len() / n_in;
-    assert!(x.len() == t * n_in && w.len() == rows * n_in && first + rows <= n_out && y.len() == t * n_out);
+    assert!(x.len() == t * n_in && w.len() == rows * n_in && first + rows <= n_out && y.len == t * n_out);
     if t == 0 || rows == 0 {
         return;
     }
     // SAFETY: sgemm reads A = x as (T, in) with strides (in, 1), B = wᵀ as (in, rows) with
     // strides (1, in), and writes C = y[:, first..first + rows] as (T, rows) with strides
     // (n_out, 1); the assert above keeps every element addressed inside its slice (the last one
-    // of C is (T−1)·n_out + first + rows − 1 < T·n_out).
+    // of C is (T−1)·n_out + first + rows − 1 < T·n_out); no other piece writes these columns.
     unsafe {
         matrixmultiply::sgemm(
             t,
@@ -73,38 +95,49 @@ fn gemm(x: &[f32], w: &[f32], n_in: usize, y: &mut [f32], n_out: usize, first: u
             1,
             n_in as isize,
             1.0,
-            y.as_mut_ptr().add(first),
+            y.ptr.add(first),
             n_out as isize,
             1,
         );
     }
 }
 
-/// [`gemm`] over W stored narrower than f32: whole rows, [`PANEL_ELEMENTS`] at most, widened
-/// into a scratch panel at a time.
+/// [`gemm`] over the rows `w` of W stored narrower than f32: whole rows, [`PANEL_ELEMENTS`]
+/// at most, widened into a scratch panel at a time.
 fn gemm_panels<T: Copy>(
     x: &[f32],
     w: &[T],
     n_in: usize,
-    y: &mut [f32],
+    y: Out,
     n_out: usize,
+    first: usize,
     widen: impl Fn(T) -> f32,
 ) {
-    let rows = (PANEL_ELEMENTS / n_in).clamp(1, n_out.max(1));
+    let rows = (PANEL_ELEMENTS / n_in).clamp(1, (w.len() / n_in).max(1));
     let mut panel = vec![0.0f32; rows * n_in];
     for (i, part) in w.chunks(rows * n_in).enumerate() {
         let panel = &mut panel[..part.len()];
         panel.iter_mut().zip(part).for_each(|(p, &v)| *p = widen(v));
-        gemm(x, panel, n_in, y, n_out, i * rows);
+        gemm(x, panel, n_in, y, n_out, first + i * rows);
     }
 }
 
 /// Four dot products of x with four rows of W in its stored type.
 type Dot4<T> = fn(&[f32], [&[T]; 4]) -> [f32; 4];
 
-/// `y += W · x` for one x (in): w (out, in) in its stored type, y (out); four rows at a time by
-/// `dot4`, the rest one by one.
-fn gemv<T: Copy>(x: &[f32], w: &[T], y: &mut [f32], widen: impl Fn(T) -> f32, dot4: Dot4<T>) {
+/// `y += W · x` for one x (in): w (out, in) in its stored type, y (out); pieces of rows (a
+/// multiple of four, about 64 Ki weights at least) split across the model's threads.
+fn gemv<T: Copy + Sync>(x: &[f32], w: &[T], y: &mut [f32], widen: impl Fn(T) -> f32 + Sync, dot4: Dot4<T>) {
+    let n_in = x.len();
+    let rows = chunk_len(y.len(), (1 << 16) / n_in.max(1), 4);
+    for_chunks(y, rows, |i, ys| {
+        let first = i * rows;
+        gemv_rows(x, &w[first * n_in..(first + ys.len()) * n_in], ys, &widen, dot4);
+    });
+}
+
+/// [`gemv`] on one piece of rows: four rows at a time by `dot4`, the rest one by one.
+fn gemv_rows<T: Copy>(x: &[f32], w: &[T], y: &mut [f32], widen: impl Fn(T) -> f32, dot4: Dot4<T>) {
     let n_in = x.len();
     let mut rows4 = w.chunks_exact(4 * n_in);
     let mut ys4 = y.chunks_exact_mut(4);

@@ -9,5 +9,6 @@ mod model;
 pub mod ops;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd128;
+pub mod threads;
 
 pub use model::{CHUNK_TOKENS, CpuModel};

@@ -9,6 +9,7 @@ use crate::blocks::{BlockKind, BlockWeights, attention, mamba1, mamba2, mlp, moe
 use crate::cpu::conv::{Capture, Run};
 use crate::cpu::matmul::linear;
 use crate::cpu::ops::rms_norm;
+use crate::cpu::threads::Threads;
 use crate::error::{Error, Result};
 use crate::model::{Config, Logits, ModelWeights, State, StateLayout, context};
 
@@ -26,10 +27,12 @@ pub struct CpuModel {
     layout: Arc<StateLayout>,
     /// The most tokens of context its attention layers' caches may hold.
     max_context: usize,
+    /// The threads a forward pass runs on.
+    threads: Threads,
 }
 
 impl CpuModel {
-    /// Wraps loaded weights.
+    /// Wraps loaded weights, to run on one thread ([`CpuModel::with_threads`] for more).
     pub fn new(w: ModelWeights) -> Self {
         let a = w
             .layers
@@ -39,7 +42,18 @@ impl CpuModel {
         let layout = Arc::new(w.config.state_layout());
         // The default can only fail for a `wanted` length.
         let max_context = context::max_context(&w.config, None, u64::MAX).unwrap_or(usize::MAX);
-        Self { w, a, layout, max_context }
+        Self { w, a, layout, max_context, threads: Threads::single() }
+    }
+
+    /// The model running its forward passes on `threads`.
+    pub fn with_threads(mut self, threads: Threads) -> Self {
+        self.threads = threads;
+        self
+    }
+
+    /// How many threads its forward passes use.
+    pub fn threads(&self) -> usize {
+        self.threads.count()
     }
 
     /// The model with a `max_context` of `wanted` (`None`: the default,
@@ -78,6 +92,17 @@ impl CpuModel {
     /// prompt: only the logits asked for grow with it (and are reserved first — a call whose
     /// (T, V) logits cannot be had is [`Error::OutOfMemory`] before any work, not an abort).
     pub fn forward_capturing(
+        &self,
+        tokens: &[u32],
+        state: &mut State,
+        which: Logits,
+        positions: &[usize],
+    ) -> Result<(Vec<f32>, Vec<State>)> {
+        self.threads.run(|| self.forward_on_threads(tokens, state, which, positions))
+    }
+
+    /// [`CpuModel::forward_capturing`] on the model's threads.
+    fn forward_on_threads(
         &self,
         tokens: &[u32],
         state: &mut State,

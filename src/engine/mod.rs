@@ -10,6 +10,7 @@ use std::ops::Range;
 use cpu_pages::{CpuPages, CpuSlot};
 
 use crate::cpu::CpuModel;
+use crate::cpu::threads::Threads;
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 use crate::gpu_model::{GpuModel, GpuModelOptions};
@@ -86,11 +87,12 @@ pub enum Engine {
 }
 
 impl Engine {
-    /// The CPU reference.
+    /// The CPU reference, on every core ([`Threads::new`]`(None)`).
     pub fn cpu(weights: ModelWeights) -> Self {
         let state = State::zeros(&weights.config);
+        let threads = Threads::new(None).unwrap_or_else(|_| Threads::single());
         Engine::Cpu {
-            model: Box::new(CpuModel::new(weights)),
+            model: Box::new(CpuModel::new(weights).with_threads(threads)),
             state,
             slots: Vec::new(),
             pages: CpuPages::default(),
@@ -98,10 +100,10 @@ impl Engine {
     }
 
     /// The CPU reference with a context of at most `max_context` tokens (`None`: the default,
-    /// [`crate::model::context::max_context`]).
-    pub fn cpu_with(weights: ModelWeights, max_context: Option<usize>) -> Result<Self> {
+    /// [`crate::model::context::max_context`]), on `threads`.
+    pub fn cpu_with(weights: ModelWeights, max_context: Option<usize>, threads: Threads) -> Result<Self> {
         let state = State::zeros(&weights.config);
-        let model = CpuModel::new(weights).with_max_context(max_context)?;
+        let model = CpuModel::new(weights).with_max_context(max_context)?.with_threads(threads);
         Ok(Engine::Cpu { model: Box::new(model), state, slots: Vec::new(), pages: CpuPages::default() })
     }
 
@@ -111,6 +113,14 @@ impl Engine {
         match self {
             Engine::Cpu { model, .. } => model.max_context(),
             Engine::Gpu(m) => m.max_context(),
+        }
+    }
+
+    /// How many threads the CPU forward pass runs on (`None` on the GPU).
+    pub fn cpu_threads(&self) -> Option<usize> {
+        match self {
+            Engine::Cpu { model, .. } => Some(model.threads()),
+            Engine::Gpu(_) => None,
         }
     }
 

@@ -6,6 +6,7 @@ use std::rc::Rc;
 
 use wasm_bindgen::prelude::*;
 
+use crate::cpu::threads::Threads;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
@@ -138,7 +139,11 @@ impl Model {
             }
             Err(why) => why,
         };
-        let engine = Engine::cpu_with(checkpoint.weights_reporting(&mut reporter)?, o.max_context)?;
+        let engine = Engine::cpu_with(
+            checkpoint.weights_reporting(&mut reporter)?,
+            o.max_context,
+            Threads::new(None)?,
+        )?;
         Self::assemble(engine, why, checkpoint.tokenizer_json.as_deref(), o, reporter.warnings().to_vec())
     }
 
@@ -165,8 +170,11 @@ impl Model {
         };
         let mut sink = HostSink::new(&opened.layout)?;
         let fingerprint = loader::stream(&source, &opened, &mut sink, None, &mut reporter).await?;
-        let engine =
-            Engine::cpu_with(sink.finish(&opened.config, &opened.layout, fingerprint)?, o.max_context)?;
+        let engine = Engine::cpu_with(
+            sink.finish(&opened.config, &opened.layout, fingerprint)?,
+            o.max_context,
+            Threads::new(None)?,
+        )?;
         Self::assemble(engine, why, opened.tokenizer_json.as_deref(), o, reporter.warnings().to_vec())
     }
 

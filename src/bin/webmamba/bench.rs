@@ -10,7 +10,7 @@ use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
 use webmamba::{Checkpoint, Logits, Matmul};
 
-use crate::setup::{Backend, Weights, checkpoint, engine};
+use crate::setup::{Backend, ContextArgs, Weights, checkpoint, engine};
 use crate::shapes::Shape;
 
 /// Options of `webmamba bench`.
@@ -51,6 +51,19 @@ pub struct BenchArgs {
     /// The GPU's prefill matmul kernel.
     #[arg(long, value_enum, default_value_t = MatmulArg::Auto)]
     matmul: MatmulArg,
+    /// CPU thread counts, in order (e.g. `1,2`): the CPU backend runs once per count, side by
+    /// side, labelled `cpu-<n>t`. Default: one run on every core, labelled `cpu`.
+    #[arg(long, value_delimiter = ',',
+          value_parser = clap::value_parser!(u16).range(1..=webmamba::cpu::threads::MAX_THREADS as i64))]
+    threads: Vec<u16>,
+}
+
+/// The CPU backend's runs: one per thread count asked for, each with its label.
+pub fn cpu_runs(threads: &[u16]) -> Vec<(String, Option<u16>)> {
+    match threads {
+        [] => vec![("cpu".into(), None)],
+        counts => counts.iter().map(|&n| (format!("cpu-{n}t"), Some(n))).collect(),
+    }
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -62,6 +75,7 @@ enum MatmulArg {
 
 struct Row {
     backend: Backend,
+    label: String,
     prefill: Duration,
     decode: Duration,
 }
@@ -81,7 +95,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         (dir, _) => checkpoint(dir.as_ref())?,
     };
     if a.suite {
-        return crate::suite::run(&checkpoint, &a.backends, &a.formats, a.runs, a.json);
+        return crate::suite::run(&checkpoint, &a.backends, &a.formats, &a.threads, a.runs, a.json);
     }
     let c = checkpoint.config.clone();
     let matmul = match a.matmul {
@@ -100,8 +114,17 @@ pub fn run(a: BenchArgs) -> Result<()> {
         a.decode_tokens
     );
     let mut rows = Vec::new();
-    for &backend in &a.backends {
-        let mut e = engine(&checkpoint, backend, matmul, a.weights, Default::default())?;
+    let runs: Vec<(Backend, String, Option<u16>)> = a
+        .backends
+        .iter()
+        .flat_map(|&backend| match backend {
+            Backend::Cpu => cpu_runs(&a.threads).into_iter().map(|(l, n)| (backend, l, n)).collect(),
+            Backend::Gpu => vec![(backend, "gpu".to_string(), None)],
+        })
+        .collect();
+    for (backend, label, threads) in runs {
+        let context = ContextArgs { threads, ..Default::default() };
+        let mut e = engine(&checkpoint, backend, matmul, a.weights, context)?;
         // Warm-up: pipelines compile lazily on some drivers.
         pollster::block_on(e.forward(&prompt[..1], Logits::Last))?;
         e.reset();
@@ -114,16 +137,16 @@ pub fn run(a: BenchArgs) -> Result<()> {
             logits = pollster::block_on(e.forward(&[next], Logits::Last))?;
         }
         let decode = t0.elapsed();
-        eprintln!("{backend:?}: prefill {prefill:.2?}, decode {decode:.2?}");
-        rows.push(Row { backend, prefill, decode });
+        eprintln!("{label}: prefill {prefill:.2?}, decode {decode:.2?}");
+        rows.push(Row { backend, label, prefill, decode });
     }
     println!("| backend | prefill tok/s | decode tok/s |");
     println!("|---|---|---|");
     let rate = |n: usize, d: Duration| n as f64 / d.as_secs_f64();
     for r in &rows {
         println!(
-            "| {:?} | {:.1} | {:.2} |",
-            r.backend,
+            "| {} | {:.1} | {:.2} |",
+            r.label,
             rate(a.prompt_tokens, r.prefill),
             rate(a.decode_tokens, r.decode)
         );

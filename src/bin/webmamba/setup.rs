@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::ValueEnum;
+use webmamba::cpu::threads::Threads;
 use webmamba::{Checkpoint, Engine, GpuContext, GpuModel, GpuModelOptions, KvFormat, Matmul, WeightFormat};
 
 use crate::{default_model, progress};
@@ -50,7 +51,7 @@ pub enum Kv {
 }
 
 /// The attention caches of hybrid models (nothing changes for a pure Mamba model): the
-/// `maxContext` and `kvFormat` load options of the JS API.
+/// `maxContext` and `kvFormat` load options of the JS API; and the CPU backend's threads.
 #[derive(Clone, Copy, Debug, Default, clap::Args)]
 pub struct ContextArgs {
     /// Most tokens of context; past it a call fails with ContextFull (default: what 1 GiB of
@@ -60,6 +61,10 @@ pub struct ContextArgs {
     /// How the GPU stores cached keys and values (the CPU keeps f32).
     #[arg(long, value_enum, default_value_t = Kv::F32)]
     pub kv_format: Kv,
+    /// Threads of the CPU backend's forward pass (default: every core). Results are the same
+    /// at any count.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=webmamba::cpu::threads::MAX_THREADS as i64))]
+    pub threads: Option<u16>,
 }
 
 /// Storage dtypes of random checkpoints.
@@ -95,7 +100,10 @@ pub fn engine(
         Kv::F16 => bail!("--kv-format f16 needs --backend gpu (the CPU reference keeps f32 keys and values)"),
     };
     Ok(match backend {
-        Backend::Cpu => Engine::cpu_with(checkpoint.weights_reporting(&mut reporter)?, context.max_context)?,
+        Backend::Cpu => {
+            let threads = Threads::new(context.threads.map(usize::from))?;
+            Engine::cpu_with(checkpoint.weights_reporting(&mut reporter)?, context.max_context, threads)?
+        }
         Backend::Gpu => pollster::block_on(async {
             let ctx = GpuContext::new().await?;
             eprintln!("gpu: {}", ctx.summary());

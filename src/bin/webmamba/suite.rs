@@ -27,7 +27,8 @@ use anyhow::Result;
 use serde_json::{Value, json};
 use webmamba::{CacheConfig, Checkpoint, Engine, GREEDY_BATCH, Logits, Matmul, Retention, Runtime};
 
-use crate::setup::{Backend, Weights, engine};
+use crate::bench::cpu_runs;
+use crate::setup::{Backend, ContextArgs, Weights, engine};
 
 /// Median, min and max of a figure over the runs.
 struct Stat {
@@ -75,6 +76,8 @@ struct Row {
     resume_speedup: Stat,
     capture_overhead: Stat,
     memory: Value,
+    /// The CPU backend's pool size (`None` on the GPU).
+    cpu_threads: Option<usize>,
 }
 
 /// `n` token ids, different for each `salt`.
@@ -221,6 +224,7 @@ pub fn run(
     checkpoint: &Checkpoint,
     backends: &[Backend],
     formats: &[Weights],
+    threads: &[u16],
     runs: usize,
     as_json: bool,
 ) -> Result<()> {
@@ -229,24 +233,22 @@ pub fn run(
     let mut rows = Vec::new();
     let mut adapter = String::new();
     for &backend in backends {
-        let variants: Vec<Option<Weights>> = match backend {
-            Backend::Cpu => vec![None],
-            Backend::Gpu => formats.iter().copied().map(Some).collect(),
+        // (label, GPU weight format, CPU threads)
+        let variants: Vec<(String, Option<Weights>, Option<u16>)> = match backend {
+            Backend::Cpu => cpu_runs(threads).into_iter().map(|(label, n)| (label, None, n)).collect(),
+            Backend::Gpu => formats
+                .iter()
+                .map(|&w| (format!("gpu-{}", format!("{w:?}").to_lowercase()), Some(w), None))
+                .collect(),
         };
-        for weights in variants {
-            let label =
-                weights.map_or("cpu".to_string(), |w| format!("gpu-{}", format!("{w:?}").to_lowercase()));
+        for (label, weights, threads) in variants {
             eprintln!("bench: {label}…");
-            let mut e = engine(
-                checkpoint,
-                backend,
-                Matmul::Auto,
-                weights.unwrap_or(Weights::F16),
-                Default::default(),
-            )?;
+            let context = ContextArgs { threads, ..Default::default() };
+            let mut e = engine(checkpoint, backend, Matmul::Auto, weights.unwrap_or(Weights::F16), context)?;
             if let Engine::Gpu(m) = &e {
                 adapter = m.context().summary().to_string();
             }
+            let cpu_threads = e.cpu_threads();
             let f = measure_engine(&mut e, runs, vocab)?;
             let config =
                 CacheConfig { block_size: BLOCK, retention: Retention::Dense, budget_bytes: u64::MAX };
@@ -263,6 +265,7 @@ pub fn run(
                 resume_speedup,
                 capture_overhead: f.capture,
                 memory,
+                cpu_threads,
             });
         }
     }
@@ -286,7 +289,7 @@ fn report(rows: &[Row], model: Value, adapter: &str, runs: usize) -> Value {
     json!({
         "model": model,
         "adapter": adapter,
-        "cpu_threads": std::thread::available_parallelism().map_or(1, |n| n.get()),
+        "cpu_threads": per(&|r| r.cpu_threads.map_or(Value::Null, Value::from)),
         "runs": runs,
         "prefill_tok_s": per(&|r| prefill(r)),
         "decode_tok_s": per(&|r| r.decode.json()),

@@ -6,6 +6,7 @@ use crate::blocks::attention::{Attention, Rope, Weights};
 use crate::cpu::conv::Run;
 use crate::cpu::matmul::linear;
 use crate::cpu::ops::dot;
+use crate::cpu::threads::{chunk_len, for_chunks};
 use crate::kernels::rope::rope_rows;
 
 /// Index of the key/value cache among an attention block's state regions.
@@ -79,10 +80,15 @@ pub(crate) fn attend(
         let snapshot = &mut cap.states[i].layers[cap.layer].regions[kv_region];
         *snapshot = kv[..(past + at + 1) * 2 * kvd].to_vec();
     }
+    // Each (row t, head h) on its own: `out` (T, Hq·hd) in pieces of whole heads on the
+    // model's threads.
     let mut out = vec![0.0; t_len * qd];
-    let mut scores = Vec::with_capacity(past + t_len);
-    for t in 0..t_len {
-        for h in 0..hq {
+    let heads = chunk_len(t_len * hq, (1 << 14) / (hd * (past + t_len)).max(1), 1);
+    let kv = &*kv;
+    for_chunks(&mut out, heads * hd, |i, piece| {
+        let mut scores = Vec::with_capacity(past + t_len);
+        for (j, o) in piece.chunks_exact_mut(hd).enumerate() {
+            let (t, h) = ((i * heads + j) / hq, (i * heads + j) % hq);
             let qh = &q[t * qd + h * hd..t * qd + (h + 1) * hd];
             let kv_head = (h / group) * hd;
             scores.clear();
@@ -93,12 +99,11 @@ pub(crate) fn attend(
             let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
             scores.iter_mut().for_each(|s| *s = (*s - max).exp());
             let sum: f32 = scores.iter().sum();
-            let o = &mut out[t * qd + h * hd..t * qd + (h + 1) * hd];
             for (j, s) in scores.iter().enumerate() {
                 let value = &kv[j * 2 * kvd + kvd + kv_head..j * 2 * kvd + kvd + kv_head + hd];
                 o.iter_mut().zip(value).for_each(|(o, v)| *o += s / sum * v);
             }
         }
-    }
+    });
     out
 }

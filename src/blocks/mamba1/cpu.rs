@@ -1,12 +1,14 @@
 //! A Mamba-1 block on the CPU reference: the selective scan as a sequential loop, exactly as
-//! in the paper (and as HF transformers' slow path computes it). Symbols: see the glossary in
+//! in the paper (and as HF transformers' slow path computes it), its channels split across the
+//! model's threads. Symbols: see the glossary in
 //! [`crate::model`].
 
 use crate::blocks::SSM;
 use crate::blocks::mamba1::{Mamba1, Weights};
-use crate::cpu::conv::{Capture, ConvWeights, Run, conv_silu};
+use crate::cpu::conv::{ConvWeights, Run, conv_silu};
 use crate::cpu::matmul::linear;
 use crate::cpu::ops::{rms_norm_in_place, scan_step, silu, softplus};
+use crate::cpu::threads::{chunk_len, map_chunks};
 
 /// The block's mixer over x (T, D) from state `st`, updating it; returns (T, D). `a` is
 /// A = −exp(A_log), (E·D, N). The layer's state after each of `cap.positions` goes to
@@ -28,7 +30,6 @@ pub(crate) fn forward(p: &Mamba1, w: &Weights, run: Run<'_>) -> Vec<f32> {
         st,
         &mut cap,
     );
-    let Capture { positions, states: snapshots, layer: li } = cap;
 
     // [δ | B | C] = u · W_xᵀ: (T, R + 2N); Δ = softplus(δ · W_dtᵀ + b_dt): (T, E·D)
     let mut dbc = linear(&u, &w.x_proj, None);
@@ -50,27 +51,36 @@ pub(crate) fn forward(p: &Mamba1, w: &Weights, run: Run<'_>) -> Vec<f32> {
     let delta: Vec<f32> =
         linear(&delta_in, &w.dt_proj, Some(&w.ssm.dt_bias)).into_iter().map(softplus).collect();
 
-    // Selective scan, sequential in t:
+    // Selective scan, sequential in t, in blocks of channels on the model's threads:
     //   h_t = exp(Δ_t A) ⊙ h_{t−1} + (Δ_t u_t) B_t,   y_t = h_t · C_t + D u_t,
-    // then the gate: y ← y · silu(z).
-    let mut y = vec![0.0; t_len * di];
-    let mut next_snapshot = 0;
-    for t in 0..t_len {
-        let bc = &dbc[t * (r + 2 * n) + r..(t + 1) * (r + 2 * n)];
-        let (b, cc) = bc.split_at(n);
-        for ch in 0..di {
-            let dt = delta[t * di + ch];
-            let ut = u[t * di + ch];
-            let h = &mut st.regions[SSM][ch * n..(ch + 1) * n];
-            let acc = scan_step(h, &a[ch * n..(ch + 1) * n], b, cc, dt, dt * ut);
-            let z = xz[t * 2 * di + di + ch];
-            y[t * di + ch] = (acc + w.ssm.d[ch] * ut) * silu(z);
+    // then the gate: y ← y · silu(z). Each block returns its y (T, channels) and its part of
+    // the state after each captured position.
+    let channels = chunk_len(di, 64, 1);
+    let blocks = map_chunks(&mut st.regions[SSM], channels * n, |i, hs| {
+        let first = i * channels;
+        let width = hs.len() / n;
+        let mut y = vec![0.0; t_len * width];
+        let mut snaps = Vec::with_capacity(cap.positions.len() * hs.len());
+        let mut next_snapshot = 0;
+        for t in 0..t_len {
+            let bc = &dbc[t * (r + 2 * n) + r..(t + 1) * (r + 2 * n)];
+            let (b, cc) = bc.split_at(n);
+            for (j, h) in hs.chunks_exact_mut(n).enumerate() {
+                let ch = first + j;
+                let dt = delta[t * di + ch];
+                let ut = u[t * di + ch];
+                let acc = scan_step(h, &a[ch * n..(ch + 1) * n], b, cc, dt, dt * ut);
+                let z = xz[t * 2 * di + di + ch];
+                y[t * width + j] = (acc + w.ssm.d[ch] * ut) * silu(z);
+            }
+            if cap.positions.get(next_snapshot) == Some(&t) {
+                snaps.extend_from_slice(hs);
+                next_snapshot += 1;
+            }
         }
-        if positions.get(next_snapshot) == Some(&t) {
-            snapshots[next_snapshot].layers[li].regions[SSM].copy_from_slice(&st.regions[SSM]);
-            next_snapshot += 1;
-        }
-    }
+        (y, snaps)
+    });
+    let y = cap.join_scan_blocks(&blocks, t_len, channels, di, n);
 
     // out = y · W_outᵀ (+ b_out): (T, D)
     linear(&y, &w.ssm.out_proj, w.ssm.out_proj_bias.as_deref())

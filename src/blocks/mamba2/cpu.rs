@@ -13,13 +13,14 @@ use crate::blocks::mamba2::{GatedNorm, Mamba2, Weights};
 use crate::cpu::conv::{ConvWeights, Run, conv_silu};
 use crate::cpu::matmul::linear;
 use crate::cpu::ops::{dot, exp, silu, softplus};
+use crate::cpu::threads::{chunk_len, map_chunks};
 
 /// The block's mixer over x (T, D) from state `st`, updating it; returns (T, D). `a` is
 /// A = −exp(A_log), (H). The layer's state after each of `cap.positions` goes to `cap.states`.
 pub(crate) fn forward(c: &Mamba2, w: &Weights, run: Run<'_>) -> Vec<f32> {
     let Run { a, x, st, mut cap } = run;
     let (di, n, k, heads, p, g) = (c.d_inner, c.d_state, c.d_conv, c.n_heads, c.head_dim, c.n_groups);
-    let (cd, width) = (c.conv_dim(), c.in_proj_dim());
+    let (cd, width_in) = (c.conv_dim(), c.in_proj_dim());
     let (lo, hi) = c.time_step_limit;
     let t_len = x.len() / w.ssm.in_proj.cols;
 
@@ -28,8 +29,8 @@ pub(crate) fn forward(c: &Mamba2, w: &Weights, run: Run<'_>) -> Vec<f32> {
     if c.in_scales != [1.0; 5] {
         // Falcon-H1's µP multipliers, one per segment z | x | B | C | δ.
         let gn = g * n;
-        let ends = [di, 2 * di, 2 * di + gn, 2 * di + 2 * gn, width];
-        for row in zxbcdt.chunks_exact_mut(width) {
+        let ends = [di, 2 * di, 2 * di + gn, 2 * di + 2 * gn, width_in];
+        for row in zxbcdt.chunks_exact_mut(width_in) {
             let mut start = 0;
             for (end, scale) in ends.iter().zip(c.in_scales) {
                 row[start..*end].iter_mut().for_each(|v| *v *= scale);
@@ -41,39 +42,49 @@ pub(crate) fn forward(c: &Mamba2, w: &Weights, run: Run<'_>) -> Vec<f32> {
     let u = conv_silu(
         ConvWeights { weight: &w.ssm.conv, bias: w.ssm.conv_bias.as_deref(), k },
         &zxbcdt,
-        width,
+        width_in,
         di,
         st,
         &mut cap,
     );
 
-    // The scan, sequential in t, then the gate: y ← y · silu(z) (after the norm below for
-    // NormThenGate).
+    // The scan, sequential in t, in blocks of whole heads on the model's threads, then the
+    // gate: y ← y · silu(z) (after the norm below for NormThenGate). Each block returns its y
+    // (T, channels) and its part of the state after each captured position.
     let gate_first = c.gated_norm != GatedNorm::NormThenGate;
-    let mut y = vec![0.0; t_len * di];
-    let mut next_snapshot = 0;
-    for t in 0..t_len {
-        let (ut, row) = (&u[t * cd..(t + 1) * cd], &zxbcdt[t * width..(t + 1) * width]);
-        for hd in 0..heads {
-            // Δ = clamp(softplus(δ + dt_bias), time_step_limit), one per head.
-            let dt = softplus(row[di + cd + hd] + w.ssm.dt_bias[hd]).max(lo).min(hi);
-            let decay = exp(dt * a[hd]);
-            let group = hd / (heads / g);
-            let b = &ut[di + group * n..di + (group + 1) * n];
-            let cc = &ut[di + (g + group) * n..di + (g + group + 1) * n];
-            for ch in hd * p..(hd + 1) * p {
-                let xt = ut[ch];
-                let h = &mut st.regions[SSM][ch * n..(ch + 1) * n];
-                h.iter_mut().zip(b).for_each(|(h, b)| *h = decay * *h + dt * xt * b);
-                let gate = if gate_first { silu(row[ch]) } else { 1.0 };
-                y[t * di + ch] = (dot(h, cc) + w.ssm.d[hd] * xt) * gate;
+    let channels = chunk_len(di, 64, p);
+    let blocks = map_chunks(&mut st.regions[SSM], channels * n, |i, hs| {
+        let first = i * channels;
+        let width = hs.len() / n;
+        let mut y = vec![0.0; t_len * width];
+        let mut snaps = Vec::with_capacity(cap.positions.len() * hs.len());
+        let mut next_snapshot = 0;
+        for t in 0..t_len {
+            let (ut, row) = (&u[t * cd..(t + 1) * cd], &zxbcdt[t * width_in..(t + 1) * width_in]);
+            for (j, h_head) in hs.chunks_exact_mut(p * n).enumerate() {
+                let hd = first / p + j;
+                // Δ = clamp(softplus(δ + dt_bias), time_step_limit), one per head.
+                let dt = softplus(row[di + cd + hd] + w.ssm.dt_bias[hd]).max(lo).min(hi);
+                let decay = exp(dt * a[hd]);
+                let group = hd / (heads / g);
+                let b = &ut[di + group * n..di + (group + 1) * n];
+                let cc = &ut[di + (g + group) * n..di + (g + group + 1) * n];
+                for (q, h) in h_head.chunks_exact_mut(n).enumerate() {
+                    let ch = hd * p + q;
+                    let xt = ut[ch];
+                    h.iter_mut().zip(b).for_each(|(h, b)| *h = decay * *h + dt * xt * b);
+                    let gate = if gate_first { silu(row[ch]) } else { 1.0 };
+                    y[t * width + ch - first] = (dot(h, cc) + w.ssm.d[hd] * xt) * gate;
+                }
+            }
+            if cap.positions.get(next_snapshot) == Some(&t) {
+                snaps.extend_from_slice(hs);
+                next_snapshot += 1;
             }
         }
-        if cap.positions.get(next_snapshot) == Some(&t) {
-            cap.states[next_snapshot].layers[cap.layer].regions[SSM].copy_from_slice(&st.regions[SSM]);
-            next_snapshot += 1;
-        }
-    }
+        (y, snaps)
+    });
+    let mut y = cap.join_scan_blocks(&blocks, t_len, channels, di, n);
 
     // The gated RMSNorm: each group of E·D / G channels by its own RMS, then the gain.
     let gain = &w.gated_norm;
@@ -87,7 +98,7 @@ pub(crate) fn forward(c: &Mamba2, w: &Weights, run: Run<'_>) -> Vec<f32> {
     }
     if !gate_first {
         for (t, row) in y.chunks_exact_mut(di).enumerate() {
-            row.iter_mut().zip(&zxbcdt[t * width..t * width + di]).for_each(|(v, &z)| *v *= silu(z));
+            row.iter_mut().zip(&zxbcdt[t * width_in..t * width_in + di]).for_each(|(v, &z)| *v *= silu(z));
         }
     }
 
