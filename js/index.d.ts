@@ -40,6 +40,14 @@ export interface LoadOptions {
   budgetBytes?: number;
   /** Run the model in a dedicated Web Worker (default false): the page stays responsive. */
   worker?: boolean;
+  /** The CPU backend's threads, a whole number from 1 to 256 (default: one per core,
+   *  `navigator.hardwareConcurrency`). More than one needs `worker: true` in a
+   *  cross-origin-isolated page (served with `Cross-Origin-Opener-Policy: same-origin` and
+   *  `Cross-Origin-Embedder-Policy: require-corp`): the worker then loads the package's
+   *  threaded build and starts that many Web Workers sharing its memory. Elsewhere the model
+   *  runs on one thread (a warning in `info.warnings` if more were asked for). Results are
+   *  bitwise the same at any count. The GPU backend ignores it. */
+  threads?: number;
   /** The persistent state store (default off; the demo turns it on): prompt-end and block
    *  checkpoints (and a hybrid's key/value pages) written to the origin private file system
    *  (folder `webmamba-store`), found again after a reload and by every tab of this origin —
@@ -127,6 +135,8 @@ export interface ModelInfo {
   /** Tokens per checkpoint block of the state cache (block checkpoints sit at its multiples,
    *  prompt-end checkpoints anywhere). */
   blockSize: number;
+  /** Threads of the CPU backend's forward pass (1 on the GPU; see the `threads` option). */
+  threads: number;
   /** What went wrong without stopping the load (e.g. the offline cache is full). */
   warnings: string[];
 }

@@ -7,10 +7,44 @@
 // { abort: key } fires the AbortSignal the worker made for a call (`call N`: a load or a
 // generate) or a stream (`stream N`).
 // Nothing here decides anything about the model: every rule lives in the wasm module.
-import init, { Model } from './webmamba.js';
+//
+// Which wasm build runs is chosen by the first call: a load whose `threads` option is not 1,
+// in a cross-origin-isolated page (SharedArrayBuffer), gets the threaded build (threads/: the
+// same module built with wasm threads) and a pool of `threads` Web Workers (default: every
+// core) for the CPU backend; anything else, or a threaded build that fails to start, gets the
+// plain one (the wasm module then warns if more threads were asked for).
 
-const ready = init();
-ready.catch(() => {}); // reported as each call's error
+/** The wasm module's exports, once the first call has chosen and started a build. */
+let wasm = null;
+/** A warning to add to the model's info (the threaded build could not start). */
+let fellBack = null;
+const MAX_THREADS = 256;
+
+/** How many threads a load asks for: null where the plain build must run. */
+function wantedThreads(data) {
+  if (!self.crossOriginIsolated || !['fromUrl', 'fromFiles', 'load'].includes(data.op)) return null;
+  const t = data.args?.[data.args.length - 1]?.threads;
+  if (t === undefined) return Math.min(navigator.hardwareConcurrency || 1, MAX_THREADS);
+  return Number.isInteger(t) && t >= 2 && t <= MAX_THREADS ? t : null; // else the module judges it
+}
+
+async function start(data) {
+  const threads = wantedThreads(data);
+  if (threads !== null && threads > 1) {
+    try {
+      const threaded = await import('./threads/webmamba.js');
+      await threaded.default();
+      await threaded.initThreadPool(threads);
+      return threaded;
+    } catch (e) {
+      fellBack = `threads: the threaded build did not start (${e?.message ?? e}); the CPU backend runs on one thread`;
+    }
+  }
+  const plain = await import('./webmamba.js');
+  await plain.default();
+  return plain;
+}
+let ready = null;
 /** id -> the model (id 0), a Session or a stream (ids chosen by the page). */
 const objects = new Map();
 /** `call N` / `stream N` -> the AbortController standing in for the page's AbortSignal. */
@@ -45,11 +79,13 @@ async function run({ call, op, id, into, args = [] }) {
   switch (op) {
     case 'fromUrl': case 'fromFiles': case 'load': {
       const last = args.length - 1;
-      const model = await Model[op](...args.slice(0, last), options(call, args[last], `call ${call}`));
+      const model = await wasm.Model[op](...args.slice(0, last), options(call, args[last], `call ${call}`));
       objects.set(0, model);
-      return [plain(model.info)];
+      const info = plain(model.info);
+      if (fellBack) info.warnings = [...info.warnings, fellBack];
+      return [info];
     }
-    case 'clearCache': return [await Model.clearCache(...args)];
+    case 'clearCache': return [await wasm.Model.clearCache(...args)];
     case 'newSession': objects.set(into, target(0).newSession()); return [];
     case 'restoreSession': objects.set(into, await target(0).restoreSession(...args)); return [];
     case 'fork': objects.set(into, target(id).fork()); return [];
@@ -86,7 +122,8 @@ self.onmessage = async ({ data }) => {
     controllers.set(data.op === 'stream' ? `stream ${data.into}` : `call ${data.call}`, new AbortController());
   }
   try {
-    await ready;
+    ready ??= start(data);
+    wasm = await ready;
     const [value, transfer = []] = await run(data);
     postMessage({ call: data.call, ok: true, value }, transfer);
   } catch (e) {

@@ -6,6 +6,8 @@
 // model, for the wasm/native ratios. Medians of --runs with min and max; a table, or --json.
 //   node scripts/bench-browser.mjs [--model DIR | --shape 130m] [--runs 3] [--formats f32,f16,int8] [--json]
 //                                  [--pkg www/pkg] (another build of the package, to compare) [--no-native]
+//                                  [--threads 1,2] (the wasm CPU in worker mode in a cross-origin-isolated
+//                                  page on each count, the native CPU on the same counts: wasm-cpu-<n>t)
 // Figures as in docs/BENCHMARKS.md, measured with the JS API:
 //   prefill_tok_s   appendTokens(n ids) on a new session (ids never seen by the cache);
 //   decode_tok_s    generate({ maxTokens: 128 }) after a 128-token prompt;
@@ -25,9 +27,11 @@ const { values: opt } = parseArgs({
     model: { type: 'string' }, shape: { type: 'string' }, runs: { type: 'string', default: '3' },
     formats: { type: 'string', default: 'f32,f16,int8' }, json: { type: 'boolean', default: false },
     pkg: { type: 'string', default: 'www/pkg' }, 'no-native': { type: 'boolean', default: false },
+    threads: { type: 'string' },
   },
 });
 const runs = Number(opt.runs);
+const threads = opt.threads?.split(',').map(Number) ?? null;
 if (!existsSync(`${opt.pkg}/index.js`)) throw new Error('run `npm run build:demo` first');
 const cli = 'target/release/webmamba';
 if (!existsSync(cli)) execFileSync('cargo', ['build', '--release', '--features', 'cli'], { stdio: 'inherit' });
@@ -40,17 +44,20 @@ if (opt.shape) {
 }
 
 /** In the page: the suite on one backend / weight format. */
-async function inPage(page, backend, weights, runs) {
-  return page.evaluate(async ({ backend, weights, runs }) => {
+async function inPage(page, backend, weights, runs, threads = null) {
+  return page.evaluate(async ({ backend, weights, runs, threads }) => {
     const { Model } = window.webmamba;
-    const model = await Model.fromUrl('/model/', { backend, weights, cache: false, budgetBytes: Infinity });
+    const options = { backend, weights, cache: false, budgetBytes: Infinity };
+    const model = await Model.fromUrl('/model/', threads ? { ...options, worker: true, threads } : options);
     const vocab = model.info.vocab;
     let salt = 0;
     const ids = (n) => { salt += 1; return Uint32Array.from({ length: n }, (_, i) => (i * 7919 + salt * 104729 + 1) % vocab); };
     const time = async (f) => { const t0 = performance.now(); const r = await f(); return [(performance.now() - t0) / 1000, r]; };
     const fresh = () => model.newSession();
     await fresh().appendTokens(ids(8)); // warm-up
-    const r = { prefill: { 128: [], 512: [], 2048: [] }, decode: [], scan: [], resume: [], info: model.info.toJSON() };
+    const info = typeof model.info.toJSON === 'function' ? model.info.toJSON() : model.info;
+    if (threads && info.threads !== threads) throw new Error(`asked for ${threads} threads, got ${info.threads}: ${info.warnings}`);
+    const r = { prefill: { 128: [], 512: [], 2048: [] }, decode: [], scan: [], resume: [], info };
     for (let run = 0; run < runs; run++) {
       for (const n of [128, 512, 2048]) {
         const s = fresh();
@@ -82,9 +89,9 @@ async function inPage(page, backend, weights, runs) {
       r.resume.push(tFull / tResume);
       for (const s of [h, s1, s2]) s.close();
     }
-    model.free();
+    await model.free();
     return r;
-  }, { backend, weights, runs });
+  }, { backend, weights, runs, threads });
 }
 
 const stat = (xs) => {
@@ -93,7 +100,7 @@ const stat = (xs) => {
   return { median: n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2, min: v[0], max: v[n - 1] };
 };
 
-const server = await serve('tests/browser', 0, { mounts: { '/pkg/': opt.pkg, '/model/': dir } });
+const server = await serve('tests/browser', 0, { mounts: { '/pkg/': opt.pkg, '/model/': dir }, isolated: threads !== null });
 const base = `http://127.0.0.1:${server.address().port}`;
 const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ARGS });
 const rows = {};
@@ -102,11 +109,12 @@ try {
   const page = await browser.newPage();
   await page.goto(`${base}/loading.html`);
   await page.evaluate(() => window.ready);
-  const variants = [...opt.formats.split(',').filter(Boolean).map((w) => ['gpu', w]), ['cpu', 'auto']];
-  for (const [backend, weights] of variants) {
-    const label = backend === 'gpu' ? `wasm-gpu-${weights}` : 'wasm-cpu';
+  const cpus = threads ? threads.map((t) => ['cpu', 'auto', t]) : [['cpu', 'auto', null]];
+  const variants = [...opt.formats.split(',').filter(Boolean).map((w) => ['gpu', w, null]), ...cpus];
+  for (const [backend, weights, t] of variants) {
+    const label = backend === 'gpu' ? `wasm-gpu-${weights}` : `wasm-cpu${t ? `-${t}t` : ''}`;
     console.error(`bench:browser: ${label}…`);
-    const r = await inPage(page, backend, weights, runs);
+    const r = await inPage(page, backend, weights, runs, t);
     if (backend === 'gpu') adapter = r.info.adapter;
     rows[label] = {
       prefill_tok_s: Object.fromEntries(Object.entries(r.prefill).map(([n, xs]) => [n, stat(xs)])),
@@ -123,15 +131,25 @@ try {
 let native = { model: null, backends: {} };
 if (!opt['no-native']) {
   console.error('bench:browser: native cpu (same model, same run)…');
-  native = JSON.parse(execFileSync(cli, ['bench', '--suite', '--json', '--backends', 'cpu', '--runs', String(runs), '--model', dir],
+  const counts = threads ? ['--threads', threads.join(',')] : [];
+  native = JSON.parse(execFileSync(cli, ['bench', '--suite', '--json', '--backends', 'cpu', ...counts, '--runs', String(runs), '--model', dir],
     { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], env: { ...process.env, XDG_RUNTIME_DIR: process.env.XDG_RUNTIME_DIR ?? '/tmp' } }));
-  rows['native-cpu'] = native.backends.cpu;
+  for (const t of threads ?? [null]) rows[`native-cpu${t ? `-${t}t` : ''}`] = native.backends[t ? `cpu-${t}t` : 'cpu'];
 }
 const med = (label, key, n) => (n ? rows[label]?.[key][n] : rows[label]?.[key])?.median;
-const ratios = {
-  wasm_cpu_vs_native_prefill_512: med('wasm-cpu', 'prefill_tok_s', '512') / med('native-cpu', 'prefill_tok_s', '512'),
-  wasm_cpu_vs_native_decode: med('wasm-cpu', 'decode_tok_s') / med('native-cpu', 'decode_tok_s'),
-};
+const ratios = {};
+for (const t of threads ?? [null]) {
+  const [w, n, sfx] = [`wasm-cpu${t ? `-${t}t` : ''}`, `native-cpu${t ? `-${t}t` : ''}`, t ? `_${t}t` : ''];
+  ratios[`wasm_cpu_vs_native_prefill_512${sfx}`] = med(w, 'prefill_tok_s', '512') / med(n, 'prefill_tok_s', '512');
+  ratios[`wasm_cpu_vs_native_decode${sfx}`] = med(w, 'decode_tok_s') / med(n, 'decode_tok_s');
+  if (t && t !== threads[0]) {
+    for (const side of ['wasm', 'native']) {
+      const [a, b] = [`${side}-cpu-${t}t`, `${side}-cpu-${threads[0]}t`];
+      ratios[`${side}_${t}t_vs_${threads[0]}t_prefill_512`] = med(a, 'prefill_tok_s', '512') / med(b, 'prefill_tok_s', '512');
+      ratios[`${side}_${t}t_vs_${threads[0]}t_decode`] = med(a, 'decode_tok_s') / med(b, 'decode_tok_s');
+    }
+  }
+}
 const report = { model: native.model, model_dir: dir, adapter, runs, ...Object.fromEntries(
   ['prefill_tok_s', 'decode_tok_s', 'scan_speedup_512', 'resume_speedup_2048', 'capture_overhead_512']
     .map((k) => [k, Object.fromEntries(Object.entries(rows).map(([l, r]) => [l, k === 'prefill_tok_s' ? r[k] : r[k]?.median ?? null]))])),
@@ -146,7 +164,6 @@ if (opt.json) {
   for (const [l, r] of Object.entries(rows)) {
     console.log(`| ${l} | ${cell(r.prefill_tok_s['128'])} | ${cell(r.prefill_tok_s['512'])} | ${cell(r.prefill_tok_s['2048'])} | ${cell(r.decode_tok_s)} | ${cell(r.scan_speedup_512)} | ${cell(r.resume_speedup_2048)} |`);
   }
-  if (rows['native-cpu']) {
-    console.log(`\nwasm CPU ÷ native CPU: prefill (512) ${ratios.wasm_cpu_vs_native_prefill_512.toFixed(2)}x, decode ${ratios.wasm_cpu_vs_native_decode.toFixed(2)}x`);
-  }
+  console.log('');
+  for (const [k, v] of Object.entries(ratios)) if (Number.isFinite(v)) console.log(`${k}: ${v.toFixed(2)}x`);
 }

@@ -207,6 +207,14 @@ async function visit(base, { args, backend, screenshot, full }) {
     check(seen.some((v) => v > 0 && v < 1) && seen.at(-1) === 1,
       `the progress bar showed the load (${seen.length} values, ${seen.slice(0, 4).map((v) => v.toFixed(2))}… ${seen.at(-1)})`);
     check(await page.evaluate(() => document.body.dataset.backend) === backend, `model runs on the ${backend}`);
+    // `npm start`'s server sends COOP/COEP: the CPU backend runs on wasm threads, every core
+    const threads = await page.evaluate(() => [self.crossOriginIsolated, navigator.hardwareConcurrency,
+      window.demo.model.info.threads, document.getElementById('model').textContent]);
+    check(threads[0] === true, 'the demo page is cross-origin isolated');
+    if (backend === 'cpu') {
+      check(threads[2] === Math.min(threads[1], 256) && threads[2] > 1 && threads[3].includes(`${threads[2]} threads`),
+        `the CPU runs on wasm threads, one per core (${threads[2]} of ${threads[1]}; the table says so)`);
+    }
 
     const first = await turn(page, '#generate', N);
     check(first.end.state === 'done', `generate finished: ${first.end.status}`);
@@ -290,7 +298,7 @@ async function reloadAndMore(page, again) {
 }
 
 await mkdir('target', { recursive: true });
-const server = await serve('www', 0, { mounts: { '/fixtures/': 'tests/fixtures' } });
+const server = await serve('www', 0, { mounts: { '/fixtures/': 'tests/fixtures' }, isolated: true });
 const base = `http://127.0.0.1:${server.address().port}/`;
 try {
   await visit(base, { args: ['--enable-unsafe-webgpu'], backend: 'gpu', screenshot: 'target/demo.png', full: true });

@@ -36,8 +36,11 @@ const pkg = {
     './webmamba_bg.wasm': './webmamba_bg.wasm',
     './package.json': './package.json',
   },
+  // threads/: the same module built for wasm threads (scripts/build-threads), which worker.js
+  // loads in a cross-origin-isolated page
   files: [...LAYER.filter((f) => f !== 'README.md'), ...wasmFiles,
-    ...(existsSync(join(dir, 'snippets')) ? ['snippets/'] : [])],
+    ...(existsSync(join(dir, 'snippets')) ? ['snippets/'] : []),
+    ...(existsSync(join(dir, 'threads', 'webmamba.js')) ? ['threads/'] : [])],
   // The snippets are wasm-bindgen's inline JS (imported by webmamba.js for their exports only).
   sideEffects: ['./snippets/*'],
 };

@@ -4,7 +4,9 @@
 // streaming compilation), streams files (a 1.6 GB shard is never read whole), answers HEAD and
 // single HTTP Range requests (206 + Content-Range) with an ETag, as the Hugging Face Hub and
 // static hosts do, and counts the body bytes it sends per path (tests check that a cached
-// model is not downloaded again).
+// model is not downloaded again). With `isolated` (the command line's default; or a function
+// of the path) answers carry COOP/COEP, so pages are cross-origin isolated: SharedArrayBuffer, and the package's
+// CPU backend on wasm threads in worker mode.
 //   node scripts/serve.mjs www [port]        (port: $PORT or 8080)
 import { createServer } from 'node:http';
 import { createReadStream } from 'node:fs';
@@ -49,7 +51,10 @@ function parseRange(header, size) {
  * for it; `server.log` lists every request. Missing files under the URL prefix `htmlFallback`
  * are answered 200 with an HTML page, as single-page-app servers (Vite's dev server) do.
  */
-export function serve(dir, port = 8080, { mounts = {}, redirect = () => null, htmlFallback = null } = {}) {
+/** Cross-origin isolation: the page's own answers, and its workers'. */
+const ISOLATION = { 'cross-origin-opener-policy': 'same-origin', 'cross-origin-embedder-policy': 'require-corp' };
+
+export function serve(dir, port = 8080, { mounts = {}, redirect = () => null, htmlFallback = null, isolated = false } = {}) {
   const roots = [...Object.entries(mounts).map(([p, d]) => [p, resolve(d)]), ['/', resolve(dir)]];
   const sent = new Map();
   const log = [];
@@ -78,6 +83,7 @@ export function serve(dir, port = 8080, { mounts = {}, redirect = () => null, ht
         'cache-control': 'no-store',
         'accept-ranges': 'bytes',
         etag: `"${info.size.toString(16)}-${Math.floor(info.mtimeMs).toString(16)}"`,
+        ...((typeof isolated === 'function' ? isolated(path) : isolated) ? ISOLATION : {}),
       };
       let [start, end] = [0, info.size - 1];
       const range = parseRange(req.headers.range, info.size);
@@ -129,6 +135,6 @@ export function serve(dir, port = 8080, { mounts = {}, redirect = () => null, ht
 if (import.meta.url === pathToFileURL(process.argv[1]).href) {
   const dir = process.argv[2] ?? 'www';
   const port = Number(process.argv[3] ?? process.env.PORT ?? 8080);
-  const server = await serve(dir, port);
+  const server = await serve(dir, port, { isolated: true });
   console.log(`webmamba demo: http://127.0.0.1:${server.address().port}/  (serving ${dir}/, Ctrl-C to stop)`);
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // The README's browser support matrix, made from what the browser tests found: each of
-// tests/browser/{api,loading,robustness,faults,store}.mjs writes target/support/<name>.json (per
+// tests/browser/{api,loading,robustness,faults,store,threads}.mjs writes target/support/<name>.json (per
 // engine: version, WebGPU adapter or why not, checks passed/failed, what was covered).
 //   node scripts/support-matrix.mjs          prints the table
 //   node scripts/support-matrix.mjs --check  fails when the README's table says otherwise
@@ -9,12 +9,13 @@
 // The version and check-count columns are what the last full run found; a different version or
 // count here is reported, not a failure (Debian updates its browsers; WEBMAMBA_BIG adds checks,
 // and WebKit's flaky cancel is a note, not a check), so the check holds what each engine can do:
-// WebGPU, the CPU backend, worker mode, the offline cache, saved sessions, the state store —
+// WebGPU, the CPU backend, worker mode, the offline cache, saved sessions, the state store,
+// CPU threads —
 // and that nothing
 // failed.
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 
-const TESTS = ['api', 'loading', 'robustness', 'faults', 'store'];
+const TESTS = ['api', 'loading', 'robustness', 'faults', 'store', 'threads'];
 const ENGINES = { chromium: 'Chromium', firefox: 'Firefox ESR', webkit: 'WebKitGTK (MiniBrowser)' };
 const START = '<!-- support-matrix:start (scripts/support-matrix.mjs writes this table; npm test checks it) -->';
 const END = '<!-- support-matrix:end -->';
@@ -25,7 +26,7 @@ const results = Object.fromEntries(TESTS.map((t) => {
 }));
 
 const yes = (ok) => (ok ? 'yes' : 'no');
-/** One engine's row: [engine, version, WebGPU, CPU, worker, cache, sessions, store, checks]. */
+/** One engine's row: [engine, version, WebGPU, CPU, worker, cache, sessions, store, threads, checks]. */
 function row(engine) {
   const runs = TESTS.map((t) => results[t][engine]).filter(Boolean);
   if (runs.length === 0) return null;
@@ -44,12 +45,13 @@ function row(engine) {
     passed('loading') ? (results.loading[engine]?.cache === 'yes' ? 'yes' : results.loading[engine]?.cache ?? 'no') : 'no',
     yes(passed('api') && results.api[engine]?.sessionStore),
     passed('store') ? (results.store[engine]?.store === true ? 'yes' : results.store[engine]?.store ?? 'no') : 'no',
+    passed('threads') ? (results.threads[engine]?.threads === true ? 'yes' : results.threads[engine]?.threads ?? 'no') : 'no',
     checks,
   ];
 }
 
 const HEADER = ['Engine', 'Version tested', 'WebGPU here', 'CPU backend', 'Worker mode', 'Offline cache',
-  'Saved sessions', 'State store', 'Checks passed'];
+  'Saved sessions', 'State store', 'CPU threads', 'Checks passed'];
 const rows = Object.keys(ENGINES).map(row).filter(Boolean);
 const line = (cells) => `| ${cells.join(' | ')} |`;
 const table = [line(HEADER), line(HEADER.map(() => '---')), ...rows.map(line)].join('\n');

@@ -51,11 +51,21 @@ struct Params {
 // indices count values either way.
 override KV_FORMAT: u32 = 0u;
 
+// Two f16 values packed in a u32 (element 2i in the low half) as f32, subnormals kept:
+// unpack2x16float may flush f16 subnormals (|v| < 2^-14) to zero (WGSL allows it), so a half
+// with a zero exponent is rebuilt by hand: its 10-bit mantissa × 2^-24, exact in f32.
+fn halves(u: u32) -> vec2<f32> {
+    let bits = vec2<u32>(u & 0xffffu, u >> 16u);
+    let tiny = vec2<f32>(bits & vec2<u32>(0x3ffu)) * 5.9604645e-8;
+    let signed = select(tiny, -tiny, (bits & vec2<u32>(0x8000u)) != vec2<u32>(0u));
+    return select(unpack2x16float(u), signed, (bits & vec2<u32>(0x7c00u)) == vec2<u32>(0u));
+}
+
 fn kv_load(i: u32) -> f32 {
     if (KV_FORMAT == 0u) {
         return bitcast<f32>(kv[i]);
     }
-    let pair = unpack2x16float(kv[i >> 1u]);
+    let pair = halves(kv[i >> 1u]);
     return select(pair.x, pair.y, (i & 1u) == 1u);
 }
 

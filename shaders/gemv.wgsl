@@ -44,10 +44,20 @@ struct Params {
 // `scales` of w). Reading halves and bytes out of u32 needs no `shader-f16` feature.
 override W_FORMAT: u32 = 0u;
 
+// Two f16 values packed in a u32 (element 2i in the low half) as f32, subnormals kept:
+// unpack2x16float may flush f16 subnormals (|v| < 2^-14) to zero (WGSL allows it), so a half
+// with a zero exponent is rebuilt by hand: its 10-bit mantissa × 2^-24, exact in f32.
+fn halves(u: u32) -> vec2<f32> {
+    let bits = vec2<u32>(u & 0xffffu, u >> 16u);
+    let tiny = vec2<f32>(bits & vec2<u32>(0x3ffu)) * 5.9604645e-8;
+    let signed = select(tiny, -tiny, (bits & vec2<u32>(0x8000u)) != vec2<u32>(0u));
+    return select(unpack2x16float(u), signed, (bits & vec2<u32>(0x7c00u)) == vec2<u32>(0u));
+}
+
 // Weights i .. i+3 of W, row-major (i a multiple of 4 for f16 and int8).
 fn weight4(i: u32, scales: u32) -> vec4<f32> {
     if (W_FORMAT == 1u) {
-        return vec4<f32>(unpack2x16float(w[i / 2u]), unpack2x16float(w[i / 2u + 1u]));
+        return vec4<f32>(halves(w[i / 2u]), halves(w[i / 2u + 1u]));
     }
     if (W_FORMAT == 2u) {
         return unpack4x8snorm(w[i / 4u]) * bitcast<f32>(w[scales + i / 32u]);
@@ -58,7 +68,7 @@ fn weight4(i: u32, scales: u32) -> vec4<f32> {
 // Weight i of W alone.
 fn weight1(i: u32, scales: u32) -> f32 {
     if (W_FORMAT == 1u) {
-        return unpack2x16float(w[i / 2u])[i % 2u];
+        return halves(w[i / 2u])[i % 2u];
     }
     if (W_FORMAT == 2u) {
         return unpack4x8snorm(w[i / 4u])[i % 4u] * bitcast<f32>(w[scales + i / 32u]);

@@ -162,13 +162,20 @@ const ARCHITECTURES = {
   bamba: 'Bamba', nemotron_h: 'Nemotron-H', jamba: 'Jamba', falcon_h1: 'Falcon-H1', zamba2: 'Zamba2',
 };
 
+/** The CPU's threads as the model table says them: wasm threads need a worker in a
+ *  cross-origin-isolated page (COOP/COEP: `npm start`'s server sends them). */
+function threadsText(n) {
+  if (n > 1) return `${n} threads`;
+  return self.crossOriginIsolated ? 'one thread' : 'one thread: the page is not cross-origin isolated';
+}
+
 function describe(info, source) {
   document.body.dataset.backend = info.backend;
   const gpu = info.backend === 'gpu';
   fillTable('model', [
     ['model', `${source.name} (${ARCHITECTURES[info.architecture] ?? info.architecture}): `
       + `d_model ${info.dModel}, ${info.layers} layers, vocabulary ${info.vocab}`],
-    ['running on', `${gpu ? `WebGPU — ${info.adapter}` : `the CPU — ${info.adapter}`}${WORKER ? ' (in a Web Worker)' : ''}`],
+    ['running on', `${gpu ? `WebGPU — ${info.adapter}` : `the CPU (${threadsText(info.threads)}) — ${info.adapter}`}${WORKER ? ' (in a Web Worker)' : ''}`],
     ['weights', `${info.weightFormat}, ${mib(info.weightBytes)}${gpu ? ' on the GPU' : ' in memory'}`],
     ...(gpu ? [['GPU memory', `${mib(info.weightBytes + info.activationBytes + info.stateSlotBytes)}: `
       + `${mib(info.weightBytes)} weights, ${mib(info.activationBytes)} activations, `

@@ -3,6 +3,7 @@
 
 use crate::blocks::{CONV, SSM};
 use crate::cpu::ops::silu;
+use crate::cpu::threads::{chunk_len, for_chunks};
 use crate::model::{LayerState, State};
 
 /// Where one layer's states are captured: after each token in `positions`, into `states`.
@@ -78,16 +79,21 @@ pub(crate) fn conv_silu(
     for t in 0..t_len {
         window.extend_from_slice(&proj[t * stride + at..t * stride + at + ch_len]);
     }
+    // rows of u in pieces on the model's threads (each row reads the window only)
     let mut u = vec![0.0; t_len * ch_len];
-    for t in 0..t_len {
-        for ch in 0..ch_len {
-            let mut acc = w.bias.map_or(0.0, |b| b[ch]);
-            for j in 0..k {
-                acc += w.weight[ch * k + j] * window[(t + j) * ch_len + ch];
+    let rows = chunk_len(t_len, 16, 1);
+    for_chunks(&mut u, rows * ch_len.max(1), |i, part| {
+        for (r, out) in part.chunks_exact_mut(ch_len).enumerate() {
+            let t = i * rows + r;
+            for (ch, out) in out.iter_mut().enumerate() {
+                let mut acc = w.bias.map_or(0.0, |b| b[ch]);
+                for j in 0..k {
+                    acc += w.weight[ch * k + j] * window[(t + j) * ch_len + ch];
+                }
+                *out = silu(acc);
             }
-            u[t * ch_len + ch] = silu(acc);
         }
-    }
+    });
     st.regions[CONV].copy_from_slice(&window[t_len * ch_len..]);
     for (&p, snap) in cap.positions.iter().zip(cap.states.iter_mut()) {
         // After token p the window holds rows p+1 .. p+K of [carried ‖ inputs].

@@ -1,4 +1,5 @@
-//! CPU threads: each CPU model owns a rayon pool ([`Threads`], made once at load), and the
+//! CPU threads: each CPU model owns a rayon pool ([`Threads`], made once at load; in wasm,
+//! rayon's global pool of Web Workers where the package's threaded build started one), and the
 //! forward pass runs inside it. The loops that split work — a GEMV's output rows, a GEMM's
 //! output columns, a scan's channels, attention's (row, head) pairs — ask [`for_chunks`] /
 //! [`map_chunks`], which run in parallel on the current pool and sequentially outside one.
@@ -20,14 +21,27 @@ pub const MAX_THREADS: usize = 256;
 /// A model's worker threads.
 #[derive(Clone)]
 pub struct Threads {
-    /// The pool; `None` runs everything on the calling thread.
+    /// The pool; `None` runs everything on the calling thread (or, with `global`, on rayon's
+    /// global pool).
     pool: Option<Arc<rayon::ThreadPool>>,
+    /// Runs on rayon's global pool: in wasm, the Web Workers the page started
+    /// (`initThreadPool`, the `wasm-threads` build) before loading the model.
+    global: bool,
 }
 
 impl Threads {
     /// One thread: the caller's.
     pub fn single() -> Self {
-        Threads { pool: None }
+        Threads { pool: None, global: false }
+    }
+
+    /// Rayon's global pool when it has more than one thread — in wasm, the Web Workers
+    /// `initThreadPool` started (only the `wasm-threads` build can) — else one thread.
+    pub fn global() -> Self {
+        // Natively the global pool would be made on first use; in wasm without threads it is
+        // the calling thread alone.
+        let workers = cfg!(feature = "wasm-threads") && rayon::current_num_threads() > 1;
+        Threads { pool: None, global: workers }
     }
 
     /// A pool of `wanted` threads (`None`: [`default_threads`]). Where threads cannot be
@@ -62,7 +76,7 @@ impl Threads {
             .start_handler(move |_| FINEST.set(finest))
             .build();
         match built {
-            Ok(pool) => Ok(Threads { pool: Some(Arc::new(pool)) }),
+            Ok(pool) => Ok(Threads { pool: Some(Arc::new(pool)), global: false }),
             Err(_) if !asked => Ok(Self::single()),
             Err(e) => Err(Error::InvalidInput(format!("{n} threads cannot be started here: {e}"))),
         }
@@ -70,13 +84,20 @@ impl Threads {
 
     /// How many threads run a forward pass.
     pub fn count(&self) -> usize {
-        self.pool.as_ref().map_or(1, |p| p.current_num_threads())
+        match &self.pool {
+            Some(pool) => pool.current_num_threads(),
+            None if self.global => rayon::current_num_threads(),
+            None => 1,
+        }
     }
 
     /// Runs `f` on the pool (its parallel loops split across it), or here with one thread.
     pub fn run<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
         match &self.pool {
             Some(pool) => pool.install(f),
+            // `scope` runs its body on one of the pool's threads (the caller waits), so the
+            // loops inside see a pool
+            None if self.global => rayon::scope(|_| f()),
             None => f(),
         }
     }

@@ -3,8 +3,10 @@
 //! shaders, so none needs the optional `shader-f16` feature (absent on SwiftShader and many
 //! devices):
 //! - `f32`: one float per u32 (`bitcast<f32>`);
-//! - `f16`: two halves per u32, element 2i in the low half (`unpack2x16float`) — the byte layout
-//!   of an f16 array, so an f16 checkpoint uploads as is;
+//! - `f16`: two halves per u32, element 2i in the low half (each shader's `halves`:
+//!   `unpack2x16float`, with subnormals rebuilt by hand since a GPU may flush them —
+//!   `tests/gpu_halves.rs`) — the byte layout of an f16 array, so an f16 checkpoint uploads
+//!   as is;
 //! - `int8`: four signed bytes per u32, element 4i in the low byte (`unpack4x8snorm` gives
 //!   q/127), then one f32 scale per group of 32 weights along a row (the group's largest |w|,
 //!   so w ≈ q/127 · scale): GGUF's Q8_0 with an f32 scale. A part's scales follow its quants.

@@ -65,6 +65,9 @@ pub struct ModelInfo {
     /// attention).
     #[wasm_bindgen(js_name = pageBytes)]
     pub page_bytes: f64,
+    /// Threads of the CPU backend's forward pass (1 on the GPU): more than one only in a
+    /// worker of a cross-origin-isolated page (`threads`).
+    pub threads: u32,
     /// What went wrong without stopping the load (e.g. the offline cache is full).
     pub warnings: Vec<String>,
 }
@@ -95,6 +98,7 @@ impl ModelInfo {
             kv_bytes_per_token: crate::model::context::kv_bytes_per_position(c) as f64,
             kv_format: "f32".into(),
             page_bytes: 0.0,
+            threads: e.cpu_threads().unwrap_or(1) as u32,
             warnings,
         };
         match e {

@@ -25,6 +25,8 @@ pub use info::{CacheInfo, ModelInfo};
 pub use model::Model;
 pub use session::{Outcome, Session, Stats};
 pub use stream::TokenStream;
+#[cfg(feature = "wasm-threads")]
+pub use wasm_bindgen_rayon::init_thread_pool;
 
 /// Installs the panic hook (a bug would otherwise show as `unreachable` with no message).
 #[wasm_bindgen(start)]

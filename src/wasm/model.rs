@@ -139,12 +139,10 @@ impl Model {
             }
             Err(why) => why,
         };
-        let engine = Engine::cpu_with(
-            checkpoint.weights_reporting(&mut reporter)?,
-            o.max_context,
-            Threads::new(None)?,
-        )?;
-        Self::assemble(engine, why, checkpoint.tokenizer_json.as_deref(), o, reporter.warnings().to_vec())
+        let (threads, warning) = cpu_threads(&o);
+        let engine = Engine::cpu_with(checkpoint.weights_reporting(&mut reporter)?, o.max_context, threads)?;
+        let warnings = reporter.warnings().iter().cloned().chain(warning).collect();
+        Self::assemble(engine, why, checkpoint.tokenizer_json.as_deref(), o, warnings)
     }
 
     async fn load_source(source: WebSource, o: LoadConfig) -> Result<Model> {
@@ -170,12 +168,14 @@ impl Model {
         };
         let mut sink = HostSink::new(&opened.layout)?;
         let fingerprint = loader::stream(&source, &opened, &mut sink, None, &mut reporter).await?;
+        let (threads, warning) = cpu_threads(&o);
         let engine = Engine::cpu_with(
             sink.finish(&opened.config, &opened.layout, fingerprint)?,
             o.max_context,
-            Threads::new(None)?,
+            threads,
         )?;
-        Self::assemble(engine, why, opened.tokenizer_json.as_deref(), o, reporter.warnings().to_vec())
+        let warnings = reporter.warnings().iter().cloned().chain(warning).collect();
+        Self::assemble(engine, why, opened.tokenizer_json.as_deref(), o, warnings)
     }
 
     /// The model on the GPU: `ctx`'s device is kept only once the model exists (an error in
@@ -415,4 +415,22 @@ fn gpu_options(o: &LoadConfig) -> GpuModelOptions {
         max_context: o.max_context,
         kv_format: o.kv_format,
     }
+}
+
+/// The CPU backend's threads: the Web Workers the package's worker started for it
+/// (`initThreadPool` in the `wasm-threads` build, in a cross-origin-isolated page), else one —
+/// with a warning when `threads` asked for more than it got.
+fn cpu_threads(o: &LoadConfig) -> (Threads, Option<String>) {
+    let threads = Threads::global();
+    let warning = match o.threads {
+        Some(asked) if asked > threads.count() && threads.count() == 1 => Some(format!(
+            "threads: {asked} asked for, but the CPU backend runs on one thread here (wasm threads \
+             need the worker mode, {{ worker: true }}, in a cross-origin-isolated page)"
+        )),
+        Some(asked) if asked > threads.count() => {
+            Some(format!("threads: {asked} asked for, {} started", threads.count()))
+        }
+        _ => None,
+    };
+    (threads, warning)
 }

@@ -40,6 +40,8 @@ pub(crate) struct LoadConfig {
     pub kv_format: KvFormat,
     /// The persistent state store (`store: true | { budgetBytes, sparseEvery }`); `None`: off.
     pub store: Option<StoreConfig>,
+    /// The CPU backend's threads (`threads`; `None`: every core where threads can run).
+    pub threads: Option<usize>,
 }
 
 impl LoadConfig {
@@ -95,7 +97,18 @@ impl LoadConfig {
                 })? as u32,
         };
         let store = store(field("store")?)?;
+        let max = crate::cpu::threads::MAX_THREADS;
+        let threads =
+            match field("threads")? {
+                None => None,
+                Some(v) => {
+                    Some(args::whole(&v, "options.threads", max as u64).ok().filter(|&n| n > 0).ok_or_else(
+                        || wrong("threads", &format!("a whole number of threads from 1 to {max}")),
+                    )? as usize)
+                }
+            };
         Ok(Self {
+            threads,
             store,
             backend,
             weights: WeightFormat::parse(&string("weights", "auto")?)?,

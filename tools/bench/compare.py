@@ -91,13 +91,14 @@ def timed(f):
     return time.perf_counter() - t0
 
 
-def run_webmamba(folder, runs):
-    """The suite's CPU figures (`webmamba bench --suite --json --backends cpu`)."""
+def run_webmamba(folder, threads, runs):
+    """The suite's CPU figures (`webmamba bench --suite --json --backends cpu --threads N`)."""
     out = subprocess.run(
-        [CLI, "bench", "--suite", "--json", "--backends", "cpu", "--runs", str(runs), "--model", folder],
+        [CLI, "bench", "--suite", "--json", "--backends", "cpu", "--threads", str(threads), "--runs", str(runs),
+         "--model", folder],
         check=True, capture_output=True, text=True,
     ).stdout
-    cpu = json.loads(out)["backends"]["cpu"]
+    cpu = json.loads(out)["backends"][f"cpu-{threads}t"]
     return {
         "prefill_tok_s": {str(n): cpu["prefill_tok_s"][str(n)] for n in PROMPTS},
         "decode_tok_s": cpu["decode_tok_s"],
@@ -168,17 +169,20 @@ def table(results, bw, weight_bytes, meta):
     for r in results:
         p = r["prefill_tok_s"]
         rows.append(f"| {r['engine']} | {r['threads']} | {fmt(p['128'])} | {fmt(p['512'])} | {fmt(r['decode_tok_s'])} |")
-    ours = next(r for r in results if r["engine"] == "webmamba")
-    rows += ["", "| webmamba ÷ | threads | prefill 128 | prefill 512 | decode |", "|---|---|---|---|---|"]
+    ratio = lambda a, b: f"{a['median'] / b['median']:.2f}x"
+    ratios = lambda a, b: (
+        f"{ratio(a['prefill_tok_s']['128'], b['prefill_tok_s']['128'])} | "
+        f"{ratio(a['prefill_tok_s']['512'], b['prefill_tok_s']['512'])} | {ratio(a['decode_tok_s'], b['decode_tok_s'])} |"
+    )
+    ours = {r["threads"]: r for r in results if r["engine"] == "webmamba"}
+    rows += ["", "| webmamba ÷ (same threads) | threads | prefill 128 | prefill 512 | decode |", "|---|---|---|---|---|"]
     for r in results:
-        if r is ours:
-            continue
-        ratio = lambda a, b: f"{a['median'] / b['median']:.2f}x"
-        p, q = ours["prefill_tok_s"], r["prefill_tok_s"]
-        rows.append(
-            f"| {r['engine']} | {r['threads']} | {ratio(p['128'], q['128'])} | {ratio(p['512'], q['512'])} | "
-            f"{ratio(ours['decode_tok_s'], r['decode_tok_s'])} |"
-        )
+        if r["engine"] != "webmamba" and r["threads"] in ours:
+            rows.append(f"| {r['engine']} | {r['threads']} | {ratios(ours[r['threads']], r)}")
+    one = ours.get(1)
+    for t, r in ours.items():
+        if one and t > 1:
+            rows.append(f"| webmamba at 1 thread | {t} | {ratios(r, one)}")
     rows += ["", "| threads | memory bandwidth (GEMV read) | bandwidth-bound decode limit |", "|---|---|---|"]
     for t, b in bw.items():
         rows.append(f"| {t} | {b / 1e9:.1f} GB/s | {b / weight_bytes:.1f} tok/s ({weight_bytes / 1e6:.0f} MB of weights per token) |")
@@ -210,9 +214,9 @@ def main():
         results.append({"engine": engine, "threads": threads, **run()})
         log(json.dumps(results[-1]))
 
-    if "webmamba" in engines:
-        measure("webmamba", 1, lambda: run_webmamba(folder, a.runs))  # one thread: no threading yet
     for t in threads:
+        if "webmamba" in engines:
+            measure("webmamba", t, lambda: run_webmamba(folder, t, a.runs))
         if "hf" in engines:
             measure("hf", t, lambda: run_hf(folder, t, a.runs, vocab))
         if "llama.cpp" in engines:

@@ -8,7 +8,7 @@ use crate::blocks::mamba1::{Mamba1, Weights};
 use crate::cpu::conv::{ConvWeights, Run, conv_silu};
 use crate::cpu::matmul::linear;
 use crate::cpu::ops::{rms_norm_in_place, scan_step, silu, softplus};
-use crate::cpu::threads::{chunk_len, map_chunks};
+use crate::cpu::threads::{chunk_len, for_chunks, map_chunks};
 
 /// The block's mixer over x (T, D) from state `st`, updating it; returns (T, D). `a` is
 /// A = −exp(A_log), (E·D, N). The layer's state after each of `cap.positions` goes to
@@ -48,8 +48,10 @@ pub(crate) fn forward(p: &Mamba1, w: &Weights, run: Run<'_>) -> Vec<f32> {
         }
     }
     let delta_in: Vec<f32> = dbc.chunks_exact(r + 2 * n).flat_map(|row| &row[..r]).copied().collect();
-    let delta: Vec<f32> =
-        linear(&delta_in, &w.dt_proj, Some(&w.ssm.dt_bias)).into_iter().map(softplus).collect();
+    let mut delta = linear(&delta_in, &w.dt_proj, Some(&w.ssm.dt_bias));
+    for_chunks(&mut delta, chunk_len(t_len * di, 4096, 1), |_, d| {
+        d.iter_mut().for_each(|v| *v = softplus(*v))
+    });
 
     // Selective scan, sequential in t, in blocks of channels on the model's threads:
     //   h_t = exp(Δ_t A) ⊙ h_{t−1} + (Δ_t u_t) B_t,   y_t = h_t · C_t + D u_t,
