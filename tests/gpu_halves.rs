@@ -7,8 +7,8 @@
 
 mod common;
 
-use common::gpu;
-use webmamba::gpu::{Binding, GpuContext, Kernel};
+use common::{gpu, wgsl_fn};
+use webmamba::gpu::GpuContext;
 
 /// Every shader that reads halves (`shaders_are_all_here` checks the list natively).
 const SHADERS: &[(&str, &str)] = &[
@@ -30,45 +30,18 @@ const FLUSHING: &str = "fn halves(u: u32) -> vec2<f32> {
 }
 ";
 
-const BINDINGS: &[Binding] = &[Binding::read(0, "xs"), Binding::read_write(1, "ys")];
-
-/// The shader's `fn halves` and nothing else of it, in a kernel `ys[2i..2i+2] = halves(xs[i])`.
-fn wrap(shader: &str) -> String {
-    let start = shader.find("fn halves(u: u32) -> vec2<f32> {").expect("a halves in the shader");
-    let end = start + shader[start..].find("\n}\n").expect("the function's end") + 3;
-    format!(
-        "{}
-@group(0) @binding(0) var<storage, read> xs: array<u32>;       // (n) two halves each
-@group(0) @binding(1) var<storage, read_write> ys: array<f32>; // (2n)
-
-@compute @workgroup_size(64)
-fn halves_test(@builtin(global_invocation_id) id: vec3<u32>) {{
-    if (id.x < arrayLength(&xs)) {{
-        let h = halves(xs[id.x]);
-        ys[2u * id.x] = h.x;
-        ys[2u * id.x + 1u] = h.y;
-    }}
-}}
-",
-        &shader[start..end]
-    )
-}
-
 /// Every f16 bit pattern in the low half, and a permutation of them in the high half.
 fn inputs() -> Vec<u32> {
     (0..1u32 << 16).map(|i| i | (((i * 40503) & 0xffff) << 16)).collect()
 }
 
+/// `function`'s `halves` over `xs` (two outputs per input).
 async fn run(ctx: &GpuContext, function: &str, xs: &[u32]) -> Vec<f32> {
-    let kernel = Kernel::new(ctx, "halves_test", &wrap(function), BINDINGS).await.expect("compile");
+    let function = wgsl_fn::cut(function, "fn halves(u: u32) -> vec2<f32> {");
+    let body = "let h = halves(xs[i]);\n        ys[2u * i] = h.x;\n        ys[2u * i + 1u] = h.y;";
     // the u32 patterns travel as f32 bits (a copy, no arithmetic)
     let bits: Vec<f32> = xs.iter().map(|&u| f32::from_bits(u)).collect();
-    let x = ctx.storage_from_f32("xs", &bits).expect("xs");
-    let y = ctx.storage_zeroed_f32("ys", 2 * xs.len()).expect("ys");
-    let group = kernel.bind(ctx, &[("xs", &x), ("ys", &y)]).expect("bind");
-    let groups = (xs.len() as u32).div_ceil(64);
-    kernel.submit_once(ctx, &group, (groups, 1, 1), "halves").await.expect("dispatch");
-    ctx.read_f32(&y, 0, 2 * xs.len()).await.expect("read back")
+    wgsl_fn::run(ctx, function, "u32", body, &bits, 2).await
 }
 
 /// Halves decoded to other bits than `half`'s exact f32 (infinities and NaNs, which the loader
@@ -113,21 +86,16 @@ dual_test! {
 #[cfg(not(target_arch = "wasm32"))]
 #[test]
 fn shaders_are_all_here() {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/shaders");
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(dir).expect("the shaders folder").filter_map(|e| e.ok()) {
-        let source = std::fs::read_to_string(entry.path()).unwrap_or_default();
-        let name = entry.path().file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_owned();
+    let found = wgsl_fn::shaders_where(|s| s.contains("fn halves(") || s.contains("unpack2x16float("));
+    for name in &found {
+        let source =
+            std::fs::read_to_string(format!("{}/shaders/{name}.wgsl", env!("CARGO_MANIFEST_DIR"))).unwrap();
         let raw = source.matches("unpack2x16float(").count();
-        if raw > 0 || source.contains("fn halves(") {
-            assert!(
-                source.contains("fn halves(") && raw == 1,
-                "{name}.wgsl: halves must be read through its fn halves only ({raw} unpack2x16float calls)"
-            );
-            found.push(name);
-        }
+        assert!(
+            source.contains("fn halves(") && raw == 1,
+            "{name}.wgsl: halves must be read through its fn halves only ({raw} unpack2x16float calls)"
+        );
     }
-    found.sort();
     let listed: Vec<String> = SHADERS.iter().map(|(n, _)| (*n).to_owned()).collect();
     assert_eq!(found, listed, "every shader that reads halves must be tested here");
 }

@@ -6,8 +6,8 @@
 
 mod common;
 
-use common::gpu;
-use webmamba::gpu::{Binding, GpuContext, Kernel};
+use common::{gpu, wgsl_fn};
+use webmamba::gpu::GpuContext;
 
 /// Every shader with a softplus (`shaders_are_all_here` checks the list natively).
 const SHADERS: &[(&str, &str)] = &[
@@ -31,36 +31,10 @@ const OLD: &str = "fn softplus(v: f32) -> f32 {
 }
 ";
 
-const BINDINGS: &[Binding] = &[Binding::read(0, "xs"), Binding::read_write(1, "ys")];
-
-/// The shader's `fn softplus` and nothing else of it, in a kernel `ys[i] = softplus(xs[i])`.
-fn wrap(shader: &str) -> String {
-    let start = shader.find("fn softplus(v: f32) -> f32 {").expect("a softplus in the shader");
-    let end = start + shader[start..].find("\n}\n").expect("the function's end") + 3;
-    format!(
-        "{}
-@group(0) @binding(0) var<storage, read> xs: array<f32>;       // (n)
-@group(0) @binding(1) var<storage, read_write> ys: array<f32>; // (n)
-
-@compute @workgroup_size(64)
-fn softplus_test(@builtin(global_invocation_id) id: vec3<u32>) {{
-    if (id.x < arrayLength(&xs)) {{
-        ys[id.x] = softplus(xs[id.x]);
-    }}
-}}
-",
-        &shader[start..end]
-    )
-}
-
+/// `function`'s `softplus` over `xs`.
 async fn run(ctx: &GpuContext, function: &str, xs: &[f32]) -> Vec<f32> {
-    let kernel = Kernel::new(ctx, "softplus_test", &wrap(function), BINDINGS).await.expect("compile");
-    let x = ctx.storage_from_f32("xs", xs).expect("xs");
-    let y = ctx.storage_zeroed_f32("ys", xs.len()).expect("ys");
-    let group = kernel.bind(ctx, &[("xs", &x), ("ys", &y)]).expect("bind");
-    let groups = (xs.len() as u32).div_ceil(64);
-    kernel.submit_once(ctx, &group, (groups, 1, 1), "softplus").await.expect("dispatch");
-    ctx.read_f32(&y, 0, xs.len()).await.expect("read back")
+    let function = wgsl_fn::cut(function, "fn softplus(v: f32) -> f32 {");
+    wgsl_fn::run(ctx, function, "f32", "ys[i] = softplus(xs[i]);", xs, 1).await
 }
 
 /// softplus in f64: max(v, 0) + ln(1 + e^−|v|).
@@ -114,14 +88,7 @@ dual_test! {
 #[cfg(not(target_arch = "wasm32"))]
 #[test]
 fn shaders_are_all_here() {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/shaders");
-    let mut found: Vec<String> = std::fs::read_dir(dir)
-        .expect("the shaders folder")
-        .filter_map(|e| e.ok())
-        .filter(|e| std::fs::read_to_string(e.path()).is_ok_and(|s| s.contains("fn softplus(")))
-        .filter_map(|e| e.path().file_stem().and_then(|s| s.to_str()).map(str::to_owned))
-        .collect();
-    found.sort();
+    let found = wgsl_fn::shaders_where(|s| s.contains("fn softplus("));
     let mut listed: Vec<String> = SHADERS.iter().map(|(n, _)| (*n).to_owned()).collect();
     listed.sort();
     assert_eq!(found, listed, "every shader with a softplus must be tested here");

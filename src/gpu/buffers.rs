@@ -80,12 +80,14 @@ impl GpuContext {
         Ok(self.create_buffer(label, bytes, STORAGE))
     }
 
-    /// A uniform buffer holding `value` (rewritable in place with `queue().write_buffer`).
+    /// A uniform buffer holding `value` (rewritable in place with `queue().write_buffer`); also
+    /// usable as read-only storage, as kernels bind it where the adapter wants that
+    /// ([`crate::gpu::AdapterSummary::params_in_storage`]).
     pub fn uniform<T: bytemuck::Pod>(&self, label: &str, value: &T) -> wgpu::Buffer {
         self.create_buffer_init(
             label,
             bytemuck::bytes_of(value),
-            wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
         )
     }
 

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
+use crate::gpu::cache::KernelCache;
 
 /// Optional features we turn on when the adapter has them (never required).
 /// - `SHADER_F16`: f16 weight storage (a later issue); absent on Chromium's SwiftShader.
@@ -38,6 +39,13 @@ pub struct AdapterSummary {
     pub max_compute_workgroup_storage_size: u32,
     /// Largest dispatch along one dimension.
     pub max_compute_workgroups_per_dimension: u32,
+    /// Whether kernels read their parameter structs (`var<uniform>` in the WGSL) as read-only
+    /// storage buffers instead: on lavapipe only. Its Mesa 22 re-specialises and recompiles a
+    /// compute shader whose loops depend on uniform values at *every* dispatch (uniform
+    /// inlining, without the variant cache later versions added): 1–3 ms per dispatch, ~95%
+    /// of a small model's decode step. Storage buffers are never inlined. Every other adapter
+    /// (SwiftShader and real GPUs) gets the uniforms as written.
+    pub params_in_storage: bool,
 }
 
 impl std::fmt::Display for AdapterSummary {
@@ -90,6 +98,8 @@ pub struct GpuContext {
     /// Why the device was lost, once it was.
     lost: Arc<Mutex<Option<String>>>,
     pub(crate) counters: Arc<Counters>,
+    /// Layouts and pipelines compiled on this device, reused by every later load.
+    pub(crate) kernels: Arc<KernelCache>,
 }
 
 impl GpuContext {
@@ -171,8 +181,17 @@ impl GpuContext {
             max_compute_invocations_per_workgroup: limits.max_compute_invocations_per_workgroup,
             max_compute_workgroup_storage_size: limits.max_compute_workgroup_storage_size,
             max_compute_workgroups_per_dimension: limits.max_compute_workgroups_per_dimension,
+            params_in_storage: info.backend == wgpu::Backend::Vulkan && info.name.contains("llvmpipe"),
         };
-        Ok(Self { device, queue, summary, uncaptured, lost, counters: Arc::default() })
+        Ok(Self {
+            device,
+            queue,
+            summary,
+            uncaptured,
+            lost,
+            counters: Arc::default(),
+            kernels: Arc::default(),
+        })
     }
 
     /// The device, for the crate's own plumbing (encoders, pipelines, polling). Buffers and

@@ -2,6 +2,7 @@
 //! construction and readback. Nothing here knows about Mamba.
 
 mod buffers;
+mod cache;
 mod context;
 mod pipeline;
 mod readback;

@@ -4,10 +4,11 @@
 //! by naming each buffer after the WGSL global it binds ([`resolve`]), never by position.
 
 use crate::error::{Error, Result};
+use crate::gpu::cache::{LayoutKey, PipelineKey};
 use crate::gpu::context::GpuContext;
 
 /// How a kernel uses one binding.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Access {
     /// `var<uniform>`: small parameter struct.
     Uniform,
@@ -20,7 +21,7 @@ pub enum Access {
 /// One binding of a kernel's bind group 0, as its WGSL declares it:
 /// `@group(0) @binding(index) var<access> name`. `tests/kernel_contract.rs` checks every
 /// kernel's list against its shader both ways.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Binding {
     /// The WGSL global's name: call sites bind a buffer by it.
     pub name: &'static str,
@@ -46,8 +47,11 @@ impl Binding {
         Self { name, index, access: Access::ReadWrite }
     }
 
-    fn entry(self) -> wgpu::BindGroupLayoutEntry {
+    /// Its layout entry; `params_in_storage`: a `var<uniform>` is bound as read-only storage
+    /// ([`crate::gpu::AdapterSummary::params_in_storage`]).
+    fn entry(self, params_in_storage: bool) -> wgpu::BindGroupLayoutEntry {
         let ty = match self.access {
+            Access::Uniform if params_in_storage => wgpu::BufferBindingType::Storage { read_only: true },
             Access::Uniform => wgpu::BufferBindingType::Uniform,
             Access::Read => wgpu::BufferBindingType::Storage { read_only: true },
             Access::ReadWrite => wgpu::BufferBindingType::Storage { read_only: false },
@@ -93,18 +97,35 @@ pub struct Layout {
     pub bindings: &'static [Binding],
     /// The wgpu layout made from them.
     pub layout: wgpu::BindGroupLayout,
+    /// Whether its `var<uniform>` bindings are read-only storage here (the adapter wants it,
+    /// [`crate::gpu::AdapterSummary::params_in_storage`], and the device allows that many
+    /// storage buffers); kernels compiled against it read them so.
+    pub params_in_storage: bool,
 }
 
 impl Layout {
-    /// A bind-group layout for `bindings` (labelled `name`).
+    /// A bind-group layout for `bindings` (labelled `name` where it is made): the context's
+    /// own for that binding list once one was made ([`crate::gpu::GpuContext`]'s kernel cache).
     pub fn new(ctx: &GpuContext, name: &str, bindings: &'static [Binding]) -> Self {
-        let entries: Vec<_> = bindings.iter().map(|b| b.entry()).collect();
-        let layout = ctx.device().create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some(name),
-            entries: &entries,
+        let params_in_storage = ctx.summary().params_in_storage
+            && bindings.len() <= ctx.limits().max_storage_buffers_per_shader_stage as usize;
+        let layout = ctx.kernels.layout(layout_key(bindings, params_in_storage), || {
+            let entries: Vec<_> = bindings.iter().map(|b| b.entry(params_in_storage)).collect();
+            ctx.device().create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                label: Some(name),
+                entries: &entries,
+            })
         });
-        Self { bindings, layout }
+        Self { bindings, layout, params_in_storage }
     }
+
+    fn key(&self) -> LayoutKey {
+        layout_key(self.bindings, self.params_in_storage)
+    }
+}
+
+fn layout_key(bindings: &[Binding], params_in_storage: bool) -> LayoutKey {
+    (bindings.to_vec(), params_in_storage)
 }
 
 /// A kernel a block kind needs: its WGSL, its declared bindings and the pipeline-overridable
@@ -162,29 +183,45 @@ impl Kernel {
         layout: Layout,
         constants: &[(&str, f64)],
     ) -> Result<Self> {
+        let key: PipelineKey = (
+            name,
+            source.to_string(),
+            constants.iter().map(|&(c, v)| (c.to_string(), v.to_bits())).collect(),
+            layout.key(),
+        );
+        if let Some(pipeline) = ctx.kernels.pipeline(&key) {
+            return Ok(Kernel { name, layout, pipeline });
+        }
         ctx.counters.pipelines.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let device = ctx.device();
-        ctx.scoped(&format!("creating the {name} pipeline"), || {
-            let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-                label: Some(name),
-                bind_group_layouts: &[Some(&layout.layout)],
-                immediate_size: 0,
-            });
-            let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: Some(name),
-                source: wgpu::ShaderSource::Wgsl(source.into()),
-            });
-            let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some(name),
-                layout: Some(&pipeline_layout),
-                module: &module,
-                entry_point: Some(name),
-                compilation_options: wgpu::PipelineCompilationOptions { constants, ..Default::default() },
-                cache: None,
-            });
-            Kernel { name, layout, pipeline }
-        })
-        .await
+        let kernel = ctx
+            .scoped(&format!("creating the {name} pipeline"), || {
+                let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                    label: Some(name),
+                    bind_group_layouts: &[Some(&layout.layout)],
+                    immediate_size: 0,
+                });
+                let source = match layout.params_in_storage {
+                    true => source.replace("var<uniform>", "var<storage, read>").into(),
+                    false => std::borrow::Cow::Borrowed(source),
+                };
+                let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                    label: Some(name),
+                    source: wgpu::ShaderSource::Wgsl(source),
+                });
+                let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                    label: Some(name),
+                    layout: Some(&pipeline_layout),
+                    module: &module,
+                    entry_point: Some(name),
+                    compilation_options: wgpu::PipelineCompilationOptions { constants, ..Default::default() },
+                    cache: None,
+                });
+                Kernel { name, layout, pipeline }
+            })
+            .await?;
+        ctx.kernels.keep(key, &kernel.pipeline);
+        Ok(kernel)
     }
 
     /// A bind group with each of `buffers` — `(WGSL name, buffer)` — bound where the kernel

@@ -3,6 +3,7 @@
 //! property (see [`crate::Error::code`]); nothing here unwraps, so no panic reaches JS.
 
 mod args;
+mod backend;
 mod body;
 mod http;
 mod info;

@@ -6,16 +6,15 @@ use std::rc::Rc;
 
 use wasm_bindgen::prelude::*;
 
-use crate::cpu::threads::Threads;
 use crate::engine::Engine;
-use crate::error::{Error, Result};
-use crate::gpu::GpuContext;
-use crate::gpu_model::{GpuModel, GpuModelOptions, Matmul};
+use crate::error::Result;
+use crate::gpu_model::GpuModel;
 use crate::load::host::HostSink;
-use crate::model::Checkpoint;
+use crate::model::{Checkpoint, ModelWeights};
 use crate::session::Runtime;
 use crate::store::StoreConfig;
 use crate::tokenizer::Tokenizer;
+use crate::wasm::backend::{Provisional, fallback, gpu_context, gpu_options};
 use crate::wasm::info::{CacheInfo, ModelInfo};
 use crate::wasm::lease::{Lease, Shared};
 use crate::wasm::loader;
@@ -139,10 +138,8 @@ impl Model {
             }
             Err(why) => why,
         };
-        let (threads, warning) = cpu_threads(&o);
-        let engine = Engine::cpu_with(checkpoint.weights_reporting(&mut reporter)?, o.max_context, threads)?;
-        let warnings = reporter.warnings().iter().cloned().chain(warning).collect();
-        Self::assemble(engine, why, checkpoint.tokenizer_json.as_deref(), o, warnings)
+        let weights = checkpoint.weights_reporting(&mut reporter)?;
+        Self::on_cpu(weights, why, checkpoint.tokenizer_json.as_deref(), o, reporter.warnings())
     }
 
     async fn load_source(source: WebSource, o: LoadConfig) -> Result<Model> {
@@ -168,14 +165,23 @@ impl Model {
         };
         let mut sink = HostSink::new(&opened.layout)?;
         let fingerprint = loader::stream(&source, &opened, &mut sink, None, &mut reporter).await?;
-        let (threads, warning) = cpu_threads(&o);
-        let engine = Engine::cpu_with(
-            sink.finish(&opened.config, &opened.layout, fingerprint)?,
-            o.max_context,
-            threads,
-        )?;
-        let warnings = reporter.warnings().iter().cloned().chain(warning).collect();
-        Self::assemble(engine, why, opened.tokenizer_json.as_deref(), o, warnings)
+        let weights = sink.finish(&opened.config, &opened.layout, fingerprint)?;
+        Self::on_cpu(weights, why, opened.tokenizer_json.as_deref(), o, reporter.warnings())
+    }
+
+    /// The model on the CPU (`why`: the reason it is not on a GPU), on the threads it gets,
+    /// with a warning where it got fewer than asked for.
+    fn on_cpu(
+        weights: ModelWeights,
+        why: String,
+        tokenizer: Option<&[u8]>,
+        o: LoadConfig,
+        warnings: &[String],
+    ) -> Result<Model> {
+        let (threads, warning) = o.cpu_threads();
+        let engine = Engine::cpu_with(weights, o.max_context, threads)?;
+        let warnings = warnings.iter().cloned().chain(warning).collect();
+        Self::assemble(engine, why, tokenizer, o, warnings)
     }
 
     /// The model on the GPU: `ctx`'s device is kept only once the model exists (an error in
@@ -348,89 +354,4 @@ impl Model {
         let ids = args::ids(&ids, "ids").map_err(to_js)?;
         self.shared.tokenizer().and_then(|t| t.decode(&ids, true)).map_err(to_js)
     }
-}
-
-/// The GPU context, or why the CPU runs instead (`Err` inside `Ok`); a GPU the caller insisted
-/// on that is missing is an error.
-async fn gpu_context(backend: &str) -> Result<std::result::Result<GpuContext, String>> {
-    Ok(match backend {
-        "cpu" => Err(String::new()),
-        "gpu" => Ok(GpuContext::new().await?),
-        _ => GpuContext::new().await.map_err(|e| format!("CPU fallback: {e}")),
-    })
-}
-
-/// A load's own GPU device until the model holding it is made: a load that fails, falls back
-/// to the CPU or is aborted (its future dropped) destroys it, and with it every buffer made so
-/// far — WebGPU frees nothing of a dropped wgpu object before garbage collection.
-struct Provisional {
-    ctx: GpuContext,
-    kept: bool,
-}
-
-impl Provisional {
-    fn new(ctx: GpuContext) -> Self {
-        Provisional { ctx, kept: false }
-    }
-
-    /// The load succeeded: the model keeps the device.
-    fn keep(mut self) {
-        self.kept = true;
-    }
-}
-
-impl std::ops::Deref for Provisional {
-    type Target = GpuContext;
-    fn deref(&self) -> &GpuContext {
-        &self.ctx
-    }
-}
-
-impl Drop for Provisional {
-    fn drop(&mut self) {
-        if !self.kept {
-            self.ctx.destroy();
-        }
-    }
-}
-
-/// With backend "auto", a model the GPU cannot run (a kernel limit, a binding limit, GPU memory)
-/// runs on the CPU instead; the reason is returned for `model.info.adapter`. Otherwise the error.
-fn fallback(o: &LoadConfig, e: Error) -> Result<String> {
-    let gpu_cannot_run =
-        matches!(e, Error::UnsupportedModel(_) | Error::LimitExceeded { .. } | Error::OutOfMemory { .. });
-    if o.backend == "auto" && gpu_cannot_run {
-        Ok(format!("CPU fallback: the GPU cannot run this model: {e}"))
-    } else {
-        Err(e)
-    }
-}
-
-fn gpu_options(o: &LoadConfig) -> GpuModelOptions {
-    GpuModelOptions {
-        max_tokens: o.max_tokens as usize,
-        matmul: Matmul::Auto,
-        weights: o.weights,
-        max_binding_bytes: None,
-        max_context: o.max_context,
-        kv_format: o.kv_format,
-    }
-}
-
-/// The CPU backend's threads: the Web Workers the package's worker started for it
-/// (`initThreadPool` in the `wasm-threads` build, in a cross-origin-isolated page), else one —
-/// with a warning when `threads` asked for more than it got.
-fn cpu_threads(o: &LoadConfig) -> (Threads, Option<String>) {
-    let threads = Threads::global();
-    let warning = match o.threads {
-        Some(asked) if asked > threads.count() && threads.count() == 1 => Some(format!(
-            "threads: {asked} asked for, but the CPU backend runs on one thread here (wasm threads \
-             need the worker mode, {{ worker: true }}, in a cross-origin-isolated page)"
-        )),
-        Some(asked) if asked > threads.count() => {
-            Some(format!("threads: {asked} asked for, {} started", threads.count()))
-        }
-        _ => None,
-    };
-    (threads, warning)
 }

@@ -7,6 +7,7 @@ use js_sys::{Function, Object, Reflect};
 use wasm_bindgen::{JsCast, JsValue};
 
 use crate::cache::{CacheConfig, Retention};
+use crate::cpu::threads::Threads;
 use crate::error::{Error, Result};
 use crate::gpu_model::{GpuModelOptions, KvFormat, WeightFormat};
 use crate::load::{Progress, Reporter};
@@ -45,6 +46,24 @@ pub(crate) struct LoadConfig {
 }
 
 impl LoadConfig {
+    /// The CPU backend's threads: the Web Workers the package's worker started for it
+    /// (`initThreadPool` in the `wasm-threads` build, in a cross-origin-isolated page), else one —
+    /// with a warning when `threads` asked for more than it got.
+    pub fn cpu_threads(&self) -> (Threads, Option<String>) {
+        let threads = Threads::global();
+        let warning = match self.threads {
+            Some(asked) if asked > threads.count() && threads.count() == 1 => Some(format!(
+                "threads: {asked} asked for, but the CPU backend runs on one thread here (wasm threads \
+                 need the worker mode, {{ worker: true }}, in a cross-origin-isolated page)"
+            )),
+            Some(asked) if asked > threads.count() => {
+                Some(format!("threads: {asked} asked for, {} started", threads.count()))
+            }
+            _ => None,
+        };
+        (threads, warning)
+    }
+
     /// Parses `options` (undefined/null: all defaults).
     pub fn parse(options: &JsValue) -> Result<Self> {
         let field = |name: &str| field(options, name, "load options");

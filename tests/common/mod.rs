@@ -13,6 +13,7 @@
 
 pub mod counting;
 pub mod fixtures;
+pub mod wgsl_fn;
 
 use webmamba::GpuContext;
 
@@ -104,9 +105,13 @@ pub async fn gpu(test: &str) -> Option<GpuContext> {
             ),
         }
     }
+    if let Some(ctx) = shared_context(test) {
+        return Some(ctx);
+    }
     match GpuContext::new().await {
         Ok(ctx) => {
             log(&format!("[gpu] {test}: running on {}", ctx.summary()));
+            keep_shared(&ctx);
             Some(ctx)
         }
         Err(e) if gpu_required() => {
@@ -121,6 +126,44 @@ pub async fn gpu(test: &str) -> Option<GpuContext> {
         }
     }
 }
+
+#[cfg(target_arch = "wasm32")]
+thread_local! {
+    /// In the browser every test of a binary runs in one page, one after another: they share a
+    /// context, so the kernels one test compiled serve the next (the context's kernel cache;
+    /// compiling is most of a load on SwiftShader). Natively each test opens its own (tests run
+    /// in parallel there, and some destroy their device).
+    static SHARED: std::cell::RefCell<Option<GpuContext>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The context an earlier test of this page opened, if it is still usable. A GPU error an
+/// earlier test left unreported fails this one, naming it, rather than being taken by it.
+#[cfg(target_arch = "wasm32")]
+fn shared_context(test: &str) -> Option<GpuContext> {
+    let ctx = SHARED.with(|s| s.borrow().clone())?;
+    if ctx.lost().is_some() {
+        SHARED.with(|s| s.borrow_mut().take());
+        return None;
+    }
+    if let Some(error) = ctx.take_uncaptured_error() {
+        panic!("[gpu] {test}: an earlier test left a GPU error on the shared context: {error}");
+    }
+    log(&format!("[gpu] {test}: running on {} (the page's context)", ctx.summary()));
+    Some(ctx)
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn shared_context(_: &str) -> Option<GpuContext> {
+    None
+}
+
+#[cfg(target_arch = "wasm32")]
+fn keep_shared(ctx: &GpuContext) {
+    SHARED.with(|s| *s.borrow_mut() = Some(ctx.clone()));
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn keep_shared(_: &GpuContext) {}
 
 /// Asserts `|actual - expected| <= atol + rtol * |expected|` everywhere; on failure reports the
 /// worst index (largest excess over its tolerance), both values, and how many elements failed.
