@@ -11,10 +11,9 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use crate::gpu::pipeline::Binding;
-
-/// What makes two layouts the same: their bindings and whether parameters are storage.
-pub(crate) type LayoutKey = (Vec<Binding>, bool);
+/// What makes two layouts the same: their bindings (each as its `Debug` text: name, index,
+/// access) and whether parameters are storage.
+pub(crate) type LayoutKey = (String, bool);
 
 /// What makes two pipelines the same: entry point, WGSL, constants (name, value bits), layout.
 pub(crate) type PipelineKey = (&'static str, String, Vec<(String, u64)>, LayoutKey);

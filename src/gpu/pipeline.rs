@@ -8,7 +8,7 @@ use crate::gpu::cache::{LayoutKey, PipelineKey};
 use crate::gpu::context::GpuContext;
 
 /// How a kernel uses one binding.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
     /// `var<uniform>`: small parameter struct.
     Uniform,
@@ -21,7 +21,7 @@ pub enum Access {
 /// One binding of a kernel's bind group 0, as its WGSL declares it:
 /// `@group(0) @binding(index) var<access> name`. `tests/kernel_contract.rs` checks every
 /// kernel's list against its shader both ways.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Binding {
     /// The WGSL global's name: call sites bind a buffer by it.
     pub name: &'static str,
@@ -125,7 +125,7 @@ impl Layout {
 }
 
 fn layout_key(bindings: &[Binding], params_in_storage: bool) -> LayoutKey {
-    (bindings.to_vec(), params_in_storage)
+    (format!("{bindings:?}"), params_in_storage)
 }
 
 /// A kernel a block kind needs: its WGSL, its declared bindings and the pipeline-overridable
