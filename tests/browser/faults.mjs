@@ -72,9 +72,15 @@ async function tryLoad(page, url, options, { limitMs = LIMIT_MS, abortAfterMs, a
     }
     return out;
   }, { url, options, limitMs, abortAfterMs, abortAt, abortFile });
-  // A page that crashed or hung past its own bound: a failure, not a hung test.
-  const bound = new Promise((ok) => setTimeout(() => ok({ ok: false, timedOut: true, node: true }), limitMs + 30_000));
-  return Promise.race([run.catch((e) => ({ ok: false, crashed: String(e.message ?? e) })), bound]);
+  // A page that crashed or hung past its own bound: a failure, not a hung test. The timer is
+  // cleared once the page answers (a pending one kept node alive after the last check).
+  let timer;
+  const bound = new Promise((ok) => { timer = setTimeout(() => ok({ ok: false, timedOut: true, node: true }), limitMs + 30_000); });
+  try {
+    return await Promise.race([run.catch((e) => ({ ok: false, crashed: String(e.message ?? e) })), bound]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 const short = (r) => (r.ok ? `loaded (${r.tokens?.length ?? 0} tokens)` : r.timedOut ? 'NOT SETTLED' : r.crashed ?? `${r.name}/${r.code}: ${r.message}`);
