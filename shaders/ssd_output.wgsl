@@ -43,6 +43,10 @@ struct Params {
     map_len: u32,        // T_max: length of the position map at the start of `capture`
     slot_len: u32,       // floats per checkpoint slot
     slot_ssm_at: u32,    // where this layer's SSM state sits in a slot: L·(K-1)·conv_dim + layer·E·D·N
+    u_at: u32,           // where u's row 0 starts in `u` (0; the fused decode step: E·D, u in zxbcdt)
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> step: Step;
@@ -115,14 +119,14 @@ fn ssd_output(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
         for (var i = lid; i < (s1 - s) * width; i += WG) {
             let t = s + i / width;
             let k = i % width;
-            bc[i] = u[t * p.u_stride + select(c_at + k - N_STATE, b_at + k, k < N_STATE)];
+            bc[i] = u[p.u_at + t * p.u_stride + select(c_at + k - N_STATE, b_at + k, k < N_STATE)];
         }
         workgroupBarrier();
         if (live) {
             for (var t = s; t < s1; t++) {
                 let dt = clamp(softplus(zxbcdt[t * p.proj_stride + p.dt_at + hd] + bias), p.dt_min, p.dt_max);
                 let decay = exp(dt * a);
-                let xt = u[t * p.u_stride + c];
+                let xt = u[p.u_at + t * p.u_stride + c];
                 let du = dt * xt;
                 let row = (t - s) * width;
                 var acc = 0.0;

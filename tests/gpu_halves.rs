@@ -14,6 +14,8 @@ use webmamba::gpu::GpuContext;
 const SHADERS: &[(&str, &str)] = &[
     ("attention_decode", include_str!("../shaders/attention_decode.wgsl")),
     ("attention_prefill", include_str!("../shaders/attention_prefill.wgsl")),
+    ("decode_in_proj", include_str!("../shaders/decode_in_proj.wgsl")),
+    ("decode_scan", include_str!("../shaders/decode_scan.wgsl")),
     ("embedding", include_str!("../shaders/embedding.wgsl")),
     ("gemv", include_str!("../shaders/gemv.wgsl")),
     ("gemv_coalesced", include_str!("../shaders/gemv_coalesced.wgsl")),

@@ -64,6 +64,16 @@ fn every_params_struct_matches_its_rust_struct() {
         conv1d_silu::Conv1dParams,
         [d_inner, d_conv, xz_stride, state_offset, has_bias, map_len, slot_len, x_at]
     );
+    params!(
+        "decode_in_proj",
+        decode_in_proj::DecodeInProjParams,
+        [n_in, n_out, row_start, w_scales, conv_from, channels, d_conv, state_offset, flags, eps, _pad]
+    );
+    params!(
+        "decode_scan",
+        decode_scan::DecodeScanParams,
+        [d_inner, dbc_stride, dt_rank, state_offset, w_scales, flags, _pad]
+    );
     params!("copy_cols", copy_cols::CopyColsParams, [width, x_stride, x_col, y_stride, y_col, _pad]);
     params!(
         "gated_act",
@@ -169,6 +179,7 @@ fn every_params_struct_matches_its_rust_struct() {
         ("map_len", offset_of!(O, map_len)),
         ("slot_len", offset_of!(O, slot_len)),
         ("slot_ssm_at", offset_of!(O, slot_ssm_at)),
+        ("u_at", offset_of!(O, u_at)),
     ]);
     check("ssd_output", "Params", size_of::<O>(), &output);
 }
@@ -314,6 +325,14 @@ fn shared_constants_have_one_value() {
     assert_eq!(constant("rms_norm", "LAST_ROW"), rms_norm::LAST_ROW);
     assert_eq!(constant("argmax", "NON_FINITE_PICK"), argmax::NON_FINITE_PICK);
     assert_eq!(constant("conv1d_silu", "K_MAX") as usize, conv1d_silu::K_MAX);
+    assert_eq!(constant("decode_in_proj", "K_MAX") as usize, conv1d_silu::K_MAX);
+    assert_eq!(constant("decode_in_proj", "OUT"), decode_in_proj::OUTPUTS_PER_LANE_GROUP);
+    assert_eq!(constant("decode_in_proj", "BIAS"), decode_in_proj::BIAS);
+    assert_eq!(constant("decode_in_proj", "CONV_BIAS"), decode_in_proj::CONV_BIAS);
+    assert_eq!(constant("decode_scan", "BIAS"), decode_scan::BIAS);
+    assert_eq!(constant("decode_scan", "STAGE") as usize, decode_scan::STAGE);
+    assert_eq!(constant("decode_scan", "N_MAX") as usize, scan_output::N_MAX);
+    assert_eq!(module("decode_scan").entry_points[0].workgroup_size, [decode_scan::WG, 1, 1]);
     // The embedding's dispatch covers a row with COLUMNS-wide workgroups.
     assert_eq!(module("embedding").entry_points[0].workgroup_size[0], embedding::COLUMNS);
     for shader in ["scan_chunks", "scan_output"] {

@@ -6,6 +6,7 @@
 use crate::blocks::{BlockKind, attention, mamba1, mamba2, mlp, moe, parallel, zamba2};
 use crate::error::Result;
 use crate::gpu::{GpuContext, Kernel, KernelSpec};
+use crate::gpu_model::WeightFormat;
 use crate::gpu_model::activations::{Activations, Scratch, StateBuffers};
 use crate::gpu_model::call::{Builder, Groups, Step};
 use crate::gpu_model::kv::{KvCaches, KvFormat};
@@ -148,10 +149,28 @@ pub(crate) struct LayerCx<'a> {
     pub eps: f32,
 }
 
-/// Whether a block of `kind` makes its own RMSNorm of the residual (instead of the plan's one
-/// before it): Zamba2's, whose shared block's output joins the Mamba input first.
-pub(crate) fn norms_itself(kind: &BlockKind) -> bool {
-    matches!(kind, BlockKind::Zamba2(_))
+/// The fused decode kernels a block of `kind` may dispatch, for the weight formats in use
+/// (`direct`: the software-adapter matmuls).
+pub(crate) fn decode_kernels(kind: &BlockKind, formats: &[WeightFormat], direct: bool) -> Vec<KernelSpec> {
+    match kind {
+        BlockKind::Mamba1(p) => mamba1::decode::kernels(p, formats, direct),
+        BlockKind::Mamba2(_) => {
+            formats.iter().map(|&f| crate::blocks::decode::in_proj_spec(f, direct)).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Whether a block of `kind` (weights `w`) makes its own RMSNorm of the residual (instead of
+/// the plan's one before it): Zamba2's, whose shared block's output joins the Mamba input
+/// first, and a Mamba block with the fused decode step (which folds the norm into in_proj).
+pub(crate) fn norms_itself(kind: &BlockKind, w: &GpuBlockWeights, cx: &LayerCx<'_>) -> bool {
+    match (kind, w) {
+        (BlockKind::Zamba2(_), _) => true,
+        (BlockKind::Mamba1(p), GpuBlockWeights::Mamba1(w)) => mamba1::decode::fuses(p, &w.dt_proj, cx),
+        (BlockKind::Mamba2(p), _) => mamba2::gpu::fuses(p, cx),
+        _ => false,
+    }
 }
 
 impl LayerCx<'_> {

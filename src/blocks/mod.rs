@@ -9,6 +9,7 @@
 //! regions and checks (`mod.rs`), its CPU forward (`cpu.rs`) and its GPU plan (`gpu.rs`).
 
 pub mod attention;
+pub(crate) mod decode;
 pub(crate) mod gpu;
 pub mod mamba1;
 pub mod mamba2;

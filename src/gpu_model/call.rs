@@ -22,6 +22,16 @@ pub(crate) struct Dims {
     pub past: u32,
     /// The device's largest dispatch along one dimension.
     pub max_dim: u32,
+    /// No checkpoint is captured in the chunk: with T = 1, the fused decode kernels run.
+    pub no_captures: bool,
+}
+
+impl Dims {
+    /// Whether the chunk runs the fused decode kernels ([`Step::Fused`]): one token, nothing
+    /// to capture (the fused kernels write no checkpoints).
+    pub fn fused(&self) -> bool {
+        self.t == 1 && self.no_captures
+    }
 }
 
 /// How a call's workgroup count follows from a forward chunk's sizes ([`Dims`]).
@@ -172,6 +182,10 @@ pub(crate) enum Step {
     Bulk(Call),
     /// A linear layer with workgroups from the GPU (a routed expert's).
     Indirect(IndirectLinear),
+    /// A step of the fused decode path: made only for a chunk that [`Dims::fused`] says runs it.
+    Fused(Box<Step>),
+    /// A step the fused decode path replaces: made for every other chunk.
+    Unfused(Box<Step>),
 }
 
 /// Most tokens of a chunk that attends with `attention_decode` (split across the context)
@@ -190,6 +204,9 @@ impl Step {
             Step::Bulk(call) if d.t > DECODE_ROWS => call.dispatch(pass, d),
             Step::Decode(_) | Step::Bulk(_) => {}
             Step::Indirect(linear) => linear.dispatch(pass, d.t),
+            Step::Fused(step) if d.fused() => step.dispatch(pass, d),
+            Step::Unfused(step) if !d.fused() => step.dispatch(pass, d),
+            Step::Fused(_) | Step::Unfused(_) => {}
         }
     }
 }

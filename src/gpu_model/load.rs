@@ -132,9 +132,16 @@ impl Loading<'_> {
         formats.sort();
         formats.dedup();
         // Kept: the plan is built again when the key/value caches grow.
-        let block_kernels =
+        let mut block_kernels: Vec<_> =
             config.blocks.iter().flat_map(|b| blocks::gpu::kernels(&b.kind, options.kv_format)).collect();
-        let kernels = Kernels::new(ctx, options.matmul, &formats, block_kernels, reporter).await?;
+        if options.fused {
+            let direct = options.matmul.is_direct(ctx);
+            block_kernels.extend(
+                config.blocks.iter().flat_map(|b| blocks::gpu::decode_kernels(&b.kind, &formats, direct)),
+            );
+        }
+        let kernels =
+            Kernels::new(ctx, (options.matmul, options.fused), &formats, block_kernels, reporter).await?;
         let plan = ctx
             .scoped("building the forward pass", || {
                 Plan::new(ctx, &config, &kernels, &w, &acts, (&state, &kv))

@@ -94,6 +94,10 @@ pub struct GpuModelOptions {
     pub max_context: Option<usize>,
     /// How the key/value caches store keys and values (f32 by default).
     pub kv_format: KvFormat,
+    /// Decode steps run the fused kernels (Mamba-1: 4 dispatches per layer instead of 7); off,
+    /// every chunk runs the kernels a prefill does (for comparisons: the results agree within
+    /// rounding, `tests/gpu_fused.rs`).
+    pub fused: bool,
 }
 
 impl Default for GpuModelOptions {
@@ -105,6 +109,7 @@ impl Default for GpuModelOptions {
             max_binding_bytes: None,
             max_context: None,
             kv_format: KvFormat::F32,
+            fused: true,
         }
     }
 }
@@ -313,7 +318,7 @@ impl GpuModel {
             bytemuck::bytes_of(&Step { t_len: t, n_chunks: chunks, past: self.context as u32, _pad: 0 }),
         );
         let max_dim = self.ctx.summary().max_compute_workgroups_per_dimension;
-        Ok(call::Dims { t, chunks, past: self.context as u32, max_dim })
+        Ok(call::Dims { t, chunks, past: self.context as u32, max_dim, no_captures: captures.is_empty() })
     }
 
     /// One chunk of at most `max_tokens` tokens; returns the logits `head` asks for.

@@ -39,6 +39,10 @@ pub(crate) struct Kernels {
     pub rms_norm: Kernel,
     pub argmax: Kernel,
     pub top_k: Kernel,
+    /// The software-adapter matmuls are in use (see [`Matmul`]).
+    pub direct: bool,
+    /// Decode steps run the fused kernels (`GpuModelOptions::fused`).
+    pub fused: bool,
     /// What the model's block kinds asked for (each spec once), found by [`Kernels::block`].
     blocks: Vec<(KernelSpec, Kernel)>,
 }
@@ -49,7 +53,7 @@ impl Kernels {
     /// as it is done.
     pub async fn new(
         ctx: &GpuContext,
-        matmul: Matmul,
+        (matmul, fused): (Matmul, bool),
         formats: &[WeightFormat],
         block_kernels: Vec<KernelSpec>,
         reporter: &mut Reporter,
@@ -105,6 +109,8 @@ impl Kernels {
             rms_norm,
             argmax: compile("argmax", argmax::SOURCE, argmax::BINDINGS, &[]).await?,
             top_k: compile("top_k", top_k::SOURCE, top_k::BINDINGS, &[]).await?,
+            direct,
+            fused,
             blocks,
         })
     }

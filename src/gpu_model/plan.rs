@@ -46,7 +46,7 @@ impl Plan {
         let lin = |x_stride, y_stride| linear::LinearParams { x_stride, y_stride, ..Default::default() };
         let embedding_kernel = &k.for_format(w.embedding.format)?.embedding;
         // Zamba2's shared blocks read the embeddings again: a second gather keeps them.
-        let zamba2 = c.blocks.iter().any(|b| blocks::gpu::norms_itself(&b.kind));
+        let zamba2 = c.blocks.iter().any(|b| matches!(b.kind, blocks::BlockKind::Zamba2(_)));
         let targets: &[&wgpu::Buffer] = if zamba2 { &[&a.h, &a.emb] } else { &[&a.h] };
         let embedding = targets
             .iter()
@@ -78,10 +78,6 @@ impl Plan {
             .enumerate()
             .map(|(i, (block, l))| {
                 let io = [("x", &a.h), ("weight", &l.norm), ("y", &a.x_norm)];
-                let mut steps = Vec::new();
-                if !blocks::gpu::norms_itself(&block.kind) {
-                    steps.push(Step::Call(b.call(&k.rms_norm, &norm(0), &io, ROWS)?));
-                }
                 let cx = blocks::gpu::LayerCx {
                     b: &b,
                     a,
@@ -96,6 +92,10 @@ impl Plan {
                     norm: &l.norm,
                     eps: c.norm_eps,
                 };
+                let mut steps = Vec::new();
+                if !blocks::gpu::norms_itself(&block.kind, &l.mixer, &cx) {
+                    steps.push(Step::Call(b.call(&k.rms_norm, &norm(0), &io, ROWS)?));
+                }
                 steps.extend(blocks::gpu::plan(&block.kind, &l.mixer, cx)?);
                 Ok(steps)
             })

@@ -37,4 +37,9 @@ pub struct SsdOutputParams {
     pub slot_len: u32,
     /// Where this layer's SSM state sits in a slot: L·(K−1)·conv_dim + layer·E·D·N.
     pub slot_ssm_at: u32,
+    /// Where u's row 0 starts in the buffer bound as `u`: 0, or E·D for the fused decode step
+    /// (which binds zxbcdt as u: decode_in_proj leaves the conv's output in place of x ‖ B ‖ C).
+    pub u_at: u32,
+    /// Padding to 80 bytes.
+    pub _pad: [u32; 3],
 }

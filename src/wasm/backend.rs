@@ -70,5 +70,6 @@ pub(crate) fn gpu_options(o: &LoadConfig) -> GpuModelOptions {
         max_binding_bytes: None,
         max_context: o.max_context,
         kv_format: o.kv_format,
+        fused: true,
     }
 }

@@ -56,6 +56,10 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',',
           value_parser = clap::value_parser!(u16).range(1..=webmamba::cpu::threads::MAX_THREADS as i64))]
     threads: Vec<u16>,
+    /// Also run the GPU with its unfused decode kernels (`gpu-unfused`, side by side with the
+    /// fused `gpu`).
+    #[arg(long)]
+    compare_unfused: bool,
 }
 
 /// The CPU backend's runs: one per thread count asked for, each with its label.
@@ -114,16 +118,25 @@ pub fn run(a: BenchArgs) -> Result<()> {
         a.decode_tokens
     );
     let mut rows = Vec::new();
-    let runs: Vec<(Backend, String, Option<u16>)> = a
+    let runs: Vec<(Backend, String, ContextArgs)> = a
         .backends
         .iter()
         .flat_map(|&backend| match backend {
-            Backend::Cpu => cpu_runs(&a.threads).into_iter().map(|(l, n)| (backend, l, n)).collect(),
-            Backend::Gpu => vec![(backend, "gpu".to_string(), None)],
+            Backend::Cpu => cpu_runs(&a.threads)
+                .into_iter()
+                .map(|(l, threads)| (backend, l, ContextArgs { threads, ..Default::default() }))
+                .collect(),
+            Backend::Gpu => {
+                let mut gpu = vec![(backend, "gpu".to_string(), ContextArgs::default())];
+                if a.compare_unfused {
+                    let unfused = ContextArgs { unfused: true, ..Default::default() };
+                    gpu.push((backend, "gpu-unfused".to_string(), unfused));
+                }
+                gpu
+            }
         })
         .collect();
-    for (backend, label, threads) in runs {
-        let context = ContextArgs { threads, ..Default::default() };
+    for (backend, label, context) in runs {
         let mut e = engine(&checkpoint, backend, matmul, a.weights, context)?;
         // Warm-up: pipelines compile lazily on some drivers.
         pollster::block_on(e.forward(&prompt[..1], Logits::Last))?;

@@ -51,7 +51,8 @@ pub enum Kv {
 }
 
 /// The attention caches of hybrid models (nothing changes for a pure Mamba model): the
-/// `maxContext` and `kvFormat` load options of the JS API; and the CPU backend's threads.
+/// `maxContext` and `kvFormat` load options of the JS API; the CPU backend's threads; the GPU's
+/// unfused decode (for comparisons).
 #[derive(Clone, Copy, Debug, Default, clap::Args)]
 pub struct ContextArgs {
     /// Most tokens of context; past it a call fails with ContextFull (default: what 1 GiB of
@@ -65,6 +66,10 @@ pub struct ContextArgs {
     /// at any count.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=webmamba::cpu::threads::MAX_THREADS as i64))]
     pub threads: Option<u16>,
+    /// GPU decode steps run the kernels a prefill runs (7 dispatches per Mamba-1 layer instead
+    /// of the fused 4): for comparisons; the results agree within rounding.
+    #[arg(long)]
+    pub unfused: bool,
 }
 
 /// Storage dtypes of random checkpoints.
@@ -112,6 +117,7 @@ pub fn engine(
                 weights: weights.into(),
                 max_context: context.max_context,
                 kv_format,
+                fused: !context.unfused,
                 ..Default::default()
             };
             let model = GpuModel::load_reporting(&ctx, checkpoint, options, &mut reporter).await?;

@@ -4,7 +4,7 @@
 //! → out_proj. Every buffer is bound by the name of the WGSL global it feeds.
 
 use crate::blocks::gpu::{GpuSsm, LayerCx, SsmShape, carry_call};
-use crate::blocks::mamba1::Mamba1;
+use crate::blocks::mamba1::{Mamba1, decode};
 use crate::error::{Error, Result};
 use crate::gpu::{GpuContext, KernelSpec};
 use crate::gpu_model::activations::Scratch;
@@ -171,11 +171,24 @@ pub(crate) fn plan(p: &Mamba1, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<St
     let scan = Groups::PerChunk(scan_chunks::groups(di, 1).0);
     // What both scan passes read: u ‖ Δ, δ ‖ B ‖ C, A ‖ D.
     let inputs = [("ud", &a.ud), ("dbc", &a.dbc), ("a_d", &w.ssm.a_d)];
-    let mut steps = vec![
-        Step::Linear(b.linear(&w.ssm.in_proj, &[("x", &a.x_norm), ("y", &a.xz)], lin(d, 2 * di))?),
-        w.ssm.conv_call(b, kernel("conv1d_silu")?, &conv, (a, s))?,
-        Step::Linear(b.linear(&w.x_proj, &[("x", &a.ud), ("y", &a.dbc)], lin(di, dbc_stride))?),
-    ];
+    // With the fused decode step (decode.rs) the layer norms its own input, and the calls it
+    // replaces run only for the other chunks.
+    let fused = decode::fuses(p, &w.dt_proj, &cx);
+    let unfused = |step: Step| if fused { Step::Unfused(Box::new(step)) } else { step };
+    let mut steps = Vec::new();
+    if fused {
+        steps.push(crate::blocks::decode::norm(&cx, d)?);
+    }
+    steps.extend([
+        unfused(Step::Linear(b.linear(&w.ssm.in_proj, &[("x", &a.x_norm), ("y", &a.xz)], lin(d, 2 * di))?)),
+        unfused(w.ssm.conv_call(b, kernel("conv1d_silu")?, &conv, (a, s))?),
+        unfused(Step::Linear(b.linear(&w.x_proj, &[("x", &a.ud), ("y", &a.dbc)], lin(di, dbc_stride))?)),
+    ]);
+    if fused {
+        let x_proj = decode::x_proj(&w.x_proj, &cx, lin(2 * di, dbc_stride))?;
+        steps.splice(steps.len() - 1..steps.len() - 1, decode::in_proj(p, &w.ssm, &cx)?);
+        steps.push(x_proj);
+    }
     if let Some(eps) = p.dbc_norm_eps {
         // Falcon-Mamba's norms: a workgroup per (row, slice of δ, B, C).
         let flags = if w.dbc_gains.is_some() { rms_slices::HAS_GAINS } else { 0 };
@@ -193,7 +206,7 @@ pub(crate) fn plan(p: &Mamba1, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<St
     }
     let scan_out = [("chunk_h0", &a.chunk_h0), ("ssm_state", &s.ssm), ("y", &a.y), ("capture", &a.capture)];
     steps.extend([
-        Step::Linear(b.linear(&w.dt_proj, &[("x", &a.dbc), ("y", &a.ud)], dt)?),
+        unfused(Step::Linear(b.linear(&w.dt_proj, &[("x", &a.dbc), ("y", &a.ud)], dt)?)),
         Step::Prefill(b.call(
             kernel("scan_chunks")?,
             &chunks,
@@ -202,13 +215,16 @@ pub(crate) fn plan(p: &Mamba1, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<St
         )?),
         carry_call(b, kernel("scan_carry")?, (di * n, state_offset), (a, s))?,
         // The gate z is in xz.
-        Step::Call(b.call(
+        unfused(Step::Call(b.call(
             kernel("scan_output")?,
             &output,
             &[&inputs[..], &[("xz", &a.xz)], &scan_out].concat(),
             scan,
-        )?),
-        Step::Linear(b.linear(&w.ssm.out_proj, &[("x", &a.y), ("y", &a.h)], out)?),
+        )?)),
     ]);
+    if fused {
+        steps.push(decode::scan(p, (&w.ssm, &w.dt_proj), &cx)?);
+    }
+    steps.push(Step::Linear(b.linear(&w.ssm.out_proj, &[("x", &a.y), ("y", &a.h)], out)?));
     Ok(steps)
 }

@@ -3,6 +3,7 @@
 //! checks. Symbols: see the glossary in [`crate::model`].
 
 pub(crate) mod cpu;
+pub(crate) mod decode;
 pub(crate) mod gpu;
 
 use crate::blocks::ssm::{self, SsmWeights};

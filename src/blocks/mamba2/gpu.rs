@@ -6,6 +6,7 @@
 //! norm, then silu_gate), or the gate alone (no norm). Every buffer is bound by the name of the
 //! WGSL global it feeds.
 
+use crate::blocks::decode;
 use crate::blocks::gpu::{GpuSsm, LayerCx, Out, SsmShape, carry_call};
 use crate::blocks::mamba2::{GatedNorm, Mamba2};
 use crate::error::{Error, Result};
@@ -122,12 +123,23 @@ pub(crate) struct Io<'a> {
     pub x: &'a wgpu::Buffer,
     pub in_scale: f32,
     pub out: Out<'a>,
+    /// Decode steps fuse the norm of h (then `x` must be x_norm), in_proj and the conv.
+    pub fused: bool,
 }
 
 /// The calls of a layer, a block `p` with weights `w`, in dispatch order: over the normed
 /// residual, added onto the residual times the block's multiplier.
 pub(crate) fn plan(p: &Mamba2, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<Step>> {
-    plan_io(p, w, cx, Io { x: &cx.a.x_norm, in_scale: 1.0, out: Out::Residual(cx.residual) })
+    let io = Io { x: &cx.a.x_norm, in_scale: 1.0, out: Out::Residual(cx.residual), fused: fuses(p, &cx) };
+    plan_io(p, w, cx, io)
+}
+
+/// Whether a layer of block `p` (the residual's norm in, out onto the residual) runs the fused
+/// decode step (`src/blocks/decode.rs`): its RMSNorm, in_proj and conv as one decode_in_proj,
+/// then ssd_output reading the conv's output where decode_in_proj leaves it — 2 dispatches
+/// fewer. Not with Falcon-H1's segment multipliers.
+pub(crate) fn fuses(p: &Mamba2, cx: &LayerCx<'_>) -> bool {
+    decode::possible(cx, p.d_conv) && p.in_scales == [1.0; 5]
 }
 
 /// The calls of a layer, a block `p` with weights `w`, reading and writing as `io` says.
@@ -158,7 +170,8 @@ pub(crate) fn plan_io(p: &Mamba2, w: &GpuWeights, cx: LayerCx<'_>, io: Io<'_>) -
         x_at: di,
     };
     let ssd = SsdParams::new(p, a.chunk);
-    let output = SsdOutputParams { ssd, state_offset, map_len, slot_len, slot_ssm_at: cap.ssm_at(i) as u32 };
+    let slot_ssm_at = cap.ssm_at(i) as u32;
+    let output = SsdOutputParams { ssd, state_offset, map_len, slot_len, slot_ssm_at, u_at: 0, _pad: [0; 3] };
     let groups = p.n_groups as u32;
     let gated = rms_norm::RmsNormParams { cols: di / groups, eps: p.norm_eps, flags: 0, groups };
     let (out_y, out) = io.out.apply(&a.h, lin(di, d));
@@ -167,7 +180,12 @@ pub(crate) fn plan_io(p: &Mamba2, w: &GpuWeights, cx: LayerCx<'_>, io: Io<'_>) -
     let inputs = [("u", &a.ud), ("zxbcdt", &a.xz), ("a_dt", &w.ssm.a_d)];
     let scan_out = [("chunk_h0", &a.chunk_h0), ("ssm_state", &s.ssm), ("y", &a.y), ("capture", &a.capture)];
     let in_proj = lin(d, width).scaled(io.in_scale);
-    let mut steps = vec![Step::Linear(b.linear(&w.ssm.in_proj, &[("x", io.x), ("y", &a.xz)], in_proj)?)];
+    let unfused = |step: Step| if io.fused { Step::Unfused(Box::new(step)) } else { step };
+    let mut steps = Vec::new();
+    if io.fused {
+        steps.push(decode::norm(&cx, d)?);
+    }
+    steps.push(unfused(Step::Linear(b.linear(&w.ssm.in_proj, &[("x", io.x), ("y", &a.xz)], in_proj)?)));
     if p.in_scales != [1.0; 5] {
         let [scale_z, scale_x, scale_b, scale_c, scale_dt] = p.in_scales;
         let gn = groups * n;
@@ -188,7 +206,7 @@ pub(crate) fn plan_io(p: &Mamba2, w: &GpuWeights, cx: LayerCx<'_>, io: Io<'_>) -
         steps.push(Step::Call(b.call(kernel("scale_segments")?, &params, &[("x", &a.xz)], values)?));
     }
     steps.extend([
-        w.ssm.conv_call(b, kernel("conv1d_silu")?, &conv, (a, s))?,
+        unfused(w.ssm.conv_call(b, kernel("conv1d_silu")?, &conv, (a, s))?),
         Step::Prefill(b.call(
             kernel("ssd_chunks")?,
             &ssd,
@@ -196,8 +214,22 @@ pub(crate) fn plan_io(p: &Mamba2, w: &GpuWeights, cx: LayerCx<'_>, io: Io<'_>) -
             scan,
         )?),
         carry_call(b, kernel("scan_carry")?, (di * n, state_offset), (a, s))?,
-        Step::Call(b.call(kernel("ssd_output")?, &output, &[&inputs[..], &scan_out].concat(), scan)?),
+        unfused(Step::Call(b.call(
+            kernel("ssd_output")?,
+            &output,
+            &[&inputs[..], &scan_out].concat(),
+            scan,
+        )?)),
     ]);
+    if io.fused {
+        // The conv's output x ‖ B ‖ C is in zxbcdt, from column E·D: bound as u too.
+        let conv_rows = decode::ConvRows { from: p.d_inner, channels: p.conv_dim(), taps: p.d_conv };
+        steps.extend(decode::in_proj(&w.ssm, conv_rows, &cx)?);
+        let fused = SsdOutputParams { u_at: di, ..output };
+        let io = [("u", &a.xz), ("zxbcdt", &a.xz), ("a_dt", &w.ssm.a_d)];
+        let call = b.call(kernel("ssd_output")?, &fused, &[&io[..], &scan_out].concat(), scan)?;
+        steps.push(Step::Fused(Box::new(Step::Call(call))));
+    }
     // The block's output before out_proj, (T, E·D): the scan's (gated) y, or — the scan has
     // read u — the normalised output in u's rows.
     let mut y = &a.y;

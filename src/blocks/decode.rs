@@ -1,0 +1,88 @@
+//! The fused decode step's pieces every Mamba mixer shares on the GPU: for a chunk of one token
+//! with no checkpoint to capture, the layer's RMSNorm, in_proj and the conv1d + SiLU run as one
+//! `decode_in_proj` dispatch (the conv's output left in place of its input in xz), and the
+//! unfused calls ([`Step::Unfused`]) run for every other chunk. The kinds' own parts:
+//! `src/blocks/mamba1/decode.rs` (and Mamba-2's in `src/blocks/mamba2/gpu.rs`).
+
+use crate::blocks::gpu::{GpuSsm, LayerCx};
+use crate::error::Result;
+use crate::gpu::KernelSpec;
+use crate::gpu_model::WeightFormat;
+use crate::gpu_model::call::{Groups, ROWS, Step, scales_at};
+use crate::kernels::{conv1d_silu, decode_in_proj, rms_norm};
+
+/// The decode_in_proj kernel for in_proj weights in `format` (`direct`: the software-adapter
+/// matmuls, one invocation per four rows).
+pub(crate) fn in_proj_spec(format: WeightFormat, direct: bool) -> KernelSpec {
+    KernelSpec {
+        name: "decode_in_proj",
+        source: decode_in_proj::SOURCE,
+        bindings: decode_in_proj::BINDINGS,
+        constants: vec![
+            ("W_FORMAT", format.shader_value()),
+            ("LANES", f64::from(decode_in_proj::lanes(direct))),
+        ],
+    }
+}
+
+/// Whether a mixer with a `d_conv`-wide conv can fuse at all: asked for at load, and the conv
+/// within the kernel's window.
+pub(crate) fn possible(cx: &LayerCx<'_>, d_conv: usize) -> bool {
+    cx.b.k.fused && d_conv <= conv1d_silu::K_MAX
+}
+
+/// The layer's RMSNorm of the residual into x_norm, for the chunks that do not fuse it.
+pub(crate) fn norm(cx: &LayerCx<'_>, d: u32) -> Result<Step> {
+    let params = rms_norm::RmsNormParams { cols: d, eps: cx.eps, flags: 0, groups: 1 };
+    let io = [("x", &cx.a.h), ("weight", cx.norm), ("y", &cx.a.x_norm)];
+    Ok(Step::Unfused(Box::new(Step::Call(cx.b.call(&cx.b.k.rms_norm, &params, &io, ROWS)?))))
+}
+
+/// Where a mixer's conv reads in in_proj's output: from row `from`, `channels` rows, `taps`
+/// wide.
+#[derive(Clone, Copy)]
+pub(crate) struct ConvRows {
+    pub from: usize,
+    pub channels: usize,
+    pub taps: usize,
+}
+
+/// decode_in_proj over `ssm`'s in_proj (a call per part): the norm of h, in_proj into xz, and
+/// the conv step over `conv`'s rows, written in place of their inputs.
+pub(crate) fn in_proj(ssm: &GpuSsm, conv: ConvRows, cx: &LayerCx<'_>) -> Result<Vec<Step>> {
+    let LayerCx { b, a, s, i, .. } = *cx;
+    let m = &ssm.in_proj;
+    let kernel = b.k.block(&in_proj_spec(m.format, b.k.direct))?;
+    let conv_bias = if ssm.conv_bias.is_some() { decode_in_proj::CONV_BIAS } else { 0 };
+    m.parts
+        .iter()
+        .map(|part| {
+            let bias = if part.bias.is_some() { decode_in_proj::BIAS } else { 0 };
+            let params = decode_in_proj::DecodeInProjParams {
+                n_in: m.cols as u32,
+                n_out: part.rows as u32,
+                row_start: part.row_start as u32,
+                w_scales: scales_at(m, part.rows),
+                conv_from: conv.from as u32,
+                channels: conv.channels as u32,
+                d_conv: conv.taps as u32,
+                state_offset: a.capture_layout.conv_at(i) as u32,
+                flags: bias | conv_bias,
+                eps: cx.eps,
+                _pad: [0; 2],
+            };
+            let io = [
+                ("h", &a.h),
+                ("gain", cx.norm),
+                ("w", &part.buffer),
+                ("bias", part.bias.as_ref().unwrap_or(b.dummy)),
+                ("conv", &ssm.conv),
+                ("conv_bias", ssm.conv_bias.as_ref().unwrap_or(b.dummy)),
+                ("conv_state", &s.conv),
+                ("xz", &a.xz),
+            ];
+            let groups = Groups::fixed(decode_in_proj::groups(part.rows as u32, b.k.direct));
+            Ok(Step::Fused(Box::new(Step::Call(b.call(kernel, &params, &io, groups)?))))
+        })
+        .collect()
+}

@@ -1,0 +1,127 @@
+//! The fused decode step (a Mamba-1 layer in 4 dispatches instead of 7: `decode_in_proj`,
+//! x_proj, `decode_scan`, out_proj; a Mamba-2 layer in 4 instead of 6: `decode_in_proj`,
+//! `ssd_output`, the gated norm, out_proj) against the unfused kernels on every fixture, natively
+//! (lavapipe) and in headless Chromium (SwiftShader): the same model loaded twice, with
+//! `GpuModelOptions::fused` on and off. Prefills never fuse (their logits are bit for bit
+//! equal); each decode step's logits agree within 1e-5 (+ 1e-6 relative), greedy tokens and
+//! the states after the steps too, and the fused model records exactly 3 dispatches fewer per
+//! Mamba-1 layer and 2 per Mamba-2 layer — so the fused kernels are what ran. With the
+//! software adapters' matmul set (`Direct`) the fused kernels sum in the unfused ones' order and
+//! the logits are bit for bit equal (asserted: lavapipe and SwiftShader both give 0); with
+//! `Tiled` decode_scan sums Δ's dot product in another order than gemv_coalesced (largest
+//! difference seen on lavapipe: 3.8e-6, medium-bf16 with int8 weights).
+
+mod common;
+
+use common::fixtures::{self, Fixture};
+use common::{assert_close, gpu, log};
+use webmamba::blocks::BlockKind;
+use webmamba::{GpuContext, GpuModel, GpuModelOptions, Logits, Matmul, WeightFormat};
+
+const STEPS: usize = 6;
+
+async fn load(ctx: &GpuContext, f: &Fixture, options: GpuModelOptions) -> GpuModel {
+    GpuModel::load(ctx, &f.checkpoint(), options).await.unwrap_or_else(|e| panic!("{}: {e}", f.name))
+}
+
+/// f32 for f32 files, else f16 (exact for bf16/f16 files).
+fn exact_format(f: &Fixture) -> WeightFormat {
+    let has_f32 = f.checkpoint().layout.planned().any(|p| p.dtype == safetensors::Dtype::F32);
+    if has_f32 { WeightFormat::F32 } else { WeightFormat::F16 }
+}
+
+fn argmax(logits: &[f32]) -> u32 {
+    webmamba::cpu::ops::argmax(logits).unwrap() as u32
+}
+
+/// A decode step's logits and the dispatches it recorded.
+async fn step(m: &mut GpuModel, token: u32) -> (Vec<f32>, u64) {
+    let before = webmamba::gpu::dispatches_recorded();
+    let logits = m.forward(&[token], Logits::Last).await.unwrap();
+    (logits, webmamba::gpu::dispatches_recorded() - before)
+}
+
+/// Every Mamba fixture and every hybrid natively; in a browser, a sample with Mamba-1 (plain,
+/// Falcon-Mamba's norms, Jamba's gained norms) and Mamba-2 (groups).
+fn fixtures() -> Vec<Fixture> {
+    let mut all = fixtures::all();
+    all.extend(fixtures::hybrids());
+    fixtures::natively_all(all, &["medium-bf16", "falcon-bias-bf16", "mamba2-groups-f16", "jamba-moe-bf16"])
+}
+
+dual_test! {
+    async fn fused_decode_equals_unfused_on_every_fixture() {
+        let Some(ctx) = gpu("fused_decode_equals_unfused_on_every_fixture").await else { return };
+        let matmuls: &[Matmul] = if cfg!(target_arch = "wasm32") { &[Matmul::Direct] } else { &[Matmul::Direct, Matmul::Tiled] };
+        for &matmul in matmuls {
+            let mut worst = (0.0f32, String::new());
+            for f in fixtures() {
+                let mut formats = vec![exact_format(&f)];
+                if !cfg!(target_arch = "wasm32") {
+                    formats.push(WeightFormat::Int8);
+                }
+                for weights in formats {
+                    let what = format!("{} ({matmul:?}, {} weights)", f.name, weights.name());
+                    let options = GpuModelOptions { matmul, weights, ..Default::default() };
+                    let mut fused = load(&ctx, &f, options).await;
+                    let mut unfused = load(&ctx, &f, GpuModelOptions { fused: false, ..options }).await;
+                    // A Mamba-1 layer saves 3 dispatches, a Mamba-2 layer 2 (not Falcon-H1's
+                    // parallel blocks, nor Zamba2's).
+                    let saved: u64 = fused
+                        .config()
+                        .blocks
+                        .iter()
+                        .map(|b| match &b.kind {
+                            BlockKind::Mamba1(_) => 3,
+                            BlockKind::Mamba2(m) if m.in_scales == [1.0; 5] => 2,
+                            _ => 0,
+                        })
+                        .sum();
+                    let prompt = f.reference().prompt_ids;
+                    let a = fused.forward(&prompt, Logits::Last).await.unwrap();
+                    let b = unfused.forward(&prompt, Logits::Last).await.unwrap();
+                    assert_eq!(a, b, "{what}: a prefill runs the same kernels either way");
+                    let mut next = argmax(&b);
+                    for i in 0..STEPS {
+                        let (a, fused_dispatches) = step(&mut fused, next).await;
+                        let (b, unfused_dispatches) = step(&mut unfused, next).await;
+                        assert_eq!(
+                            unfused_dispatches - fused_dispatches,
+                            saved,
+                            "{what}: dispatches of a decode step, fused {fused_dispatches} vs unfused {unfused_dispatches}"
+                        );
+                        let diff = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
+                        if diff > worst.0 {
+                            worst = (diff, format!("{what}, step {i}"));
+                        }
+                        if matmul == Matmul::Direct {
+                            // The software adapters' set sums in the unfused kernels' order.
+                            assert!(a == b, "{what}: decode step {i}: fused logits differ from unfused by {diff:e}");
+                        }
+                        // Tiled: Δ's dot product is summed in another order than
+                        // gemv_coalesced's. Within 1e-5 plus 1e-6 of the logit (the fixtures'
+                        // logits reach ~18, where an f32 step is 2e-6).
+                        assert_close(&format!("{what}: decode step {i} logits, fused vs unfused"), &a, &b, 1e-5, 1e-6);
+                        assert_eq!(argmax(&a), argmax(&b), "{what}: step {i}'s greedy token");
+                        next = argmax(&b);
+                    }
+                    let (sa, sb) = (fused.read_state().await.unwrap(), unfused.read_state().await.unwrap());
+                    for layer in 0..sa.layers.len() {
+                        for region in ["conv", "ssm"] {
+                            if let (Some(x), Some(y)) = (sa.region(layer, region), sb.region(layer, region)) {
+                                assert_close(&format!("{what}: layer {layer} {region} state"), x, y, 1e-5, 1e-5);
+                            }
+                        }
+                    }
+                    // The batched greedy steps (argmax on the GPU between the steps) too.
+                    let ga = fused.greedy(next, STEPS).await.unwrap();
+                    let gb = unfused.greedy(next, STEPS).await.unwrap();
+                    assert_eq!(ga, gb, "{what}: greedy tokens of a batch of steps");
+                }
+            }
+            log(&format!("fused vs unfused decode ({matmul:?}): largest |Δlogit| {:e} ({})", worst.0, worst.1));
+        }
+
+        assert!(ctx.take_uncaptured_error().is_none());
+    }
+}
