@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The benchmark suite on a real GPU (issue 13, part 8): one prepared command for a machine with
 # a GPU and a Vulkan driver. Runs `webmamba bench --suite --json` on Vulkan with f16 weights for
-# the 130M, 790M and 2.8B shapes (seeded random weights of the published shapes) and prints, per
-# shape, decode tok/s against the GPU's bandwidth-bound limit (f16 weight bytes read per token
-# ÷ memory bandwidth) as a fraction, and the prefill figures. JSON per shape under $OUT (or
+# the 130M, 790M and 2.8B Mamba shapes and the Granite-4.0-H-1B hybrid (seeded random weights of
+# the published shapes) and prints, per shape, decode tok/s against the GPU's bandwidth-bound
+# limit (f16 weight bytes read per token ÷ memory bandwidth) as a fraction, the dispatches per
+# token, and the prefill figures. JSON per shape under $OUT (or
 # target/bench/device/).
 #
 #   tools/bench/device.sh [WEBMAMBA_BINARY]      (default target/release/webmamba)
@@ -11,12 +12,12 @@
 # The binary is built here (`cargo build --release --features cli`) and carried: device
 # machines reach no registry. Bandwidth: BANDWIDTH_GBS, else looked up from nvidia-smi's GPU
 # name (the vendor's figure), else the fraction is not printed. SHAPES and RUNS override the
-# defaults ("130m 790m 2.8b", 3).
+# defaults ("130m 790m 2.8b granite-h-1b", 3).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${1:-target/release/webmamba}
 OUT=${OUT:-target/bench/device}
-SHAPES=${SHAPES:-130m 790m 2.8b}
+SHAPES=${SHAPES:-130m 790m 2.8b granite-h-1b}
 RUNS=${RUNS:-3}
 mkdir -p "$OUT"
 
@@ -62,6 +63,7 @@ if bw:
     limit = bw / weights
     line += f"; bandwidth limit {limit:.0f} tok/s: {dec['median'] / limit:.1%} of it"
 print(line)
+print(f"dispatches per token: {d['dispatches_per_token']['gpu-f16']:.0f} ({d['model']['n_layer']} layers)")
 print(f"scan_speedup_512 {g['scan_speedup_512']['median']:.1f}  resume_speedup_2048 {g['resume_speedup_2048']['median']:.1f}  capture_overhead_512 {g['capture_overhead_512']['median']:.3f}")
 EOF
 done
