@@ -152,6 +152,14 @@ fn bench_suite_prints_one_json_object_with_every_figure() {
         }
     }
     assert!(report["gpu_memory_bytes"]["cpu"].is_null());
+    // The GPU's prefill matmul alone, on the model's largest layer matrix (tiny-f32's in_proj).
+    assert_eq!(report["gemm_shape"], serde_json::json!({ "rows": 512, "k": 16, "n": 64 }), "{report}");
+    assert!(report["gemm_gflop_s"]["cpu"].is_null());
+    for backend in ["gpu-f16", "gpu-int8"] {
+        let gemm = &report["gemm_gflop_s"][backend];
+        assert!(number(&gemm["median"], "gemm_gflop_s") > 0.0, "{backend}: {gemm}");
+        assert_eq!(gemm, &report["backends"][backend]["gemm_gflop_s"]);
+    }
     // the CPU's pool: every core by default; nothing on the GPU
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     assert_eq!(report["cpu_threads"]["cpu"], cores, "{report}");

@@ -14,6 +14,8 @@ pub(crate) mod call;
 mod checks;
 mod encode;
 mod format;
+#[cfg(not(target_arch = "wasm32"))]
+mod gemm_rate;
 mod greedy;
 pub(crate) mod kv;
 mod kv_pages;
@@ -29,6 +31,8 @@ mod upload;
 pub(crate) mod weights;
 
 pub use format::{ConversionStats, WeightFormat};
+#[cfg(not(target_arch = "wasm32"))]
+pub use gemm_rate::gemm_gflop_s;
 pub use greedy::MAX_GREEDY_STEPS;
 pub use kv::{KvFormat, PAGE as KV_PAGE};
 pub use upload::FLUSH_BYTES;

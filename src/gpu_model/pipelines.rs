@@ -32,6 +32,11 @@ pub(crate) fn gemv_kernel(direct: bool) -> (&'static str, &'static str, GroupsFn
     }
 }
 
+/// The many-rows matmul of a kernel set (see [`Matmul`]): entry point and source.
+pub(crate) fn gemm_kernel(direct: bool) -> (&'static str, &'static str) {
+    if direct { ("linear_direct", linear_direct::SOURCE) } else { ("linear", linear::SOURCE) }
+}
+
 /// The compiled pipelines.
 pub(crate) struct Kernels {
     /// One set per weight format the model's matrices use.
@@ -65,8 +70,7 @@ impl Kernels {
             }
         }
         let direct = matmul.is_direct(ctx);
-        let (linear_name, linear_source) =
-            if direct { ("linear_direct", linear_direct::SOURCE) } else { ("linear", linear::SOURCE) };
+        let (linear_name, linear_source) = gemm_kernel(direct);
         let (gemv_name, gemv_source, gemv_groups) = gemv_kernel(direct);
         let total = (3 + specs.len() + 3 * formats.len()) as u64;
         let mut done = 0;

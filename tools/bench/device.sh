@@ -4,7 +4,8 @@
 # the 130M, 790M and 2.8B Mamba shapes and the Granite-4.0-H-1B hybrid (seeded random weights of
 # the published shapes) and prints, per shape, decode tok/s against the GPU's bandwidth-bound
 # limit (f16 weight bytes read per token ÷ memory bandwidth) as a fraction, the dispatches per
-# token, and the prefill figures. JSON per shape under $OUT (or
+# token, the prefill matmul's GFLOP/s (against the GPU's FP32 peak by hand), and the prefill
+# figures. JSON per shape under $OUT (or
 # target/bench/device/).
 #
 #   tools/bench/device.sh [WEBMAMBA_BINARY]      (default target/release/webmamba)
@@ -63,6 +64,9 @@ if bw:
     limit = bw / weights
     line += f"; bandwidth limit {limit:.0f} tok/s: {dec['median'] / limit:.1%} of it"
 print(line)
+gemm = d["gemm_gflop_s"]["gpu-f16"]
+shape = d["gemm_shape"]
+print(f"GEMM {gemm['median']:.0f} GFLOP/s ({gemm['min']:.0f}–{gemm['max']:.0f}) at {shape['rows']} × {shape['k']} × {shape['n']} (f16 weights)")
 print(f"dispatches per token: {d['dispatches_per_token']['gpu-f16']:.0f} ({d['model']['n_layer']} layers)")
 print(f"scan_speedup_512 {g['scan_speedup_512']['median']:.1f}  resume_speedup_2048 {g['resume_speedup_2048']['median']:.1f}  capture_overhead_512 {g['capture_overhead_512']['median']:.3f}")
 EOF

@@ -16,7 +16,10 @@
 //! - `capture_overhead_512`: extra time of a 512-token prefill that writes a checkpoint every 64
 //!   tokens (8 states, the cache's dense default) over one that writes none, as a fraction (the
 //!   medians of 5 of each, alternated, per run);
-//! - GPU memory by category (a hybrid's key/value caches and the cache's key/value pages too).
+//! - GPU memory by category (a hybrid's key/value caches and the cache's key/value pages too);
+//! - on the GPU, `gemm_gflop_s`: the prefill matmul kernel alone on the model's largest layer
+//!   matrix (`gemm_shape`: `GEMM_ROWS` rows), `GEMM_REPS` products per run, timed on the host
+//!   (`webmamba::gpu_model::gemm_gflop_s`).
 //!
 //! A table goes to stdout, or with `--json` one JSON object. Ratios are measured side by side
 //! in one run; no figure here is asserted by a test.
@@ -62,6 +65,9 @@ const SCAN_TOKENS: usize = 512;
 const HISTORY: usize = 2048;
 const FOLLOW_UP: usize = 16;
 const BLOCK: usize = 64;
+/// Rows (tokens) of the timed matmul, and products per run.
+const GEMM_ROWS: usize = 512;
+const GEMM_REPS: usize = 8;
 /// Alternated plain and capturing prefills per run for `capture_overhead_512`.
 const CAPTURE_PAIRS: usize = 5;
 
@@ -78,6 +84,8 @@ struct Row {
     memory: Value,
     /// The CPU backend's pool size (`None` on the GPU).
     cpu_threads: Option<usize>,
+    /// The GPU's prefill matmul alone (`None` on the CPU).
+    gemm: Option<Stat>,
 }
 
 /// `n` token ids, different for each `salt`.
@@ -208,6 +216,36 @@ fn measure_resume(rt: &mut Runtime, runs: usize, vocab: usize) -> Result<Stat> {
     Ok(Stat::of(speedups))
 }
 
+/// (N, K) of the model's largest layer matrix (Mamba: in_proj).
+fn gemm_shape(checkpoint: &Checkpoint) -> (usize, usize) {
+    checkpoint
+        .layout
+        .planned()
+        .filter(|p| p.role.is_matrix() && matches!(p.role, webmamba::model::Role::Layer(..)))
+        .map(|p| (p.rows, p.cols))
+        .max_by_key(|&(rows, cols)| rows * cols)
+        .unwrap_or((checkpoint.config.d_model, checkpoint.config.d_model))
+}
+
+/// GFLOP/s of the GPU's prefill matmul on a (n, k) matrix in the engine's weight format.
+fn measure_gemm(e: &Engine, (n, k): (usize, usize), runs: usize) -> Result<Option<Stat>> {
+    let Engine::Gpu(m) = e else { return Ok(None) };
+    let format = m.memory().weight_format;
+    let rates = (0..runs)
+        .map(|_| {
+            let shape = (GEMM_ROWS, k, n);
+            Ok(pollster::block_on(webmamba::gpu_model::gemm_gflop_s(
+                m.context(),
+                shape,
+                format,
+                Matmul::Auto,
+                GEMM_REPS,
+            ))?)
+        })
+        .collect::<Result<Vec<f64>>>()?;
+    Ok(Some(Stat::of(rates)))
+}
+
 fn gpu_memory(e: &Engine) -> Value {
     match e {
         Engine::Gpu(m) => {
@@ -250,6 +288,7 @@ pub fn run(
             }
             let cpu_threads = e.cpu_threads();
             let f = measure_engine(&mut e, runs, vocab)?;
+            let gemm = measure_gemm(&e, gemm_shape(checkpoint), runs)?;
             let config =
                 CacheConfig { block_size: BLOCK, retention: Retention::Dense, budget_bytes: u64::MAX };
             let mut rt = Runtime::new(e, config)?;
@@ -266,22 +305,25 @@ pub fn run(
                 capture_overhead: f.capture,
                 memory,
                 cpu_threads,
+                gemm,
             });
         }
     }
     let (d_inner, d_state) = c.blocks.iter().find_map(|b| b.kind.mamba_dims()).unwrap_or_default();
     let model = json!({ "d_model": c.d_model, "n_layer": c.n_layer(), "d_state": d_state,
                         "d_inner": d_inner, "vocab_size": vocab });
+    let (n, k) = gemm_shape(checkpoint);
+    let gemm = json!({ "rows": GEMM_ROWS, "k": k, "n": n });
     if as_json {
-        println!("{}", serde_json::to_string_pretty(&report(&rows, model, &adapter, runs))?);
+        println!("{}", serde_json::to_string_pretty(&report(&rows, (model, gemm), &adapter, runs))?);
     } else {
-        table(&rows, &model, &adapter, runs);
+        table(&rows, (&model, &gemm), &adapter, runs);
     }
     Ok(())
 }
 
 /// The JSON report: every figure per backend, and the headline keys as backend → median.
-fn report(rows: &[Row], model: Value, adapter: &str, runs: usize) -> Value {
+fn report(rows: &[Row], (model, gemm_shape): (Value, Value), adapter: &str, runs: usize) -> Value {
     let per = |f: &dyn Fn(&Row) -> Value| -> Value { rows.iter().map(|r| (r.label.clone(), f(r))).collect() };
     let prefill = |r: &Row| -> Value {
         PREFILL.iter().zip(&r.prefill).map(|(n, s)| (n.to_string(), s.json())).collect()
@@ -299,15 +341,18 @@ fn report(rows: &[Row], model: Value, adapter: &str, runs: usize) -> Value {
         "resume_speedup_2048": per(&|r| r.resume_speedup.median.into()),
         "capture_overhead_512": per(&|r| r.capture_overhead.median.into()),
         "gpu_memory_bytes": per(&|r| r.memory.clone()),
+        "gemm_shape": gemm_shape,
+        "gemm_gflop_s": per(&|r| r.gemm.as_ref().map_or(Value::Null, Stat::json)),
         "backends": per(&|r| json!({
             "prefill_tok_s": prefill(r), "decode_tok_s": r.decode.json(),
             "decode_per_token_tok_s": r.decode_per_token.as_ref().map_or(Value::Null, Stat::json),
             "scan_speedup_512": r.scan_speedup.json(), "resume_speedup_2048": r.resume_speedup.json(),
-            "capture_overhead_512": r.capture_overhead.json(), "gpu_memory_bytes": r.memory })),
+            "capture_overhead_512": r.capture_overhead.json(), "gpu_memory_bytes": r.memory,
+            "gemm_gflop_s": r.gemm.as_ref().map_or(Value::Null, Stat::json) })),
     })
 }
 
-fn table(rows: &[Row], model: &Value, adapter: &str, runs: usize) {
+fn table(rows: &[Row], (model, gemm): (&Value, &Value), adapter: &str, runs: usize) {
     println!("model {model}; adapter: {adapter}; median (min–max) of {runs} runs\n");
     println!(
         "| backend | prefill 128 tok/s | prefill 512 | prefill 2048 | decode tok/s | decode, per token | scan_speedup_512 | resume_speedup_2048 | capture_overhead_512 |"
@@ -326,6 +371,13 @@ fn table(rows: &[Row], model: &Value, adapter: &str, runs: usize) {
             r.resume_speedup.cell(1),
             r.capture_overhead.cell(3)
         );
+    }
+    println!(
+        "\n| backend | GEMM GFLOP/s ({} rows × K {} × N {}) |\n|---|---|",
+        gemm["rows"], gemm["k"], gemm["n"]
+    );
+    for r in rows {
+        println!("| {} | {} |", r.label, r.gemm.as_ref().map_or("—".into(), |s| s.cell(1)));
     }
     let mb = |v: &Value| v.as_u64().map_or("—".into(), |b| format!("{:.1} MB", b as f64 / 1e6));
     println!(
