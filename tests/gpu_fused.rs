@@ -42,11 +42,14 @@ async fn step(m: &mut GpuModel, token: u32) -> (Vec<f32>, u64) {
 }
 
 /// Every Mamba fixture and every hybrid natively; in a browser, a sample with Mamba-1 (plain,
-/// Falcon-Mamba's norms, Jamba's gained norms) and Mamba-2 (groups).
+/// Falcon-Mamba's norms, Jamba's gained norms), Mamba-2 (groups) and Zamba2.
 fn fixtures() -> Vec<Fixture> {
     let mut all = fixtures::all();
     all.extend(fixtures::hybrids());
-    fixtures::natively_all(all, &["medium-bf16", "falcon-bias-bf16", "mamba2-groups-f16", "jamba-moe-bf16"])
+    fixtures::natively_all(
+        all,
+        &["medium-bf16", "falcon-bias-bf16", "mamba2-groups-f16", "jamba-moe-bf16", "zamba2-shared-f16"],
+    )
 }
 
 dual_test! {
@@ -65,8 +68,8 @@ dual_test! {
                     let options = GpuModelOptions { matmul, weights, ..Default::default() };
                     let mut fused = load(&ctx, &f, options).await;
                     let mut unfused = load(&ctx, &f, GpuModelOptions { fused: false, ..options }).await;
-                    // A Mamba-1 layer saves 3 dispatches, a Mamba-2 layer 2 (not Falcon-H1's
-                    // parallel blocks, nor Zamba2's).
+                    // A Mamba-1 layer saves 3 dispatches, a Mamba-2 layer (Zamba2's too) 2;
+                    // Falcon-H1's parallel blocks do not fuse.
                     let saved: u64 = fused
                         .config()
                         .blocks
@@ -74,6 +77,7 @@ dual_test! {
                         .map(|b| match &b.kind {
                             BlockKind::Mamba1(_) => 3,
                             BlockKind::Mamba2(m) if m.in_scales == [1.0; 5] => 2,
+                            BlockKind::Zamba2(z) if z.mamba.in_scales == [1.0; 5] => 2,
                             _ => 0,
                         })
                         .sum();

@@ -31,10 +31,11 @@ pub(crate) fn possible(cx: &LayerCx<'_>, d_conv: usize) -> bool {
     cx.b.k.fused && d_conv <= conv1d_silu::K_MAX
 }
 
-/// The layer's RMSNorm of the residual into x_norm, for the chunks that do not fuse it.
-pub(crate) fn norm(cx: &LayerCx<'_>, d: u32) -> Result<Step> {
+/// The layer's RMSNorm of `input` (D wide: the residual h; Zamba2: its Mamba input) into
+/// x_norm, for the chunks that do not fuse it.
+pub(crate) fn norm(cx: &LayerCx<'_>, input: &wgpu::Buffer, d: u32) -> Result<Step> {
     let params = rms_norm::RmsNormParams { cols: d, eps: cx.eps, flags: 0, groups: 1 };
-    let io = [("x", &cx.a.h), ("weight", cx.norm), ("y", &cx.a.x_norm)];
+    let io = [("x", input), ("weight", cx.norm), ("y", &cx.a.x_norm)];
     Ok(Step::Unfused(Box::new(Step::Call(cx.b.call(&cx.b.k.rms_norm, &params, &io, ROWS)?))))
 }
 
@@ -47,9 +48,14 @@ pub(crate) struct ConvRows {
     pub taps: usize,
 }
 
-/// decode_in_proj over `ssm`'s in_proj (a call per part): the norm of h, in_proj into xz, and
-/// the conv step over `conv`'s rows, written in place of their inputs.
-pub(crate) fn in_proj(ssm: &GpuSsm, conv: ConvRows, cx: &LayerCx<'_>) -> Result<Vec<Step>> {
+/// decode_in_proj over `ssm`'s in_proj (a call per part): the norm of `input` (row 0: the
+/// residual h, or Zamba2's Mamba input), in_proj into xz, and the conv step over `conv`'s rows,
+/// written in place of their inputs.
+pub(crate) fn in_proj(
+    ssm: &GpuSsm,
+    (input, conv): (&wgpu::Buffer, ConvRows),
+    cx: &LayerCx<'_>,
+) -> Result<Vec<Step>> {
     let LayerCx { b, a, s, i, .. } = *cx;
     let m = &ssm.in_proj;
     let kernel = b.k.block(&in_proj_spec(m.format, b.k.direct))?;
@@ -72,7 +78,7 @@ pub(crate) fn in_proj(ssm: &GpuSsm, conv: ConvRows, cx: &LayerCx<'_>) -> Result<
                 _pad: [0; 2],
             };
             let io = [
-                ("h", &a.h),
+                ("h", input),
                 ("gain", cx.norm),
                 ("w", &part.buffer),
                 ("bias", part.bias.as_ref().unwrap_or(b.dummy)),

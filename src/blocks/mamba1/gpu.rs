@@ -177,7 +177,7 @@ pub(crate) fn plan(p: &Mamba1, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<St
     let unfused = |step: Step| if fused { Step::Unfused(Box::new(step)) } else { step };
     let mut steps = Vec::new();
     if fused {
-        steps.push(crate::blocks::decode::norm(&cx, d)?);
+        steps.push(crate::blocks::decode::norm(&cx, &a.h, d)?);
     }
     steps.extend([
         unfused(Step::Linear(b.linear(&w.ssm.in_proj, &[("x", &a.x_norm), ("y", &a.xz)], lin(d, 2 * di))?)),

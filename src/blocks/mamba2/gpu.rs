@@ -123,21 +123,24 @@ pub(crate) struct Io<'a> {
     pub x: &'a wgpu::Buffer,
     pub in_scale: f32,
     pub out: Out<'a>,
-    /// Decode steps fuse the norm of h (then `x` must be x_norm), in_proj and the conv.
-    pub fused: bool,
+    /// Decode steps fuse the RMSNorm of this buffer (row 0: the residual h, or Zamba2's Mamba
+    /// input; the norm's output is `x`, x_norm), in_proj and the conv; `None`: never.
+    pub fused: Option<&'a wgpu::Buffer>,
 }
 
 /// The calls of a layer, a block `p` with weights `w`, in dispatch order: over the normed
 /// residual, added onto the residual times the block's multiplier.
 pub(crate) fn plan(p: &Mamba2, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<Step>> {
-    let io = Io { x: &cx.a.x_norm, in_scale: 1.0, out: Out::Residual(cx.residual), fused: fuses(p, &cx) };
+    let fused = fuses(p, &cx).then_some(&cx.a.h);
+    let io = Io { x: &cx.a.x_norm, in_scale: 1.0, out: Out::Residual(cx.residual), fused };
     plan_io(p, w, cx, io)
 }
 
 /// Whether a layer of block `p` (the residual's norm in, out onto the residual) runs the fused
 /// decode step (`src/blocks/decode.rs`): its RMSNorm, in_proj and conv as one decode_in_proj,
 /// then ssd_output reading the conv's output where decode_in_proj leaves it — 2 dispatches
-/// fewer. Not with Falcon-H1's segment multipliers.
+/// fewer (Zamba2's layers too, norming their own Mamba input). Not with Falcon-H1's segment
+/// multipliers.
 pub(crate) fn fuses(p: &Mamba2, cx: &LayerCx<'_>) -> bool {
     decode::possible(cx, p.d_conv) && p.in_scales == [1.0; 5]
 }
@@ -180,10 +183,10 @@ pub(crate) fn plan_io(p: &Mamba2, w: &GpuWeights, cx: LayerCx<'_>, io: Io<'_>) -
     let inputs = [("u", &a.ud), ("zxbcdt", &a.xz), ("a_dt", &w.ssm.a_d)];
     let scan_out = [("chunk_h0", &a.chunk_h0), ("ssm_state", &s.ssm), ("y", &a.y), ("capture", &a.capture)];
     let in_proj = lin(d, width).scaled(io.in_scale);
-    let unfused = |step: Step| if io.fused { Step::Unfused(Box::new(step)) } else { step };
+    let unfused = |step: Step| if io.fused.is_some() { Step::Unfused(Box::new(step)) } else { step };
     let mut steps = Vec::new();
-    if io.fused {
-        steps.push(decode::norm(&cx, d)?);
+    if let Some(input) = io.fused {
+        steps.push(decode::norm(&cx, input, d)?);
     }
     steps.push(unfused(Step::Linear(b.linear(&w.ssm.in_proj, &[("x", io.x), ("y", &a.xz)], in_proj)?)));
     if p.in_scales != [1.0; 5] {
@@ -221,10 +224,10 @@ pub(crate) fn plan_io(p: &Mamba2, w: &GpuWeights, cx: LayerCx<'_>, io: Io<'_>) -
             scan,
         )?)),
     ]);
-    if io.fused {
+    if let Some(input) = io.fused {
         // The conv's output x ‖ B ‖ C is in zxbcdt, from column E·D: bound as u too.
         let conv_rows = decode::ConvRows { from: p.d_inner, channels: p.conv_dim(), taps: p.d_conv };
-        steps.extend(decode::in_proj(&w.ssm, conv_rows, &cx)?);
+        steps.extend(decode::in_proj(&w.ssm, (input, conv_rows), &cx)?);
         let fused = SsdOutputParams { u_at: di, ..output };
         let io = [("u", &a.xz), ("zxbcdt", &a.xz), ("a_dt", &w.ssm.a_d)];
         let call = b.call(kernel("ssd_output")?, &fused, &[&io[..], &scan_out].concat(), scan)?;

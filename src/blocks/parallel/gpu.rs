@@ -85,7 +85,7 @@ pub(crate) fn plan(p: &Parallel, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<
     let (m_in, m_out) = p.mamba_scales;
     let (a_in, a_out) = p.attention_scales;
     let x = &cx.a.x_norm;
-    let io = mamba2::gpu::Io { x, in_scale: m_in, out: Out::Residual(cx.residual * m_out), fused: false };
+    let io = mamba2::gpu::Io { x, in_scale: m_in, out: Out::Residual(cx.residual * m_out), fused: None };
     let mut steps = mamba2::gpu::plan_io(&p.mamba, &w.mamba, cx, io)?;
     let kv = cx.kv.layers[cx.i]
         .as_ref()

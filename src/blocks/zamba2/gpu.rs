@@ -203,9 +203,12 @@ pub(crate) fn plan(
     let lin =
         linear::LinearParams { x_stride: d, y_stride: d, flags: linear::ACCUMULATE, ..Default::default() };
     steps.push(Step::Linear(b.linear(&w.linear, &[("x", &a.x_norm), ("y", &a.wide)], lin)?));
-    steps.push(norm_call(&a.wide, cx.norm, &a.x_norm, d)?);
-    // Not fused: decode_in_proj norms h, and this block's Mamba input is the norm of `wide`.
-    let io = mamba2::gpu::Io { x: &a.x_norm, in_scale: 1.0, out: Out::Residual(cx.residual), fused: false };
+    // Its norm: the Mamba block's own (fused into decode_in_proj for decode steps), or here.
+    let fused = mamba2::gpu::fuses(&p.mamba, &cx).then_some(&a.wide);
+    if fused.is_none() {
+        steps.push(norm_call(&a.wide, cx.norm, &a.x_norm, d)?);
+    }
+    let io = mamba2::gpu::Io { x: &a.x_norm, in_scale: 1.0, out: Out::Residual(cx.residual), fused };
     steps.extend(mamba2::gpu::plan_io(&p.mamba, &w.mamba, cx, io)?);
     Ok(steps)
 }
