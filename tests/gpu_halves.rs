@@ -15,6 +15,7 @@ const SHADERS: &[(&str, &str)] = &[
     ("attention_decode", include_str!("../shaders/attention_decode.wgsl")),
     ("attention_prefill", include_str!("../shaders/attention_prefill.wgsl")),
     ("decode_in_proj", include_str!("../shaders/decode_in_proj.wgsl")),
+    ("decode_out_proj", include_str!("../shaders/decode_out_proj.wgsl")),
     ("decode_scan", include_str!("../shaders/decode_scan.wgsl")),
     ("embedding", include_str!("../shaders/embedding.wgsl")),
     ("gemv", include_str!("../shaders/gemv.wgsl")),

@@ -70,6 +70,11 @@ fn every_params_struct_matches_its_rust_struct() {
         [n_in, n_out, row_start, w_scales, conv_from, channels, d_conv, state_offset, flags, eps, _pad]
     );
     params!(
+        "decode_out_proj",
+        decode_out_proj::DecodeOutProjParams,
+        [n_in, n_out, y_col, w_scales, groups, flags, eps, scale]
+    );
+    params!(
         "decode_scan",
         decode_scan::DecodeScanParams,
         [d_inner, dbc_stride, dt_rank, state_offset, w_scales, flags, _pad]
@@ -330,6 +335,10 @@ fn shared_constants_have_one_value() {
     assert_eq!(constant("decode_in_proj", "BIAS"), decode_in_proj::BIAS);
     assert_eq!(constant("decode_in_proj", "CONV_BIAS"), decode_in_proj::CONV_BIAS);
     assert_eq!(constant("decode_scan", "BIAS"), decode_scan::BIAS);
+    assert_eq!(constant("decode_out_proj", "BIAS"), decode_out_proj::BIAS);
+    assert_eq!(constant("decode_out_proj", "SCALE"), decode_out_proj::SCALE);
+    assert_eq!(constant("decode_out_proj", "G_MAX") as usize, decode_out_proj::G_MAX);
+    assert_eq!(constant("decode_out_proj", "OUT"), decode_in_proj::OUTPUTS_PER_LANE_GROUP);
     assert_eq!(constant("decode_scan", "STAGE") as usize, decode_scan::STAGE);
     assert_eq!(constant("decode_scan", "N_MAX") as usize, scan_output::N_MAX);
     assert_eq!(module("decode_scan").entry_points[0].workgroup_size, [decode_scan::WG, 1, 1]);

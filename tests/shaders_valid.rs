@@ -97,8 +97,8 @@ fn shared_declarations_are_identical() {
         .collect();
     assert_eq!(
         weight_readers.len(),
-        7,
-        "embedding, linear, linear_direct, gemv, gemv_coalesced, decode_in_proj and decode_scan read weights"
+        8,
+        "embedding, linear, linear_direct, gemv, gemv_coalesced and the decode kernels read weights"
     );
     for (name, text) in &weight_readers {
         assert_eq!(

@@ -1,7 +1,8 @@
 //! The fused decode step's pieces every Mamba mixer shares on the GPU: for a chunk of one token
 //! with no checkpoint to capture, the layer's RMSNorm, in_proj and the conv1d + SiLU run as one
 //! `decode_in_proj` dispatch (the conv's output left in place of its input in xz), and the
-//! unfused calls ([`Step::Unfused`]) run for every other chunk. The kinds' own parts:
+//! unfused calls ([`Step::Unfused`]) run for every other chunk; Mamba-2's gated norm, out_proj
+//! and the residual add as one `decode_out_proj`. The kinds' own parts:
 //! `src/blocks/mamba1/decode.rs` (and Mamba-2's in `src/blocks/mamba2/gpu.rs`).
 
 use crate::blocks::gpu::{GpuSsm, LayerCx};
@@ -9,7 +10,8 @@ use crate::error::Result;
 use crate::gpu::KernelSpec;
 use crate::gpu_model::WeightFormat;
 use crate::gpu_model::call::{Groups, ROWS, Step, scales_at};
-use crate::kernels::{conv1d_silu, decode_in_proj, rms_norm};
+use crate::gpu_model::split::SplitMatrix;
+use crate::kernels::{conv1d_silu, decode_in_proj, decode_out_proj, rms_norm};
 
 /// The decode_in_proj kernel for in_proj weights in `format` (`direct`: the software-adapter
 /// matmuls, one invocation per four rows).
@@ -18,6 +20,20 @@ pub(crate) fn in_proj_spec(format: WeightFormat, direct: bool) -> KernelSpec {
         name: "decode_in_proj",
         source: decode_in_proj::SOURCE,
         bindings: decode_in_proj::BINDINGS,
+        constants: vec![
+            ("W_FORMAT", format.shader_value()),
+            ("LANES", f64::from(decode_in_proj::lanes(direct))),
+        ],
+    }
+}
+
+/// The decode_out_proj kernel (Mamba-2's gated norm + out_proj) for out_proj weights in
+/// `format`.
+pub(crate) fn out_proj_spec(format: WeightFormat, direct: bool) -> KernelSpec {
+    KernelSpec {
+        name: "decode_out_proj",
+        source: decode_out_proj::SOURCE,
+        bindings: decode_out_proj::BINDINGS,
         constants: vec![
             ("W_FORMAT", format.shader_value()),
             ("LANES", f64::from(decode_in_proj::lanes(direct))),
@@ -86,6 +102,44 @@ pub(crate) fn in_proj(
                 ("conv_bias", ssm.conv_bias.as_ref().unwrap_or(b.dummy)),
                 ("conv_state", &s.conv),
                 ("xz", &a.xz),
+            ];
+            let groups = Groups::fixed(decode_in_proj::groups(part.rows as u32, b.k.direct));
+            Ok(Step::Fused(Box::new(Step::Call(b.call(kernel, &params, &io, groups)?))))
+        })
+        .collect()
+}
+
+/// decode_out_proj over out_proj `m` (a call per part): `x` (1, E·D) normed in `groups` groups
+/// with `gain` and `eps`, then out_proj, times `residual`, added onto h.
+pub(crate) fn out_proj(
+    m: &SplitMatrix,
+    (x, gain): (&wgpu::Buffer, &wgpu::Buffer),
+    (groups, eps, residual): (usize, f32, f32),
+    cx: &LayerCx<'_>,
+) -> Result<Vec<Step>> {
+    let b = cx.b;
+    let kernel = b.k.block(&out_proj_spec(m.format, b.k.direct))?;
+    let scale = if residual != 1.0 { decode_out_proj::SCALE } else { 0 };
+    m.parts
+        .iter()
+        .map(|part| {
+            let bias = if part.bias.is_some() { decode_out_proj::BIAS } else { 0 };
+            let params = decode_out_proj::DecodeOutProjParams {
+                n_in: m.cols as u32,
+                n_out: part.rows as u32,
+                y_col: part.row_start as u32,
+                w_scales: scales_at(m, part.rows),
+                groups: groups as u32,
+                flags: bias | scale,
+                eps,
+                scale: residual,
+            };
+            let io = [
+                ("x", x),
+                ("gain", gain),
+                ("w", &part.buffer),
+                ("bias", part.bias.as_ref().unwrap_or(b.dummy)),
+                ("h", &cx.a.h),
             ];
             let groups = Groups::fixed(decode_in_proj::groups(part.rows as u32, b.k.direct));
             Ok(Step::Fused(Box::new(Step::Call(b.call(kernel, &params, &io, groups)?))))

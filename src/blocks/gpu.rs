@@ -154,9 +154,7 @@ pub(crate) struct LayerCx<'a> {
 pub(crate) fn decode_kernels(kind: &BlockKind, formats: &[WeightFormat], direct: bool) -> Vec<KernelSpec> {
     match kind {
         BlockKind::Mamba1(p) => mamba1::decode::kernels(p, formats, direct),
-        BlockKind::Mamba2(_) | BlockKind::Zamba2(_) => {
-            formats.iter().map(|&f| crate::blocks::decode::in_proj_spec(f, direct)).collect()
-        }
+        BlockKind::Mamba2(_) | BlockKind::Zamba2(_) => mamba2::gpu::decode_kernels(formats, direct),
         _ => Vec::new(),
     }
 }

@@ -98,7 +98,8 @@ pub struct GpuModelOptions {
     pub max_context: Option<usize>,
     /// How the key/value caches store keys and values (f32 by default).
     pub kv_format: KvFormat,
-    /// Decode steps run the fused kernels (Mamba-1: 4 dispatches per layer instead of 7); off,
+    /// Decode steps run the fused kernels (Mamba-1: 4 dispatches per layer instead of 7,
+    /// Mamba-2: 3 instead of 6); off,
     /// every chunk runs the kernels a prefill does (for comparisons: the results agree within
     /// rounding, `tests/gpu_fused.rs`).
     pub fused: bool,

@@ -22,6 +22,7 @@ pub mod attention_prefill;
 pub mod conv1d_silu;
 pub mod copy_cols;
 pub mod decode_in_proj;
+pub mod decode_out_proj;
 pub mod decode_scan;
 pub mod embedding;
 pub mod gated_act;
@@ -84,6 +85,7 @@ pub const SHADERS: &[Shader] = &[
     shader("conv1d_silu", conv1d_silu::SOURCE, conv1d_silu::BINDINGS),
     shader("copy_cols", copy_cols::SOURCE, copy_cols::BINDINGS),
     shader("decode_in_proj", decode_in_proj::SOURCE, decode_in_proj::BINDINGS),
+    shader("decode_out_proj", decode_out_proj::SOURCE, decode_out_proj::BINDINGS),
     shader("decode_scan", decode_scan::SOURCE, decode_scan::BINDINGS),
     shader("embedding", embedding::SOURCE, embedding::BINDINGS),
     shader("gated_act", gated_act::SOURCE, gated_act::BINDINGS),

@@ -67,7 +67,8 @@ pub struct ContextArgs {
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=webmamba::cpu::threads::MAX_THREADS as i64))]
     pub threads: Option<u16>,
     /// GPU decode steps run the kernels a prefill runs (7 dispatches per Mamba-1 layer instead
-    /// of the fused 4): for comparisons; the results agree within rounding.
+    /// of the fused 4, 6 per Mamba-2 layer instead of 3): for comparisons; the results agree
+    /// within rounding.
     #[arg(long)]
     pub unfused: bool,
 }

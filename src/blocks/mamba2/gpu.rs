@@ -11,6 +11,7 @@ use crate::blocks::gpu::{GpuSsm, LayerCx, Out, SsmShape, carry_call};
 use crate::blocks::mamba2::{GatedNorm, Mamba2};
 use crate::error::{Error, Result};
 use crate::gpu::KernelSpec;
+use crate::gpu_model::WeightFormat;
 use crate::gpu_model::activations::Scratch;
 use crate::gpu_model::call::{Groups, Step};
 use crate::gpu_model::split::{Alloc, Destination, SplitMatrix};
@@ -18,7 +19,7 @@ use crate::kernels::scale_segments::{self, ScaleSegmentsParams};
 use crate::kernels::silu_gate::{self, SiluGateParams};
 use crate::kernels::ssd_chunks::{self, SsdParams};
 use crate::kernels::ssd_output::{self, SsdOutputParams};
-use crate::kernels::{conv1d_silu, linear, rms_norm, scan_carry};
+use crate::kernels::{conv1d_silu, decode_out_proj, linear, rms_norm, scan_carry};
 use crate::model::Part;
 
 /// A Mamba-2 block's weights on the GPU.
@@ -88,6 +89,15 @@ pub(crate) fn kernels(p: &Mamba2) -> Vec<KernelSpec> {
     out
 }
 
+/// The fused decode kernels it may dispatch (decode_in_proj, decode_out_proj), one of each per
+/// weight format in `formats`.
+pub(crate) fn decode_kernels(formats: &[WeightFormat], direct: bool) -> Vec<KernelSpec> {
+    formats
+        .iter()
+        .flat_map(|&f| [decode::in_proj_spec(f, direct), decode::out_proj_spec(f, direct)])
+        .collect()
+}
+
 /// Its share of the scratch buffers for `t` tokens.
 pub(crate) fn scratch(p: &Mamba2, t: usize) -> Scratch {
     Scratch {
@@ -138,9 +148,10 @@ pub(crate) fn plan(p: &Mamba2, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<St
 
 /// Whether a layer of block `p` (the residual's norm in, out onto the residual) runs the fused
 /// decode step (`src/blocks/decode.rs`): its RMSNorm, in_proj and conv as one decode_in_proj,
-/// then ssd_output reading the conv's output where decode_in_proj leaves it — 2 dispatches
-/// fewer (Zamba2's layers too, norming their own Mamba input). Not with Falcon-H1's segment
-/// multipliers.
+/// then ssd_output reading the conv's output where decode_in_proj leaves it, then (with the
+/// gate before the norm, as HF's Mamba-2) the gated norm, out_proj and the residual add as one
+/// decode_out_proj — 3 dispatches fewer (Zamba2's layers too, norming their own Mamba
+/// input). Not with Falcon-H1's segment multipliers.
 pub(crate) fn fuses(p: &Mamba2, cx: &LayerCx<'_>) -> bool {
     decode::possible(cx, p.d_conv) && p.in_scales == [1.0; 5]
 }
@@ -235,14 +246,25 @@ pub(crate) fn plan_io(p: &Mamba2, w: &GpuWeights, cx: LayerCx<'_>, io: Io<'_>) -
     }
     // The block's output before out_proj, (T, E·D): the scan's (gated) y, or — the scan has
     // read u — the normalised output in u's rows.
+    // Fused decode steps run the gated norm (y · silu(z) first) and out_proj + the residual
+    // add as one decode_out_proj.
+    let residual = match io.out {
+        Out::Residual(s) => Some(s),
+        Out::Into(_) => None,
+    };
+    let fuse_out = io.fused.is_some()
+        && p.gated_norm == GatedNorm::GateThenNorm
+        && p.n_groups <= decode_out_proj::G_MAX
+        && residual.is_some();
+    let unfused_out = |step: Step| if fuse_out { Step::Unfused(Box::new(step)) } else { step };
     let mut y = &a.y;
     if p.gated_norm != GatedNorm::GateOnly {
-        steps.push(Step::Call(b.call(
+        steps.push(unfused_out(Step::Call(b.call(
             &b.k.rms_norm,
             &gated,
             &[("x", &a.y), ("weight", &w.gated_norm), ("y", &a.ud)],
             Groups::Rows { per_token: groups, z: 1 },
-        )?));
+        )?)));
         y = &a.ud;
     }
     if p.gated_norm == GatedNorm::NormThenGate {
@@ -251,6 +273,10 @@ pub(crate) fn plan_io(p: &Mamba2, w: &GpuWeights, cx: LayerCx<'_>, io: Io<'_>) -
         let io_gate = [("z", &a.xz), ("y", &a.ud)];
         steps.push(Step::Call(b.call(kernel("silu_gate")?, &params, &io_gate, values)?));
     }
-    steps.push(Step::Linear(b.linear(&w.ssm.out_proj, &[("x", y), ("y", out_y)], out)?));
+    steps.push(unfused_out(Step::Linear(b.linear(&w.ssm.out_proj, &[("x", y), ("y", out_y)], out)?)));
+    if let (true, Some(residual)) = (fuse_out, residual) {
+        let norm = (p.n_groups, p.norm_eps, residual);
+        steps.extend(decode::out_proj(&w.ssm.out_proj, (&a.y, &w.gated_norm), norm, &cx)?);
+    }
     Ok(steps)
 }

@@ -1,0 +1,218 @@
+// decode_out_proj: a Mamba-2 layer's decode step from the scan's gated output to the residual
+// in one dispatch — the gated RMSNorm (G groups of E·D / G channels, each by its own RMS, then
+// its gain) and out_proj with the residual add:
+//
+//   s_g   = inverseSqrt(mean_{c in group g}(y[c]²) + eps)
+//   h[o] += (Σ_c W[o, c] · (y[c] · s_g(c) · gn[c]) (+ bias[o])) (· scale)
+//
+// It is rms_norm.wgsl over G rows per token, then linear's GEMV with ACCUMULATE at T = 1,
+// summed in their order: each group's Σy² as rms_norm's 64-lane tree, each normed input rounded
+// as rms_norm rounds it, the dot products as gemv.wgsl (LANES = 1, software adapters: a vec4
+// accumulator per row, four rows per invocation, no barrier) or gemv_coalesced.wgsl (LANES = 64,
+// GPUs: a workgroup per four rows, adjacent lanes at adjacent weights, a tree) sums them. The
+// plan dispatches it only for a chunk of one token with no checkpoint to capture.
+
+const WG: u32 = 64u;    // invocations per workgroup
+const OUT: u32 = 4u;    // outputs per group of lanes
+const G_MAX: u32 = 8u;  // most norm groups supported
+
+const BIAS: u32 = 1u;  // out_proj has a bias
+const SCALE: u32 = 8u; // the result (after the bias) times `scale` (the residual multiplier)
+
+struct Step {
+    t_len: u32,    // T: tokens in this forward call
+    n_chunks: u32, // scan chunks: ceil(T / CHUNK)
+    past: u32,     // tokens in the context before this call: position of its first token
+    _pad0: u32,
+}
+
+struct Params {
+    n_in: u32,       // E·D: out_proj's columns
+    n_out: u32,      // O: outputs (rows of this out_proj part)
+    y_col: u32,      // column of h written for output 0 (the part's first row)
+    w_scales: u32,   // int8: index in w of the part's first scale (= O·E·D/4), else 0
+    groups: u32,     // G: norm groups (≤ G_MAX)
+    flags: u32,      // BIAS | SCALE
+    eps: f32,        // the gated norm's epsilon
+    scale: f32,      // with SCALE: the residual multiplier
+}
+
+@group(0) @binding(0) var<uniform> step: Step;
+@group(0) @binding(1) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read> x: array<f32>;          // (1, E·D) the scan's gated output
+@group(0) @binding(3) var<storage, read> gain: array<f32>;       // (E·D) the gated norm's weight
+@group(0) @binding(4) var<storage, read> w: array<u32>;          // (O, E·D) in W_FORMAT (+ scales)
+@group(0) @binding(5) var<storage, read> bias: array<f32>;       // (O), a 1-element dummy without BIAS
+@group(0) @binding(6) var<storage, read_write> h: array<f32>;    // (1, D) the residual, added to
+
+// Lanes per group of OUT outputs: 1 or WG.
+override LANES: u32 = 64u;
+
+var<workgroup> partial: array<vec4<f32>, WG>;   // (WG) each lane's dot products (LANES = 64)
+var<workgroup> squares: array<f32, WG * G_MAX>; // (G, WG) each lane's Σ y² per group (LANES = 64)
+
+// How W is stored (a pipeline-overridable constant: one pipeline per format, one source):
+// 0 = f32 (one per u32), 1 = f16 (two per u32, element 2i in the low half), 2 = int8 (four per
+// u32, element 4i in the low byte, then one f32 scale per 32 weights along a row, from index
+// `scales` of w). Reading halves and bytes out of u32 needs no `shader-f16` feature.
+override W_FORMAT: u32 = 0u;
+
+// Two f16 values packed in a u32 (element 2i in the low half) as f32, subnormals kept:
+// unpack2x16float may flush f16 subnormals (|v| < 2^-14) to zero (WGSL allows it), so a half
+// with a zero exponent is rebuilt by hand: its 10-bit mantissa × 2^-24, exact in f32.
+fn halves(u: u32) -> vec2<f32> {
+    let bits = vec2<u32>(u & 0xffffu, u >> 16u);
+    let tiny = vec2<f32>(bits & vec2<u32>(0x3ffu)) * 5.9604645e-8;
+    let signed = select(tiny, -tiny, (bits & vec2<u32>(0x8000u)) != vec2<u32>(0u));
+    return select(unpack2x16float(u), signed, (bits & vec2<u32>(0x7c00u)) == vec2<u32>(0u));
+}
+
+// Weights i .. i+3 of W, row-major (i a multiple of 4 for f16 and int8).
+fn weight4(i: u32, scales: u32) -> vec4<f32> {
+    if (W_FORMAT == 1u) {
+        return vec4<f32>(halves(w[i / 2u]), halves(w[i / 2u + 1u]));
+    }
+    if (W_FORMAT == 2u) {
+        return unpack4x8snorm(w[i / 4u]) * bitcast<f32>(w[scales + i / 32u]);
+    }
+    return vec4<f32>(bitcast<f32>(w[i]), bitcast<f32>(w[i + 1u]), bitcast<f32>(w[i + 2u]), bitcast<f32>(w[i + 3u]));
+}
+
+// Weight i of W alone.
+fn weight1(i: u32, scales: u32) -> f32 {
+    if (W_FORMAT == 1u) {
+        return halves(w[i / 2u])[i % 2u];
+    }
+    if (W_FORMAT == 2u) {
+        return unpack4x8snorm(w[i / 4u])[i % 4u] * bitcast<f32>(w[scales + i / 32u]);
+    }
+    return bitcast<f32>(w[i]);
+}
+
+// Σ x[c]² over group g's columns c ≡ l (mod WG) within the group: rms_norm.wgsl's lane l.
+fn squares_of_lane(g: u32, l: u32) -> f32 {
+    let cols = p.n_in / p.groups;
+    var sum = 0.0;
+    for (var i = l; i < cols; i += WG) {
+        let v = x[g * cols + i];
+        sum += v * v;
+    }
+    return sum;
+}
+
+// Input c normed, rounded as rms_norm.wgsl rounds it (`scale` is its group's).
+fn normed(c: u32, scale: f32) -> f32 {
+    return x[c] * scale * gain[c];
+}
+
+// h[y_col + o] += acc (+ bias[o]) (· scale), as linear's store with ACCUMULATE.
+fn store(o: u32, acc: f32) {
+    var v = acc;
+    if ((p.flags & BIAS) != 0u) {
+        v += bias[o];
+    }
+    if ((p.flags & SCALE) != 0u) {
+        v *= p.scale;
+    }
+    let at = p.y_col + o;
+    h[at] = v + h[at];
+}
+
+@compute @workgroup_size(64)
+fn decode_out_proj(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let group = lid / LANES;
+    let lane = lid % LANES;
+    let o0 = (wid.x * (WG / LANES) + group) * OUT;
+    let last = p.n_out - 1u;
+    let w0 = min(o0, last) * p.n_in;
+    let w1 = min(o0 + 1u, last) * p.n_in;
+    let w2 = min(o0 + 2u, last) * p.n_in;
+    let w3 = min(o0 + 3u, last) * p.n_in;
+    let cols = p.n_in / p.groups;
+    // Each group's 1 / RMS, as rms_norm.wgsl computes it.
+    var group_scale: array<f32, G_MAX>;
+    if (LANES == 1u) {
+        for (var g = 0u; g < p.groups; g++) {
+            var part: array<f32, WG>;
+            for (var l = 0u; l < WG; l++) {
+                part[l] = squares_of_lane(g, l);
+            }
+            for (var s = WG / 2u; s > 0u; s /= 2u) {
+                for (var l = 0u; l < s; l++) {
+                    part[l] += part[l + s];
+                }
+            }
+            group_scale[g] = inverseSqrt(part[0] / f32(cols) + p.eps);
+        }
+    } else {
+        for (var g = 0u; g < p.groups; g++) {
+            squares[g * WG + lid] = squares_of_lane(g, lid);
+        }
+        workgroupBarrier();
+        for (var s = WG / 2u; s > 0u; s /= 2u) {
+            if (lid < s) {
+                for (var g = 0u; g < p.groups; g++) {
+                    squares[g * WG + lid] += squares[g * WG + lid + s];
+                }
+            }
+            workgroupBarrier();
+        }
+        for (var g = 0u; g < p.groups; g++) {
+            group_scale[g] = inverseSqrt(squares[g * WG] / f32(cols) + p.eps);
+        }
+    }
+    var sums = vec4<f32>(0.0);
+    if (LANES == 1u) {
+        // gemv.wgsl's sums, four rows at once.
+        var a0 = vec4<f32>(0.0);
+        var a1 = vec4<f32>(0.0);
+        var a2 = vec4<f32>(0.0);
+        var a3 = vec4<f32>(0.0);
+        var k = 0u;
+        for (; k + 4u <= p.n_in; k += 4u) {
+            let a = vec4<f32>(normed(k, group_scale[k / cols]), normed(k + 1u, group_scale[(k + 1u) / cols]),
+                              normed(k + 2u, group_scale[(k + 2u) / cols]), normed(k + 3u, group_scale[(k + 3u) / cols]));
+            a0 += a * weight4(w0 + k, p.w_scales);
+            a1 += a * weight4(w1 + k, p.w_scales);
+            a2 += a * weight4(w2 + k, p.w_scales);
+            a3 += a * weight4(w3 + k, p.w_scales);
+        }
+        var tail = vec4<f32>(0.0);
+        for (; k < p.n_in; k++) {
+            let a = normed(k, group_scale[k / cols]);
+            tail += vec4<f32>(a * weight1(w0 + k, p.w_scales), a * weight1(w1 + k, p.w_scales),
+                              a * weight1(w2 + k, p.w_scales), a * weight1(w3 + k, p.w_scales));
+        }
+        sums = vec4<f32>((a0.x + a0.y) + (a0.z + a0.w), (a1.x + a1.y) + (a1.z + a1.w),
+                         (a2.x + a2.y) + (a2.z + a2.w), (a3.x + a3.y) + (a3.z + a3.w)) + tail;
+    } else {
+        // gemv_coalesced.wgsl's sums.
+        let k4 = p.n_in / 4u * 4u;
+        var acc = vec4<f32>(0.0);
+        for (var k = lid * 4u; k < k4; k += WG * 4u) {
+            let a = vec4<f32>(normed(k, group_scale[k / cols]), normed(k + 1u, group_scale[(k + 1u) / cols]),
+                              normed(k + 2u, group_scale[(k + 2u) / cols]), normed(k + 3u, group_scale[(k + 3u) / cols]));
+            acc += vec4<f32>(dot(a, weight4(w0 + k, p.w_scales)), dot(a, weight4(w1 + k, p.w_scales)),
+                             dot(a, weight4(w2 + k, p.w_scales)), dot(a, weight4(w3 + k, p.w_scales)));
+        }
+        for (var k = k4 + lid; k < p.n_in; k += WG) {
+            let a = normed(k, group_scale[k / cols]);
+            acc += a * vec4<f32>(weight1(w0 + k, p.w_scales), weight1(w1 + k, p.w_scales),
+                                 weight1(w2 + k, p.w_scales), weight1(w3 + k, p.w_scales));
+        }
+        partial[lid] = acc;
+        workgroupBarrier();
+        for (var s = WG / 2u; s > 0u; s /= 2u) {
+            if (lid < s) {
+                partial[lid] += partial[lid + s];
+            }
+            workgroupBarrier();
+        }
+        sums = partial[0];
+    }
+    for (var q = lane; q < OUT; q += LANES) {
+        if (o0 + q < p.n_out) {
+            store(o0 + q, sums[q]);
+        }
+    }
+}
