@@ -6,7 +6,6 @@
 
 use crate::error::Result;
 use crate::gpu::{GpuContext, Kernel, dispatch, grid_2d};
-use crate::gpu_model::format::WeightFormat;
 use crate::gpu_model::pipelines::{GroupsFn, Kernels};
 use crate::gpu_model::split::SplitMatrix;
 use crate::kernels::{PARAMS, STEP, linear};
@@ -282,5 +281,5 @@ pub(crate) const ROWS: Groups = Groups::Rows { per_token: 1, z: 1 };
 
 /// Where an int8 part's scales start in its buffer, in u32 (after rows · cols quant bytes).
 pub(crate) fn scales_at(w: &SplitMatrix, rows: usize) -> u32 {
-    if w.format == WeightFormat::Int8 { (rows * w.cols / 4) as u32 } else { 0 }
+    w.format.scales_at(rows, w.cols)
 }

@@ -80,6 +80,12 @@ impl WeightFormat {
         }
     }
 
+    /// Where the scales of `rows` rows of `cols` weights start in their buffer, in u32 (int8:
+    /// after the rows · cols quant bytes; the other formats have none: 0).
+    pub(crate) fn scales_at(self, rows: usize, cols: usize) -> u32 {
+        if self == WeightFormat::Int8 { (rows * cols / 4) as u32 } else { 0 }
+    }
+
     /// The value of the shaders' `W_FORMAT` override.
     pub(crate) fn shader_value(self) -> f64 {
         match self {

@@ -28,13 +28,12 @@ pub async fn gemm_gflop_s(
     let kernel =
         Kernel::with_constants(ctx, name, source, layout, &[("W_FORMAT", format.shader_value())]).await?;
     let step = ctx.uniform("gemm step", &Step { t_len: rows as u32, n_chunks: 1, past: 0, _pad: 0 });
-    let scales = if format == WeightFormat::Int8 { (n * k / 4) as u32 } else { 0 };
     let params = linear::LinearParams {
         n_in: k as u32,
         n_out: n as u32,
         x_stride: k as u32,
         y_stride: n as u32,
-        w_scales: scales,
+        w_scales: format.scales_at(n, k),
         ..Default::default()
     };
     let params = ctx.uniform("gemm params", &params);

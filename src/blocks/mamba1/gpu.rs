@@ -185,9 +185,10 @@ pub(crate) fn plan(p: &Mamba1, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<St
         unfused(Step::Linear(b.linear(&w.x_proj, &[("x", &a.ud), ("y", &a.dbc)], lin(di, dbc_stride))?)),
     ]);
     if fused {
-        let x_proj = decode::x_proj(&w.x_proj, &cx, lin(2 * di, dbc_stride))?;
-        steps.splice(steps.len() - 1..steps.len() - 1, decode::in_proj(p, &w.ssm, &cx)?);
-        steps.push(x_proj);
+        // A chunk runs the fused steps or the unfused ones, never both: their order relative
+        // to each other does not matter.
+        steps.extend(decode::in_proj(p, &w.ssm, &cx)?);
+        steps.push(decode::x_proj(&w.x_proj, &cx, lin(2 * di, dbc_stride))?);
     }
     if let Some(eps) = p.dbc_norm_eps {
         // Falcon-Mamba's norms: a workgroup per (row, slice of δ, B, C).
