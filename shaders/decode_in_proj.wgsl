@@ -13,7 +13,9 @@
 // the model's matmul set sums them — so the result equals the three kernels' but for what a
 // compiler may contract differently. The plan dispatches it only for a chunk of one token with
 // no checkpoint to capture; every other chunk runs the three kernels. The conv's output
-// replaces its input in xz (the scan reads it there).
+// replaces its input in xz (the scan reads it there). With no conv rows (channels 0) and SCALE
+// it is also the model's last norm_f + LM head of such a step: the logits (rms_norm, then
+// linear's GEMV with its logit scale).
 //
 // LANES (1 or 64) lanes share a group of OUT = 4 outputs. LANES = 64, for GPUs: a workgroup is
 // one group, its lanes walk D side by side four columns each per step (adjacent lanes at
@@ -27,6 +29,7 @@ const K_MAX: u32 = 8u; // largest conv_kernel supported (as conv1d_silu.wgsl)
 
 const BIAS: u32 = 1u;      // in_proj has a bias
 const CONV_BIAS: u32 = 2u; // conv1d has a bias
+const SCALE: u32 = 4u;     // the outputs (after the bias) times `scale` (the LM head's logit scale)
 
 struct Step {
     t_len: u32,    // T: tokens in this forward call
@@ -44,10 +47,10 @@ struct Params {
     channels: u32,     // conv channels (Mamba-1: E·D)
     d_conv: u32,       // K: conv taps
     state_offset: u32, // layer · (K-1) · channels: this layer's window in conv_state
-    flags: u32,        // BIAS | CONV_BIAS
+    flags: u32,        // BIAS | CONV_BIAS | SCALE
     eps: f32,          // the RMSNorm's epsilon
+    scale: f32,        // with SCALE: the factor
     _pad0: u32,
-    _pad1: u32,
 }
 
 @group(0) @binding(0) var<uniform> step: Step;
@@ -107,12 +110,15 @@ fn silu(v: f32) -> f32 {
     return v / (1.0 + exp(-v));
 }
 
-// Output o of this part is in_proj's value `value`: adds the bias, runs the conv step on a conv
-// row (moving its window on) and writes xz.
+// Output o of this part is in_proj's value `value`: adds the bias (and scales it), runs the conv
+// step on a conv row (moving its window on) and writes xz.
 fn finish(o: u32, value: f32) {
     var v = value;
     if ((p.flags & BIAS) != 0u) {
         v += bias[o];
+    }
+    if ((p.flags & SCALE) != 0u) {
+        v *= p.scale;
     }
     let row = p.row_start + o;
     if (row >= p.conv_from && row < p.conv_from + p.channels) {

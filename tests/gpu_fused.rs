@@ -5,7 +5,8 @@
 //! `GpuModelOptions::fused` on and off. Prefills never fuse (their logits are bit for bit
 //! equal); each decode step's logits agree within 1e-5 (+ 1e-6 relative), greedy tokens and
 //! the states after the steps too, and the fused model records exactly 3 dispatches fewer per
-//! Mamba-1 layer and 3 (or 2) per Mamba-2 layer — so the fused kernels are what ran. With the
+//! Mamba-1 layer and 3 (or 2) per Mamba-2 layer, and 1 fewer for the head (norm_f + the LM head
+//! as one `decode_in_proj`) — so the fused kernels are what ran. With the
 //! software adapters' matmul set (`Direct`) the fused kernels sum in the unfused ones' order and
 //! the logits are bit for bit equal (asserted: lavapipe and SwiftShader both give 0); with
 //! `Tiled` decode_scan sums Δ's dot product in another order than gemv_coalesced (largest
@@ -77,8 +78,9 @@ dual_test! {
                     let mut unfused = load(&ctx, &f, GpuModelOptions { fused: false, ..options }).await;
                     // A Mamba-1 layer saves 3 dispatches, a Mamba-2 layer (Zamba2's too) 2, or
                     // 3 with the gated norm folded into out_proj (gate before norm, ≤ 8
-                    // groups); Falcon-H1's parallel blocks do not fuse.
-                    let saved: u64 = fused
+                    // groups); Falcon-H1's parallel blocks do not fuse. The head saves 1
+                    // (norm_f folded into the LM head's decode_in_proj), on every model.
+                    let saved: u64 = 1 + fused
                         .config()
                         .blocks
                         .iter()
@@ -88,7 +90,7 @@ dual_test! {
                             BlockKind::Zamba2(z) if z.mamba.in_scales == [1.0; 5] => mamba2_saving(&z.mamba),
                             _ => 0,
                         })
-                        .sum();
+                        .sum::<u64>();
                     let prompt = f.reference().prompt_ids;
                     let a = fused.forward(&prompt, Logits::Last).await.unwrap();
                     let b = unfused.forward(&prompt, Logits::Last).await.unwrap();

@@ -9,7 +9,7 @@ use common::fixtures;
 use common::gpu;
 use rand::{Rng, SeedableRng, rngs::SmallRng};
 use webmamba::kernels::TopK;
-use webmamba::kernels::top_k::Top;
+use webmamba::kernels::top_k::{SLICE, Top};
 use webmamba::sampling::{LogitsTop, Sampler, SamplingOptions};
 use webmamba::{CacheConfig, Engine, GenerateOptions, GpuModelOptions, Runtime};
 
@@ -32,7 +32,9 @@ dual_test! {
         let Some(ctx) = gpu("top_k_kernel_keeps_the_top_and_ties").await else { return };
         let kernel = TopK::new(&ctx).await.expect("compile top_k");
         let mut rng = SmallRng::seed_from_u64(3);
-        for v in [1usize, 5, 256, 300, 4096, 50_280] {
+        // Within one slice of the first pass (top_k::SLICE = 2048 logits), across a few, and a
+        // 130M vocabulary.
+        for v in [1usize, 5, 256, 300, 2047, 2049, 4096, 6145, 50_280] {
             for k in [1usize, 2, 40, 256, 512] {
                 if k > v {
                     continue;
@@ -55,14 +57,40 @@ dual_test! {
                 }
             }
         }
+        // The whole top in one slice (the others keep their own k, all below it), the largest
+        // below it there too or in another slice; ties at the threshold spread over slices.
+        let v = 5 * SLICE + 77;
+        for k in [1usize, 40, 512] {
+            let mut logits: Vec<f32> = (0..v).map(|_| rng.random_range(-5.0..5.0)).collect();
+            for j in 0..=k {
+                logits[2 * SLICE + 3 * j] = 100.0 + j as f32;
+            }
+            let want = top_by_definition(&logits, k);
+            assert_eq!(kernel.run(&ctx, &logits, k, 512).await.unwrap(), Top::Found(want), "k={k}, one slice");
+            logits[2 * SLICE] = -10.0; // the (k+1)-th is gone: the largest below is in another slice
+            logits[4 * SLICE + 5] = 99.5;
+            let want = top_by_definition(&logits, k);
+            assert_eq!(kernel.run(&ctx, &logits, k, 512).await.unwrap(), Top::Found(want), "k={k}, below elsewhere");
+            for s in 0..5 {
+                logits[s * SLICE + 11] = 101.0; // ties with the k-th, one per slice
+            }
+            let want = top_by_definition(&logits, k);
+            let got = kernel.run(&ctx, &logits, k, 512).await.unwrap();
+            match want.entries.len() > 512 {
+                true => assert_eq!(got, Top::TooManyTies, "k={k}, ties across"),
+                false => assert_eq!(got, Top::Found(want), "k={k}, ties across"),
+            }
+        }
         // Many ties at the threshold: kept while they fit, refused beyond the room.
         let flat = vec![1.5f32; 1000];
         assert_eq!(kernel.run(&ctx, &flat, 3, 1000).await.unwrap(), Top::Found(top_by_definition(&flat, 3)));
         assert_eq!(kernel.run(&ctx, &flat, 3, 512).await.unwrap(), Top::TooManyTies);
+        let flat = vec![-0.5f32; 3 * SLICE];
+        assert_eq!(kernel.run(&ctx, &flat, 40, 512).await.unwrap(), Top::TooManyTies);
         // A NaN or ±Inf, in the top or below it: the model overflowed (NonFiniteOutput).
         for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
-            for at in [0, 650] {
-                let mut logits = vec![0.25f32; 700];
+            for (v, at) in [(700, 0), (700, 650), (3 * SLICE, 2 * SLICE + 1)] {
+                let mut logits = vec![0.25f32; v];
                 logits[3] = 2.0;
                 logits[at] = bad;
                 assert_eq!(kernel.run(&ctx, &logits, 5, 512).await.unwrap(), Top::NonFinite, "{bad} at {at}");

@@ -67,7 +67,20 @@ fn every_params_struct_matches_its_rust_struct() {
     params!(
         "decode_in_proj",
         decode_in_proj::DecodeInProjParams,
-        [n_in, n_out, row_start, w_scales, conv_from, channels, d_conv, state_offset, flags, eps, _pad]
+        [
+            n_in,
+            n_out,
+            row_start,
+            w_scales,
+            conv_from,
+            channels,
+            d_conv,
+            state_offset,
+            flags,
+            eps,
+            scale,
+            _pad
+        ]
     );
     params!(
         "decode_out_proj",
@@ -329,11 +342,18 @@ fn shared_constants_have_one_value() {
     assert_eq!(constant("gemv_coalesced", "ROWS"), gemv_coalesced::OUTPUTS_PER_GROUP);
     assert_eq!(constant("rms_norm", "LAST_ROW"), rms_norm::LAST_ROW);
     assert_eq!(constant("argmax", "NON_FINITE_PICK"), argmax::NON_FINITE_PICK);
+    // The first passes' slices: the host sizes their dispatch and scratch from these.
+    assert_eq!(constant("argmax", "SLICE") as usize, argmax::SLICE);
+    assert_eq!(constant("top_k", "SLICE") as usize, top_k::SLICE);
+    let header = constant("top_k", "HEADER") as usize;
+    assert_eq!(header + 2 * top_k::SLICE, top_k::SLICE_WORDS, "top_k: a slice's words");
+    assert_eq!(constant("top_k", "PER") * constant("top_k", "WG"), constant("top_k", "SLICE"));
     assert_eq!(constant("conv1d_silu", "K_MAX") as usize, conv1d_silu::K_MAX);
     assert_eq!(constant("decode_in_proj", "K_MAX") as usize, conv1d_silu::K_MAX);
     assert_eq!(constant("decode_in_proj", "OUT"), decode_in_proj::OUTPUTS_PER_LANE_GROUP);
     assert_eq!(constant("decode_in_proj", "BIAS"), decode_in_proj::BIAS);
     assert_eq!(constant("decode_in_proj", "CONV_BIAS"), decode_in_proj::CONV_BIAS);
+    assert_eq!(constant("decode_in_proj", "SCALE"), decode_in_proj::SCALE);
     assert_eq!(constant("decode_scan", "BIAS"), decode_scan::BIAS);
     assert_eq!(constant("decode_out_proj", "BIAS"), decode_out_proj::BIAS);
     assert_eq!(constant("decode_out_proj", "SCALE"), decode_out_proj::SCALE);

@@ -9,7 +9,7 @@ use crate::blocks::gpu::{GpuSsm, LayerCx};
 use crate::error::Result;
 use crate::gpu::KernelSpec;
 use crate::gpu_model::WeightFormat;
-use crate::gpu_model::call::{Groups, ROWS, Step, scales_at};
+use crate::gpu_model::call::{Builder, Call, Groups, ROWS, Step, scales_at};
 use crate::gpu_model::split::SplitMatrix;
 use crate::kernels::{conv1d_silu, decode_in_proj, decode_out_proj, rms_norm};
 
@@ -91,7 +91,8 @@ pub(crate) fn in_proj(
                 state_offset: a.capture_layout.conv_at(i) as u32,
                 flags: bias | conv_bias,
                 eps: cx.eps,
-                _pad: [0; 2],
+                scale: 1.0,
+                _pad: 0,
             };
             let io = [
                 ("h", input),
@@ -145,4 +146,48 @@ pub(crate) fn out_proj(
             Ok(Step::Fused(Box::new(Step::Call(b.call(kernel, &params, &io, groups)?))))
         })
         .collect()
+}
+
+/// The fused decode step's head: the model's norm_f of h and the LM head `head` as one
+/// decode_in_proj call per part (no conv rows; the logit scale applied as linear applies it),
+/// writing `logits` — or `None` where a part's dispatch would pass the device's limit (the
+/// unfused norm and head serve then). `conv_state` is bound but never touched.
+pub(crate) fn head(
+    b: &Builder<'_>,
+    (head, norm_f, eps, scale): (&SplitMatrix, &wgpu::Buffer, f32, f32),
+    (h, logits, conv_state): (&wgpu::Buffer, &wgpu::Buffer, &wgpu::Buffer),
+) -> Result<Option<Vec<Call>>> {
+    let kernel = b.k.block(&in_proj_spec(head.format, b.k.direct))?;
+    let limit = b.ctx.limits().max_compute_workgroups_per_dimension;
+    let mut calls = Vec::with_capacity(head.parts.len());
+    for part in &head.parts {
+        let groups = decode_in_proj::groups(part.rows as u32, b.k.direct);
+        if groups.0 > limit {
+            return Ok(None);
+        }
+        let bias = if part.bias.is_some() { decode_in_proj::BIAS } else { 0 };
+        let scaled = if scale != 1.0 { decode_in_proj::SCALE } else { 0 };
+        let params = decode_in_proj::DecodeInProjParams {
+            n_in: head.cols as u32,
+            n_out: part.rows as u32,
+            row_start: part.row_start as u32,
+            w_scales: scales_at(head, part.rows),
+            flags: bias | scaled,
+            eps,
+            scale,
+            ..Default::default()
+        };
+        let io = [
+            ("h", h),
+            ("gain", norm_f),
+            ("w", &part.buffer),
+            ("bias", part.bias.as_ref().unwrap_or(b.dummy)),
+            ("conv", b.dummy),
+            ("conv_bias", b.dummy),
+            ("conv_state", conv_state),
+            ("xz", logits),
+        ];
+        calls.push(b.call(kernel, &params, &io, Groups::fixed(groups))?);
+    }
+    Ok(Some(calls))
 }

@@ -2,7 +2,7 @@
 
 use crate::error::Result;
 use crate::gpu::{GpuContext, Readback};
-use crate::kernels::{Step, top_k};
+use crate::kernels::{Step, argmax, top_k};
 use std::sync::Arc;
 
 use crate::model::{Config, StateLayout};
@@ -35,6 +35,9 @@ pub(crate) struct Activations {
     /// top_k::words(CAPACITY) u32 — as long as the longer of the two.
     pub picks: wgpu::Buffer,
     pub picks_readback: Readback, // as long as `picks`
+    /// (slices(V), words) u32: what the first stage of `argmax` (and `top_k`) found in each
+    /// slice of the logits, for the second.
+    pub slices: wgpu::Buffer,
     /// Greedy steps one submit can run (the picks list's room).
     pub max_picks: usize,
     pub max_tokens: usize,
@@ -163,6 +166,8 @@ impl Activations {
         let capture_layout = CaptureLayout::new(state, t, captures);
         let z = |label: &str, len: usize| ctx.storage_zeroed_f32(label, len);
         let picks_len = (1 + max_picks).max(top_k::words(top_k::CAPACITY));
+        let slices_len = (argmax::slices(c.vocab_size) * argmax::SLICE_WORDS)
+            .max(top_k::slices(c.vocab_size) * top_k::SLICE_WORDS);
         Ok(Self {
             step: ctx.uniform("step", &Step::default()),
             step_list: ctx.create_buffer(
@@ -188,6 +193,7 @@ impl Activations {
             capture: z("checkpoint capture", capture_layout.floats())?,
             readback: Readback::new(ctx, (logits_rows * c.vocab_size * 4) as u64, "logits readback"),
             picks: z("greedy picks, top k", picks_len)?,
+            slices: z("argmax, top k slices", slices_len)?,
             picks_readback: Readback::new(ctx, 4 * picks_len as u64, "greedy picks, top k readback"),
             max_picks,
             max_tokens,

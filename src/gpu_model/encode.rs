@@ -10,7 +10,8 @@ use crate::gpu_model::plan::Plan;
 pub(crate) enum Head {
     /// Nothing after the last layer (a chunk whose logits nobody needs).
     None,
-    /// norm_f of row T−1 and the LM head over it: logits (1, V).
+    /// norm_f of row T−1 and the LM head over it: logits (1, V) (one fused call per part of
+    /// the head in a fused decode step).
     Last,
     /// norm_f of every row; the LM head runs afterwards, block by block.
     AllRowsNormalised,
@@ -26,10 +27,13 @@ pub(crate) fn body(pass: &mut wgpu::ComputePass<'_>, plan: &Plan, d: Dims, head:
     }
     match head {
         Head::None => {}
-        Head::Last => {
-            plan.norm_last.dispatch(pass, d);
-            plan.head_last.dispatch(pass, 1);
-        }
+        Head::Last => match &plan.head_fused {
+            Some(calls) if d.fused() => calls.iter().for_each(|call| call.dispatch(pass, d)),
+            _ => {
+                plan.norm_last.dispatch(pass, d);
+                plan.head_last.dispatch(pass, 1);
+            }
+        },
         Head::AllRowsNormalised => plan.norm_all.dispatch(pass, d),
     }
 }

@@ -50,13 +50,13 @@ impl GpuModel {
                         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
                         let dims = Dims { past: dims.past + i, ..dims };
                         encode::body(&mut pass, &self.plan, dims, Head::Last);
-                        self.plan.argmax.dispatch(&mut pass, dims);
+                        self.plan.argmax.iter().for_each(|call| call.dispatch(&mut pass, dims));
                     }
                 } else {
                     let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
                     for _ in 0..steps {
                         encode::body(&mut pass, &self.plan, dims, Head::Last);
-                        self.plan.argmax.dispatch(&mut pass, dims);
+                        self.plan.argmax.iter().for_each(|call| call.dispatch(&mut pass, dims));
                     }
                 }
                 queue.submit([encoder.finish()]);

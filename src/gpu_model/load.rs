@@ -139,6 +139,7 @@ impl Loading<'_> {
             block_kernels.extend(
                 config.blocks.iter().flat_map(|b| blocks::gpu::decode_kernels(&b.kind, &formats, direct)),
             );
+            block_kernels.push(blocks::decode::in_proj_spec(w.lm_head().format, direct));
         }
         let kernels =
             Kernels::new(ctx, (options.matmul, options.fused), &formats, block_kernels, reporter).await?;

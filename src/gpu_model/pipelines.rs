@@ -5,7 +5,7 @@ use crate::error::{Error, Result};
 use crate::gpu::{GpuContext, Kernel, KernelSpec, Layout};
 use crate::gpu_model::Matmul;
 use crate::gpu_model::format::WeightFormat;
-use crate::kernels::{argmax, embedding, gemv, gemv_coalesced, linear, linear_direct, rms_norm, top_k};
+use crate::kernels::{Argmax, TopK, embedding, gemv, gemv_coalesced, linear, linear_direct, rms_norm};
 use crate::load::{Phase, Reporter};
 
 /// The pipelines that read weights, for one weight format (the shaders' `W_FORMAT`).
@@ -42,8 +42,8 @@ pub(crate) struct Kernels {
     /// One set per weight format the model's matrices use.
     pub weights: Vec<WeightKernels>,
     pub rms_norm: Kernel,
-    pub argmax: Kernel,
-    pub top_k: Kernel,
+    pub argmax: Argmax,
+    pub top_k: TopK,
     /// The software-adapter matmuls are in use (see [`Matmul`]).
     pub direct: bool,
     /// Decode steps run the fused kernels (`GpuModelOptions::fused`).
@@ -108,15 +108,11 @@ impl Kernels {
             let kernel = compile(spec.name, spec.source, spec.bindings, &spec.constants).await?;
             blocks.push((spec, kernel));
         }
-        Ok(Self {
-            weights,
-            rms_norm,
-            argmax: compile("argmax", argmax::SOURCE, argmax::BINDINGS, &[]).await?,
-            top_k: compile("top_k", top_k::SOURCE, top_k::BINDINGS, &[]).await?,
-            direct,
-            fused,
-            blocks,
-        })
+        let argmax = Argmax::new(ctx).await?;
+        tick(reporter);
+        let top_k = TopK::new(ctx).await?;
+        tick(reporter);
+        Ok(Self { weights, rms_norm, argmax, top_k, direct, fused, blocks })
     }
 
     /// The compiled kernel named `name` among `specs` (what a block kind asked for).

@@ -4,7 +4,7 @@
 
 use crate::blocks;
 use crate::error::Result;
-use crate::gpu::GpuContext;
+use crate::gpu::{GpuContext, Kernel};
 use crate::gpu_model::activations::{Activations, StateBuffers};
 use crate::gpu_model::call::{Builder, Call, Groups, LinearCall, ROWS, Step, scales_at};
 use crate::gpu_model::kv::KvCaches;
@@ -24,12 +24,17 @@ pub(crate) struct Plan {
     pub norm_last: Call,
     /// LM head over the one normalised last row.
     pub head_last: LinearCall,
+    /// norm_f and the LM head as one call per part, for fused decode steps (`Dims::fused`;
+    /// `None`: not fused, or a part too tall for one dispatch).
+    pub head_fused: Option<Vec<Call>>,
     /// LM head over block b of rows (b · logits_rows ..), for all-position logits.
     pub head_blocks: Vec<LinearCall>,
-    /// The greedy pick from the last row's logits into the next step's token (ids[0]).
-    pub argmax: Call,
-    /// The top k of the last row's logits (k written per call).
-    pub top_k: Call,
+    /// The greedy pick from the last row's logits into the next step's token (ids[0]): the
+    /// slices' bests, then the pick.
+    pub argmax: [Call; 2],
+    /// The top k of the last row's logits (k written per call, into both calls' parameters):
+    /// the slices' tops, then the select over them.
+    pub top_k: [Call; 2],
 }
 
 impl Plan {
@@ -122,19 +127,44 @@ impl Plan {
             norm_all: b.call(&k.rms_norm, &norm(0), &norm_f, ROWS)?,
             norm_last: b.call(&k.rms_norm, &norm(rms_norm::LAST_ROW), &norm_f, Groups::LastRow)?,
             head_last,
+            head_fused: match k.fused {
+                true => blocks::decode::head(
+                    &b,
+                    (head, &w.norm_f, c.norm_eps, c.scales.logits),
+                    (&a.h, &a.logits, &s.conv),
+                )?,
+                false => None,
+            },
             head_blocks,
-            argmax: b.call(
-                &k.argmax,
+            argmax: picking(
+                &b,
+                k.argmax.kernels(),
                 &argmax::ArgmaxParams { vocab: v, capacity: a.max_picks as u32, _pad: [0; 2] },
-                &[("logits", &a.logits), ("ids", &a.ids), ("picks", &a.picks)],
-                Groups::Fixed(argmax::GROUPS.0, argmax::GROUPS.1, argmax::GROUPS.2),
+                &[("logits", &a.logits), ("ids", &a.ids), ("picks", &a.picks), ("slices", &a.slices)],
+                argmax::slices(c.vocab_size),
             )?,
-            top_k: b.call(
-                &k.top_k,
+            top_k: picking(
+                &b,
+                k.top_k.kernels(),
                 &top_k::TopKParams { vocab: v, k: 1, capacity: top_k::CAPACITY as u32, _pad: 0 },
-                &[("logits", &a.logits), ("top", &a.picks)],
-                Groups::Fixed(top_k::GROUPS.0, top_k::GROUPS.1, top_k::GROUPS.2),
+                &[("logits", &a.logits), ("top", &a.picks), ("slices", &a.slices)],
+                top_k::slices(c.vocab_size),
             )?,
         })
     }
+}
+
+/// A picking kernel's two calls (`argmax`, `top_k`): its first entry point with a workgroup per
+/// slice of the logits, then its second with one workgroup.
+fn picking<P: bytemuck::Pod>(
+    b: &Builder<'_>,
+    [slices, reduce]: [&Kernel; 2],
+    params: &P,
+    io: &[(&str, &wgpu::Buffer)],
+    n_slices: usize,
+) -> Result<[Call; 2]> {
+    Ok([
+        b.call(slices, params, io, Groups::Fixed(n_slices as u32, 1, 1))?,
+        b.call(reduce, params, io, Groups::Fixed(1, 1, 1))?,
+    ])
 }

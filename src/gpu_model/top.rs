@@ -24,14 +24,16 @@ impl GpuModel {
         let (a, queue) = (&self.acts, self.ctx.queue());
         let params =
             top_k::TopKParams { vocab: v as u32, k: k as u32, capacity: top_k::CAPACITY as u32, _pad: 0 };
-        queue.write_buffer(&self.plan.top_k.params, 0, bytemuck::bytes_of(&params));
+        for call in &self.plan.top_k {
+            queue.write_buffer(&call.params, 0, bytemuck::bytes_of(&params));
+        }
         self.ctx
             .scoped("running a sampled decode step", || {
                 let mut encoder = self.ctx.encoder("decode step, top k");
                 {
                     let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
                     encode::body(&mut pass, &self.plan, dims, Head::Last);
-                    self.plan.top_k.dispatch(&mut pass, dims);
+                    self.plan.top_k.iter().for_each(|call| call.dispatch(&mut pass, dims));
                 }
                 queue.submit([encoder.finish()]);
             })

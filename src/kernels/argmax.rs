@@ -1,4 +1,5 @@
-//! Greedy picking on the GPU: the Rust side of `shaders/argmax.wgsl`. The model dispatches it
+//! Greedy picking on the GPU: the Rust side of `shaders/argmax.wgsl` (two entry points: a
+//! workgroup per [`SLICE`] logits, then one reducing the slices). The model dispatches both
 //! after each greedy decode step (see `GpuModel::greedy`); [`Argmax::run`] is a one-shot for
 //! tests.
 
@@ -12,16 +13,28 @@ pub const SOURCE: &str = include_str!("../../shaders/argmax.wgsl");
 /// The kernel's bindings.
 pub const BINDINGS: &[Binding] = &[
     STEP,
-    PARAMS,                          // ArgmaxParams
-    Binding::read(2, "logits"),      // (V): row 0 of the logits
-    Binding::read_write(3, "ids"),   // (T_max) u32: the pick goes to ids[0]
-    Binding::read_write(4, "picks"), // (1 + capacity) u32: count, then the picks
+    PARAMS,                           // ArgmaxParams
+    Binding::read(2, "logits"),       // (V): row 0 of the logits
+    Binding::read_write(3, "ids"),    // (T_max) u32: the pick goes to ids[0]
+    Binding::read_write(4, "picks"),  // (1 + capacity) u32: count, then the picks
+    Binding::read_write(5, "slices"), // (slices(V), SLICE_WORDS) u32: each slice's best
 ];
+
+/// Logits per workgroup of the first entry point, `argmax_slices`.
+pub const SLICE: usize = 2048;
+
+/// u32 words the first entry point writes per slice (value bits, index, non-finite seen).
+pub const SLICE_WORDS: usize = 3;
+
+/// Slices (workgroups of `argmax_slices`) of `vocab` logits.
+pub fn slices(vocab: usize) -> usize {
+    vocab.div_ceil(SLICE)
+}
 
 /// The pick when the logits held a NaN or ±Inf (the model overflowed).
 pub const NON_FINITE_PICK: u32 = 0xffff_fffe;
 
-/// Workgroups of a dispatch: one.
+/// Workgroups of the second entry point, `argmax` (the first's: [`slices`]).
 pub const GROUPS: (u32, u32, u32) = (1, 1, 1);
 
 /// The kernel's uniform parameters (`Params` in the shader).
@@ -36,15 +49,23 @@ pub struct ArgmaxParams {
     pub _pad: [u32; 2],
 }
 
-/// The compiled pipeline, with a one-shot [`Argmax::run`].
+/// The compiled pipelines (`argmax_slices`, then `argmax`), with a one-shot [`Argmax::run`].
 pub struct Argmax {
-    kernel: Kernel,
+    slices: Kernel,
+    pick: Kernel,
 }
 
 impl Argmax {
-    /// Compiles the pipeline.
+    /// Compiles the pipelines (one layout: a bind group serves both).
     pub async fn new(ctx: &GpuContext) -> Result<Self> {
-        Ok(Self { kernel: Kernel::new(ctx, "argmax", SOURCE, BINDINGS).await? })
+        let pick = Kernel::new(ctx, "argmax", SOURCE, BINDINGS).await?;
+        let slices = Kernel::with_layout(ctx, "argmax_slices", SOURCE, pick.layout.clone()).await?;
+        Ok(Self { slices, pick })
+    }
+
+    /// Both pipelines, in dispatch order.
+    pub fn kernels(&self) -> [&Kernel; 2] {
+        [&self.slices, &self.pick]
     }
 
     /// The index of the largest of `logits` (the first on ties), or [`NON_FINITE_PICK`]. Allocates
@@ -59,11 +80,21 @@ impl Argmax {
         let logits_buf = ctx.storage_from_f32("argmax logits", logits)?;
         let ids = ctx.storage_zeroed_f32("argmax ids", 1)?;
         let picks = ctx.storage_zeroed_f32("argmax picks", 2)?;
-        let bind_group = self.kernel.bind(
+        let slice_buf = ctx.storage_zeroed_f32("argmax slices", slices(logits.len()) * SLICE_WORDS)?;
+        let bind_group = self.pick.bind(
             ctx,
-            &[("step", &step), ("p", &params), ("logits", &logits_buf), ("ids", &ids), ("picks", &picks)],
+            &[
+                ("step", &step),
+                ("p", &params),
+                ("logits", &logits_buf),
+                ("ids", &ids),
+                ("picks", &picks),
+                ("slices", &slice_buf),
+            ],
         )?;
-        self.kernel.submit_once(ctx, &bind_group, GROUPS, "running argmax").await?;
+        let groups = (slices(logits.len()) as u32, 1, 1);
+        self.slices.submit_once(ctx, &bind_group, groups, "running argmax_slices").await?;
+        self.pick.submit_once(ctx, &bind_group, GROUPS, "running argmax").await?;
         let readback = Readback::new(ctx, 8, "argmax readback");
         let list: Vec<u32> = readback.read(ctx, &picks, 0, 2).await?;
         let id: Vec<u32> = readback.read(ctx, &ids, 0, 1).await?;

@@ -28,6 +28,8 @@ pub const BINDINGS: &[Binding] = &[
 pub const BIAS: u32 = 1;
 /// conv1d has a bias.
 pub const CONV_BIAS: u32 = 2;
+/// The outputs (after the bias) times `scale`.
+pub const SCALE: u32 = 4;
 
 /// `Params` of the shader.
 #[repr(C)]
@@ -49,12 +51,14 @@ pub struct DecodeInProjParams {
     pub d_conv: u32,
     /// layer · (K−1) · channels.
     pub state_offset: u32,
-    /// `BIAS | CONV_BIAS`.
+    /// `BIAS | CONV_BIAS | SCALE`.
     pub flags: u32,
     /// The RMSNorm's ε.
     pub eps: f32,
+    /// With `SCALE`: the factor.
+    pub scale: f32,
     /// Padding to 48 bytes.
-    pub _pad: [u32; 2],
+    pub _pad: u32,
 }
 
 /// Lanes per group of outputs: one invocation per four rows on software adapters (`direct`),

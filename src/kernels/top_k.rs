@@ -1,6 +1,7 @@
 //! The top of the logits for top-k sampling on the host: the Rust side of
-//! `shaders/top_k.wgsl`. The model dispatches it after a sampled decode step (see
-//! `GpuModel::forward_top`); [`TopK::run`] is a one-shot for tests.
+//! `shaders/top_k.wgsl` (two entry points: a workgroup per [`SLICE`] logits keeping each
+//! slice's top, then one selecting over what they kept). The model dispatches both after a
+//! sampled decode step (see `GpuModel::forward_top`); [`TopK::run`] is a one-shot for tests.
 
 use crate::error::{Error, Result};
 use crate::gpu::{Binding, GpuContext, Kernel, Readback};
@@ -13,12 +14,25 @@ pub const SOURCE: &str = include_str!("../../shaders/top_k.wgsl");
 /// The kernel's bindings.
 pub const BINDINGS: &[Binding] = &[
     STEP,
-    PARAMS,                        // TopKParams
-    Binding::read(2, "logits"),    // (V): row 0 of the logits
-    Binding::read_write(3, "top"), // (4 + 2·capacity) u32: count, flag, keys; (index, bits) pairs
+    PARAMS,                           // TopKParams
+    Binding::read(2, "logits"),       // (V): row 0 of the logits
+    Binding::read_write(3, "top"),    // (4 + 2·capacity) u32: count, flag, keys; (index, bits) pairs
+    Binding::read_write(4, "slices"), // (slices(V), SLICE_WORDS) u32: each slice's header and kept pairs
 ];
 
-/// Workgroups of a dispatch: one.
+/// Logits per workgroup of the first entry point, `top_k_slices`.
+pub const SLICE: usize = 2048;
+
+/// u32 words the first entry point writes per slice: a 4-word header, room for the whole
+/// slice as (index, bits) pairs.
+pub const SLICE_WORDS: usize = 4 + 2 * SLICE;
+
+/// Slices (workgroups of `top_k_slices`) of `vocab` logits.
+pub fn slices(vocab: usize) -> usize {
+    vocab.div_ceil(SLICE)
+}
+
+/// Workgroups of the second entry point, `top_k` (the first's: [`slices`]).
 pub const GROUPS: (u32, u32, u32) = (1, 1, 1);
 
 /// (index, value) pairs the model's `top` buffer holds: top-k sampling on the GPU serves
@@ -76,15 +90,23 @@ pub fn decode(raw: &[u32], vocab: usize) -> Top {
     Top::Found(LogitsTop { vocab, entries, below: (below != 0).then(|| from_key(below - 1)) })
 }
 
-/// The compiled pipeline, with a one-shot [`TopK::run`].
+/// The compiled pipelines (`top_k_slices`, then `top_k`), with a one-shot [`TopK::run`].
 pub struct TopK {
-    kernel: Kernel,
+    slices: Kernel,
+    select: Kernel,
 }
 
 impl TopK {
-    /// Compiles the pipeline.
+    /// Compiles the pipelines (one layout: a bind group serves both).
     pub async fn new(ctx: &GpuContext) -> Result<Self> {
-        Ok(Self { kernel: Kernel::new(ctx, "top_k", SOURCE, BINDINGS).await? })
+        let select = Kernel::new(ctx, "top_k", SOURCE, BINDINGS).await?;
+        let slices = Kernel::with_layout(ctx, "top_k_slices", SOURCE, select.layout.clone()).await?;
+        Ok(Self { slices, select })
+    }
+
+    /// Both pipelines, in dispatch order.
+    pub fn kernels(&self) -> [&Kernel; 2] {
+        [&self.slices, &self.select]
     }
 
     /// The top `k` of `logits` (see [`decode`]), with room for `capacity` pairs. Allocates
@@ -99,10 +121,20 @@ impl TopK {
         let params = ctx.uniform("top_k params", &params);
         let logits_buf = ctx.storage_from_f32("top_k logits", logits)?;
         let top = ctx.storage_zeroed_f32("top_k top", words(capacity))?;
-        let bind_group = self
-            .kernel
-            .bind(ctx, &[("step", &step), ("p", &params), ("logits", &logits_buf), ("top", &top)])?;
-        self.kernel.submit_once(ctx, &bind_group, GROUPS, "running top_k").await?;
+        let slice_buf = ctx.storage_zeroed_f32("top_k slices", slices(logits.len()) * SLICE_WORDS)?;
+        let bind_group = self.select.bind(
+            ctx,
+            &[
+                ("step", &step),
+                ("p", &params),
+                ("logits", &logits_buf),
+                ("top", &top),
+                ("slices", &slice_buf),
+            ],
+        )?;
+        let groups = (slices(logits.len()) as u32, 1, 1);
+        self.slices.submit_once(ctx, &bind_group, groups, "running top_k_slices").await?;
+        self.select.submit_once(ctx, &bind_group, GROUPS, "running top_k").await?;
         let readback = Readback::new(ctx, 4 * words(capacity) as u64, "top_k readback");
         let raw: Vec<u32> = readback.read(ctx, &top, 0, words(capacity)).await?;
         Ok(decode(&raw, logits.len()))
