@@ -12,12 +12,15 @@
 // (These are SSD's "chunk states" and "state passing"; the within-chunk outputs are computed
 // by the recurrence in ssd_output rather than as a masked matmul.)
 //
-// A workgroup is 64 channels of one group × one chunk: the group's B rows of the chunk's
-// tokens are staged in workgroup memory, a tile of STAGE / N tokens at a time.
+// A workgroup is 64 / SPLIT channels of one group × one chunk, each channel's N state entries
+// split over SPLIT lanes as in ssd_output.wgsl (lane l: n = l, l + SPLIT, ..., at most N_LANE
+// in registers; the entries are independent here, so nothing is reduced): the group's B rows
+// of the chunk's tokens are staged in workgroup memory, a tile of STAGE / N tokens at a time.
 
 const WG: u32 = 64u;
 const STAGE: u32 = 2048u; // floats of workgroup memory for a tile of B rows (or B ‖ C rows)
 const N_MAX: u32 = 256u;  // largest d_state supported (Mamba-2 checkpoints use 128)
+const N_LANE: u32 = 16u;  // most state entries one lane holds: N ≤ SPLIT · N_LANE
 
 struct Step {
     t_len: u32,    // T: tokens in this forward call
@@ -52,6 +55,8 @@ var<workgroup> bs: array<f32, STAGE>; // (STAGE / N, N) B rows of a tile of toke
 
 // N, fixed when the pipeline is made (the model's state_size, ≤ N_MAX).
 override N_STATE: u32 = 128u;
+// Lanes per channel (1, 2, 4, 8 or 16: the least power of two with N ≤ SPLIT · N_LANE).
+override SPLIT: u32 = 8u;
 
 fn softplus(v: f32) -> f32 {
     // softplus(v) = max(v, 0) + log1p(e^−|v|), with log1p(x) = 2·atanh(x / (2 + x)) summed as
@@ -70,7 +75,8 @@ fn softplus(v: f32) -> f32 {
 fn ssd_chunks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let di = p.d_inner;
     let g = wid.x / p.group_wgs;
-    let in_group = (wid.x % p.group_wgs) * WG + lid;
+    let lane = lid % SPLIT;
+    let in_group = (wid.x % p.group_wgs) * (WG / SPLIT) + lid / SPLIT;
     let live = in_group < p.group_channels;
     let c = g * p.group_channels + in_group;
     let hd = min(c, di - 1u) / p.head_dim;
@@ -82,10 +88,7 @@ fn ssd_chunks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
     let t1 = min(t0 + p.chunk, step.t_len);
     let tile = STAGE / N_STATE;
 
-    var b: array<f32, N_MAX>; // (N) the chunk's end state from zero
-    for (var n = 0u; n < N_STATE; n++) {
-        b[n] = 0.0;
-    }
+    var b: array<f32, N_LANE>; // entry i: the chunk's end state from zero at n = lane + i · SPLIT
     var dsum = 0.0;
     for (var s = t0; s < t1; s += tile) {
         let s1 = min(s + tile, t1);
@@ -101,8 +104,11 @@ fn ssd_chunks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
                 let du = dt * u[t * p.u_stride + c];
                 dsum += dt;
                 let row = (t - s) * N_STATE;
-                for (var n = 0u; n < N_STATE; n++) {
-                    b[n] = decay * b[n] + du * bs[row + n];
+                for (var i = 0u; i < N_LANE; i++) {
+                    let n = lane + i * SPLIT;
+                    if (n < N_STATE) {
+                        b[i] = decay * b[i] + du * bs[row + n];
+                    }
                 }
             }
         }
@@ -110,9 +116,12 @@ fn ssd_chunks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
     if (live) {
         let plane = di * N_STATE;
         let chunk_a = exp(a * dsum);
-        for (var n = 0u; n < N_STATE; n++) {
-            chunk_ab[(2u * j) * plane + c * N_STATE + n] = chunk_a;
-            chunk_ab[(2u * j + 1u) * plane + c * N_STATE + n] = b[n];
+        for (var i = 0u; i < N_LANE; i++) {
+            let n = lane + i * SPLIT;
+            if (n < N_STATE) {
+                chunk_ab[(2u * j) * plane + c * N_STATE + n] = chunk_a;
+                chunk_ab[(2u * j + 1u) * plane + c * N_STATE + n] = b[i];
+            }
         }
     }
 }

@@ -7,9 +7,12 @@
 //
 // (the gated RMSNorm that follows is rms_norm over groups) — or, with GATE false, the output
 // without the gate (Falcon-H1's norm before the gate: silu_gate.wgsl gates after the norm). The last chunk leaves its final h
-// in the SSM state. A workgroup is 64 channels of one group × one chunk; the group's B ‖ C rows
+// in the SSM state. A workgroup is 64 / SPLIT channels of one group × one chunk; each channel's
+// N state entries are split over SPLIT lanes (lane l holds n = l, l + SPLIT, ...: at most
+// N_LANE, in registers, not a 128-float array spilled to memory), whose parts of Σ_n h·C are
+// added in lane order through workgroup memory (one barrier per token). The group's B ‖ C rows
 // are staged in workgroup memory, a tile of STAGE / 2N tokens at a time. With one chunk the
-// same invocation reads and then writes its channel's state, so there is no race; with several,
+// same invocation reads and then writes its state entries, so there is no race; with several,
 // chunk 0 reads chunk_h0, never the state the last chunk writes.
 //
 // Checkpoints: after token t whose entry in the position map at the start of `capture` is
@@ -18,6 +21,7 @@
 const WG: u32 = 64u;
 const STAGE: u32 = 2048u; // floats of workgroup memory for a tile of B ‖ C rows
 const N_MAX: u32 = 256u;  // largest d_state supported (Mamba-2 checkpoints use 128)
+const N_LANE: u32 = 16u;  // most state entries one lane holds: N ≤ SPLIT · N_LANE
 
 struct Step {
     t_len: u32,    // T: tokens in this forward call
@@ -60,11 +64,14 @@ struct Params {
 @group(0) @binding(8) var<storage, read_write> capture: array<f32>; // (T_max) map (checkpoint number + 1 as an f32 value, 0: none), then (C, slot_len) slots
 
 var<workgroup> bc: array<f32, STAGE>; // (STAGE / 2N, 2N) B ‖ C rows of a tile of tokens
+var<workgroup> parts: array<f32, 128>; // (2, WG) each lane's part of Σ_n h·C, by token parity
 
 // N, fixed when the pipeline is made (the model's state_size, ≤ N_MAX).
 override N_STATE: u32 = 128u;
 // Whether y is gated by silu(z) here, fixed when the pipeline is made.
 override GATE: bool = true;
+// Lanes per channel (1, 2, 4, 8 or 16: the least power of two with N ≤ SPLIT · N_LANE).
+override SPLIT: u32 = 8u;
 
 fn softplus(v: f32) -> f32 {
     // softplus(v) = max(v, 0) + log1p(e^−|v|), with log1p(x) = 2·atanh(x / (2 + x)) summed as
@@ -87,7 +94,8 @@ fn silu(v: f32) -> f32 {
 fn ssd_output(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let di = p.d_inner;
     let g = wid.x / p.group_wgs;
-    let in_group = (wid.x % p.group_wgs) * WG + lid;
+    let lane = lid % SPLIT;
+    let in_group = (wid.x % p.group_wgs) * (WG / SPLIT) + lid / SPLIT;
     let live = in_group < p.group_channels;
     let c = g * p.group_channels + in_group;
     let hd = min(c, di - 1u) / p.head_dim;
@@ -103,13 +111,16 @@ fn ssd_output(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
     let tile = STAGE / width;
     let base = c * N_STATE;
 
-    var h: array<f32, N_MAX>; // (N) state of channel c
+    var h: array<f32, N_LANE>; // entry i: state entry n = lane + i · SPLIT of channel c
     if (live) {
-        for (var n = 0u; n < N_STATE; n++) {
-            if (step.n_chunks == 1u) {
-                h[n] = ssm_state[p.state_offset + base + n];
-            } else {
-                h[n] = chunk_h0[j * di * N_STATE + base + n];
+        for (var i = 0u; i < N_LANE; i++) {
+            let n = lane + i * SPLIT;
+            if (n < N_STATE) {
+                if (step.n_chunks == 1u) {
+                    h[i] = ssm_state[p.state_offset + base + n];
+                } else {
+                    h[i] = chunk_h0[j * di * N_STATE + base + n];
+                }
             }
         }
     }
@@ -122,28 +133,49 @@ fn ssd_output(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
             bc[i] = u[p.u_at + t * p.u_stride + select(c_at + k - N_STATE, b_at + k, k < N_STATE)];
         }
         workgroupBarrier();
-        if (live) {
-            for (var t = s; t < s1; t++) {
+        for (var t = s; t < s1; t++) {
+            var acc = 0.0;
+            var xt = 0.0;
+            if (live) {
                 let dt = clamp(softplus(zxbcdt[t * p.proj_stride + p.dt_at + hd] + bias), p.dt_min, p.dt_max);
                 let decay = exp(dt * a);
-                let xt = u[p.u_at + t * p.u_stride + c];
+                xt = u[p.u_at + t * p.u_stride + c];
                 let du = dt * xt;
                 let row = (t - s) * width;
-                var acc = 0.0;
-                for (var n = 0u; n < N_STATE; n++) {
-                    h[n] = decay * h[n] + du * bc[row + n];
-                    acc += h[n] * bc[row + N_STATE + n];
+                for (var i = 0u; i < N_LANE; i++) {
+                    let n = lane + i * SPLIT;
+                    if (n < N_STATE) {
+                        h[i] = decay * h[i] + du * bc[row + n];
+                        acc += h[i] * bc[row + N_STATE + n];
+                    }
                 }
+            }
+            if (SPLIT > 1u) {
+                // The lanes' parts, added in lane order by lane 0 (a buffer per token parity:
+                // a lane writing token t + 1's part cannot overwrite what lane 0 still reads).
+                let at = (t % 2u) * WG;
+                parts[at + lid] = acc;
+                workgroupBarrier();
+                if (lane == 0u) {
+                    for (var l = 1u; l < SPLIT; l++) {
+                        acc += parts[at + lid + l];
+                    }
+                }
+            }
+            if (live && lane == 0u) {
                 var v = acc + d_skip * xt;
                 if (GATE) {
                     v *= silu(zxbcdt[t * p.proj_stride + c]);
                 }
                 y[t * di + c] = v;
-                let cp = u32(capture[t]); // a whole number as an f32 value: never a denormal
-                if (cp != 0u) {
-                    let at = p.map_len + (cp - 1u) * p.slot_len + p.slot_ssm_at + base;
-                    for (var n = 0u; n < N_STATE; n++) {
-                        capture[at + n] = h[n];
+            }
+            let cp = u32(capture[t]); // a whole number as an f32 value: never a denormal
+            if (live && cp != 0u) {
+                let at = p.map_len + (cp - 1u) * p.slot_len + p.slot_ssm_at + base;
+                for (var i = 0u; i < N_LANE; i++) {
+                    let n = lane + i * SPLIT;
+                    if (n < N_STATE) {
+                        capture[at + n] = h[i];
                     }
                 }
             }
@@ -151,8 +183,11 @@ fn ssd_output(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
     }
     // The last chunk leaves its final h in the layer's state.
     if (live && j + 1u == step.n_chunks) {
-        for (var n = 0u; n < N_STATE; n++) {
-            ssm_state[p.state_offset + base + n] = h[n];
+        for (var i = 0u; i < N_LANE; i++) {
+            let n = lane + i * SPLIT;
+            if (n < N_STATE) {
+                ssm_state[p.state_offset + base + n] = h[i];
+            }
         }
     }
 }

@@ -388,6 +388,7 @@ fn shared_constants_have_one_value() {
     for shader in ["ssd_chunks", "ssd_output"] {
         assert_eq!(constant(shader, "STAGE") as usize, ssd_chunks::STAGE, "{shader}: STAGE");
         assert_eq!(constant(shader, "N_MAX") as usize, ssd_chunks::N_MAX, "{shader}: N_MAX");
+        assert_eq!(constant(shader, "N_LANE") as usize, ssd_chunks::N_LANE, "{shader}: N_LANE");
     }
 }
 

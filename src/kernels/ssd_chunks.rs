@@ -11,6 +11,15 @@ pub const SOURCE: &str = include_str!("../../shaders/ssd_chunks.wgsl");
 /// Largest `state_size` the SSD kernels support (`N_MAX`).
 pub const N_MAX: usize = 256;
 
+/// Most state entries one lane of `ssd_chunks` / `ssd_output` holds (`N_LANE`).
+pub const N_LANE: usize = 16;
+
+/// Lanes per channel in `ssd_chunks` and `ssd_output` (their `SPLIT`) for state size `n`: the
+/// least power of two with n ≤ SPLIT · [`N_LANE`] (1 up to N = 16; Mamba-2's N = 128: 8).
+pub fn split(n: usize) -> usize {
+    n.div_ceil(N_LANE).next_power_of_two()
+}
+
 /// Floats of workgroup memory the SSD kernels stage B (and C) rows in (`STAGE`): 8 KiB, within
 /// WebGPU's guaranteed 16 KiB for any N ≤ N_MAX (a tile of STAGE / 2N ≥ 4 tokens).
 pub const STAGE: usize = 2048;
@@ -74,14 +83,14 @@ impl SsdParams {
             n_heads: c.n_heads as u32,
             n_groups: c.n_groups as u32,
             group_channels: group_channels as u32,
-            group_wgs: group_channels.div_ceil(64) as u32,
+            group_wgs: group_channels.div_ceil(64 / split(c.d_state)) as u32,
             chunk: chunk as u32,
             dt_min: c.time_step_limit.0,
             dt_max: c.time_step_limit.1,
         }
     }
 
-    /// Workgroups: 64 channels of one group × one chunk each.
+    /// Workgroups: 64 / [`split`] channels of one group × one chunk each.
     pub fn groups(&self, n_chunks: u32) -> (u32, u32, u32) {
         (self.n_groups * self.group_wgs, n_chunks, 1)
     }

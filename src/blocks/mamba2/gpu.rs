@@ -71,7 +71,7 @@ impl GpuWeights {
 /// unless the norm comes first), and Falcon-H1's segment multipliers and late gate where it
 /// has them.
 pub(crate) fn kernels(p: &Mamba2) -> Vec<KernelSpec> {
-    let n = vec![("N_STATE", p.d_state as f64)];
+    let n = vec![("N_STATE", p.d_state as f64), ("SPLIT", ssd_chunks::split(p.d_state) as f64)];
     let gate = (p.gated_norm != GatedNorm::NormThenGate) as u32 as f64;
     let spec = |name, source, bindings, constants| KernelSpec { name, source, bindings, constants };
     let mut out = vec![
