@@ -1,16 +1,20 @@
 // linear: Y = X · Wᵀ (+ bias), then optionally softplus, then optionally Y += (residual add):
 // PyTorch's `nn.Linear` for the prefill path (many rows), tiled in workgroup memory.
 //
-// Each 8×8 workgroup computes a 32×32 tile of Y (32 rows × 32 outputs); each invocation a 4×4
-// block. K is walked in slices of 32: both operand slices are staged in workgroup memory (W
-// decoded from its storage format to f32 on the way), then every invocation does 4×4
-// multiply-adds per k from there.
+// Each 16×16 workgroup computes a 64×64 tile of Y (64 rows × 64 outputs); each invocation a
+// 4×4 block. K is walked in slices of BK = 16: both operand slices are staged in workgroup
+// memory k-major as vec4s (xs[k][r / 4] holds rows r..r+3 at k; ws likewise four outputs), so
+// the inner loop reads one vec4 of X (shared by the 16 invocations of a row of the workgroup:
+// a broadcast) and one of W per k (16 consecutive vec4s across a row: no bank conflicts), and
+// does 16 multiply-adds. W is decoded from its storage format to f32 on the way in. The next
+// slice is loaded from memory into registers while the current one is multiplied. Each output
+// is summed over k in ascending order, one product at a time.
 //
 // Rows: all T rows from x_row_start (at most rows_max if it is not 0). W may be one part of a
 // row-split matrix: output o of the part is Y column y_col + o.
 
-const TILE: u32 = 32u; // rows and outputs per workgroup
-const BK: u32 = 32u;   // K per slice
+const TILE: u32 = 64u; // rows and outputs per workgroup
+const BK: u32 = 16u;   // K per slice
 const BIAS: u32 = 1u;
 const ACCUMULATE: u32 = 2u;
 const SOFTPLUS: u32 = 4u;
@@ -45,8 +49,8 @@ struct Params {
 @group(0) @binding(4) var<storage, read> bias: array<f32>;     // (O), a 1-element dummy without BIAS
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;  // (rows, y_stride)
 
-var<workgroup> xs: array<f32, 1024>; // (TILE rows, BK) slice of X
-var<workgroup> ws: array<f32, 1024>; // (TILE outputs, BK) slice of W
+var<workgroup> xs: array<vec4<f32>, 256>; // (BK, TILE / 4) slice of X, k-major, 4 rows per vec4
+var<workgroup> ws: array<vec4<f32>, 256>; // (BK, TILE / 4) slice of W, k-major, 4 outputs per vec4
 
 // How W is stored (a pipeline-overridable constant: one pipeline per format, one source):
 // 0 = f32 (one per u32), 1 = f16 (two per u32, element 2i in the low half), 2 = int8 (four per
@@ -123,7 +127,39 @@ fn store(r: u32, o: u32, acc: f32) {
     y[at] = v;
 }
 
-@compute @workgroup_size(8, 8)
+// This invocation's part of a slice: 4 consecutive k (from kq) of X row `r`, and of W row `o`
+// (tile-relative), zero past the edges.
+fn load_x(row0: u32, rows: u32, r: u32, k: u32) -> vec4<f32> {
+    var v = vec4<f32>(0.0);
+    if (row0 + r < rows) {
+        let at = (p.x_row_start + row0 + r) * p.x_stride + k;
+        for (var j = 0u; j < 4u; j++) {
+            if (k + j < p.n_in) {
+                v[j] = x[at + j];
+            }
+        }
+    }
+    return v;
+}
+
+fn load_w(out0: u32, o: u32, k: u32) -> vec4<f32> {
+    var v = vec4<f32>(0.0);
+    if (out0 + o < p.n_out) {
+        let at = (out0 + o) * p.n_in + k;
+        if (k + 4u <= p.n_in) {
+            v = weight4(at, p.w_scales);
+        } else {
+            for (var j = 0u; j < 4u; j++) {
+                if (k + j < p.n_in) {
+                    v[j] = weight1(at + j, p.w_scales);
+                }
+            }
+        }
+    }
+    return v;
+}
+
+@compute @workgroup_size(16, 16)
 fn linear(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_id) lid: vec3<u32>,
@@ -132,55 +168,32 @@ fn linear(
     let rows = n_rows();
     let row0 = wid.y * TILE;
     let out0 = wid.x * TILE;
-    var acc: array<f32, 16>; // (4 rows, 4 outputs) of this invocation
+    // The slice part this invocation loads: row (and output) li / 4, k li % 4 · 4 .. + 3.
+    let lr = li / 4u;
+    let lk = (li % 4u) * 4u;
+    var acc: array<vec4<f32>, 4>; // (4 rows) × (4 outputs) of this invocation
 
+    var next_x = load_x(row0, rows, lr, lk);
+    var next_w = load_w(out0, lr, lk);
     for (var k0 = 0u; k0 < p.n_in; k0 += BK) {
-        for (var i = li; i < TILE * BK; i += 64u) {
-            let r = i / BK;
-            let k = k0 + i % BK;
-            var xv = 0.0;
-            if (row0 + r < rows && k < p.n_in) {
-                xv = x[(p.x_row_start + row0 + r) * p.x_stride + k];
-            }
-            xs[i] = xv;
-        }
-        // W four at a time: (TILE outputs, BK / 4) groups of 4.
-        for (var i = li; i < TILE * BK / 4u; i += 64u) {
-            let o = i / (BK / 4u);
-            let kk = (i % (BK / 4u)) * 4u;
-            let k = k0 + kk;
-            var wv = vec4<f32>(0.0);
-            if (out0 + o < p.n_out) {
-                let at = (out0 + o) * p.n_in + k;
-                if (k + 4u <= p.n_in) {
-                    wv = weight4(at, p.w_scales);
-                } else {
-                    for (var j = 0u; j < 4u; j++) {
-                        if (k + j < p.n_in) {
-                            wv[j] = weight1(at + j, p.w_scales);
-                        }
-                    }
-                }
-            }
-            for (var j = 0u; j < 4u; j++) {
-                ws[o * BK + kk + j] = wv[j];
-            }
+        workgroupBarrier(); // the last slice's products are done
+        for (var j = 0u; j < 4u; j++) {
+            xs[(lk + j) * (TILE / 4u) + lr / 4u][lr % 4u] = next_x[j];
+            ws[(lk + j) * (TILE / 4u) + lr / 4u][lr % 4u] = next_w[j];
         }
         workgroupBarrier();
+        if (k0 + BK < p.n_in) {
+            next_x = load_x(row0, rows, lr, k0 + BK + lk);
+            next_w = load_w(out0, lr, k0 + BK + lk);
+        }
         for (var k = 0u; k < BK; k++) {
-            var a: array<f32, 4>;
-            var b: array<f32, 4>;
-            for (var i = 0u; i < 4u; i++) {
-                a[i] = xs[(lid.y * 4u + i) * BK + k];
-                b[i] = ws[(lid.x * 4u + i) * BK + k];
-            }
-            for (var i = 0u; i < 4u; i++) {
-                for (var j = 0u; j < 4u; j++) {
-                    acc[i * 4u + j] += a[i] * b[j];
-                }
-            }
+            let a = xs[k * (TILE / 4u) + lid.y];
+            let b = ws[k * (TILE / 4u) + lid.x];
+            acc[0] += a.x * b;
+            acc[1] += a.y * b;
+            acc[2] += a.z * b;
+            acc[3] += a.w * b;
         }
-        workgroupBarrier();
     }
 
     for (var i = 0u; i < 4u; i++) {
@@ -188,7 +201,7 @@ fn linear(
         for (var j = 0u; j < 4u; j++) {
             let o = out0 + lid.x * 4u + j;
             if (r < rows && o < p.n_out) {
-                store(r, o, acc[i * 4u + j]);
+                store(r, o, acc[i][j]);
             }
         }
     }

@@ -336,9 +336,8 @@ fn shared_constants_have_one_value() {
         assert_eq!(constant(shader, "SOFTPLUS"), linear::SOFTPLUS, "{shader}: SOFTPLUS");
         assert_eq!(constant(shader, "SCALE"), linear::SCALE, "{shader}: SCALE");
     }
-    for shader in ["linear", "linear_direct"] {
-        assert_eq!(constant(shader, "TILE"), linear::TILE, "{shader}: TILE");
-    }
+    assert_eq!(constant("linear", "TILE"), linear::TILE, "linear: TILE");
+    assert_eq!(constant("linear_direct", "TILE"), linear::DIRECT_TILE, "linear_direct: TILE");
     assert_eq!(constant("gemv_coalesced", "ROWS"), gemv_coalesced::OUTPUTS_PER_GROUP);
     assert_eq!(constant("rms_norm", "LAST_ROW"), rms_norm::LAST_ROW);
     assert_eq!(constant("argmax", "NON_FINITE_PICK"), argmax::NON_FINITE_PICK);

@@ -116,6 +116,7 @@ pub(crate) struct LinearPart {
     pub n_out: u32,
     pub gemm: wgpu::ComputePipeline,
     pub gemv: wgpu::ComputePipeline,
+    pub gemm_groups: GroupsFn,
     pub gemv_groups: GroupsFn,
 }
 
@@ -130,7 +131,7 @@ impl LinearPart {
         if rows <= linear::GEMV_MAX_ROWS {
             (&self.gemv, (self.gemv_groups)(rows, self.n_out))
         } else {
-            (&self.gemm, linear::gemm_groups(rows, self.n_out))
+            (&self.gemm, (self.gemm_groups)(rows, self.n_out))
         }
     }
 }
@@ -268,6 +269,7 @@ impl Builder<'_> {
                     n_out: part.rows as u32,
                     gemm: kernels.linear.pipeline.clone(),
                     gemv: kernels.gemv.pipeline.clone(),
+                    gemm_groups: kernels.gemm_groups,
                     gemv_groups: kernels.gemv_groups,
                 })
             })

@@ -51,7 +51,7 @@ pub(crate) fn check_dispatch(c: &Config, max_tokens: usize, matmul: Matmul, ctx:
     let wide = in_proj.max(c.vocab_size as u64);
     let (_, _, gemv_groups) = gemv_kernel(matmul.is_direct(ctx));
     let gemv_wide = gemv_groups(1, wide.min(u32::MAX as u64) as u32).0 as u64;
-    let widest = [gemv_wide, wide.div_ceil(linear::TILE as u64), plane.div_ceil(64)];
+    let widest = [gemv_wide, wide.div_ceil(linear::DIRECT_TILE.min(linear::TILE) as u64), plane.div_ceil(64)];
     match widest.into_iter().max().filter(|&w| w > max_dim as u64) {
         Some(w) => Err(Error::LimitExceeded {
             what: "workgroups along one dispatch dimension (the model's widest matrix)",

@@ -23,7 +23,7 @@ pub async fn gemm_gflop_s(
     reps: usize,
 ) -> Result<f64> {
     let format = format.for_cols(k);
-    let (name, source) = gemm_kernel(matmul.is_direct(ctx));
+    let (name, source, gemm_groups) = gemm_kernel(matmul.is_direct(ctx));
     let layout = Layout::new(ctx, name, linear::BINDINGS);
     let kernel =
         Kernel::with_constants(ctx, name, source, layout, &[("W_FORMAT", format.shader_value())]).await?;
@@ -43,7 +43,7 @@ pub async fn gemm_gflop_s(
     let y = ctx.storage_zeroed_f32("gemm y", rows * n)?; // (rows, N)
     let named = [("step", &step), ("p", &params), ("x", &x), ("w", &w), ("bias", &bias), ("y", &y)];
     let bind_group = kernel.bind(ctx, &named)?;
-    let groups = linear::gemm_groups(rows as u32, n as u32);
+    let groups = gemm_groups(rows as u32, n as u32);
     let run = async |times: usize| -> Result<()> {
         ctx.scoped("timing the matmul", || {
             let mut encoder = ctx.encoder("gemm timing");

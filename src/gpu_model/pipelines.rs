@@ -17,6 +17,7 @@ pub(crate) struct WeightKernels {
     /// The few-rows matmul: `gemv_coalesced` (real GPUs) or `gemv` (software adapters).
     pub gemv: Kernel,
     /// `gemv`'s workgroups for (rows, outputs).
+    pub gemm_groups: GroupsFn,
     pub gemv_groups: GroupsFn,
 }
 
@@ -32,9 +33,13 @@ pub(crate) fn gemv_kernel(direct: bool) -> (&'static str, &'static str, GroupsFn
     }
 }
 
-/// The many-rows matmul of a kernel set (see [`Matmul`]): entry point and source.
-pub(crate) fn gemm_kernel(direct: bool) -> (&'static str, &'static str) {
-    if direct { ("linear_direct", linear_direct::SOURCE) } else { ("linear", linear::SOURCE) }
+/// The many-rows matmul of a kernel set (see [`Matmul`]): entry point, source and workgroups.
+pub(crate) fn gemm_kernel(direct: bool) -> (&'static str, &'static str, GroupsFn) {
+    if direct {
+        ("linear_direct", linear_direct::SOURCE, linear::direct_gemm_groups)
+    } else {
+        ("linear", linear::SOURCE, linear::gemm_groups)
+    }
 }
 
 /// The compiled pipelines.
@@ -70,7 +75,7 @@ impl Kernels {
             }
         }
         let direct = matmul.is_direct(ctx);
-        let (linear_name, linear_source) = gemm_kernel(direct);
+        let (linear_name, linear_source, gemm_groups) = gemm_kernel(direct);
         let (gemv_name, gemv_source, gemv_groups) = gemv_kernel(direct);
         let total = (3 + specs.len() + 3 * formats.len()) as u64;
         let mut done = 0;
@@ -94,7 +99,7 @@ impl Kernels {
             tick(reporter);
             let gemv = Kernel::with_constants(ctx, gemv_name, gemv_source, linear_layout.clone(), &c).await?;
             tick(reporter);
-            weights.push(WeightKernels { format, embedding, linear, gemv, gemv_groups });
+            weights.push(WeightKernels { format, embedding, linear, gemv, gemm_groups, gemv_groups });
         }
         let mut compile = async |name, source, bindings, constants: &[(&str, f64)]| {
             let layout = Layout::new(ctx, name, bindings);

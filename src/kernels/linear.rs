@@ -32,8 +32,11 @@ pub const SCALE: u32 = 8;
 /// Rows up to which the GEMV pipeline is used instead of the tiled GEMM.
 pub const GEMV_MAX_ROWS: u32 = 1;
 
-/// Outputs and rows per GEMM workgroup tile.
-pub const TILE: u32 = 32;
+/// Outputs and rows per workgroup tile of `linear` (the GPUs' GEMM).
+pub const TILE: u32 = 64;
+
+/// Outputs and rows per workgroup tile of `linear_direct` (the software adapters' GEMM).
+pub const DIRECT_TILE: u32 = 32;
 
 /// `Params` of both shaders.
 #[repr(C)]
@@ -74,9 +77,14 @@ impl LinearParams {
     }
 }
 
-/// Workgroups for the GEMM over `rows` × `n_out`.
+/// Workgroups for `linear` over `rows` × `n_out`.
 pub fn gemm_groups(rows: u32, n_out: u32) -> (u32, u32, u32) {
     (n_out.div_ceil(TILE), rows.div_ceil(TILE), 1)
+}
+
+/// Workgroups for `linear_direct` over `rows` × `n_out`.
+pub fn direct_gemm_groups(rows: u32, n_out: u32) -> (u32, u32, u32) {
+    (n_out.div_ceil(DIRECT_TILE), rows.div_ceil(DIRECT_TILE), 1)
 }
 
 /// Workgroups for the GEMV over `rows` × `n_out`.

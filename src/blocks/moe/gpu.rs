@@ -103,13 +103,13 @@ impl GpuWeights {
         let Some(expert) = self.experts.first() else { return Ok(()) };
         let mut groups = Vec::new();
         for m in expert.matrices() {
-            let gemv_groups = kernels.for_format(m.format)?.gemv_groups;
+            let weight_kernels = kernels.for_format(m.format)?;
             for part in &m.parts {
                 let n_out = part.rows as u32;
                 let g = if t <= linear::GEMV_MAX_ROWS {
-                    gemv_groups(t, n_out)
+                    (weight_kernels.gemv_groups)(t, n_out)
                 } else {
-                    linear::gemm_groups(t, n_out)
+                    (weight_kernels.gemm_groups)(t, n_out)
                 };
                 groups.extend([g.0, g.1, g.2]);
             }
