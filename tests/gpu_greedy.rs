@@ -12,6 +12,14 @@ use webmamba::{
     CacheConfig, Engine, GenerateOptions, GpuContext, GpuModelOptions, Logits, Retention, Runtime,
 };
 
+/// Greedy batches the GPU engine submitted from a buffer recorded while the batch before ran.
+fn prepared_used(e: &Engine) -> u64 {
+    match e {
+        Engine::Gpu(m) => m.prepared_batches_used(),
+        Engine::Cpu { .. } => panic!("a GPU engine"),
+    }
+}
+
 const PROMPT: usize = 5;
 const GEN: usize = 40;
 const BLOCK: usize = 16;
@@ -84,6 +92,9 @@ dual_test! {
         let got = rt.generate(a, &mut Sampler::greedy(), options(GEN), |_| true).await.unwrap();
         assert_eq!(got, want.tokens, "default batches: tokens");
         assert_exact(&rt, a, &want, GEN, "default batches").await;
+        // Batches of 8 from 16 to 40: the three after the first ran from buffers recorded
+        // while the one before them ran (5..13 and 13..16 differ in steps from their next).
+        assert_eq!(prepared_used(rt.engine()), 2, "prepared greedy batches");
         // The block boundaries reached while decoding (16, 32) were kept with the right
         // states: a new session resumes at 32 and matches the reference after 30 tokens.
         let mut history = prompt.clone();
@@ -120,6 +131,38 @@ dual_test! {
         }
         assert_eq!(rt.set_greedy_batch(65).unwrap_err().code(), "InvalidInput");
         assert!(rt.generate(a, &mut Sampler::greedy(), options(0), |_| true).await.unwrap().is_empty());
+        assert!(ctx.take_uncaptured_error().is_none(), "no stray GPU error");
+    }
+
+    async fn prepared_batches_equal_token_by_token_runs() {
+        let Some(ctx) = gpu("prepared_batches_equal_token_by_token_runs").await else { return };
+        // A Mamba model and hybrids with attention (each step at its own position).
+        for name in ["medium-bf16", "jamba-moe-bf16", "granite-h-rope-moe-f32"] {
+            let f = fixtures::all().into_iter().chain(fixtures::hybrids()).find(|f| f.name == name).unwrap();
+            let prompt: Vec<u32> = f.reference().ids[..PROMPT].to_vec();
+            let want = reference(&mut engine(&ctx, &f).await, &prompt).await;
+            let mut e = engine(&ctx, &f).await;
+            let first = first_max(&e.forward(&prompt, Logits::Last).await.unwrap());
+            let mut got = vec![first];
+            // Three batches of 8 back to back: the second and third were recorded ahead.
+            for _ in 0..3 {
+                let last = *got.last().unwrap();
+                got.extend(e.device_picks().unwrap().greedy(last, 8).await.unwrap());
+            }
+            assert_eq!(prepared_used(&e), 2, "{name}: prepared batches");
+            assert_eq!(got[..], want.tokens[..25], "{name}: prepared batches' tokens");
+            // 24 tokens fed (the last pick is the next to feed).
+            let logits = e.device_picks().unwrap().last_logits().await.unwrap();
+            assert!(logits == want.logits[23], "{name}: logits after the prepared batches");
+            let state = e.read_state().await.unwrap().to_flat();
+            assert!(state == want.states[23], "{name}: state after the prepared batches");
+            // Rewound into the last batch: the next call is at another position, so the buffer
+            // recorded for the position after the batch is not used.
+            e.device_picks().unwrap().rewind().unwrap();
+            let picks = e.device_picks().unwrap().greedy(want.tokens[16], 8).await.unwrap();
+            assert_eq!(picks[..], want.tokens[17..25], "{name}: a batch after a rewind");
+            assert_eq!(prepared_used(&e), 2, "{name}: nothing prepared for that position");
+        }
         assert!(ctx.take_uncaptured_error().is_none(), "no stray GPU error");
     }
 }

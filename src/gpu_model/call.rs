@@ -11,7 +11,7 @@ use crate::gpu_model::split::SplitMatrix;
 use crate::kernels::{PARAMS, STEP, linear};
 
 /// Sizes of one forward chunk.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Dims {
     /// T: tokens.
     pub t: u32,

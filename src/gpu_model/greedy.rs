@@ -2,6 +2,15 @@
 //! the logits before it, picked (`shaders/argmax.wgsl`) and fed (ids[0]) on the GPU, so a step
 //! reads back one u32 instead of V floats and waits for nothing. The state before a batch is
 //! kept, so a caller that stops inside the batch can rewind and replay the tokens it kept.
+//!
+//! The next batch is recorded while this one runs: after a batch is submitted, the command
+//! buffer of a batch of as many steps from the position after it is recorded (the CPU's part
+//! of a batch: ~100 dispatches per step, each a call into WebGPU in the browser) before the
+//! picks are read back, and the next `greedy` call of that shape submits it at once. What a
+//! batch records depends only on the plan, the step count and the position (the token goes in
+//! through `ids`, written at the call), so the prepared buffer is exactly what that call would
+//! record; a call of another shape, or a plan rebuilt meanwhile (the key/value caches grew),
+//! drops it and records its own.
 
 use crate::error::{Error, Result};
 use crate::gpu_model::GpuModel;
@@ -11,6 +20,13 @@ use crate::kernels::{Step, argmax};
 
 /// Most greedy steps one submit runs (the picks list's room).
 pub const MAX_GREEDY_STEPS: usize = 64;
+
+/// A greedy batch recorded ahead, for the next call of its shape.
+pub(super) struct Prepared {
+    steps: usize,
+    dims: Dims,
+    commands: wgpu::CommandBuffer,
+}
 
 impl GpuModel {
     /// Feeds `first`, then `steps − 1` more tokens, each the argmax (the first on ties) of the
@@ -39,29 +55,19 @@ impl GpuModel {
                 .collect();
             queue.write_buffer(&a.step_list, 0, bytemuck::cast_slice(&list));
         }
-        self.ctx
+        let prepared = self.prepared.take().filter(|p| p.steps == steps && p.dims == dims);
+        self.prepared_used += u64::from(prepared.is_some());
+        let next = Dims { past: dims.past + steps as u32, ..dims };
+        let prepared = self
+            .ctx
             .scoped("running greedy decode steps", || {
-                let mut encoder = self.ctx.encoder("greedy steps");
-                self.state.record_copy(&mut encoder, &self.state.rewind, 0, true);
-                if attends {
-                    for i in 0..steps as u32 {
-                        let size = std::mem::size_of::<Step>() as u64;
-                        encoder.copy_buffer_to_buffer(&a.step_list, u64::from(i) * size, &a.step, 0, size);
-                        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
-                        let dims = Dims { past: dims.past + i, ..dims };
-                        encode::body(&mut pass, &self.plan, dims, Head::Last);
-                        self.plan.argmax.iter().for_each(|call| call.dispatch(&mut pass, dims));
-                    }
-                } else {
-                    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
-                    for _ in 0..steps {
-                        encode::body(&mut pass, &self.plan, dims, Head::Last);
-                        self.plan.argmax.iter().for_each(|call| call.dispatch(&mut pass, dims));
-                    }
-                }
-                queue.submit([encoder.finish()]);
+                let commands = prepared.map_or_else(|| self.record_greedy(dims, steps), |p| p.commands);
+                queue.submit([commands]);
+                // The next batch's commands, recorded while this one runs.
+                Prepared { steps, dims: next, commands: self.record_greedy(next, steps) }
             })
             .await?;
+        self.prepared = Some(prepared);
         self.rewind_context = self.context;
         self.context += steps;
         let raw = a.picks_readback.read::<u32>(&self.ctx, &a.picks, 0, 1 + steps).await;
@@ -73,6 +79,38 @@ impl GpuModel {
             });
         }
         Ok(raw[1..].iter().copied().take_while(|&p| p != argmax::NON_FINITE_PICK).collect())
+    }
+
+    /// Records a batch of `steps` greedy steps from the position of `dims` (one token each), the
+    /// state first copied into `rewind`. With attention each step's `Step` is copied from the
+    /// list `greedy` writes before it.
+    fn record_greedy(&self, dims: Dims, steps: usize) -> wgpu::CommandBuffer {
+        let a = &self.acts;
+        let mut encoder = self.ctx.encoder("greedy steps");
+        self.state.record_copy(&mut encoder, &self.state.rewind, 0, true);
+        if self.kv.any() {
+            for i in 0..steps as u32 {
+                let size = std::mem::size_of::<Step>() as u64;
+                encoder.copy_buffer_to_buffer(&a.step_list, u64::from(i) * size, &a.step, 0, size);
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+                let dims = Dims { past: dims.past + i, ..dims };
+                encode::body(&mut pass, &self.plan, dims, Head::Last);
+                self.plan.argmax.iter().for_each(|call| call.dispatch(&mut pass, dims));
+            }
+        } else {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+            for _ in 0..steps {
+                encode::body(&mut pass, &self.plan, dims, Head::Last);
+                self.plan.argmax.iter().for_each(|call| call.dispatch(&mut pass, dims));
+            }
+        }
+        encoder.finish()
+    }
+
+    /// Greedy batches submitted from a buffer recorded while the batch before them ran (see
+    /// the module's notes), since load.
+    pub fn prepared_batches_used(&self) -> u64 {
+        self.prepared_used
     }
 
     /// Checks `token`, the device and the room for `steps` more positions (the key/value

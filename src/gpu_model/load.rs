@@ -178,6 +178,8 @@ impl Loading<'_> {
             kv,
             context: 0,
             rewind_context: 0,
+            prepared: None,
+            prepared_used: 0,
             plan,
             slots,
             pages: None,

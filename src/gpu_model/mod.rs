@@ -157,6 +157,10 @@ pub struct GpuModel {
     context: usize,
     /// `context` before the last greedy batch.
     rewind_context: usize,
+    /// The next greedy batch, recorded while the last one ran (dropped when the plan is rebuilt).
+    prepared: Option<greedy::Prepared>,
+    /// Greedy batches that were submitted prepared.
+    prepared_used: u64,
     plan: Plan,
     slots: Slots,
     /// Key/value pages (pages mode: `kv_pages.rs`).

@@ -39,6 +39,7 @@ impl GpuModel {
             Plan::new(&self.ctx, &self.config, &self.kernels, &self.weights, &self.acts, (&self.state, &kv))?;
         self.ctx.check("growing the key/value caches")?;
         (self.kv, self.plan) = (kv, plan);
+        self.prepared = None; // recorded with the old plan's bind groups
         Ok(())
     }
 
