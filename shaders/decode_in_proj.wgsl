@@ -29,7 +29,8 @@ const K_MAX: u32 = 8u; // largest conv_kernel supported (as conv1d_silu.wgsl)
 
 const BIAS: u32 = 1u;      // in_proj has a bias
 const CONV_BIAS: u32 = 2u; // conv1d has a bias
-const SCALE: u32 = 4u;     // the outputs (after the bias) times `scale` (the LM head's logit scale)
+const SCALE: u32 = 4u;     // the outputs (after the bias) times `scale` (the LM head's logit scale; Falcon-H1's ssm_in_multiplier)
+const SEGMENTS: u32 = 8u;  // then each of five column segments times its own scale (Falcon-H1's ssm_multipliers)
 
 struct Step {
     t_len: u32,    // T: tokens in this forward call
@@ -47,10 +48,18 @@ struct Params {
     channels: u32,     // conv channels (Mamba-1: E·D)
     d_conv: u32,       // K: conv taps
     state_offset: u32, // layer · (K-1) · channels: this layer's window in conv_state
-    flags: u32,        // BIAS | CONV_BIAS | SCALE
+    flags: u32,        // BIAS | CONV_BIAS | SCALE | SEGMENTS
     eps: f32,          // the RMSNorm's epsilon
     scale: f32,        // with SCALE: the factor
-    _pad0: u32,
+    end_z: u32,        // with SEGMENTS: in_proj rows where z, x, B, C end (δ ends at the last row),
+    end_x: u32,        //   as scale_segments.wgsl's columns
+    end_b: u32,
+    end_c: u32,
+    scale_z: f32,      // with SEGMENTS: each segment's scale
+    scale_x: f32,
+    scale_b: f32,
+    scale_c: f32,
+    scale_dt: f32,
 }
 
 @group(0) @binding(0) var<uniform> step: Step;
@@ -110,8 +119,9 @@ fn silu(v: f32) -> f32 {
     return v / (1.0 + exp(-v));
 }
 
-// Output o of this part is in_proj's value `value`: adds the bias (and scales it), runs the conv
-// step on a conv row (moving its window on) and writes xz.
+// Output o of this part is in_proj's value `value`: adds the bias (and scales it, as linear's
+// SCALE, then by segment, as scale_segments.wgsl), runs the conv step on a conv row (moving its
+// window on) and writes xz.
 fn finish(o: u32, value: f32) {
     var v = value;
     if ((p.flags & BIAS) != 0u) {
@@ -121,6 +131,19 @@ fn finish(o: u32, value: f32) {
         v *= p.scale;
     }
     let row = p.row_start + o;
+    if ((p.flags & SEGMENTS) != 0u) {
+        var s = p.scale_dt;
+        if (row < p.end_z) {
+            s = p.scale_z;
+        } else if (row < p.end_x) {
+            s = p.scale_x;
+        } else if (row < p.end_b) {
+            s = p.scale_b;
+        } else if (row < p.end_c) {
+            s = p.scale_c;
+        }
+        v = v * s;
+    }
     if (row >= p.conv_from && row < p.conv_from + p.channels) {
         let c = row - p.conv_from;
         let k = p.d_conv;

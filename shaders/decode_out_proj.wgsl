@@ -5,7 +5,10 @@
 //   s_g   = inverseSqrt(mean_{c in group g}(y[c]²) + eps)
 //   h[o] += (Σ_c W[o, c] · (y[c] · s_g(c) · gn[c]) (+ bias[o])) (· scale)
 //
-// It is rms_norm.wgsl over G rows per token, then linear's GEMV with ACCUMULATE at T = 1,
+// With GATE_AFTER (Falcon-H1's norm before the gate: y is the scan's ungated output) each normed
+// input is then times silu(z[c]), as silu_gate.wgsl multiplies it.
+//
+// It is rms_norm.wgsl over G rows per token (and silu_gate.wgsl), then linear's GEMV with ACCUMULATE at T = 1,
 // summed in their order: each group's Σy² as rms_norm's 64-lane tree, each normed input rounded
 // as rms_norm rounds it, the dot products as gemv.wgsl (LANES = 1, software adapters: a vec4
 // accumulator per row, four rows per invocation, no barrier) or gemv_coalesced.wgsl (LANES = 64,
@@ -18,6 +21,7 @@ const G_MAX: u32 = 8u;  // most norm groups supported
 
 const BIAS: u32 = 1u;  // out_proj has a bias
 const SCALE: u32 = 8u; // the result (after the bias) times `scale` (the residual multiplier)
+const GATE_AFTER: u32 = 16u; // each normed input times silu(z) (the norm before the gate)
 
 struct Step {
     t_len: u32,    // T: tokens in this forward call
@@ -32,7 +36,7 @@ struct Params {
     y_col: u32,      // column of h written for output 0 (the part's first row)
     w_scales: u32,   // int8: index in w of the part's first scale (= O·E·D/4), else 0
     groups: u32,     // G: norm groups (≤ G_MAX)
-    flags: u32,      // BIAS | SCALE
+    flags: u32,      // BIAS | SCALE | GATE_AFTER
     eps: f32,        // the gated norm's epsilon
     scale: f32,      // with SCALE: the residual multiplier
 }
@@ -44,6 +48,7 @@ struct Params {
 @group(0) @binding(4) var<storage, read> w: array<u32>;          // (O, E·D) in W_FORMAT (+ scales)
 @group(0) @binding(5) var<storage, read> bias: array<f32>;       // (O), a 1-element dummy without BIAS
 @group(0) @binding(6) var<storage, read_write> h: array<f32>;    // (1, D) the residual, added to
+@group(0) @binding(7) var<storage, read> z: array<f32>;          // (1, ≥ E·D) with GATE_AFTER: the gate in row 0's first E·D; else a dummy
 
 // Lanes per group of OUT outputs: 1 or WG.
 override LANES: u32 = 64u;
@@ -100,9 +105,18 @@ fn squares_of_lane(g: u32, l: u32) -> f32 {
     return sum;
 }
 
-// Input c normed, rounded as rms_norm.wgsl rounds it (`scale` is its group's).
+fn silu(v: f32) -> f32 {
+    return v / (1.0 + exp(-v));
+}
+
+// Input c normed, rounded as rms_norm.wgsl rounds it (`scale` is its group's), then with
+// GATE_AFTER times silu(z[c]) as silu_gate.wgsl multiplies the stored value.
 fn normed(c: u32, scale: f32) -> f32 {
-    return x[c] * scale * gain[c];
+    let v = x[c] * scale * gain[c];
+    if ((p.flags & GATE_AFTER) != 0u) {
+        return v * silu(z[c]);
+    }
+    return v;
 }
 
 // h[y_col + o] += acc (+ bias[o]) (· scale), as linear's store with ACCUMULATE.

@@ -35,11 +35,19 @@ fn argmax(logits: &[f32]) -> u32 {
     webmamba::cpu::ops::argmax(logits).unwrap() as u32
 }
 
-/// Dispatches a fused Mamba-2 layer saves: rms_norm + in_proj + conv → decode_in_proj (2), and
-/// with the gate before a norm of at most 8 groups, the gated norm + out_proj → decode_out_proj
-/// (1 more).
-fn mamba2_saving(m: &Mamba2) -> u64 {
-    if m.gated_norm == GatedNorm::GateThenNorm && m.n_groups <= 8 { 3 } else { 2 }
+/// Dispatches a fused Mamba-2 mixer saves: into decode_in_proj its rms_norm where the block makes
+/// its own (`own_norm`: not Falcon-H1's parallel block, whose norm the attention reads too),
+/// in_proj, Falcon-H1's segment multipliers and the conv; into decode_out_proj the gated norm
+/// of at most 8 groups and out_proj (1), with Falcon-H1's gate after the norm (2).
+fn mamba2_saving(m: &Mamba2, own_norm: bool) -> u64 {
+    let input = u64::from(own_norm) + 1 + u64::from(m.in_scales != [1.0; 5]);
+    let out = match m.gated_norm {
+        _ if m.n_groups > 8 => 0,
+        GatedNorm::GateOnly => 0,
+        GatedNorm::GateThenNorm => 1,
+        GatedNorm::NormThenGate => 2,
+    };
+    input + out
 }
 
 /// A decode step's logits and the dispatches it recorded.
@@ -76,9 +84,8 @@ dual_test! {
                     let options = GpuModelOptions { matmul, weights, ..Default::default() };
                     let mut fused = load(&ctx, &f, options).await;
                     let mut unfused = load(&ctx, &f, GpuModelOptions { fused: false, ..options }).await;
-                    // A Mamba-1 layer saves 3 dispatches, a Mamba-2 layer (Zamba2's too) 2, or
-                    // 3 with the gated norm folded into out_proj (gate before norm, ≤ 8
-                    // groups); Falcon-H1's parallel blocks do not fuse. The head saves 1
+                    // A Mamba-1 layer saves 3 dispatches, a Mamba-2 mixer what mamba2_saving
+                    // says (Zamba2's and Falcon-H1's parallel blocks' too). The head saves 1
                     // (norm_f folded into the LM head's decode_in_proj), on every model.
                     let saved: u64 = 1 + fused
                         .config()
@@ -86,8 +93,9 @@ dual_test! {
                         .iter()
                         .map(|b| match &b.kind {
                             BlockKind::Mamba1(_) => 3,
-                            BlockKind::Mamba2(m) if m.in_scales == [1.0; 5] => mamba2_saving(m),
-                            BlockKind::Zamba2(z) if z.mamba.in_scales == [1.0; 5] => mamba2_saving(&z.mamba),
+                            BlockKind::Mamba2(m) => mamba2_saving(m, true),
+                            BlockKind::Zamba2(z) => mamba2_saving(&z.mamba, true),
+                            BlockKind::Parallel(p) => mamba2_saving(&p.mamba, false),
                             _ => 0,
                         })
                         .sum::<u64>();

@@ -79,7 +79,15 @@ fn every_params_struct_matches_its_rust_struct() {
             flags,
             eps,
             scale,
-            _pad
+            end_z,
+            end_x,
+            end_b,
+            end_c,
+            scale_z,
+            scale_x,
+            scale_b,
+            scale_c,
+            scale_dt,
         ]
     );
     params!(
@@ -356,6 +364,8 @@ fn shared_constants_have_one_value() {
     assert_eq!(constant("decode_scan", "BIAS"), decode_scan::BIAS);
     assert_eq!(constant("decode_out_proj", "BIAS"), decode_out_proj::BIAS);
     assert_eq!(constant("decode_out_proj", "SCALE"), decode_out_proj::SCALE);
+    assert_eq!(constant("decode_out_proj", "GATE_AFTER"), decode_out_proj::GATE_AFTER);
+    assert_eq!(constant("decode_in_proj", "SEGMENTS"), decode_in_proj::SEGMENTS);
     assert_eq!(constant("decode_out_proj", "G_MAX") as usize, decode_out_proj::G_MAX);
     assert_eq!(constant("decode_out_proj", "OUT"), decode_in_proj::OUTPUTS_PER_LANE_GROUP);
     assert_eq!(constant("decode_scan", "STAGE") as usize, decode_scan::STAGE);

@@ -64,18 +64,37 @@ pub(crate) struct ConvRows {
     pub taps: usize,
 }
 
+/// What in_proj's output is multiplied by after its bias, in the unfused path's order: the
+/// input multiplier folded into in_proj (linear's SCALE: Falcon-H1's `ssm_in_multiplier`),
+/// then a scale per row segment z ‖ x ‖ B ‖ C ‖ δ (`scale_segments`: its `ssm_multipliers`).
+#[derive(Clone, Copy)]
+pub(crate) struct InMultipliers {
+    pub scale: f32,
+    /// The rows where z, x, B and C end, and the five scales.
+    pub segments: Option<([u32; 4], [f32; 5])>,
+}
+
+impl InMultipliers {
+    /// None: Mamba-1's and HF Mamba-2's in_proj.
+    pub const NONE: Self = Self { scale: 1.0, segments: None };
+}
+
 /// decode_in_proj over `ssm`'s in_proj (a call per part): the norm of `input` (row 0: the
-/// residual h, or Zamba2's Mamba input), in_proj into xz, and the conv step over `conv`'s rows,
-/// written in place of their inputs.
+/// residual h, or Zamba2's Mamba input), in_proj into xz (times `mult`), and the conv step
+/// over `conv`'s rows, written in place of their inputs.
 pub(crate) fn in_proj(
     ssm: &GpuSsm,
-    (input, conv): (&wgpu::Buffer, ConvRows),
+    (input, conv, mult): (&wgpu::Buffer, ConvRows, InMultipliers),
     cx: &LayerCx<'_>,
 ) -> Result<Vec<Step>> {
     let LayerCx { b, a, s, i, .. } = *cx;
     let m = &ssm.in_proj;
     let kernel = b.k.block(&in_proj_spec(m.format, b.k.direct))?;
     let conv_bias = if ssm.conv_bias.is_some() { decode_in_proj::CONV_BIAS } else { 0 };
+    let scaled = if mult.scale != 1.0 { decode_in_proj::SCALE } else { 0 };
+    let segments = if mult.segments.is_some() { decode_in_proj::SEGMENTS } else { 0 };
+    let ([end_z, end_x, end_b, end_c], [scale_z, scale_x, scale_b, scale_c, scale_dt]) =
+        mult.segments.unwrap_or_default();
     m.parts
         .iter()
         .map(|part| {
@@ -89,10 +108,18 @@ pub(crate) fn in_proj(
                 channels: conv.channels as u32,
                 d_conv: conv.taps as u32,
                 state_offset: a.capture_layout.conv_at(i) as u32,
-                flags: bias | conv_bias,
+                flags: bias | conv_bias | scaled | segments,
                 eps: cx.eps,
-                scale: 1.0,
-                _pad: 0,
+                scale: mult.scale,
+                end_z,
+                end_x,
+                end_b,
+                end_c,
+                scale_z,
+                scale_x,
+                scale_b,
+                scale_c,
+                scale_dt,
             };
             let io = [
                 ("h", input),
@@ -111,16 +138,19 @@ pub(crate) fn in_proj(
 }
 
 /// decode_out_proj over out_proj `m` (a call per part): `x` (1, E·D) normed in `groups` groups
-/// with `gain` and `eps`, then out_proj, times `residual`, added onto h.
+/// with `gain` and `eps` (then gated by silu(z), z the first E·D of `gate_after`'s row 0,
+/// where given: Falcon-H1's norm before the gate), then out_proj, times `residual`, added
+/// onto h.
 pub(crate) fn out_proj(
     m: &SplitMatrix,
-    (x, gain): (&wgpu::Buffer, &wgpu::Buffer),
+    (x, gain, gate_after): (&wgpu::Buffer, &wgpu::Buffer, Option<&wgpu::Buffer>),
     (groups, eps, residual): (usize, f32, f32),
     cx: &LayerCx<'_>,
 ) -> Result<Vec<Step>> {
     let b = cx.b;
     let kernel = b.k.block(&out_proj_spec(m.format, b.k.direct))?;
     let scale = if residual != 1.0 { decode_out_proj::SCALE } else { 0 };
+    let gate = if gate_after.is_some() { decode_out_proj::GATE_AFTER } else { 0 };
     m.parts
         .iter()
         .map(|part| {
@@ -131,7 +161,7 @@ pub(crate) fn out_proj(
                 y_col: part.row_start as u32,
                 w_scales: scales_at(m, part.rows),
                 groups: groups as u32,
-                flags: bias | scale,
+                flags: bias | scale | gate,
                 eps,
                 scale: residual,
             };
@@ -141,6 +171,7 @@ pub(crate) fn out_proj(
                 ("w", &part.buffer),
                 ("bias", part.bias.as_ref().unwrap_or(b.dummy)),
                 ("h", &cx.a.h),
+                ("z", gate_after.unwrap_or(b.dummy)),
             ];
             let groups = Groups::fixed(decode_in_proj::groups(part.rows as u32, b.k.direct));
             Ok(Step::Fused(Box::new(Step::Call(b.call(kernel, &params, &io, groups)?))))

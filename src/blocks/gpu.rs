@@ -154,7 +154,9 @@ pub(crate) struct LayerCx<'a> {
 pub(crate) fn decode_kernels(kind: &BlockKind, formats: &[WeightFormat], direct: bool) -> Vec<KernelSpec> {
     match kind {
         BlockKind::Mamba1(p) => mamba1::decode::kernels(p, formats, direct),
-        BlockKind::Mamba2(_) | BlockKind::Zamba2(_) => mamba2::gpu::decode_kernels(formats, direct),
+        BlockKind::Mamba2(_) | BlockKind::Zamba2(_) | BlockKind::Parallel(_) => {
+            mamba2::gpu::decode_kernels(formats, direct)
+        }
         _ => Vec::new(),
     }
 }

@@ -30,6 +30,8 @@ pub const BIAS: u32 = 1;
 pub const CONV_BIAS: u32 = 2;
 /// The outputs (after the bias) times `scale`.
 pub const SCALE: u32 = 4;
+/// Then each of five row segments (z, x, B, C, δ) times its own scale.
+pub const SEGMENTS: u32 = 8;
 
 /// `Params` of the shader.
 #[repr(C)]
@@ -51,14 +53,23 @@ pub struct DecodeInProjParams {
     pub d_conv: u32,
     /// layer · (K−1) · channels.
     pub state_offset: u32,
-    /// `BIAS | CONV_BIAS | SCALE`.
+    /// `BIAS | CONV_BIAS | SCALE | SEGMENTS`.
     pub flags: u32,
     /// The RMSNorm's ε.
     pub eps: f32,
     /// With `SCALE`: the factor.
     pub scale: f32,
-    /// Padding to 48 bytes.
-    pub _pad: u32,
+    /// With `SEGMENTS`: the in_proj rows where z, x, B and C end (δ: the rest).
+    pub end_z: u32,
+    pub end_x: u32,
+    pub end_b: u32,
+    pub end_c: u32,
+    /// With `SEGMENTS`: the scales of z, x, B, C and δ.
+    pub scale_z: f32,
+    pub scale_x: f32,
+    pub scale_b: f32,
+    pub scale_c: f32,
+    pub scale_dt: f32,
 }
 
 /// Lanes per group of outputs: one invocation per four rows on software adapters (`direct`),

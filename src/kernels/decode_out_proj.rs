@@ -20,12 +20,15 @@ pub const BINDINGS: &[Binding] = &[
     Binding::read(4, "w"),       // (O, E·D) in W_FORMAT (int8: then the scales)
     Binding::read(5, "bias"),    // (O), a 1-element dummy without BIAS
     Binding::read_write(6, "h"), // (1, D) the residual, added to
+    Binding::read(7, "z"),       // (1, ≥ E·D) with GATE_AFTER: the gate z in row 0's first E·D; else a dummy
 ];
 
 /// out_proj has a bias.
 pub const BIAS: u32 = 1;
 /// The result (after the bias) times `scale`.
 pub const SCALE: u32 = 8;
+/// The normed input times silu(z) (the norm before the gate: Falcon-H1).
+pub const GATE_AFTER: u32 = 16;
 
 /// `Params` of the shader.
 #[repr(C)]

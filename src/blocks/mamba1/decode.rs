@@ -45,7 +45,7 @@ pub(crate) fn fuses(p: &Mamba1, dt_proj: &SplitMatrix, cx: &LayerCx<'_>) -> bool
 /// The fused steps before x_proj: decode_in_proj over the x half of in_proj's rows.
 pub(crate) fn in_proj(p: &Mamba1, ssm: &GpuSsm, cx: &LayerCx<'_>) -> Result<Vec<Step>> {
     let conv = decode::ConvRows { from: 0, channels: p.d_inner, taps: p.d_conv };
-    decode::in_proj(ssm, (&cx.a.h, conv), cx)
+    decode::in_proj(ssm, (&cx.a.h, conv, decode::InMultipliers::NONE), cx)
 }
 
 /// x_proj over u, which decode_in_proj leaves in xz.

@@ -136,13 +136,16 @@ pub(crate) struct Io<'a> {
     /// Decode steps fuse the RMSNorm of this buffer (row 0: the residual h, or Zamba2's Mamba
     /// input; the norm's output is `x`, x_norm), in_proj and the conv; `None`: never.
     pub fused: Option<&'a wgpu::Buffer>,
+    /// The block makes `x` itself (an RMSNorm step that fused decode steps skip); false where
+    /// the plan's norm before the block makes it for other readers too (Falcon-H1's attention).
+    pub own_norm: bool,
 }
 
 /// The calls of a layer, a block `p` with weights `w`, in dispatch order: over the normed
 /// residual, added onto the residual times the block's multiplier.
 pub(crate) fn plan(p: &Mamba2, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<Step>> {
     let fused = fuses(p, &cx).then_some(&cx.a.h);
-    let io = Io { x: &cx.a.x_norm, in_scale: 1.0, out: Out::Residual(cx.residual), fused };
+    let io = Io { x: &cx.a.x_norm, in_scale: 1.0, out: Out::Residual(cx.residual), fused, own_norm: true };
     plan_io(p, w, cx, io)
 }
 
@@ -151,9 +154,9 @@ pub(crate) fn plan(p: &Mamba2, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<St
 /// then ssd_output reading the conv's output where decode_in_proj leaves it, then (with the
 /// gate before the norm, as HF's Mamba-2) the gated norm, out_proj and the residual add as one
 /// decode_out_proj — 3 dispatches fewer (Zamba2's layers too, norming their own Mamba
-/// input). Not with Falcon-H1's segment multipliers.
+/// input; Falcon-H1's parallel blocks with their multipliers, see `parallel/gpu.rs`).
 pub(crate) fn fuses(p: &Mamba2, cx: &LayerCx<'_>) -> bool {
-    decode::possible(cx, p.d_conv) && p.in_scales == [1.0; 5]
+    decode::possible(cx, p.d_conv)
 }
 
 /// The calls of a layer, a block `p` with weights `w`, reading and writing as `io` says.
@@ -196,19 +199,21 @@ pub(crate) fn plan_io(p: &Mamba2, w: &GpuWeights, cx: LayerCx<'_>, io: Io<'_>) -
     let in_proj = lin(d, width).scaled(io.in_scale);
     let unfused = |step: Step| if io.fused.is_some() { Step::Unfused(Box::new(step)) } else { step };
     let mut steps = Vec::new();
-    if let Some(input) = io.fused {
+    if let (Some(input), true) = (io.fused, io.own_norm) {
         steps.push(decode::norm(&cx, input, d)?);
     }
+    let gn = groups * n;
+    let ends = [di, 2 * di, 2 * di + gn, 2 * di + 2 * gn];
+    let segments = (p.in_scales != [1.0; 5]).then_some((ends, p.in_scales));
     steps.push(unfused(Step::Linear(b.linear(&w.ssm.in_proj, &[("x", io.x), ("y", &a.xz)], in_proj)?)));
-    if p.in_scales != [1.0; 5] {
-        let [scale_z, scale_x, scale_b, scale_c, scale_dt] = p.in_scales;
-        let gn = groups * n;
+    if let Some(([end_z, end_x, end_b, end_c], scales)) = segments {
+        let [scale_z, scale_x, scale_b, scale_c, scale_dt] = scales;
         let params = ScaleSegmentsParams {
             width,
-            end_z: di,
-            end_x: 2 * di,
-            end_b: 2 * di + gn,
-            end_c: 2 * di + 2 * gn,
+            end_z,
+            end_x,
+            end_b,
+            end_c,
             scale_z,
             scale_x,
             scale_b,
@@ -217,7 +222,12 @@ pub(crate) fn plan_io(p: &Mamba2, w: &GpuWeights, cx: LayerCx<'_>, io: Io<'_>) -
             _pad: [0; 2],
         };
         let values = Groups::Values { per_token: width, wg: scale_segments::WG };
-        steps.push(Step::Call(b.call(kernel("scale_segments")?, &params, &[("x", &a.xz)], values)?));
+        steps.push(unfused(Step::Call(b.call(
+            kernel("scale_segments")?,
+            &params,
+            &[("x", &a.xz)],
+            values,
+        )?)));
     }
     steps.extend([
         unfused(w.ssm.conv_call(b, kernel("conv1d_silu")?, &conv, (a, s))?),
@@ -238,7 +248,8 @@ pub(crate) fn plan_io(p: &Mamba2, w: &GpuWeights, cx: LayerCx<'_>, io: Io<'_>) -
     if let Some(input) = io.fused {
         // The conv's output x ‖ B ‖ C is in zxbcdt, from column E·D: bound as u too.
         let conv_rows = decode::ConvRows { from: p.d_inner, channels: p.conv_dim(), taps: p.d_conv };
-        steps.extend(decode::in_proj(&w.ssm, (input, conv_rows), &cx)?);
+        let mult = decode::InMultipliers { scale: io.in_scale, segments };
+        steps.extend(decode::in_proj(&w.ssm, (input, conv_rows, mult), &cx)?);
         let fused = SsdOutputParams { u_at: di, ..output };
         let io = [("u", &a.xz), ("zxbcdt", &a.xz), ("a_dt", &w.ssm.a_d)];
         let call = b.call(kernel("ssd_output")?, &fused, &[&io[..], &scan_out].concat(), scan)?;
@@ -246,14 +257,14 @@ pub(crate) fn plan_io(p: &Mamba2, w: &GpuWeights, cx: LayerCx<'_>, io: Io<'_>) -
     }
     // The block's output before out_proj, (T, E·D): the scan's (gated) y, or — the scan has
     // read u — the normalised output in u's rows.
-    // Fused decode steps run the gated norm (y · silu(z) first) and out_proj + the residual
-    // add as one decode_out_proj.
+    // Fused decode steps run the gated norm (y · silu(z) first, or Falcon-H1's norm first and
+    // silu(z) after) and out_proj + the residual add as one decode_out_proj.
     let residual = match io.out {
         Out::Residual(s) => Some(s),
         Out::Into(_) => None,
     };
     let fuse_out = io.fused.is_some()
-        && p.gated_norm == GatedNorm::GateThenNorm
+        && p.gated_norm != GatedNorm::GateOnly
         && p.n_groups <= decode_out_proj::G_MAX
         && residual.is_some();
     let unfused_out = |step: Step| if fuse_out { Step::Unfused(Box::new(step)) } else { step };
@@ -271,12 +282,14 @@ pub(crate) fn plan_io(p: &Mamba2, w: &GpuWeights, cx: LayerCx<'_>, io: Io<'_>) -
         let params = SiluGateParams { cols: di, y_stride: di, z_stride: width, z_col: 0 };
         let values = Groups::Values { per_token: di, wg: silu_gate::WG };
         let io_gate = [("z", &a.xz), ("y", &a.ud)];
-        steps.push(Step::Call(b.call(kernel("silu_gate")?, &params, &io_gate, values)?));
+        steps.push(unfused_out(Step::Call(b.call(kernel("silu_gate")?, &params, &io_gate, values)?)));
     }
     steps.push(unfused_out(Step::Linear(b.linear(&w.ssm.out_proj, &[("x", y), ("y", out_y)], out)?)));
     if let (true, Some(residual)) = (fuse_out, residual) {
         let norm = (p.n_groups, p.norm_eps, residual);
-        steps.extend(decode::out_proj(&w.ssm.out_proj, (&a.y, &w.gated_norm), norm, &cx)?);
+        let gate_after = p.gated_norm == GatedNorm::NormThenGate;
+        let inputs = (&a.y, &w.gated_norm, gate_after.then_some(&a.xz));
+        steps.extend(decode::out_proj(&w.ssm.out_proj, inputs, norm, &cx)?);
     }
     Ok(steps)
 }

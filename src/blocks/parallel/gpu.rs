@@ -85,7 +85,12 @@ pub(crate) fn plan(p: &Parallel, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<
     let (m_in, m_out) = p.mamba_scales;
     let (a_in, a_out) = p.attention_scales;
     let x = &cx.a.x_norm;
-    let io = mamba2::gpu::Io { x, in_scale: m_in, out: Out::Residual(cx.residual * m_out), fused: None };
+    // Decode steps fuse the Mamba branch as a Mamba-2 layer's (decode_in_proj norming h again
+    // as the norm before the block did, the multipliers applied as the unfused path applies
+    // them); the norm before the block stays, for the attention.
+    let fused = mamba2::gpu::fuses(&p.mamba, &cx).then_some(&cx.a.h);
+    let out = Out::Residual(cx.residual * m_out);
+    let io = mamba2::gpu::Io { x, in_scale: m_in, out, fused, own_norm: false };
     let mut steps = mamba2::gpu::plan_io(&p.mamba, &w.mamba, cx, io)?;
     let kv = cx.kv.layers[cx.i]
         .as_ref()

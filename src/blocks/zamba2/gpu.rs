@@ -208,7 +208,13 @@ pub(crate) fn plan(
     if fused.is_none() {
         steps.push(norm_call(&a.wide, cx.norm, &a.x_norm, d)?);
     }
-    let io = mamba2::gpu::Io { x: &a.x_norm, in_scale: 1.0, out: Out::Residual(cx.residual), fused };
+    let io = mamba2::gpu::Io {
+        x: &a.x_norm,
+        in_scale: 1.0,
+        out: Out::Residual(cx.residual),
+        fused,
+        own_norm: true,
+    };
     steps.extend(mamba2::gpu::plan_io(&p.mamba, &w.mamba, cx, io)?);
     Ok(steps)
 }
