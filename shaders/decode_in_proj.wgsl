@@ -241,7 +241,17 @@ fn decode_in_proj(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocati
     } else {
         // gemv_coalesced.wgsl's sums.
         var acc = vec4<f32>(0.0);
-        for (var k = lid * 4u; k < k4; k += WG * 4u) {
+        let k8 = p.n_in / 8u * 8u;
+        for (var k = lid * 8u; k < k8; k += WG * 8u) {
+            let a = vec4<f32>(normed(k, scale), normed(k + 1u, scale), normed(k + 2u, scale), normed(k + 3u, scale));
+            let b = vec4<f32>(normed(k + 4u, scale), normed(k + 5u, scale), normed(k + 6u, scale), normed(k + 7u, scale));
+            acc += vec4<f32>(
+                dot(a, weight4(w0 + k, p.w_scales)) + dot(b, weight4(w0 + k + 4u, p.w_scales)),
+                dot(a, weight4(w1 + k, p.w_scales)) + dot(b, weight4(w1 + k + 4u, p.w_scales)),
+                dot(a, weight4(w2 + k, p.w_scales)) + dot(b, weight4(w2 + k + 4u, p.w_scales)),
+                dot(a, weight4(w3 + k, p.w_scales)) + dot(b, weight4(w3 + k + 4u, p.w_scales)));
+        }
+        for (var k = k8 + lid * 4u; k < k4; k += WG * 4u) {
             let a = vec4<f32>(normed(k, scale), normed(k + 1u, scale), normed(k + 2u, scale), normed(k + 3u, scale));
             acc += vec4<f32>(dot(a, weight4(w0 + k, p.w_scales)), dot(a, weight4(w1 + k, p.w_scales)),
                              dot(a, weight4(w2 + k, p.w_scales)), dot(a, weight4(w3 + k, p.w_scales)));

@@ -203,7 +203,19 @@ fn decode_out_proj(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocat
         // gemv_coalesced.wgsl's sums.
         let k4 = p.n_in / 4u * 4u;
         var acc = vec4<f32>(0.0);
-        for (var k = lid * 4u; k < k4; k += WG * 4u) {
+        let k8 = p.n_in / 8u * 8u;
+        for (var k = lid * 8u; k < k8; k += WG * 8u) {
+            let a = vec4<f32>(normed(k, group_scale[k / cols]), normed(k + 1u, group_scale[(k + 1u) / cols]),
+                              normed(k + 2u, group_scale[(k + 2u) / cols]), normed(k + 3u, group_scale[(k + 3u) / cols]));
+            let b = vec4<f32>(normed(k + 4u, group_scale[(k + 4u) / cols]), normed(k + 5u, group_scale[(k + 5u) / cols]),
+                              normed(k + 6u, group_scale[(k + 6u) / cols]), normed(k + 7u, group_scale[(k + 7u) / cols]));
+            acc += vec4<f32>(
+                dot(a, weight4(w0 + k, p.w_scales)) + dot(b, weight4(w0 + k + 4u, p.w_scales)),
+                dot(a, weight4(w1 + k, p.w_scales)) + dot(b, weight4(w1 + k + 4u, p.w_scales)),
+                dot(a, weight4(w2 + k, p.w_scales)) + dot(b, weight4(w2 + k + 4u, p.w_scales)),
+                dot(a, weight4(w3 + k, p.w_scales)) + dot(b, weight4(w3 + k + 4u, p.w_scales)));
+        }
+        for (var k = k8 + lid * 4u; k < k4; k += WG * 4u) {
             let a = vec4<f32>(normed(k, group_scale[k / cols]), normed(k + 1u, group_scale[(k + 1u) / cols]),
                               normed(k + 2u, group_scale[(k + 2u) / cols]), normed(k + 3u, group_scale[(k + 3u) / cols]));
             acc += vec4<f32>(dot(a, weight4(w0 + k, p.w_scales)), dot(a, weight4(w1 + k, p.w_scales)),

@@ -1,8 +1,8 @@
 // gemv_coalesced: the same Y = X · Wᵀ (+ bias, softplus, += Y) as gemv.wgsl, for real GPUs.
 // A workgroup computes ROWS outputs of one row of X: its 64 invocations walk W's rows side by
-// side, four weights each per step, so one step reads 64 adjacent 4-weight groups of every row
-// (coalesced: adjacent invocations, adjacent addresses), each X value loaded once for the ROWS
-// outputs; then a reduction in workgroup memory. gemv.wgsl gives each invocation a whole row
+// side, eight weights each per step, so one step reads 64 adjacent 8-weight groups of every row
+// (coalesced: adjacent invocations, adjacent addresses; 16 bytes per lane and row for f16),
+// each X value loaded once for the ROWS outputs; then a reduction in workgroup memory. gemv.wgsl gives each invocation a whole row
 // instead (adjacent invocations a row apart: what software adapters want, uncoalesced on GPUs).
 // Same parameters and bindings as linear.wgsl, so the pipelines share bind groups.
 
@@ -136,8 +136,22 @@ fn gemv_coalesced(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocati
         let w1 = min(o0 + 1u, last) * p.n_in;
         let w2 = min(o0 + 2u, last) * p.n_in;
         let w3 = min(o0 + 3u, last) * p.n_in;
+        let k8 = p.n_in / 8u * 8u;
         let k4 = p.n_in / 4u * 4u;
-        for (var k = lid * 4u; k < k4; k += WG * 4u) {
+        // Eight columns per lane per step, as two groups of four: 16 bytes of every row per
+        // lane for f16 weights, and all of a step's loads independent of each other.
+        for (var k = lid * 8u; k < k8; k += WG * 8u) {
+            let a = vec4<f32>(x[xb + k], x[xb + k + 1u], x[xb + k + 2u], x[xb + k + 3u]);
+            let b = vec4<f32>(x[xb + k + 4u], x[xb + k + 5u], x[xb + k + 6u], x[xb + k + 7u]);
+            acc += vec4<f32>(
+                dot(a, weight4(w0 + k, p.w_scales)) + dot(b, weight4(w0 + k + 4u, p.w_scales)),
+                dot(a, weight4(w1 + k, p.w_scales)) + dot(b, weight4(w1 + k + 4u, p.w_scales)),
+                dot(a, weight4(w2 + k, p.w_scales)) + dot(b, weight4(w2 + k + 4u, p.w_scales)),
+                dot(a, weight4(w3 + k, p.w_scales)) + dot(b, weight4(w3 + k + 4u, p.w_scales)),
+            );
+        }
+        // K not a multiple of 8: the last four columns as a group (lane 0).
+        for (var k = k8 + lid * 4u; k < k4; k += WG * 4u) {
             let a = vec4<f32>(x[xb + k], x[xb + k + 1u], x[xb + k + 2u], x[xb + k + 3u]);
             acc += vec4<f32>(
                 dot(a, weight4(w0 + k, p.w_scales)),
