@@ -23,6 +23,7 @@ pub mod gpu_model;
 pub mod kernels;
 pub mod load;
 pub mod model;
+pub mod perplexity;
 mod platform;
 pub mod sampling;
 pub mod session;

@@ -9,6 +9,9 @@ use std::process::Command;
 
 use common::{assert_close, fixtures};
 
+#[path = "../src/bin/webmamba/default_model.rs"]
+mod default_model;
+
 fn fixture_dir(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
 }
@@ -390,4 +393,75 @@ fn processes_share_checkpoints_through_a_store_folder() {
         assert!(store.join("keep.txt").exists(), "{backend}: --store-clear removes records only");
     }
     std::fs::remove_dir_all(&tmp).unwrap();
+}
+
+/// `perplexity` against the convention computed here from the CPU reference's logits: windows
+/// of `--context` tokens from a fresh state, the rows from context / 2 on scored (each predicting
+/// the next token of its window), exp of the mean negative log-likelihood; on the GPU the
+/// f32 and f16 weights of the default model (a bf16 checkpoint) give the same figure closely.
+#[test]
+fn perplexity_command_scores_the_second_half_of_each_window() {
+    use webmamba::{Engine, Logits, Tokenizer};
+    let text =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("www/models/shakespeare-mamba-3m/heldout-tempest.txt");
+    let context = 384;
+    let c = default_model::checkpoint().unwrap();
+    let tokens = Tokenizer::from_bytes(c.tokenizer_json.as_deref().unwrap())
+        .unwrap()
+        .encode(&std::fs::read_to_string(&text).unwrap(), false)
+        .unwrap();
+    let vocab = c.config.vocab_size;
+    let mut e = Engine::cpu(c.weights().unwrap());
+    let (mut nll, mut scored) = (0.0f64, 0usize);
+    for window in tokens.chunks_exact(context) {
+        e.reset();
+        let logits = pollster::block_on(e.forward(&window[..context - 1], Logits::All)).unwrap();
+        for (j, row) in logits.chunks_exact(vocab).enumerate().skip(context / 2) {
+            let max = row.iter().cloned().fold(f32::MIN, f32::max) as f64;
+            let log_sum = row.iter().map(|&v| (v as f64 - max).exp()).sum::<f64>().ln() + max;
+            nll += log_sum - row[window[j + 1] as usize] as f64;
+            scored += 1;
+        }
+    }
+    let want = (nll / scored as f64).exp();
+    let windows = tokens.len() / context;
+    assert_eq!(scored, windows * (context - 1 - context / 2));
+    let text = text.to_str().unwrap();
+    for (backend, weights, tolerance) in [("cpu", "f32", 1e-9), ("gpu", "f32", 1e-5), ("gpu", "f16", 1e-5)] {
+        let out = webmamba(&[
+            "perplexity",
+            "--text",
+            text,
+            "--context",
+            &context.to_string(),
+            "--backend",
+            backend,
+            "--weights",
+            weights,
+            "--json",
+        ]);
+        assert!(out.status.success(), "{backend}: {}", String::from_utf8_lossy(&out.stderr));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let got = report["perplexity"].as_f64().unwrap();
+        eprintln!(
+            "[{}] {backend} {weights}: perplexity {got} (want {want}) over {scored} tokens",
+            default_model::NAME
+        );
+        assert!((got / want - 1.0).abs() <= tolerance, "{backend} {weights}: perplexity {got}, want {want}");
+        assert_eq!(report["scored_tokens"], scored, "{backend}");
+        assert_eq!(report["windows"], windows, "{backend}");
+        assert_eq!(report["per_window"].as_array().unwrap().len(), windows, "{backend}");
+        assert!(report["uncertainty"].as_f64().unwrap() > 0.0, "{backend}");
+    }
+    // Mistakes: a window too small, a text too short for one window.
+    let out = webmamba(&["perplexity", "--text", text, "--context", "2"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("use at least 4"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = webmamba(&["perplexity", "--text", text, "--context", "100000"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("fewer than one window"));
 }

@@ -9,14 +9,16 @@
 //! webmamba bench    --suite [--model DIR | --shape 130m] [--json] [--runs N] [--formats f32,f16,int8]
 //! webmamba replay   [--model DIR] --ops FILE [--block-size B] [--retention dense|sparse:K]
 //!                   [--budget BYTES] [--backend cpu|gpu]
+//! webmamba perplexity [--model DIR] --text FILE [--context 512] [--weights f32|f16|int8] [--backend cpu|gpu] [--json]
 //! webmamba random   --shape 790m|mamba2-780m|granite-h-1b|falcon-h1-0.5b|zamba2-1.2b|… [--dtype bf16] [--shards 4] [--seed S] [--zeros] --out DIR
 //! ```
-//! `logits`, `generate` and `replay` also take `--weights f32|f16|int8` (GPU weight storage).
+//! `logits`, `generate`, `replay` and `perplexity` take `--weights f32|f16|int8` (GPU weight storage).
 
 mod bench;
 mod default_model;
 mod generate;
 mod npy;
+mod perplexity;
 mod progress;
 mod replay;
 mod setup;
@@ -90,6 +92,9 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Runs a JSON list of session operations on one checkpoint cache; prints a JSON line each.
     Replay(replay::ReplayArgs),
+    /// Perplexity over a text file in windows of --context tokens (llama.cpp's convention: a
+    /// fresh state per window, its second half scored).
+    Perplexity(perplexity::PerplexityArgs),
 }
 
 fn main() -> Result<()> {
@@ -122,6 +127,7 @@ fn main() -> Result<()> {
         }
         Command::Bench(args) => bench::run(args)?,
         Command::Replay(args) => replay::run(args)?,
+        Command::Perplexity(args) => perplexity::run(args)?,
     }
     Ok(())
 }
