@@ -18,8 +18,9 @@ export interface LoadProgress {
 export interface LoadOptions {
   /** 'auto' (the default): WebGPU when the browser has it, else the CPU. */
   backend?: 'auto' | 'gpu' | 'cpu';
-  /** How weight matrices are stored on the GPU: 'auto' (= f16), 'f32', 'f16' or 'int8'. */
-  weights?: 'auto' | 'f32' | 'f16' | 'int8';
+  /** How weight matrices are stored on the GPU: 'auto' (= f16), 'f32', 'f16', 'int8' or 'q4'
+   * (4.5 bits a weight, GGUF's Q4_0). The CPU backend keeps the checkpoint's weights as stored. */
+  weights?: 'auto' | 'f32' | 'f16' | 'int8' | 'q4';
   /** Keep downloaded files in the Cache API (default true): offline, no second download. */
   cache?: boolean;
   /** Called as files download, weights upload and kernels compile. */
@@ -111,7 +112,7 @@ export interface ModelInfo {
   vocab: number;
   /** Bytes of one recurrent state (one checkpoint). */
   stateBytes: number;
-  /** 'f32', 'f16' or 'int8' on the GPU; on the CPU the checkpoint's dtype. */
+  /** 'f32', 'f16', 'int8' or 'q4' on the GPU; on the CPU the checkpoint's dtype. */
   weightFormat: string;
   weightBytes: number;
   /** GPU bytes of activation buffers (0 on the CPU). */

@@ -44,6 +44,8 @@ struct Params {
 // 0 = f32 (one per u32), 1 = f16 (two per u32, element 2i in the low half), 2 = int8 (four per
 // u32, element 4i in the low byte, then one f32 scale per 32 weights along a row, from index
 // `scales` of w). Reading halves and bytes out of u32 needs no `shader-f16` feature.
+// 3 = q4: eight 4-bit q per u32 (element 8i in the low nibble), w = (q − 8) · d with one f16
+// d per 32 weights along a row (two per u32, element 2i low), after the quants from `scales`.
 override W_FORMAT: u32 = 0u;
 
 // Two f16 values packed in a u32 (element 2i in the low half) as f32, subnormals kept:
@@ -56,13 +58,17 @@ fn halves(u: u32) -> vec2<f32> {
     return select(unpack2x16float(u), signed, (bits & vec2<u32>(0x7c00u)) == vec2<u32>(0u));
 }
 
-// Weights i .. i+3 of W, row-major (i a multiple of 4 for f16 and int8).
+// Weights i .. i+3 of W, row-major (i a multiple of 4 for f16, int8 and q4).
 fn weight4(i: u32, scales: u32) -> vec4<f32> {
     if (W_FORMAT == 1u) {
         return vec4<f32>(halves(w[i / 2u]), halves(w[i / 2u + 1u]));
     }
     if (W_FORMAT == 2u) {
         return unpack4x8snorm(w[i / 4u]) * bitcast<f32>(w[scales + i / 32u]);
+    }
+    if (W_FORMAT == 3u) {
+        let q = (vec4<u32>(w[i / 8u]) >> (vec4<u32>(0u, 4u, 8u, 12u) + (i % 8u) * 4u)) & vec4<u32>(15u);
+        return (vec4<f32>(q) - 8.0) * halves(w[scales + i / 64u])[(i / 32u) % 2u];
     }
     return vec4<f32>(bitcast<f32>(w[i]), bitcast<f32>(w[i + 1u]), bitcast<f32>(w[i + 2u]), bitcast<f32>(w[i + 3u]));
 }
@@ -74,6 +80,10 @@ fn weight1(i: u32, scales: u32) -> f32 {
     }
     if (W_FORMAT == 2u) {
         return unpack4x8snorm(w[i / 4u])[i % 4u] * bitcast<f32>(w[scales + i / 32u]);
+    }
+    if (W_FORMAT == 3u) {
+        let q = (w[i / 8u] >> ((i % 8u) * 4u)) & 15u;
+        return (f32(q) - 8.0) * halves(w[scales + i / 64u])[(i / 32u) % 2u];
     }
     return bitcast<f32>(w[i]);
 }

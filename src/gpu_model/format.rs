@@ -10,6 +10,10 @@
 //! - `int8`: four signed bytes per u32, element 4i in the low byte (`unpack4x8snorm` gives
 //!   q/127), then one f32 scale per group of 32 weights along a row (the group's largest |w|,
 //!   so w ≈ q/127 · scale): GGUF's Q8_0 with an f32 scale. A part's scales follow its quants.
+//! - `q4`: eight 4-bit values per u32, element 8i in the low nibble, then one f16 scale d per
+//!   group of 32 weights along a row (two per u32), w ≈ (q − 8) · d: GGUF's Q4_0 (d = the
+//!   group's largest-magnitude weight / −8, rounded to f16 before the quants are computed),
+//!   4.5 bits per weight. Needs rows of a multiple of 64 (a row's scales fill whole u32s).
 //!
 //! Activations, the state and every accumulation stay f32.
 
@@ -20,6 +24,9 @@ use crate::error::{Error, Result};
 
 /// Weights per int8 scale (along a row).
 pub const INT8_GROUP: usize = 32;
+
+/// Weights per q4 scale (along a row).
+pub const Q4_GROUP: usize = 32;
 
 /// How weight matrices are stored on the GPU (small tensors — norms, biases, A, D, the conv
 /// kernel — are always f32).
@@ -32,58 +39,73 @@ pub enum WeightFormat {
     F16,
     /// 1 byte per weight + an f32 scale per 32 (1.125 bytes).
     Int8,
+    /// 4 bits per weight + an f16 scale per 32 (0.5625 bytes).
+    Q4,
 }
 
 impl WeightFormat {
     /// All formats, in the order of their shader value.
-    pub const ALL: [WeightFormat; 3] = [WeightFormat::F32, WeightFormat::F16, WeightFormat::Int8];
+    pub const ALL: [WeightFormat; 4] =
+        [WeightFormat::F32, WeightFormat::F16, WeightFormat::Int8, WeightFormat::Q4];
 
-    /// `"f32"`, `"f16"` or `"int8"`.
+    /// `"f32"`, `"f16"`, `"int8"` or `"q4"`.
     pub fn name(self) -> &'static str {
         match self {
             WeightFormat::F32 => "f32",
             WeightFormat::F16 => "f16",
             WeightFormat::Int8 => "int8",
+            WeightFormat::Q4 => "q4",
         }
     }
 
-    /// Parses `"f32"`, `"f16"`, `"int8"`, or `"auto"` (= f16).
+    /// Parses `"f32"`, `"f16"`, `"int8"`, `"q4"`, or `"auto"` (= f16).
     pub fn parse(s: &str) -> Result<Self> {
         match s {
             "f32" => Ok(WeightFormat::F32),
             "f16" | "auto" => Ok(WeightFormat::F16),
             "int8" => Ok(WeightFormat::Int8),
+            "q4" => Ok(WeightFormat::Q4),
             other => {
-                Err(Error::InvalidInput(format!("weights must be auto, f32, f16 or int8, not {other:?}")))
+                Err(Error::InvalidInput(format!("weights must be auto, f32, f16, int8 or q4, not {other:?}")))
             }
         }
     }
 
     /// The format a matrix of `cols` columns gets when this one is asked for: the shaders read
-    /// f16 four at a time (cols % 4 == 0) and int8 in whole groups (cols % 32 == 0); a matrix
-    /// that does not divide falls back to f16, then f32. Real Mamba sizes all divide.
+    /// f16 four at a time (cols % 4 == 0), int8 in whole groups (cols % 32 == 0) and q4 in
+    /// whole pairs of groups (cols % 64 == 0: a row's f16 scales fill whole u32s); a matrix
+    /// that does not divide falls back to int8 (from q4), then f16, then f32. Real Mamba sizes
+    /// divide, but for dt_proj's dt_rank columns (48, 160: small matrices).
     pub fn for_cols(self, cols: usize) -> Self {
         match self {
-            WeightFormat::Int8 if cols.is_multiple_of(INT8_GROUP) => WeightFormat::Int8,
-            WeightFormat::Int8 | WeightFormat::F16 if cols.is_multiple_of(4) => WeightFormat::F16,
+            WeightFormat::Q4 if cols.is_multiple_of(2 * Q4_GROUP) => WeightFormat::Q4,
+            WeightFormat::Q4 | WeightFormat::Int8 if cols.is_multiple_of(INT8_GROUP) => WeightFormat::Int8,
+            WeightFormat::Q4 | WeightFormat::Int8 | WeightFormat::F16 if cols.is_multiple_of(4) => {
+                WeightFormat::F16
+            }
             _ => WeightFormat::F32,
         }
     }
 
-    /// Bytes of `rows` rows of `cols` weights (int8: the quants, then the scales).
+    /// Bytes of `rows` rows of `cols` weights (int8, q4: the quants, then the scales).
     pub fn bytes(self, rows: usize, cols: usize) -> u64 {
         let n = (rows * cols) as u64;
         match self {
             WeightFormat::F32 => 4 * n,
             WeightFormat::F16 => 2 * n,
             WeightFormat::Int8 => n + 4 * n / INT8_GROUP as u64,
+            WeightFormat::Q4 => n / 2 + 2 * n / Q4_GROUP as u64,
         }
     }
 
-    /// Where the scales of `rows` rows of `cols` weights start in their buffer, in u32 (int8:
-    /// after the rows · cols quant bytes; the other formats have none: 0).
+    /// Where the scales of `rows` rows of `cols` weights start in their buffer, in u32 (int8,
+    /// q4: after the rows · cols quants; the other formats have none: 0).
     pub(crate) fn scales_at(self, rows: usize, cols: usize) -> u32 {
-        if self == WeightFormat::Int8 { (rows * cols / 4) as u32 } else { 0 }
+        match self {
+            WeightFormat::Int8 => (rows * cols / 4) as u32,
+            WeightFormat::Q4 => (rows * cols / 8) as u32,
+            WeightFormat::F32 | WeightFormat::F16 => 0,
+        }
     }
 
     /// The value of the shaders' `W_FORMAT` override.
@@ -92,6 +114,7 @@ impl WeightFormat {
             WeightFormat::F32 => 0.0,
             WeightFormat::F16 => 1.0,
             WeightFormat::Int8 => 2.0,
+            WeightFormat::Q4 => 3.0,
         }
     }
 }
@@ -137,6 +160,7 @@ pub(crate) fn encode(
             to_f32(dtype, bytes).into_iter().flat_map(|v| to_f16(v, stats).to_le_bytes()).collect()
         }
         (WeightFormat::Int8, _) => return quantize(&to_f32(dtype, bytes), cols),
+        (WeightFormat::Q4, _) => return quantize_q4(&to_f32(dtype, bytes), cols),
     };
     Encoded { values, scales: Vec::new() }
 }
@@ -168,9 +192,71 @@ fn quantize(values: &[f32], cols: usize) -> Encoded {
     Encoded { values: quants, scales }
 }
 
+/// Q4_0 per group of 32 along each row: d = the group's largest-magnitude weight / −8 (as f16),
+/// q = clamp(round(w / d) + 8, 0, 15), eight q per u32 (element 8i in the low nibble).
+fn quantize_q4(values: &[f32], cols: usize) -> Encoded {
+    debug_assert!(cols.is_multiple_of(2 * Q4_GROUP));
+    let mut quants = vec![0u8; values.len() / 2];
+    let mut scales = Vec::with_capacity(values.len() / Q4_GROUP * 2);
+    for (g, group) in values.chunks_exact(Q4_GROUP).enumerate() {
+        let max = group.iter().fold(0.0f32, |m, &v| if v.abs() > m.abs() { v } else { m });
+        let d = f16::from_f32(max / -8.0);
+        let inv = if d.to_f32() != 0.0 { 1.0 / d.to_f32() } else { 0.0 };
+        for (j, &v) in group.iter().enumerate() {
+            let q = ((v * inv).round() + 8.0).clamp(0.0, 15.0) as u8;
+            let at = g * Q4_GROUP + j;
+            quants[at / 2] |= q << (4 * (at % 2));
+        }
+        scales.extend(d.to_le_bytes());
+    }
+    Encoded { values: quants, scales }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What q4 storage holds for `values` (whole groups of 32): the f32 weights the shaders decode.
+    fn q4_round_trip(values: &[f32]) -> Vec<f32> {
+        let e = quantize_q4(values, values.len());
+        let d: Vec<f32> =
+            e.scales.chunks_exact(2).map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32()).collect();
+        (0..values.len())
+            .map(|i| (f32::from((e.values[i / 2] >> (4 * (i % 2))) & 15) - 8.0) * d[i / Q4_GROUP])
+            .collect()
+    }
+
+    #[test]
+    fn q4_packs_eight_per_word_and_rounds_to_the_nearest_step() {
+        let values: Vec<f32> = (0..128).map(|i| ((i * 37 % 61) as f32 - 30.0) / 7.0).collect();
+        let e = quantize_q4(&values, 64);
+        assert_eq!((e.values.len(), e.scales.len()), (64, 8), "4 bits a weight, an f16 per 32");
+        assert_eq!(WeightFormat::Q4.bytes(2, 64) as usize, e.values.len() + e.scales.len());
+        let back = q4_round_trip(&values);
+        for (g, (group, got)) in values.chunks(32).zip(back.chunks(32)).enumerate() {
+            let max = group.iter().fold(0.0f32, |m, &v| if v.abs() > m.abs() { v } else { m });
+            let d = (max / -8.0).abs();
+            // Steps of d from −8·d (the largest-magnitude weight, up to d's f16 rounding) to
+            // +7·d: every weight within half a step of its value, but those past +7·d (Q4_0's
+            // range is one step shorter on the other side), which clamp to it.
+            for (v, b) in group.iter().zip(got) {
+                let err = (v - b).abs();
+                let clamped = v * max.signum() < 0.0 && (v / d).abs() > 7.5;
+                assert!(err <= 0.5 * d * 1.002 || (clamped && err <= d * 1.002), "group {g}: {v} → {b}");
+            }
+        }
+        // Element 8i + t sits at bits 4t of word i: the first word's nibbles are q0 … q7.
+        let word = u32::from_le_bytes([e.values[0], e.values[1], e.values[2], e.values[3]]);
+        let d = f16::from_le_bytes([e.scales[0], e.scales[1]]).to_f32();
+        for (t, &b) in back.iter().take(8).enumerate() {
+            let q = (word >> (4 * t)) & 15;
+            assert_eq!((q as f32 - 8.0) * d, b, "nibble {t}");
+        }
+        assert_eq!(WeightFormat::Q4.for_cols(64), WeightFormat::Q4);
+        assert_eq!(WeightFormat::Q4.for_cols(96), WeightFormat::Int8);
+        assert_eq!(WeightFormat::Q4.for_cols(20), WeightFormat::F16);
+        assert_eq!(WeightFormat::Q4.scales_at(3, 64), 24);
+    }
 
     #[test]
     fn formats_fall_back_when_columns_do_not_divide() {

@@ -27,7 +27,7 @@ pub struct ModelInfo {
     /// Bytes of one recurrent state (one checkpoint).
     #[wasm_bindgen(js_name = stateBytes)]
     pub state_bytes: f64,
-    /// How weight matrices are stored: "f32", "f16" or "int8" on the GPU; on the CPU the
+    /// How weight matrices are stored: "f32", "f16", "int8" or "q4" on the GPU; on the CPU the
     /// checkpoint's dtype ("bf16", "f16", "f32": kept as stored).
     #[wasm_bindgen(js_name = weightFormat)]
     pub weight_format: String,

@@ -6,13 +6,13 @@
 //! webmamba generate [--model DIR] --prompt TEXT --max-tokens N [--temperature 0] [--top-k K]
 //!                   [--top-p P] [--repetition-penalty R] [--stop TEXT]... [--seed S] [--backend cpu|gpu]
 //! webmamba bench    [--model DIR | --shape 130m] [--prompt-tokens N] [--decode-tokens N]
-//! webmamba bench    --suite [--model DIR | --shape 130m] [--json] [--runs N] [--formats f32,f16,int8]
+//! webmamba bench    --suite [--model DIR | --shape 130m] [--json] [--runs N] [--formats f32,f16,int8,q4]
 //! webmamba replay   [--model DIR] --ops FILE [--block-size B] [--retention dense|sparse:K]
 //!                   [--budget BYTES] [--backend cpu|gpu]
-//! webmamba perplexity [--model DIR] --text FILE [--context 512] [--weights f32|f16|int8] [--backend cpu|gpu] [--json]
+//! webmamba perplexity [--model DIR] --text FILE [--context 512] [--weights f32|f16|int8|q4] [--backend cpu|gpu] [--json]
 //! webmamba random   --shape 790m|mamba2-780m|granite-h-1b|falcon-h1-0.5b|zamba2-1.2b|… [--dtype bf16] [--shards 4] [--seed S] [--zeros] --out DIR
 //! ```
-//! `logits`, `generate`, `replay` and `perplexity` take `--weights f32|f16|int8` (GPU weight storage).
+//! `logits`, `generate`, `replay` and `perplexity` take `--weights f32|f16|int8|q4` (GPU weight storage).
 
 mod bench;
 mod default_model;

@@ -28,6 +28,8 @@ pub enum Weights {
     F16,
     /// 1 byte + an f32 scale per 32 weights.
     Int8,
+    /// 4 bits + an f16 scale per 32 weights (GGUF's Q4_0).
+    Q4,
 }
 
 impl From<Weights> for WeightFormat {
@@ -36,6 +38,7 @@ impl From<Weights> for WeightFormat {
             Weights::F32 => WeightFormat::F32,
             Weights::F16 => WeightFormat::F16,
             Weights::Int8 => WeightFormat::Int8,
+            Weights::Q4 => WeightFormat::Q4,
         }
     }
 }
