@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{gpu, log};
+use common::{gpu, log, perplexity};
 use webmamba::sampling::Sampler;
 use webmamba::{
     CacheConfig, Engine, GenerateOptions, GpuContext, GpuModel, GpuModelOptions, Logits, Runtime, Tokenizer,
@@ -72,21 +72,6 @@ dual_test! {
 /// The opening of The Tempest (one of the two plays held out of training).
 const HELD_OUT: &str =
     include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/www/models/shakespeare-mamba-3m/heldout-tempest.txt"));
-
-/// Perplexity of `logits` (T, V) predicting `tokens[1..]`: exp of the mean negative
-/// log-likelihood, computed in f64.
-fn perplexity(logits: &[f32], tokens: &[u32], vocab: usize) -> f64 {
-    let nll: f64 = logits
-        .chunks_exact(vocab)
-        .zip(&tokens[1..])
-        .map(|(row, &next)| {
-            let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)) as f64;
-            let log_sum = row.iter().map(|&v| (v as f64 - max).exp()).sum::<f64>().ln() + max;
-            log_sum - row[next as usize] as f64
-        })
-        .sum();
-    (nll / (tokens.len() - 1) as f64).exp()
-}
 
 dual_test! {
     async fn int8_weights_keep_perplexity_within_two_percent_of_f32() {

@@ -11,7 +11,7 @@ mod common;
 #[path = "../src/bin/webmamba/default_model.rs"]
 mod default_model;
 
-use common::{assert_close, fixtures, gpu, log};
+use common::{assert_close, fixtures, gpu, log, perplexity};
 use half::f16;
 use safetensors::tensor::TensorView;
 use safetensors::{Dtype, SafeTensors};
@@ -79,23 +79,6 @@ async fn load(ctx: &GpuContext, c: &Checkpoint, weights: WeightFormat) -> GpuMod
     GpuModel::load(ctx, c, GpuModelOptions { weights, max_tokens: 512, ..Default::default() }).await.unwrap()
 }
 
-/// exp of the mean negative log-likelihood of `tokens[1..]` under `logits` (T, V), in f64.
-fn perplexity(logits: &[f32], tokens: &[u32], vocab: usize) -> f64 {
-    let nll: f64 = logits
-        .chunks_exact(vocab)
-        .zip(&tokens[1..])
-        .map(|(row, &next)| {
-            let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)) as f64;
-            row.iter().map(|&v| (v as f64 - max).exp()).sum::<f64>().ln() + max - row[next as usize] as f64
-        })
-        .sum();
-    (nll / (tokens.len() - 1) as f64).exp()
-}
-
-fn argmax(v: &[f32]) -> u32 {
-    (0..v.len()).fold(0, |b, i| if v[i] > v[b] { i } else { b }) as u32
-}
-
 dual_test! {
     async fn q4_kernels_decode_exactly_what_is_stored() {
         let Some(ctx) = gpu("q4_kernels_decode_exactly_what_is_stored").await else { return };
@@ -137,7 +120,7 @@ dual_test! {
             let mut last = m.forward(&tokens[..8], Logits::Last).await.unwrap();
             let mut out = Vec::new();
             for _ in 0..32 {
-                let next = argmax(&last);
+                let next = webmamba::cpu::ops::argmax(&last).unwrap() as u32;
                 out.push(next);
                 last = m.forward(&[next], Logits::Last).await.unwrap();
             }

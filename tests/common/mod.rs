@@ -201,3 +201,18 @@ pub fn assert_close(what: &str, actual: &[f32], expected: &[f32], atol: f32, rto
     }
     log(&format!("[close] {what}: {} elements, max |diff| {max_abs:e}", actual.len()));
 }
+
+/// Perplexity of `logits` (T, V) predicting `tokens[1..]`: exp of the mean negative
+/// log-likelihood, computed in f64.
+pub fn perplexity(logits: &[f32], tokens: &[u32], vocab: usize) -> f64 {
+    let nll: f64 = logits
+        .chunks_exact(vocab)
+        .zip(&tokens[1..])
+        .map(|(row, &next)| {
+            let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)) as f64;
+            let log_sum = row.iter().map(|&v| (v as f64 - max).exp()).sum::<f64>().ln() + max;
+            log_sum - row[next as usize] as f64
+        })
+        .sum();
+    (nll / (tokens.len() - 1) as f64).exp()
+}

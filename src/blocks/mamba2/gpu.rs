@@ -202,25 +202,27 @@ pub(crate) fn plan_io(p: &Mamba2, w: &GpuWeights, cx: LayerCx<'_>, io: Io<'_>) -
     if let (Some(input), true) = (io.fused, io.own_norm) {
         steps.push(decode::norm(&cx, input, d)?);
     }
-    let gn = groups * n;
-    let ends = [di, 2 * di, 2 * di + gn, 2 * di + 2 * gn];
-    let segments = (p.in_scales != [1.0; 5]).then_some((ends, p.in_scales));
-    steps.push(unfused(Step::Linear(b.linear(&w.ssm.in_proj, &[("x", io.x), ("y", &a.xz)], in_proj)?)));
-    if let Some(([end_z, end_x, end_b, end_c], scales)) = segments {
-        let [scale_z, scale_x, scale_b, scale_c, scale_dt] = scales;
-        let params = ScaleSegmentsParams {
+    // Falcon-H1's multipliers per segment of in_proj's output (the unfused path's
+    // scale_segments; the fused decode_in_proj applies the same).
+    let segments = (p.in_scales != [1.0; 5]).then(|| {
+        let gn = groups * n;
+        let [scale_z, scale_x, scale_b, scale_c, scale_dt] = p.in_scales;
+        ScaleSegmentsParams {
             width,
-            end_z,
-            end_x,
-            end_b,
-            end_c,
+            end_z: di,
+            end_x: 2 * di,
+            end_b: 2 * di + gn,
+            end_c: 2 * di + 2 * gn,
             scale_z,
             scale_x,
             scale_b,
             scale_c,
             scale_dt,
             _pad: [0; 2],
-        };
+        }
+    });
+    steps.push(unfused(Step::Linear(b.linear(&w.ssm.in_proj, &[("x", io.x), ("y", &a.xz)], in_proj)?)));
+    if let Some(params) = segments {
         let values = Groups::Values { per_token: width, wg: scale_segments::WG };
         steps.push(unfused(Step::Call(b.call(
             kernel("scale_segments")?,
