@@ -19,7 +19,7 @@ export interface LoadOptions {
   /** 'auto' (the default): WebGPU when the browser has it, else the CPU. */
   backend?: 'auto' | 'gpu' | 'cpu';
   /** How weight matrices are stored on the GPU: 'auto' (= f16), 'f32', 'f16', 'int8' or 'q4'
-   * (4.5 bits a weight, GGUF's Q4_0). The CPU backend keeps the checkpoint's weights as stored. */
+   * (4.5 bits a weight, GGUF's Q4_1 in groups of 64). The CPU backend keeps the checkpoint's weights as stored. */
   weights?: 'auto' | 'f32' | 'f16' | 'int8' | 'q4';
   /** Keep downloaded files in the Cache API (default true): offline, no second download. */
   cache?: boolean;

@@ -33,8 +33,9 @@ struct Params {
 // 0 = f32 (one per u32), 1 = f16 (two per u32, element 2i in the low half), 2 = int8 (four per
 // u32, element 4i in the low byte, then one f32 scale per 32 weights along a row, from index
 // `scales` of w). Reading halves and bytes out of u32 needs no `shader-f16` feature.
-// 3 = q4: eight 4-bit q per u32 (element 8i in the low nibble), w = (q − 8) · d with one f16
-// d per 32 weights along a row (two per u32, element 2i low), after the quants from `scales`.
+// 3 = q4: eight 4-bit q per u32 (element 8i in the low nibble), w = q · d + m with one u32 per
+// 64 weights (row-major) holding f16 d (low half) and m (high half), after the quants from
+// `scales` (GGUF's Q4_1 in groups of 64).
 override W_FORMAT: u32 = 0u;
 
 // Two f16 values packed in a u32 (element 2i in the low half) as f32, subnormals kept:
@@ -57,7 +58,8 @@ fn weight4(i: u32, scales: u32) -> vec4<f32> {
     }
     if (W_FORMAT == 3u) {
         let q = (vec4<u32>(w[i / 8u]) >> (vec4<u32>(0u, 4u, 8u, 12u) + (i % 8u) * 4u)) & vec4<u32>(15u);
-        return (vec4<f32>(q) - 8.0) * halves(w[scales + i / 64u])[(i / 32u) % 2u];
+        let dm = halves(w[scales + i / 64u]);
+        return vec4<f32>(q) * dm.x + dm.y;
     }
     return vec4<f32>(bitcast<f32>(w[i]), bitcast<f32>(w[i + 1u]), bitcast<f32>(w[i + 2u]), bitcast<f32>(w[i + 3u]));
 }
@@ -72,7 +74,8 @@ fn weight1(i: u32, scales: u32) -> f32 {
     }
     if (W_FORMAT == 3u) {
         let q = (w[i / 8u] >> ((i % 8u) * 4u)) & 15u;
-        return (f32(q) - 8.0) * halves(w[scales + i / 64u])[(i / 32u) % 2u];
+        let dm = halves(w[scales + i / 64u]);
+        return f32(q) * dm.x + dm.y;
     }
     return bitcast<f32>(w[i]);
 }

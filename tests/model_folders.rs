@@ -5,6 +5,7 @@
 #![cfg(not(target_arch = "wasm32"))]
 
 use safetensors::tensor::Dtype;
+use webmamba::model::Values;
 use webmamba::{Checkpoint, Config, CpuModel, Error, GpuModel, GpuModelOptions, Logits, State, WeightFormat};
 
 mod common;
@@ -30,7 +31,7 @@ fn temp_dir(name: &str) -> std::path::PathBuf {
 #[test]
 fn a_sharded_folder_streams_to_the_same_weights_as_memory() {
     let (c, dir) = (small_config(), temp_dir("sharded"));
-    webmamba::model::write_random_checkpoint(&dir, &c, 7, Dtype::BF16, 3, false).unwrap();
+    webmamba::model::write_random_checkpoint(&dir, &c, 7, Dtype::BF16, 3, Values::Random).unwrap();
     assert!(
         dir.join("model-00003-of-00003.safetensors").is_file()
             && dir.join("model.safetensors.index.json").is_file()
@@ -67,7 +68,7 @@ fn only_regular_files_inside_the_folder_are_read() {
     use std::os::unix::fs::symlink;
     let (c, root) = (small_config(), temp_dir("links"));
     let dir = root.join("model");
-    webmamba::model::write_random_checkpoint(&dir, &c, 7, Dtype::BF16, 2, false).unwrap();
+    webmamba::model::write_random_checkpoint(&dir, &c, 7, Dtype::BF16, 2, Values::Random).unwrap();
     let want = Checkpoint::from_dir(&dir).unwrap().weights().unwrap();
     let shard = dir.join("model-00002-of-00002.safetensors");
     let outside = root.join("elsewhere.safetensors");
@@ -127,7 +128,7 @@ fn only_regular_files_inside_the_folder_are_read() {
 fn small_files_over_their_caps_are_refused() {
     use webmamba::load::{MAX_JSON_BYTES, MAX_TOKENIZER_BYTES};
     let (c, dir) = (small_config(), temp_dir("caps"));
-    webmamba::model::write_random_checkpoint(&dir, &c, 7, Dtype::BF16, 2, false).unwrap();
+    webmamba::model::write_random_checkpoint(&dir, &c, 7, Dtype::BF16, 2, Values::Random).unwrap();
     let grow = |name: &str, len: u64| std::fs::File::create(dir.join(name)).unwrap().set_len(len).unwrap();
     let refused = |name: &str, cap: u64| {
         let e = Checkpoint::from_dir(&dir).err().unwrap_or_else(|| panic!("{name}: accepted"));
@@ -151,7 +152,7 @@ fn small_files_over_their_caps_are_refused() {
 #[test]
 fn shard_names_must_stay_inside_the_folder() {
     let (c, dir) = (small_config(), temp_dir("escape"));
-    webmamba::model::write_random_checkpoint(&dir, &c, 7, Dtype::BF16, 2, false).unwrap();
+    webmamba::model::write_random_checkpoint(&dir, &c, 7, Dtype::BF16, 2, Values::Random).unwrap();
     let index = dir.join("model.safetensors.index.json");
     let good = std::fs::read_to_string(&index).unwrap();
     for bad in ["../outside.safetensors", "/etc/passwd", "/dev/zero", "sub/dir.safetensors", "..", ""] {
@@ -227,7 +228,8 @@ fn published_hybrid_shapes_have_their_sizes_and_a_consistent_layout() {
 
         let dir = temp_dir(name);
         let bytes =
-            webmamba::model::write_random_checkpoint_json(&dir, json, 1, Dtype::BF16, 1, true).unwrap();
+            webmamba::model::write_random_checkpoint_json(&dir, json, 1, Dtype::BF16, 1, Values::Zeros)
+                .unwrap();
         assert_eq!(
             std::fs::read_to_string(dir.join("config.json")).unwrap(),
             json,
@@ -251,4 +253,24 @@ fn published_hybrid_shapes_have_their_sizes_and_a_consistent_layout() {
         common::log(&format!("[shape] {name}: {} tensors, {weights} weights", tensors.count()));
         std::fs::remove_dir_all(&dir).unwrap();
     }
+}
+
+/// Falcon-Mamba-7B's published config.json (`webmamba random --shape falcon-mamba-7b`, `webmamba
+/// sizes`): 64 layers of 4096 with 8192 inner channels (its `expand` of 16 is not the width:
+/// `intermediate_size` is, as in HF), an untied LM head, and tensors adding up to the model
+/// card's 7.27B weights; in q4 (GGUF's Q4_1 per 64, 4.5 bits) its matrices take 4.13 GB.
+#[test]
+fn falcon_mamba_7b_shape_has_its_published_size() {
+    use webmamba::model::published::FALCON_MAMBA_7B;
+    let c = config(FALCON_MAMBA_7B).unwrap();
+    assert_eq!((c.d_model, c.blocks.len(), c.vocab_size, c.tie_embeddings), (4096, 64, 65024, false));
+    let sizes = webmamba::model::tensor_sizes(&c).unwrap();
+    let weights: u64 = sizes.iter().map(|&(_, r, c)| (r * c) as u64).sum();
+    assert_eq!(weights, 7_272_665_088);
+    let q4 = WeightFormat::Q4.model_bytes(&c).unwrap();
+    // Matrices at 4.5 bits, the small tensors (A_log, D, the conv, biases, norms) in f32.
+    let small: u64 =
+        sizes.iter().filter(|(role, ..)| !role.is_matrix()).map(|&(_, r, c)| (r * c) as u64).sum();
+    assert_eq!(q4, (weights - small) * 9 / 16 + 4 * small);
+    assert!((4.1e9..4.2e9).contains(&(q4 as f64)), "{q4}");
 }

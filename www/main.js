@@ -194,7 +194,7 @@ async function open(source, load) {
   setState('loading', `Loading ${source.name}…`);
   let model;
   try {
-    model = await load({ worker: WORKER, store: STORE, onProgress: progressBar(source.name) });
+    model = await load({ worker: WORKER, store: STORE, weights: $('weights').value, onProgress: progressBar(source.name) });
   } catch (e) {
     showError(e, `Could not load ${source.name}: `);
     console.warn(e);

@@ -14,7 +14,7 @@ use crate::gpu_model::pipelines::gemm_kernel;
 use crate::kernels::{Step, linear};
 
 /// GFLOP/s (2·rows·K·N per product) of `reps` products of `rows` rows by a (N, K) matrix in
-/// `format` (as [`WeightFormat::for_cols`] stores K columns) on `ctx`, with `matmul`'s kernel.
+/// `format` (as [`WeightFormat::for_shape`] stores (N, K)) on `ctx`, with `matmul`'s kernel.
 pub async fn gemm_gflop_s(
     ctx: &GpuContext,
     (rows, k, n): (usize, usize, usize),
@@ -22,7 +22,7 @@ pub async fn gemm_gflop_s(
     matmul: Matmul,
     reps: usize,
 ) -> Result<f64> {
-    let format = format.for_cols(k);
+    let format = format.for_shape(n, k);
     let (name, source, gemm_groups) = gemm_kernel(matmul.is_direct(ctx));
     let layout = Layout::new(ctx, name, linear::BINDINGS);
     let kernel =

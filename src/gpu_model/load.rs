@@ -92,17 +92,8 @@ impl GpuModel {
                 };
                 // What was asked for, computed again without the device: matrices in their
                 // format, vectors in f32.
-                let weights: u64 = layout
-                    .planned()
-                    .map(|p| {
-                        let format = if p.role.is_matrix() {
-                            options.weights.for_cols(p.cols)
-                        } else {
-                            WeightFormat::F32
-                        };
-                        format.bytes(p.rows, p.cols)
-                    })
-                    .sum();
+                let weights: u64 =
+                    layout.planned().map(|p| options.weights.bytes_of(p.role, p.rows, p.cols)).sum();
                 return Err(Error::OutOfMemory {
                     what: format!(
                         "the model's GPU buffers (weights in {} ~{}, plus activations for {} tokens)",

@@ -76,7 +76,7 @@ impl Default for GpuModelOptions {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GpuMemory {
     /// The format of the model's largest matrix (the embedding); a matrix whose width does not
-    /// divide the format's block falls back (see [`WeightFormat::for_cols`]).
+    /// divide the format's block falls back (see [`WeightFormat::for_shape`]).
     pub weight_format: WeightFormat,
     /// Bytes of weight buffers.
     pub weights: u64,

@@ -33,7 +33,7 @@ impl SplitMatrix {
         self.parts.iter().map(|p| p.rows).sum()
     }
 
-    /// Allocates a (rows, cols) matrix in `asked.for_cols(cols)`, with a bias of `rows` if
+    /// Allocates a (rows, cols) matrix in `asked.for_shape(rows, cols)`, with a bias of `rows` if
     /// `has_bias`.
     pub fn allocate(
         ctx: &GpuContext,
@@ -42,10 +42,12 @@ impl SplitMatrix {
         (asked, max_binding): (WeightFormat, u64),
         has_bias: bool,
     ) -> Result<Self> {
-        let format = asked.for_cols(cols);
+        let format = asked.for_shape(rows, cols);
         let row_bytes = format.bytes(1, cols);
-        // int8 parts hold whole rows of quants and scales: rows · (cols + cols / 8) bytes.
+        // int8 parts hold whole rows of quants and scales: rows · (cols + cols / 8) bytes; q4
+        // parts an even number of rows (a row's f16 scales may end mid-u32).
         let per_part = (max_binding / row_bytes) as usize;
+        let per_part = if per_part > 1 { per_part & !1 } else { per_part };
         if per_part == 0 {
             return Err(Error::LimitExceeded {
                 what: "one matrix row (bytes)",

@@ -94,7 +94,7 @@ impl<'a> TensorStream<'a> {
             if let Some(planned) = &self.layout.roles[self.file][self.tensor] {
                 self.staged.extend_from_slice(now);
                 let done = self.pos + take as u64 == entry.end;
-                if done || self.staged.len() >= PIECE_BYTES.max(planned.row_bytes()) {
+                if done || self.staged.len() >= PIECE_BYTES.max(2 * planned.row_bytes()) {
                     self.hand_on(sink, planned, done)?;
                 }
             }
@@ -108,7 +108,10 @@ impl<'a> TensorStream<'a> {
     /// Hands the whole rows gathered so far (all of them when the tensor is `done`) to `sink`.
     fn hand_on(&mut self, sink: &mut dyn Sink, planned: &Planned, done: bool) -> Result<()> {
         let row_bytes = planned.row_bytes().max(1);
+        // An even number of rows but at the tensor's end, so every piece starts at an even row
+        // (q4's scales of a row may end mid-u32: `WeightFormat::for_shape`).
         let rows = self.staged.len() / row_bytes;
+        let rows = if done { rows } else { rows & !1 };
         if rows > 0 {
             let piece = &self.staged[..rows * row_bytes];
             if let Some(i) = first_non_finite(planned.dtype, piece) {

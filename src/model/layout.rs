@@ -131,10 +131,7 @@ impl Layout {
             if !matches!(entry.dtype, Dtype::F32 | Dtype::F16 | Dtype::BF16) {
                 return Err(Error::UnsupportedDtype { tensor: name, dtype: entry.dtype.to_string() });
             }
-            // A matrix is (rows, cols) with cols its last dimension (stacked experts (E, R, C)
-            // are E·R rows); a vector is one row.
-            let cols = if shape.len() > 1 { shape[shape.len() - 1] } else { shape.iter().product() };
-            let rows = shape.iter().product::<usize>() / cols.max(1);
+            let (rows, cols) = rows_cols(&shape);
             roles[f][t] = Some(Planned { role, name, dtype: entry.dtype, rows, cols });
         }
         Ok(Self { files, roles })
@@ -159,6 +156,25 @@ impl Layout {
     pub fn data_bytes(&self) -> u64 {
         self.files.iter().map(|f| f.size - f.data_start).sum()
     }
+}
+
+/// A tensor of `shape` as (rows, cols): a matrix has cols its last dimension (stacked experts
+/// (E, R, C) are E·R rows); a vector is one row.
+fn rows_cols(shape: &[usize]) -> (usize, usize) {
+    let cols = if shape.len() > 1 { shape[shape.len() - 1] } else { shape.iter().product() };
+    (shape.iter().product::<usize>() / cols.max(1), cols)
+}
+
+/// Every tensor a checkpoint of `c` has (an LM head unless `tie_word_embeddings`), as (role,
+/// rows, cols) — for sizes without a checkpoint (`webmamba sizes`).
+pub fn tensor_sizes(c: &Config) -> Result<Vec<(Role, usize, usize)>> {
+    Ok(wanted(c, false, !c.tie_embeddings)?
+        .into_iter()
+        .map(|(role, _, shape)| {
+            let (rows, cols) = rows_cols(&shape);
+            (role, rows, cols)
+        })
+        .collect())
 }
 
 /// Every tensor the config implies, as (role, name, shape), in the order the old loader read

@@ -70,13 +70,13 @@ mod weights;
 pub use checkpoint::Checkpoint;
 pub use config::{Arch, Config, Names, Scales};
 pub use header::{FileHeader, TensorEntry, parse_index, shard_names};
-pub use layout::{Layout, Planned, Role};
+pub use layout::{Layout, Planned, Role, tensor_sizes};
 pub use logits::Logits;
 pub use matrix::{Matrix, MatrixData};
 pub use part::{MlpPart, Part};
 pub use random::word_level_tokenizer;
 #[cfg(not(target_arch = "wasm32"))]
-pub use random::{write_random_checkpoint, write_random_checkpoint_json};
+pub use random::{Values, write_random_checkpoint, write_random_checkpoint_json};
 pub use state::{LayerState, State};
 pub use state_layout::{Extent, Region, StateLayout};
 pub use weights::{LayerWeights, ModelWeights};

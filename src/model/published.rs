@@ -6,6 +6,44 @@
 //! field no source gave is left out, so HF's default applies — those fields (multipliers,
 //! ε, token ids) change the arithmetic, never a tensor's name or shape.
 
+/// TII Falcon-Mamba-7B (`tiiuae/falcon-mamba-7b`, `falcon_mamba`): 64 Mamba-1 layers of 4096
+/// (intermediate 8192, state 16, Δ rank 256), vocabulary 65024, an untied LM head: tensors of
+/// 7,272,665,088 weights (the model card's "7.27B"). Its config.json as published, copied from
+/// github.com/danielgonzagat/penin-monorepo, `SYSTEM/opt/llm_base/falcon-mamba-7b/config.json`
+/// (commit 9c1f8da3), a copy of <https://huggingface.co/tiiuae/falcon-mamba-7b/blob/main/config.json>
+/// (`_name_or_path` and `transformers_version` left out). Its `expand` (16) is not the width:
+/// `intermediate_size` is, as in HF.
+pub const FALCON_MAMBA_7B: &str = r#"{
+  "architectures": ["FalconMambaForCausalLM"],
+  "bos_token_id": 0,
+  "conv_kernel": 4,
+  "eos_token_id": 11,
+  "expand": 16,
+  "hidden_act": "silu",
+  "hidden_size": 4096,
+  "initializer_range": 0.1,
+  "intermediate_size": 8192,
+  "layer_norm_epsilon": 1e-05,
+  "model_type": "falcon_mamba",
+  "num_hidden_layers": 64,
+  "pad_token_id": 11,
+  "rescale_prenorm_residual": false,
+  "residual_in_fp32": true,
+  "state_size": 16,
+  "tie_word_embeddings": false,
+  "time_step_floor": 0.0001,
+  "time_step_init_scheme": "random",
+  "time_step_max": 0.1,
+  "time_step_min": 0.001,
+  "time_step_rank": 256,
+  "time_step_scale": 1.0,
+  "torch_dtype": "bfloat16",
+  "use_bias": false,
+  "use_cache": true,
+  "use_conv_bias": true,
+  "vocab_size": 65024
+}"#;
+
 /// IBM Granite-4.0-H-1B (`ibm-granite/granite-4.0-h-1b`, `granitemoehybrid`): 40 layers of
 /// 1536, 4 of them attention (12 query / 4 KV heads; layers 5, 15, 25, 35), 36 Mamba-2 (48
 /// heads of 64, state 128, 1 group), no experts: one 4096-wide shared MLP per layer; vocabulary

@@ -14,6 +14,7 @@ use rand::{Rng, SeedableRng, rngs::SmallRng};
 use safetensors::Dtype;
 
 use crate::error::{Error, Result};
+use crate::gpu_model::WeightFormat;
 use crate::model::checkpoint::Checkpoint;
 use crate::model::config::Config;
 use crate::model::part::{MlpPart, Part};
@@ -23,6 +24,28 @@ struct Spec {
     name: String,
     shape: Vec<usize>,
     fill: Fill,
+    /// A weight matrix (the GPU stores it in the weight format), not a small vector.
+    matrix: bool,
+}
+
+/// What the weights of a written checkpoint are.
+#[cfg(not(target_arch = "wasm32"))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Values {
+    /// Seeded random values at Mamba's initialisation scales.
+    #[default]
+    Random,
+    /// Every weight 0, the data sections left as holes (sparse files: instant, no disk): for
+    /// tests of models too large to load.
+    Zeros,
+    /// Like `Random`, but every weight matrix on the grid the GPU's smallest formats store
+    /// exactly, so a model loaded with `weights: "q4"` computes what the CPU reference computes
+    /// from the file: a matrix stored in q4 ([`WeightFormat::for_shape`]) holds, per group of 64,
+    /// values k·2^e, k in −8..=7, both ends present (Q4_1's m is then −8·2^e and its d 2^e); one
+    /// that falls back to int8 holds, per 32 along a row, k·2^e, |k| ≤ 127, with ±127·2^e present
+    /// (int8's scale is then 127·2^e). 2^e is the largest power of two within the matrix's init
+    /// bound / 7 (or / 127). Exact in bf16, f16 and f32.
+    Q4Grid,
 }
 
 #[derive(Clone, Copy)]
@@ -87,21 +110,44 @@ fn specs(c: &Config) -> Vec<Spec> {
                     Fill::Uniform(0.02)
                 }
             };
-            out.push(Spec { name: t.leaf.clone(), shape: t.shape.clone(), fill });
+            let matrix = t.part.is_matrix();
+            out.push(Spec { name: t.leaf.clone(), shape: t.shape.clone(), fill, matrix });
         }
     }
-    let mut add = |name: &str, shape: Vec<usize>, fill| out.push(Spec { name: name.into(), shape, fill });
-    add(c.names.embedding, vec![v, d], Fill::Uniform(0.02 * 3f32.sqrt()));
-    add(c.names.norm_f, vec![d], Fill::Around(1.0, 0.1));
+    let mut add = |name: &str, shape: Vec<usize>, fill, matrix| {
+        out.push(Spec { name: name.into(), shape, fill, matrix })
+    };
+    add(c.names.embedding, vec![v, d], Fill::Uniform(0.02 * 3f32.sqrt()), true);
+    add(c.names.norm_f, vec![d], Fill::Around(1.0, 0.1), false);
     if !c.tie_embeddings {
-        add("lm_head.weight", vec![v, d], Fill::Uniform(fan(d)));
+        add("lm_head.weight", vec![v, d], Fill::Uniform(fan(d)), true);
     }
     out
 }
 
-/// The values of `spec`, from `rng`.
-fn generate(rng: &mut SmallRng, spec: &Spec) -> Vec<f32> {
+/// The values of `spec`, from `rng` (`grid`: a matrix on [`Values::Q4Grid`]'s grid).
+fn generate(rng: &mut SmallRng, spec: &Spec, grid: bool) -> Vec<f32> {
     let len: usize = spec.shape.iter().product();
+    let cols = spec.shape.last().copied().unwrap_or(1);
+    if let (true, true, Fill::Uniform(bound)) = (grid, spec.matrix, spec.fill) {
+        // Per group, k·step with k in low..=high and the ends present: q4 (Q4_1 per 64: its m
+        // is then −8·step, its d step) or, where q4 falls back, int8 (per 32 along a row: its
+        // scale is then 127·step), as the GPU stores this matrix when asked for q4.
+        let (group, low, high) = match WeightFormat::Q4.for_shape(len / cols.max(1), cols) {
+            WeightFormat::Q4 => (64, -8i32, 7i32),
+            WeightFormat::Int8 => (32, -127, 127),
+            _ => (0, 0, 0),
+        };
+        if group != 0 {
+            let step = (bound / high as f32).log2().floor().exp2();
+            let mut out: Vec<f32> = (0..len).map(|_| rng.random_range(low..=high) as f32 * step).collect();
+            for g in out.chunks_mut(group) {
+                let at = rng.random_range(0..g.len() - 1);
+                (g[at], g[at + 1]) = (low as f32 * step, high as f32 * step);
+            }
+            return out;
+        }
+    }
     match spec.fill {
         Fill::Uniform(bound) => (0..len).map(|_| rng.random_range(-bound..=bound)).collect(),
         Fill::Around(center, spread) => {
@@ -179,7 +225,7 @@ impl Checkpoint {
         let mut rng = SmallRng::seed_from_u64(seed);
         let mut file = header(&specs.iter().collect::<Vec<_>>(), dtype);
         for spec in &specs {
-            file.extend(encode(&generate(&mut rng, spec), dtype)?);
+            file.extend(encode(&generate(&mut rng, spec, false), dtype)?);
         }
         Checkpoint::from_bytes(config_json.as_bytes(), vec![("model.safetensors".into(), file)], None, None)
     }
@@ -205,9 +251,8 @@ pub fn word_level_tokenizer(vocab: usize) -> String {
 /// Writes a seeded random model of shape `config` to folder `dir` in the Hugging Face layout:
 /// `config.json`, `tokenizer.json` (word-level), and the weights as `dtype` in `shards` files
 /// (`model-0000i-of-0000n.safetensors` with `model.safetensors.index.json` when more than one,
-/// else `model.safetensors`), one tensor in memory at a time. With `zeros`, every weight is 0
-/// and the data sections are left as holes (sparse files: instant, no disk): for tests of
-/// models too large to load. Returns the bytes of weights. Pure Mamba configs only (their
+/// else `model.safetensors`), one tensor in memory at a time, with [`Values`]. Returns the
+/// bytes of weights. Pure Mamba configs only (their
 /// config.json is [`Config::to_hf_json`]); a hybrid: [`write_random_checkpoint_json`].
 #[cfg(not(target_arch = "wasm32"))]
 pub fn write_random_checkpoint(
@@ -216,9 +261,9 @@ pub fn write_random_checkpoint(
     seed: u64,
     dtype: Dtype,
     shards: usize,
-    zeros: bool,
+    values: Values,
 ) -> Result<u64> {
-    write_random_checkpoint_json(dir, &mamba_json(config)?, seed, dtype, shards, zeros)
+    write_random_checkpoint_json(dir, &mamba_json(config)?, seed, dtype, shards, values)
 }
 
 /// Like [`write_random_checkpoint`], for the model `config_json` describes (any family),
@@ -230,9 +275,10 @@ pub fn write_random_checkpoint_json(
     seed: u64,
     dtype: Dtype,
     shards: usize,
-    zeros: bool,
+    values: Values,
 ) -> Result<u64> {
     use std::io::Write;
+    let zeros = values == Values::Zeros;
     let config = Config::from_json(config_json.as_bytes())?;
     let io = |path: &std::path::Path, e: std::io::Error| Error::Io {
         path: path.display().to_string(),
@@ -273,7 +319,8 @@ pub fn write_random_checkpoint_json(
         file.write_all(&head).map_err(|e| io(&path, e))?;
         for spec in group {
             if !zeros {
-                file.write_all(&encode(&generate(&mut rng, spec), dtype)?).map_err(|e| io(&path, e))?;
+                file.write_all(&encode(&generate(&mut rng, spec, values == Values::Q4Grid), dtype)?)
+                    .map_err(|e| io(&path, e))?;
             }
             weight_map.insert(spec.name.clone(), name(i).into());
         }
@@ -289,4 +336,50 @@ pub fn write_random_checkpoint_json(
         write("model.safetensors.index.json", index.to_string().as_bytes())?;
     }
     Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn q4_grid_is_what_q4_and_int8_store_exactly() {
+        let mut rng = SmallRng::seed_from_u64(3);
+        let q4 = Spec { name: "w".into(), shape: vec![4, 160], fill: Fill::Uniform(0.01), matrix: true };
+        let values = generate(&mut rng, &q4, true);
+        for g in values.chunks(64) {
+            // Q4_1: m = the minimum, d = (max − m) / 15 — a power of two, m and d exact in f16 —
+            // and every value q·d + m with q in 0..=15.
+            let (lo, hi) =
+                g.iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(l, h), &v| (l.min(v), h.max(v)));
+            let d = (hi - lo) / 15.0;
+            assert!(d > 0.0 && d.log2().fract() == 0.0 && d * 7.0 <= 0.01 && d * 14.0 > 0.01, "d = {d}");
+            assert_eq!((half::f16::from_f32(d).to_f32(), half::f16::from_f32(lo).to_f32()), (d, lo));
+            for &v in g {
+                let q = (v - lo) / d;
+                assert!(q.fract() == 0.0 && (0.0..=15.0).contains(&q), "{v} = {q}·{d} + {lo}");
+                assert_eq!(half::bf16::from_f32(v).to_f32(), v, "exact in bf16");
+            }
+        }
+        // 3 rows of 160 columns (5 halves of a group a row, an odd number of rows): q4 falls
+        // back to int8 (scale = the largest |w|, w = k/127·scale).
+        let int8 = Spec { name: "w".into(), shape: vec![3, 160], fill: Fill::Uniform(0.01), matrix: true };
+        let values = generate(&mut rng, &int8, true);
+        for g in values.chunks(32) {
+            let scale = g.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+            let step = scale / 127.0;
+            assert!(step.log2().fract() == 0.0 && scale <= 0.01 && 2.0 * scale > 0.01, "scale {scale}");
+            for &v in g {
+                assert_eq!((v / step).fract(), 0.0, "{v} = k·{step}");
+                assert_eq!(half::bf16::from_f32(v).to_f32(), v, "exact in bf16");
+            }
+        }
+        // Vectors and matrices of other widths keep their random values.
+        let vector = Spec { name: "b".into(), shape: vec![128], fill: Fill::Uniform(0.01), matrix: false };
+        let odd = Spec { name: "w".into(), shape: vec![2, 20], fill: Fill::Uniform(0.01), matrix: true };
+        for spec in [vector, odd] {
+            let got = generate(&mut SmallRng::seed_from_u64(9), &spec, true);
+            assert_eq!(got, generate(&mut SmallRng::seed_from_u64(9), &spec, false));
+        }
+    }
 }

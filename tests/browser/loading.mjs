@@ -23,7 +23,12 @@
 //      Granite-4.0-H-1B's shape (`webmamba random --shape granite-h-1b`, 2.9 GB in 4 shards,
 //      written at test time) by Model.fromUrl on the GPU with f16 weights: wasm memory stays
 //      <= 256 MiB, and a 600-token prefill (two forward chunks, crossing key/value pages) and 8
-//      decode steps give the logits of the native CPU reference (`webmamba logits`) within 1e-4.
+//      decode steps give the logits of the native CPU reference (`webmamba logits`) within 1e-4;
+//   7. with WEBMAMBA_BIG_Q4=1 (or --big-q4; --only-big-q4 for it alone), in Chromium: a random
+//      bf16 checkpoint at mamba-2.8b's shape (5.6 GB in 6 shards, `webmamba random --q4-grid`:
+//      every matrix on values q4 stores exactly) by Model.fromUrl on the GPU with weights "q4":
+//      GPU weights <= 1.6 GB, wasm memory <= 256 MiB, a 32-token prefill and a decode step give
+//      finite logits, the native CPU reference's within 1e-4.
 import { execFileSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { serve } from '../../scripts/serve.mjs';
@@ -32,6 +37,8 @@ import { runEngines } from './harness.mjs';
 const BIG = process.env.WEBMAMBA_BIG === '1' || process.argv.includes('--big');
 const ONLY_BIG_HYBRID = process.argv.includes('--only-big-hybrid'); // that check alone, in Chromium
 const BIG_HYBRID = ONLY_BIG_HYBRID || process.env.WEBMAMBA_BIG_HYBRID === '1' || process.argv.includes('--big-hybrid');
+const ONLY_BIG_Q4 = process.argv.includes('--only-big-q4'); // that check alone, in Chromium
+const BIG_Q4 = ONLY_BIG_Q4 || process.env.WEBMAMBA_BIG_Q4 === '1' || process.argv.includes('--big-q4');
 const MIB = 2 ** 20;
 /** The current engine's check (runEngines gives each engine its own counts). */
 let check;
@@ -362,58 +369,86 @@ function npyRows(path, from, to) {
   return Array.from({ length: to - from }, (_, i) => data.subarray((from + i) * cols, (from + i + 1) * cols));
 }
 
-async function bigHybrid(page, base) {
-  const dir = 'target/browser-test/granite-h-1b-bf16';
+/**
+ * A random bf16 checkpoint of a published shape, written at test time (`webmamba random --shape
+ * <shape> <extra>`), loaded by Model.fromUrl on the GPU with `weights`: wasm memory stays <= 256
+ * MiB, GPU weights within `maxWeightBytes`, and a `prompt`-token prefill and `steps` decode steps
+ * give finite logits, those of the native CPU reference (`webmamba logits`) within `tol`.
+ */
+async function bigAgainstCpu(page, base, { label, shape, extra = [], shards, weights, prompt, steps, tol, maxWeightBytes = Infinity }) {
+  const name = `${shape}-bf16${extra.join('')}`;
+  const dir = `target/browser-test/${name}`;
   if (!existsSync(`${dir}/model.safetensors.index.json`)) {
-    console.log('loading: writing a random Granite-4.0-H-1B-shaped bf16 checkpoint (4 shards) ...');
-    execFileSync('target/debug/webmamba', ['random', '--shape', 'granite-h-1b', '--dtype', 'bf16', '--shards', '4', '--out', dir], { stdio: 'inherit' });
+    console.log(`loading: writing a random ${label} bf16 checkpoint (${shards} shards) ...`);
+    execFileSync('target/debug/webmamba', ['random', '--shape', shape, '--dtype', 'bf16', '--shards', String(shards), ...extra, '--out', dir], { stdio: 'inherit' });
   }
   const config = JSON.parse(readFileSync(`${dir}/config.json`, 'utf8'));
-  // 600 prompt tokens, then the 8 decode steps' tokens: a fixed pseudo-random sequence.
+  // The prompt, then the decode steps' tokens: a fixed pseudo-random sequence.
   let x = 12345;
-  const ids = Array.from({ length: 608 }, () => { x = (x * 1103515245 + 12345) % 2 ** 31; return x % config.vocab_size; });
-  const npy = `${dir}/cpu-logits.npy`;
+  const ids = Array.from({ length: prompt + steps }, () => { x = (x * 1103515245 + 12345) % 2 ** 31; return x % config.vocab_size; });
+  const npy = `${dir}/cpu-logits-${ids.length}.npy`;
   if (!existsSync(npy)) {
-    console.log('loading: the CPU reference of the 1B-shaped hybrid (608 positions) ...');
+    console.log(`loading: the CPU reference of the ${label} (${ids.length} positions) ...`);
     const t = Date.now();
     execFileSync('target/debug/webmamba', ['logits', '--model', dir, '--backend', 'cpu', '--ids', ids.join(','), '--out', npy], { stdio: 'inherit' });
     console.log(`loading: CPU reference in ${((Date.now() - t) / 1000).toFixed(0)} s`);
   }
-  const want = npyRows(npy, 599, 608);
-  const url = `${base}/big/granite-h-1b-bf16/`;
+  const want = npyRows(npy, prompt - 1, prompt + steps);
+  const url = `${base}/big/${name}/`;
   const t0 = Date.now();
-  const got = await page.evaluate(async ({ url, ids }) => {
+  const got = await page.evaluate(async ({ url, ids, prompt, weights }) => {
     try {
-      const model = await window.webmamba.Model.fromUrl(url, { weights: 'f16', backend: 'gpu', cache: false });
-      const s = model.newSession();
       const t = performance.now();
-      await s.appendTokens(new Uint32Array(ids.slice(0, 600)));
-      const prefillMs = performance.now() - t;
-      const rows = [Array.from(await s.logits())];
+      const model = await window.webmamba.Model.fromUrl(url, { weights, backend: 'gpu', cache: false });
+      const loadMs = performance.now() - t;
+      const s = model.newSession();
       const t1 = performance.now();
-      for (const id of ids.slice(600)) {
+      await s.appendTokens(new Uint32Array(ids.slice(0, prompt)));
+      const prefillMs = performance.now() - t1;
+      const rows = [Array.from(await s.logits())];
+      const t2 = performance.now();
+      for (const id of ids.slice(prompt)) {
         await s.appendTokens(new Uint32Array([id]));
         rows.push(Array.from(await s.logits()));
       }
-      const decodeMs = (performance.now() - t1) / 8;
+      const decodeMs = (performance.now() - t2) / (ids.length - prompt);
       const info = model.info;
       model.free();
-      return { ok: true, rows, prefillMs, decodeMs, memory: window.wasmMemory(), info: { backend: info.backend, weightFormat: info.weightFormat, maxContext: info.maxContext } };
+      return { ok: true, rows, loadMs, prefillMs, decodeMs, memory: window.wasmMemory(),
+        info: { backend: info.backend, weightFormat: info.weightFormat, weightBytes: info.weightBytes, maxContext: info.maxContext } };
     } catch (e) {
       return { ok: false, code: e.code, message: String(e.message ?? e), memory: window.wasmMemory() };
     }
-  }, { url, ids });
+  }, { url, ids, prompt, weights });
   const seconds = (Date.now() - t0) / 1000;
   if (!got.ok) {
-    check(false, `Granite-4.0-H-1B-shaped: ${got.code}: ${got.message}`);
+    check(false, `${label}: ${got.code}: ${got.message}`);
     return;
   }
   let worst = 0;
-  got.rows.forEach((row, i) => row.forEach((v, j) => { worst = Math.max(worst, Math.abs(v - want[i][j])); }));
-  console.log(`loading: Granite-4.0-H-1B-shaped: ${JSON.stringify(got.info)}, prefill ${got.prefillMs.toFixed(0)} ms, decode ${got.decodeMs.toFixed(0)} ms/token, ${seconds.toFixed(0)} s in all`);
-  check(got.info.backend === 'gpu' && got.info.weightFormat === 'f16', `Granite-4.0-H-1B-shaped: on the GPU with f16 weights (${JSON.stringify(got.info)})`);
-  check(got.memory <= 256 * MIB, `Granite-4.0-H-1B-shaped: wasm memory ${(got.memory / MIB).toFixed(0)} MiB <= 256 MiB`);
-  check(worst <= 1e-4, `Granite-4.0-H-1B-shaped: a 600-token prefill and 8 decode steps on the GPU give the CPU reference's logits: max |diff| ${worst.toExponential(2)} <= 1e-4`);
+  let finite = true;
+  got.rows.forEach((row, i) => row.forEach((v, j) => { finite &&= Number.isFinite(v); worst = Math.max(worst, Math.abs(v - want[i][j])); }));
+  const scale = Math.max(...want.map((row) => row.reduce((m, v) => Math.max(m, Math.abs(v)), 0)));
+  console.log(`loading: ${label}: ${JSON.stringify(got.info)}, load ${(got.loadMs / 1000).toFixed(0)} s, prefill ${got.prefillMs.toFixed(0)} ms, decode ${got.decodeMs.toFixed(0)} ms/token, ${seconds.toFixed(0)} s in all, largest |logit| ${scale.toFixed(3)}`);
+  check(got.info.backend === 'gpu' && got.info.weightFormat === weights, `${label}: on the GPU with ${weights} weights (${JSON.stringify(got.info)})`);
+  check(got.info.weightBytes <= maxWeightBytes, `${label}: ${(got.info.weightBytes / 1e9).toFixed(3)} GB of GPU weights <= ${(maxWeightBytes / 1e9).toFixed(1)} GB`);
+  check(got.memory <= 256 * MIB, `${label}: wasm memory ${(got.memory / MIB).toFixed(0)} MiB <= 256 MiB`);
+  check(finite, `${label}: every logit is finite`);
+  check(worst <= tol, `${label}: a ${prompt}-token prefill and ${steps} decode steps on the GPU give the CPU reference's logits: max |diff| ${worst.toExponential(2)} <= ${tol}`);
+}
+
+/** Granite-4.0-H-1B's shape (2.9 GB in 4 shards), f16 weights, crossing forward chunks and key/value pages. */
+function bigHybrid(page, base) {
+  return bigAgainstCpu(page, base, { label: 'Granite-4.0-H-1B-shaped', shape: 'granite-h-1b', shards: 4, weights: 'f16', prompt: 600, steps: 8, tol: 1e-4 });
+}
+
+/**
+ * mamba-2.8b's shape (5.6 GB in 6 shards) in q4: 1.6 GB of GPU weights at most. Written with
+ * --q4-grid (every matrix on the values q4 — or int8, for dt_proj's 160 columns — stores
+ * exactly), so q4 computes what the CPU reference computes from the file.
+ */
+function bigQ4(page, base) {
+  return bigAgainstCpu(page, base, { label: 'mamba-2.8b-shaped (q4)', shape: '2.8b', extra: ['--q4-grid'], shards: 6, weights: 'q4', prompt: 32, steps: 1, tol: 1e-4, maxWeightBytes: 1.6e9 });
 }
 
 if (!existsSync(`${process.env.WEBMAMBA_PKG ?? 'www/pkg'}/webmamba.js`)) throw new Error('run `npm run build:demo` first');
@@ -434,9 +469,10 @@ const base = `http://127.0.0.1:${server.address().port}`;
 try {
   await runEngines('loading', base, async ({ engine, page, webgpu, check: engineCheck }) => {
     check = engineCheck;
-    if (ONLY_BIG_HYBRID) {
-      if (engine === 'chromium') await bigHybrid(page, base);
-      return { worker: true, cache: 'not checked (--only-big-hybrid)' };
+    if (ONLY_BIG_HYBRID || ONLY_BIG_Q4) {
+      if (engine === 'chromium' && ONLY_BIG_HYBRID) await bigHybrid(page, base);
+      if (engine === 'chromium' && ONLY_BIG_Q4) await bigQ4(page, base);
+      return { worker: true, cache: 'not checked (--only-big-*)' };
     }
     await fixtures(page, base, webgpu);
     const survives = await cache(page, server, base);
@@ -446,6 +482,8 @@ try {
     else if (!BIG) console.log('loading: the 790M-shaped load is opt-in: WEBMAMBA_BIG=1 node tests/browser/loading.mjs');
     if (BIG_HYBRID && engine === 'chromium') await bigHybrid(page, base);
     else if (!BIG_HYBRID) console.log('loading: the Granite-4.0-H-1B-shaped load is opt-in: WEBMAMBA_BIG_HYBRID=1 node tests/browser/loading.mjs');
+    if (BIG_Q4 && engine === 'chromium') await bigQ4(page, base);
+    else if (!BIG_Q4) console.log('loading: the mamba-2.8b-shaped q4 load is opt-in: WEBMAMBA_BIG_Q4=1 node tests/browser/loading.mjs');
     return { worker: true, cache: survives ? 'yes' : 'yes, within a page (the test browser keeps no Cache API entries across a reload)' };
   });
 } finally {

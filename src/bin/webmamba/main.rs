@@ -10,7 +10,8 @@
 //! webmamba replay   [--model DIR] --ops FILE [--block-size B] [--retention dense|sparse:K]
 //!                   [--budget BYTES] [--backend cpu|gpu]
 //! webmamba perplexity [--model DIR] --text FILE [--context 512] [--weights f32|f16|int8|q4] [--backend cpu|gpu] [--json]
-//! webmamba random   --shape 790m|mamba2-780m|granite-h-1b|falcon-h1-0.5b|zamba2-1.2b|… [--dtype bf16] [--shards 4] [--seed S] [--zeros] --out DIR
+//! webmamba sizes    [--shape 2.8b]... [--model DIR]... [--json]
+//! webmamba random   --shape 790m|mamba2-780m|granite-h-1b|falcon-h1-0.5b|zamba2-1.2b|… [--dtype bf16] [--shards 4] [--seed S] [--zeros | --q4-grid] --out DIR
 //! ```
 //! `logits`, `generate`, `replay` and `perplexity` take `--weights f32|f16|int8|q4` (GPU weight storage).
 
@@ -23,6 +24,7 @@ mod progress;
 mod replay;
 mod setup;
 mod shapes;
+mod sizes;
 mod suite;
 
 use std::path::PathBuf;
@@ -84,6 +86,10 @@ enum Command {
         /// to load.
         #[arg(long)]
         zeros: bool,
+        /// Every weight matrix on the grid q4 (and int8, where q4 falls back) stores exactly,
+        /// so `--weights q4` computes what the CPU reference computes from the file.
+        #[arg(long, conflicts_with = "zeros")]
+        q4_grid: bool,
         /// The folder to write.
         #[arg(long)]
         out: PathBuf,
@@ -95,6 +101,8 @@ enum Command {
     /// Perplexity over a text file in windows of --context tokens (llama.cpp's convention: a
     /// fresh state per window, its second half scored).
     Perplexity(perplexity::PerplexityArgs),
+    /// A model's weights and their GPU bytes in each weight format, from config.json alone.
+    Sizes(sizes::SizesArgs),
 }
 
 fn main() -> Result<()> {
@@ -108,15 +116,20 @@ fn main() -> Result<()> {
             eprintln!("wrote {} ({} x {vocab}, {} backend)", out.display(), ids.len(), e.name());
         }
         Command::Generate(args) => generate::run(args)?,
-        Command::Random { shape, dtype, shards, seed, zeros, out } => {
+        Command::Random { shape, dtype, shards, seed, zeros, q4_grid, out } => {
             let json = shape.config_json();
+            let values = match (zeros, q4_grid) {
+                (true, _) => webmamba::model::Values::Zeros,
+                (_, true) => webmamba::model::Values::Q4Grid,
+                _ => webmamba::model::Values::Random,
+            };
             let bytes = webmamba::model::write_random_checkpoint_json(
                 &out,
                 &json,
                 seed,
                 dtype.into(),
                 shards,
-                zeros,
+                values,
             )?;
             eprintln!(
                 "wrote {} ({:?}, {:.2} GB of {dtype:?} weights)",
@@ -128,6 +141,7 @@ fn main() -> Result<()> {
         Command::Bench(args) => bench::run(args)?,
         Command::Replay(args) => replay::run(args)?,
         Command::Perplexity(args) => perplexity::run(args)?,
+        Command::Sizes(args) => sizes::run(args)?,
     }
     Ok(())
 }

@@ -28,7 +28,7 @@ pub enum Weights {
     F16,
     /// 1 byte + an f32 scale per 32 weights.
     Int8,
-    /// 4 bits + an f16 scale per 32 weights (GGUF's Q4_0).
+    /// 4 bits + an f16 step and minimum per 64 weights (GGUF's Q4_1 in groups of 64).
     Q4,
 }
 

@@ -1,5 +1,5 @@
 //! The shapes of the published Mamba-1 models (state-spaces/mamba-*-hf), Mamba-2 models
-//! (state-spaces/mamba2-*) and hybrids (Granite-4.0-H-1B, Falcon-H1-0.5B, Zamba2-1.2B: their config.json in
+//! (state-spaces/mamba2-*), Falcon-Mamba-7B and hybrids (Granite-4.0-H-1B, Falcon-H1-0.5B, Zamba2-1.2B: their config.json in
 //! [`webmamba::model::published`], each with its source), for random models of real size:
 //! `webmamba bench --shape`, `webmamba random --shape`.
 
@@ -40,6 +40,10 @@ pub enum Shape {
     /// mamba2-2.7b: d_model 2560, 64 layers (80 heads).
     #[value(name = "mamba2-2.7b")]
     Ssd2_7b,
+    /// tiiuae/falcon-mamba-7b: d_model 4096, 64 Falcon-Mamba layers, an untied LM head
+    /// ([`published::FALCON_MAMBA_7B`], which cites its source).
+    #[value(name = "falcon-mamba-7b")]
+    FalconMamba7b,
     /// ibm-granite/granite-4.0-h-1b: d_model 1536, 40 layers (36 Mamba-2, 4 attention), a
     /// shared MLP per layer ([`published::GRANITE_4_0_H_1B`], which cites its source).
     #[value(name = "granite-h-1b")]
@@ -72,6 +76,7 @@ impl Shape {
             Shape::Ssd780m => (1536, 48, true),
             Shape::Ssd1_3b => (2048, 48, true),
             Shape::Ssd2_7b => (2560, 64, true),
+            Shape::FalconMamba7b => return published::FALCON_MAMBA_7B.to_string(),
             Shape::GraniteH1b => return published::GRANITE_4_0_H_1B.to_string(),
             Shape::FalconH1_0_5b => return published::FALCON_H1_0_5B.to_string(),
             Shape::Zamba2_1_2b => return published::ZAMBA2_1_2B.to_string(),
