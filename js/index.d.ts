@@ -93,6 +93,102 @@ export interface GenerateOptions {
   signal?: AbortSignal;
 }
 
+/** One chat message, as chat templates read it (any other field is passed on to the template). */
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant' | 'tool' | string;
+  content: string;
+  [field: string]: unknown;
+}
+
+/** A chat turn: the conversation (rendered with the model's chat template, as HF's
+ *  `apply_chat_template` renders it) and generate options. */
+export interface ChatRequest extends GenerateOptions {
+  messages: ChatMessage[];
+  /** Tool definitions (JSON schemas, `{ type: 'function', function: { name, description,
+   *  parameters } }`), for templates that support them. */
+  tools?: object[];
+  /** Documents (`{ title, text }`), for templates that support them. */
+  documents?: object[];
+  /** Other variables the template reads (HF's `**kwargs`, e.g. `{ enable_thinking: false }`). */
+  templateArgs?: Record<string, unknown>;
+  /** A template to use instead of the model's (Jinja, as in tokenizer_config.json). */
+  chatTemplate?: string;
+  /** renderChat only: end with the assistant's turn opening (default false there; a chat turn
+   *  always has it). */
+  addGenerationPrompt?: boolean;
+}
+
+/** What a chat turn did. */
+export interface ChatTurn {
+  /** The reply (without the end-of-turn token). */
+  text: string;
+  /** Tokens of the rendered conversation (the history before the reply). */
+  promptTokens: number;
+  /** Of those, the ones this turn ran through the model. */
+  prefilled: number;
+  /** Of those, the ones that came from the live state or a cached checkpoint. */
+  cachedTokens: number;
+  /** Tokens generated (the end-of-turn token included when it came). */
+  completionTokens: number;
+  /** 'stop' (an end-of-turn token or a stop string) or 'length' (maxTokens). */
+  finishReason: 'stop' | 'length';
+}
+
+/** `model.chat.completions.create(request)`: OpenAI's request shape (the fields webmamba
+ *  reads; sampling defaults from generation_config.json, else OpenAI's). */
+export interface ChatCompletionRequest {
+  messages: ChatMessage[];
+  stream?: boolean;
+  /** Most tokens to generate (default: generation_config's max_new_tokens, else 256). */
+  max_tokens?: number | null;
+  max_completion_tokens?: number | null;
+  temperature?: number | null;
+  top_p?: number | null;
+  seed?: number | null;
+  stop?: string | string[] | null;
+  tools?: object[];
+  /** 'text' only for now: the others reject with InvalidInput. */
+  response_format?: { type: 'text' } | { type: 'json_object' } | { type: 'json_schema'; json_schema: { name?: string; schema?: object; strict?: boolean } };
+  stream_options?: { include_usage?: boolean } | null;
+  /** webmamba's: stops the generation (the stream ends, create rejects with AbortError). */
+  signal?: AbortSignal;
+}
+
+export interface ChatCompletionUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  /** cached_tokens: prompt tokens that came from the live state or a cached checkpoint. */
+  prompt_tokens_details: { cached_tokens: number };
+}
+
+export interface ChatCompletion {
+  id: string;
+  object: 'chat.completion';
+  created: number;
+  model: string;
+  choices: { index: number; message: { role: 'assistant'; content: string }; finish_reason: 'stop' | 'length'; logprobs: null }[];
+  usage: ChatCompletionUsage;
+}
+
+export interface ChatCompletionChunk {
+  id: string;
+  object: 'chat.completion.chunk';
+  created: number;
+  model: string;
+  choices: { index: number; delta: { role?: 'assistant'; content?: string }; finish_reason: 'stop' | 'length' | null; logprobs: null }[];
+  /** On the last chunk (whatever stream_options says). */
+  usage?: ChatCompletionUsage;
+}
+
+export interface ChatCompletions {
+  completions: {
+    create(request: ChatCompletionRequest & { stream: true }): Promise<AsyncIterableIterator<ChatCompletionChunk>>;
+    create(request: ChatCompletionRequest & { stream?: false | null }): Promise<ChatCompletion>;
+    create(request: ChatCompletionRequest): Promise<ChatCompletion | AsyncIterableIterator<ChatCompletionChunk>>;
+  };
+}
+
 /** One generated token: its id and the text it completes (may be ''). */
 export interface TokenPiece {
   text: string;
@@ -210,7 +306,7 @@ export interface WebMambaError extends Error {
   code:
     | 'NoAdapter' | 'DeviceRequest' | 'Gpu' | 'DeviceLost' | 'OutOfMemory' | 'LimitExceeded' | 'ContextFull'
     | 'UnsupportedModel' | 'Config' | 'Safetensors' | 'MissingTensor' | 'ShapeMismatch'
-    | 'UnsupportedDtype' | 'NonFiniteWeight' | 'NonFiniteOutput' | 'Tokenizer' | 'Io' | 'CacheBudget'
+    | 'UnsupportedDtype' | 'NonFiniteWeight' | 'NonFiniteOutput' | 'Tokenizer' | 'Template' | 'Io' | 'CacheBudget'
     | 'StateMismatch' | 'CorruptState' | 'Storage' | 'Busy' | 'NoSession' | 'InvalidInput'
     | 'Readback' | 'Aborted' | 'Worker' | 'Internal';
 }
@@ -248,6 +344,20 @@ export declare class Model {
   flushStore(): Promise<void>;
 
   readonly info: ModelInfo;
+  /** The checkpoint's chat template (tokenizer_config.json's `chat_template` or
+   *  chat_template.jinja), undefined when it has none. */
+  readonly chatTemplate: string | undefined;
+  /** The token ids that end a generation (`stopAtEos`): generation_config.json's
+   *  `eos_token_id` (one or a list), config.json's, the tokenizer's eos token. */
+  readonly endTokens: Uint32Array;
+  /** generation_config.json's sampling defaults (`temperature`, `top_p`, `top_k`,
+   *  `repetition_penalty`, `do_sample`, `max_new_tokens`), as given. */
+  readonly generationDefaults: Record<string, number | boolean>;
+  /** The conversation rendered with the chat template, as HF's
+   *  `apply_chat_template(..., tokenize=False)`. A template error rejects with `Template`. */
+  renderChat(request: ChatRequest): string;
+  /** OpenAI-shaped chat completions (pages written against WebLLM / the OpenAI SDK). */
+  readonly chat: ChatCompletions;
   /** Token ids of `text`. */
   encode(text: string): Uint32Array;
   /** Text of `ids`. */
@@ -278,6 +388,10 @@ export declare class Session {
   rewind(length: number): Promise<Outcome>;
   generate(options?: GenerateOptions, onToken?: (text: string, id: number) => void): Promise<string>;
   stream(options?: GenerateOptions): AsyncIterableIterator<TokenPiece>;
+  /** One chat turn: renders `request.messages` with the chat template and its generation
+   *  prompt, feeds only what extends the history (the previous reply is already there, as the
+   *  model's own tokens) and generates to an end-of-turn token. */
+  chat(request: ChatRequest, onToken?: (text: string, id: number) => void): Promise<ChatTurn>;
   /** Stops a running generate or stream after the current token. */
   stop(): void;
   tokens(): Uint32Array;
@@ -304,6 +418,16 @@ export declare class Session {
 export declare class WorkerModel {
   private constructor();
   readonly info: ModelInfo;
+  /** See Model.chatTemplate. */
+  readonly chatTemplate: string | undefined;
+  /** See Model.endTokens. */
+  readonly endTokens: Uint32Array;
+  /** See Model.generationDefaults. */
+  readonly generationDefaults: Record<string, number | boolean>;
+  /** See Model.renderChat. */
+  renderChat(request: ChatRequest): Promise<string>;
+  /** See Model.chat. */
+  readonly chat: ChatCompletions;
   encode(text: string): Promise<Uint32Array>;
   decode(ids: Ids): Promise<string>;
   newSession(): WorkerSession;
@@ -328,6 +452,7 @@ export declare class WorkerSession {
   rewind(length: number): Promise<Outcome>;
   generate(options?: GenerateOptions, onToken?: (text: string, id: number) => void): Promise<string>;
   stream(options?: GenerateOptions): AsyncIterableIterator<TokenPiece>;
+  chat(request: ChatRequest, onToken?: (text: string, id: number) => void): Promise<ChatTurn>;
   stop(): void;
   tokens(): Promise<Uint32Array>;
   text(): Promise<string>;

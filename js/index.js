@@ -5,6 +5,11 @@
 // src/wasm/): this file only routes.
 import initWasm, { Model as WasmModel } from './webmamba.js';
 import { WorkerModel, WorkerSession } from './worker-client.js';
+import { addChatCompletions } from './chat.js';
+
+// `model.chat.completions.create(...)` on both kinds of model.
+addChatCompletions(WasmModel);
+addChatCompletions(WorkerModel);
 
 /**
  * Starts the wasm module (once; later calls return the same promise). Optional: the loaders

@@ -148,7 +148,8 @@ export class WorkerModel {
     // in-page, and the worker is ended once it has answered (or after GRACE_MS at the latest).
     const loaded = channel.request({ op, args: [...args, portable(options)] }, options);
     try {
-      return new WorkerModel(channel, await settledOrAborted(loaded, options?.signal));
+      const info = await settledOrAborted(loaded, options?.signal);
+      return new WorkerModel(channel, info, await channel.request({ op: 'chatInfo', id: 0 }));
     } catch (e) {
       if (e?.name === 'AbortError') {
         const end = () => channel.dead || channel.kill(e);
@@ -161,11 +162,17 @@ export class WorkerModel {
     }
   }
 
-  constructor(channel, info) {
+  constructor(channel, info, chat) {
     this.channel = channel;
     /** Where the model runs and its sizes (a plain object). */
     this.info = info;
+    /** The checkpoint's chat template, end-of-turn ids and sampling defaults (see Model). */
+    this.chatTemplate = chat.chatTemplate;
+    this.endTokens = chat.endTokens;
+    this.generationDefaults = chat.generationDefaults;
   }
+
+  renderChat(request) { return this.channel.request({ op: 'renderChat', id: 0, args: [request] }); }
 
   encode(text) { return this.channel.request({ op: 'encode', id: 0, args: [text] }); }
   decode(ids) { return this.channel.request({ op: 'decode', id: 0, args: [ids] }); }
@@ -224,7 +231,10 @@ export class WorkerSession {
   }
   close() { this.channel.post({ op: 'close', id: this.id }); }
 
-  generate(options, onToken) {
+  generate(options, onToken) { return this.generating('generate', options, onToken); }
+  chat(request, onToken) { return this.generating('chat', request, onToken); }
+
+  generating(op, options, onToken) {
     // onToken as the 2nd argument wins over options.onToken, as in-page; anything else that is
     // not a function goes on to be judged by the wasm module.
     const plain = options === undefined || options === null || (typeof options === 'object' && !Array.isArray(options));
@@ -232,7 +242,7 @@ export class WorkerSession {
       options = { ...options, onToken };
       onToken = undefined;
     }
-    return this.channel.request({ op: 'generate', id: this.id, args: [portable(options), onToken] }, options, this.id);
+    return this.channel.request({ op, id: this.id, args: [portable(options), onToken] }, options, this.id);
   }
 
   /** An async iterator of { text, id }: one round trip to the worker per token. */

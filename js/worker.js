@@ -91,6 +91,11 @@ async function run({ call, op, id, into, args = [] }) {
     case 'fork': objects.set(into, target(id).fork()); return [];
     case 'stream': objects.set(into, target(id).stream(options(call, args[0], `stream ${into}`))); return [];
     case 'generate': return [await target(id).generate(options(call, args[0], `call ${call}`), args[1])];
+    case 'chat': return [plain(await target(id).chat(options(call, args[0], `call ${call}`), args[1]))];
+    case 'chatInfo': {
+      const m = target(0);
+      return [{ chatTemplate: m.chatTemplate, endTokens: m.endTokens, generationDefaults: m.generationDefaults }];
+    }
     case 'next': case 'return': {
       const r = await target(id)[op]();
       if (r.done) {

@@ -13,7 +13,7 @@ if (!dir || !existsSync(join(dir, 'webmamba.js'))) {
   process.exit(2);
 }
 
-const LAYER = ['index.js', 'index.d.ts', 'worker.js', 'worker-client.js', 'README.md'];
+const LAYER = ['index.js', 'index.d.ts', 'worker.js', 'worker-client.js', 'chat.js', 'README.md'];
 for (const f of LAYER) copyFileSync(join('js', f), join(dir, f));
 
 const cargo = readFileSync('Cargo.toml', 'utf8');
@@ -41,8 +41,9 @@ const pkg = {
   files: [...LAYER.filter((f) => f !== 'README.md'), ...wasmFiles,
     ...(existsSync(join(dir, 'snippets')) ? ['snippets/'] : []),
     ...(existsSync(join(dir, 'threads', 'webmamba.js')) ? ['threads/'] : [])],
-  // The snippets are wasm-bindgen's inline JS (imported by webmamba.js for their exports only).
-  sideEffects: ['./snippets/*'],
+  // The snippets are wasm-bindgen's inline JS (imported by webmamba.js for their exports only);
+  // index.js gives both model classes their `chat` property (chat.js).
+  sideEffects: ['./snippets/*', './index.js'],
 };
 writeFileSync(join(dir, 'package.json'), `${JSON.stringify(pkg, null, 2)}\n`);
 console.log(`${dir}: package ${pkg.name}@${pkg.version}, entry ${pkg.main}`);

@@ -109,6 +109,16 @@ pub enum Error {
         what: String,
     },
 
+    /// A chat template could not be compiled or rendered (a syntax error, the template's own
+    /// `raise_exception`, a value it cannot use); `line` is the template line when known.
+    #[error("chat template{}: {message}", line.map(|l| format!(" line {l}")).unwrap_or_default())]
+    Template {
+        /// The line of the template.
+        line: Option<usize>,
+        /// What went wrong.
+        message: String,
+    },
+
     /// `tokenizer.json` could not be loaded, or encoding/decoding failed.
     #[error("tokenizer: {0}")]
     Tokenizer(String),
@@ -236,6 +246,7 @@ impl Error {
             Error::NonFiniteWeight { .. } => "NonFiniteWeight",
             Error::NonFiniteOutput { .. } => "NonFiniteOutput",
             Error::Tokenizer(_) => "Tokenizer",
+            Error::Template { .. } => "Template",
             Error::Io { .. } => "Io",
             Error::CacheBudget { .. } => "CacheBudget",
             Error::StateMismatch(_) => "StateMismatch",

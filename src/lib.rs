@@ -15,6 +15,7 @@
 
 pub mod blocks;
 pub mod cache;
+pub mod chat;
 pub mod cpu;
 pub mod engine;
 pub mod error;

@@ -465,3 +465,51 @@ fn perplexity_command_scores_the_second_half_of_each_window() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("fewer than one window"));
 }
+
+/// `webmamba chat` with stdin's lines as the messages (a ChatML template given by --template,
+/// the embedded model): each turn's reply, and on stderr its counts — the second turn reads
+/// only the template's glue and its message (counted from the format with the model's
+/// tokenizer), the rest from the session's state; a model without a template and no
+/// --template is refused with a clear message.
+#[test]
+fn chat_command_reads_only_each_turns_new_tokens() {
+    use std::io::Write;
+    let template = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/chat/chatml-qwen2.5-instruct.jinja");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_webmamba"))
+        .args(["chat", "--template", template, "--system", "You are a player.", "--max-tokens", "8"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"Good morrow.\n\nWhat news?\n/exit\nnot read\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // "[P prompt tokens, R prefilled, C from the session's state; G generated]" per turn.
+    let counts: Vec<Vec<usize>> = stderr
+        .lines()
+        .filter(|l| l.starts_with('['))
+        .map(|l| l.split(|c: char| !c.is_ascii_digit()).filter_map(|n| n.parse().ok()).collect())
+        .collect();
+    assert_eq!(counts.len(), 2, "two turns (the empty line skipped, /exit ends it): {stderr}");
+    let tokenizer =
+        webmamba::Tokenizer::from_bytes(include_bytes!("../www/models/shakespeare-mamba-3m/tokenizer.json"))
+            .unwrap();
+    let glue = tokenizer
+        .encode("<|im_end|>\n<|im_start|>user\nWhat news?<|im_end|>\n<|im_start|>assistant\n", false)
+        .unwrap();
+    let (first, second) = (&counts[0], &counts[1]);
+    assert_eq!((first[1], first[2]), (first[0], 0), "turn 1 reads its whole prompt: {stderr}");
+    assert_eq!(second[1], glue.len(), "turn 2 reads only its glue and message: {stderr}");
+    assert_eq!(
+        second[0],
+        first[0] + first[3] + glue.len(),
+        "the history is the prompt, the reply, the new tokens"
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).trim().is_empty(), "the replies are printed");
+
+    let refused = webmamba(&["chat"]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("no chat template"), "{:?}", refused);
+}

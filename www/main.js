@@ -9,6 +9,8 @@
 // visit, so a reload loses nothing and re-reads nothing.
 // Checkpoints also go to the persistent state store (`store: true`: the origin private file
 // system), so a reload or another tab re-reads nothing a checkpoint covers; #clear-store empties it.
+// A model with a chat template also gets the chat view (chatview.js: bubbles, each turn's
+// prefill count).
 // `?model=URL` loads that model first; `?worker=0` runs the model in the page instead;
 // `?store=0` keeps checkpoints in memory only.
 import { Model } from './pkg/index.js'; // the npm package's entry: no init() needed
@@ -16,6 +18,7 @@ import { mib, size } from './format.js';
 import { lastModelUrl, recall, remember, sessionName, setLastModelUrl } from './saved.js';
 import { draw } from './timeline.js';
 import { turn } from './turns.js';
+import { chatView } from './chatview.js';
 
 const EMBEDDED = { key: 'models/shakespeare-mamba-3m/', name: 'shakespeare-mamba-3m' };
 const params = new URLSearchParams(location.search);
@@ -36,6 +39,7 @@ const demo = {
 window.demo = demo;
 /** What a turn (turns.js) updates on the page. */
 const ui = { setState, showError, setBusy, showStats, save };
+const chat = chatView(demo, ui);
 
 function setState(state, message) {
   document.body.dataset.state = state;
@@ -206,6 +210,7 @@ async function open(source, load) {
   Object.assign(demo, { model, source, session: null, last: null });
   previous?.free();
   describe(model.info, source);
+  chat.show(model);
   const record = recall(source.key);
   let restored = null;
   let reread = null; // tokens the restore read (through the state store)

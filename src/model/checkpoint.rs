@@ -1,9 +1,10 @@
 //! [`Checkpoint`]: a Hugging Face model folder opened for loading — `config.json`,
-//! `tokenizer.json` when present, and the headers of `model.safetensors` (or of the shards
+//! `tokenizer.json` and the chat files ([`ChatConfig`]) when present, and the headers of `model.safetensors` (or of the shards
 //! `model.safetensors.index.json` names), checked against the config ([`Layout`]). The weights
 //! themselves are read later, streamed into the backend that runs them:
 //! [`Checkpoint::weights`] for the CPU, [`crate::GpuModel::load`] for the GPU.
 
+use crate::chat::ChatConfig;
 use crate::error::Result;
 use crate::load::files::Files;
 use crate::load::host::HostSink;
@@ -22,6 +23,9 @@ pub struct Checkpoint {
     pub layout: Layout,
     /// `tokenizer.json`, when the checkpoint has one.
     pub tokenizer_json: Option<Vec<u8>>,
+    /// The chat template, special tokens and end-of-turn ids (`tokenizer_config.json`,
+    /// `chat_template.jinja`, `generation_config.json`, config.json's `eos_token_id`).
+    pub chat: ChatConfig,
     files: Files,
 }
 
@@ -40,7 +44,26 @@ impl Checkpoint {
         let weight_map = index_json.map(parse_index).transpose()?;
         let headers = names.iter().map(|n| files.header(n)).collect::<Result<Vec<_>>>()?;
         let layout = Layout::new(&config, headers, weight_map.as_ref())?;
-        Ok(Self { config, layout, tokenizer_json, files })
+        let chat = ChatConfig::from_files(None, None, None, Some(config_json))?;
+        Ok(Self { config, layout, tokenizer_json, chat, files })
+    }
+
+    /// With the chat files' bytes (each when the checkpoint has it: `tokenizer_config.json`,
+    /// `chat_template.jinja`, `generation_config.json`), for checkpoints given as bytes.
+    pub fn with_chat_files(
+        mut self,
+        tokenizer_config: Option<&[u8]>,
+        chat_template_jinja: Option<&[u8]>,
+        generation_config: Option<&[u8]>,
+    ) -> Result<Self> {
+        let config_ids = std::mem::take(&mut self.chat.eos_token_ids);
+        self.chat = ChatConfig::from_files(tokenizer_config, chat_template_jinja, generation_config, None)?;
+        for id in config_ids {
+            if !self.chat.eos_token_ids.contains(&id) {
+                self.chat.eos_token_ids.push(id);
+            }
+        }
+        Ok(self)
     }
 
     /// Opens a model folder: `config.json`, then `model.safetensors` if it exists, else
@@ -69,7 +92,20 @@ impl Checkpoint {
         };
         let headers = names.iter().map(|n| files.header(n)).collect::<Result<Vec<_>>>()?;
         let layout = Layout::new(&config, headers, weight_map.as_ref())?;
-        Ok(Self { config, layout, tokenizer_json, files })
+        // As the browser's loader: chat_template.jinja only where tokenizer_config.json has no
+        // template (`wants_template_file`).
+        let tokenizer_config = files.read_small("tokenizer_config.json")?;
+        let chat_template = match crate::chat::wants_template_file(tokenizer_config.as_deref()) {
+            true => files.read_small("chat_template.jinja")?,
+            false => None,
+        };
+        let chat = ChatConfig::from_files(
+            tokenizer_config.as_deref(),
+            chat_template.as_deref(),
+            files.read_small("generation_config.json")?.as_deref(),
+            Some(&config_json),
+        )?;
+        Ok(Self { config, layout, tokenizer_json, chat, files })
     }
 
     /// Reads every weight into memory for the CPU backend (matrices kept as stored).

@@ -157,7 +157,7 @@ impl Runtime {
             }
         };
         d.produced += 1;
-        d.eos = d.options.stop_at_eos && Some(token) == self.engine.config().eos_token_id;
+        d.eos = d.options.stop_at_eos && self.end_tokens.contains(&token);
         Ok(Some(token))
     }
 

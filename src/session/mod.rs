@@ -141,6 +141,8 @@ pub struct Runtime {
     greedy_batch: usize,
     /// The persistent tier under the cache (`session/store_io.rs`), if set.
     store: Option<crate::store::Store>,
+    /// Tokens that end a generation with `stop_at_eos` (see [`Runtime::set_end_tokens`]).
+    end_tokens: Vec<u32>,
 }
 
 /// What a finished operation leaves in its session.
@@ -176,6 +178,7 @@ impl Runtime {
             cache.use_pages(Pages::new(page_bytes, ids.collect()));
         }
         Ok(Self {
+            end_tokens: engine.config().eos_token_id.into_iter().collect(),
             engine,
             cache,
             sessions: HashMap::new(),
@@ -201,6 +204,18 @@ impl Runtime {
     /// The cache settings.
     pub fn cache_config(&self) -> &CacheConfig {
         self.cache.config()
+    }
+
+    /// Sets the tokens that end a generation (with `stop_at_eos`): by default config.json's
+    /// `eos_token_id`; a chat model's loader sets every end-of-turn id its files name
+    /// ([`crate::chat::ChatConfig::end_ids`]: generation_config's list, the eos token's).
+    pub fn set_end_tokens(&mut self, ids: Vec<u32>) {
+        self.end_tokens = ids;
+    }
+
+    /// The tokens that end a generation.
+    pub fn end_tokens(&self) -> &[u32] {
+        &self.end_tokens
     }
 
     /// Opens a session with an empty history.

@@ -5,6 +5,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use crate::chat::ChatConfig;
 use crate::error::{Error, Result};
 use crate::session::Runtime;
 use crate::tokenizer::Tokenizer;
@@ -15,6 +16,8 @@ use crate::tokenizer::Tokenizer;
 pub(crate) struct Shared {
     pub rt: RefCell<Option<Runtime>>,
     pub tokenizer: Option<Tokenizer>,
+    /// The chat template and end-of-turn settings from the checkpoint's files.
+    pub chat: ChatConfig,
     /// The state store's warnings so far (a failed write, a full quota, a damaged record
     /// removed), newest last, at most [`KEPT_WARNINGS`]: each is also logged when it happens.
     pub store_warnings: RefCell<Vec<String>>,

@@ -1,5 +1,5 @@
 //! The browser's side of the streaming load ([`crate::load`]): reads a [`WebSource`]'s
-//! `config.json`, `tokenizer.json` and index, then each safetensors header through a Range
+//! `config.json`, `tokenizer.json`, the chat files and the index, then each safetensors header through a Range
 //! request (everything is checked and every buffer allocated before a weight byte arrives),
 //! then streams each file into the same [`TensorStream`] and sinks the native loaders use
 //! (from where the header's read stopped, when the server ignored Range and sent it all).
@@ -7,6 +7,7 @@
 //! Whatever ends a load early (an error, a stall, its AbortSignal) drops the file being read,
 //! which cancels its download.
 
+use crate::chat::{ChatConfig, wants_template_file};
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 use crate::gpu_model::FLUSH_BYTES;
@@ -23,6 +24,9 @@ const HEAD_BYTES: u64 = 64 << 10;
 pub(crate) struct Opened {
     pub config: Config,
     pub tokenizer_json: Option<Vec<u8>>,
+    /// The chat files' settings (`tokenizer_config.json`, `chat_template.jinja`,
+    /// `generation_config.json`, each when the folder has it).
+    pub chat: ChatConfig,
     pub layout: Layout,
 }
 
@@ -43,6 +47,18 @@ pub(crate) async fn open(source: &WebSource, reporter: &mut Reporter) -> Result<
     })?;
     let config = Config::from_json(&config_json)?;
     let tokenizer_json = small("tokenizer.json").await?;
+    let tokenizer_config = small("tokenizer_config.json").await?;
+    let chat_template = match wants_template_file(tokenizer_config.as_deref()) {
+        true => small("chat_template.jinja").await?,
+        false => None,
+    };
+    let generation_config = small("generation_config.json").await?;
+    let chat = ChatConfig::from_files(
+        tokenizer_config.as_deref(),
+        chat_template.as_deref(),
+        generation_config.as_deref(),
+        Some(&config_json),
+    )?;
     // `model.safetensors` first, as natively: asking a single-file folder for an index it does
     // not have would be a failed request (a red line in the page's console) on every load.
     let mut single = source.read_head_if_any("model.safetensors", HEAD_BYTES).await?;
@@ -75,7 +91,7 @@ pub(crate) async fn open(source: &WebSource, reporter: &mut Reporter) -> Result<
         reporter.report(Phase::Download, &h.name, 0, h.size);
     }
     let layout = Layout::new(&config, headers, weight_map.as_ref())?;
-    Ok(Opened { config, tokenizer_json, layout })
+    Ok(Opened { config, tokenizer_json, chat, layout })
 }
 
 /// Streams every file of `opened` into `sink`; with `ctx`, waits for the GPU queue every

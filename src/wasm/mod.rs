@@ -5,6 +5,7 @@
 mod args;
 mod backend;
 mod body;
+mod chat;
 mod http;
 mod info;
 mod lease;

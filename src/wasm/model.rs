@@ -25,10 +25,12 @@ use crate::wasm::watch::abortable;
 use crate::wasm::web_source::{self, WebSource};
 use crate::wasm::{args, saved, to_js};
 
+/// `tokenizer.json`'s bytes and the chat files' settings, as a loader found them.
+type TextFiles<'a> = (Option<&'a [u8]>, &'a crate::chat::ChatConfig);
 /// A loaded model.
 #[wasm_bindgen]
 pub struct Model {
-    shared: Rc<Shared>,
+    pub(crate) shared: Rc<Shared>,
     info: ModelInfo,
 }
 
@@ -130,8 +132,8 @@ impl Model {
                 let ctx = Provisional::new(ctx);
                 match GpuModel::load_reporting(&ctx, &checkpoint, gpu_options(&o), &mut reporter).await {
                     Ok(m) => {
-                        let tokenizer = checkpoint.tokenizer_json.as_deref();
-                        return Self::on_gpu(m, ctx, tokenizer, o, reporter.warnings().to_vec());
+                        let text = (checkpoint.tokenizer_json.as_deref(), &checkpoint.chat);
+                        return Self::on_gpu(m, ctx, text, o, reporter.warnings().to_vec());
                     }
                     Err(e) => fallback(&o, e)?,
                 }
@@ -139,7 +141,13 @@ impl Model {
             Err(why) => why,
         };
         let weights = checkpoint.weights_reporting(&mut reporter)?;
-        Self::on_cpu(weights, why, checkpoint.tokenizer_json.as_deref(), o, reporter.warnings())
+        Self::on_cpu(
+            weights,
+            why,
+            (checkpoint.tokenizer_json.as_deref(), &checkpoint.chat),
+            o,
+            reporter.warnings(),
+        )
     }
 
     async fn load_source(source: WebSource, o: LoadConfig) -> Result<Model> {
@@ -155,8 +163,8 @@ impl Model {
                             loader::stream(&source, &opened, &mut loading.sink, Some(&*ctx), &mut reporter)
                                 .await?;
                         let m = loading.finish(fingerprint, &mut reporter).await?;
-                        let tokenizer = opened.tokenizer_json.as_deref();
-                        return Self::on_gpu(m, ctx, tokenizer, o, reporter.warnings().to_vec());
+                        let text = (opened.tokenizer_json.as_deref(), &opened.chat);
+                        return Self::on_gpu(m, ctx, text, o, reporter.warnings().to_vec());
                     }
                     Err(e) => fallback(&o, e)?,
                 }
@@ -166,7 +174,7 @@ impl Model {
         let mut sink = HostSink::new(&opened.layout)?;
         let fingerprint = loader::stream(&source, &opened, &mut sink, None, &mut reporter).await?;
         let weights = sink.finish(&opened.config, &opened.layout, fingerprint)?;
-        Self::on_cpu(weights, why, opened.tokenizer_json.as_deref(), o, reporter.warnings())
+        Self::on_cpu(weights, why, (opened.tokenizer_json.as_deref(), &opened.chat), o, reporter.warnings())
     }
 
     /// The model on the CPU (`why`: the reason it is not on a GPU), on the threads it gets,
@@ -174,14 +182,14 @@ impl Model {
     fn on_cpu(
         weights: ModelWeights,
         why: String,
-        tokenizer: Option<&[u8]>,
+        text: TextFiles<'_>,
         o: LoadConfig,
         warnings: &[String],
     ) -> Result<Model> {
         let (threads, warning) = o.cpu_threads();
         let engine = Engine::cpu_with(weights, o.max_context, threads)?;
         let warnings = warnings.iter().cloned().chain(warning).collect();
-        Self::assemble(engine, why, tokenizer, o, warnings)
+        Self::assemble(engine, why, text, o, warnings)
     }
 
     /// The model on the GPU: `ctx`'s device is kept only once the model exists (an error in
@@ -189,12 +197,12 @@ impl Model {
     fn on_gpu(
         m: GpuModel,
         ctx: Provisional,
-        tokenizer: Option<&[u8]>,
+        text: TextFiles<'_>,
         o: LoadConfig,
         warnings: Vec<String>,
     ) -> Result<Model> {
         let adapter = ctx.summary().to_string();
-        let model = Self::assemble(Engine::Gpu(Box::new(m)), adapter, tokenizer, o, warnings)?;
+        let model = Self::assemble(Engine::Gpu(Box::new(m)), adapter, text, o, warnings)?;
         ctx.keep();
         Ok(model)
     }
@@ -224,15 +232,22 @@ impl Model {
     fn assemble(
         engine: Engine,
         adapter: String,
-        tokenizer_json: Option<&[u8]>,
+        (tokenizer_json, chat): TextFiles<'_>,
         o: LoadConfig,
         warnings: Vec<String>,
     ) -> Result<Model> {
         let tokenizer = tokenizer_json.map(Tokenizer::from_bytes).transpose()?;
         let cache = o.cache_config(engine.config());
-        let rt = Runtime::new(engine, cache)?;
+        let mut rt = Runtime::new(engine, cache)?;
+        // Every end-of-turn id the files name ends a generation (`stopAtEos`).
+        rt.set_end_tokens(chat.end_ids(|t| tokenizer.as_ref().and_then(|k| k.token_to_id(t))));
         let info = ModelInfo::new(&rt, adapter, warnings);
-        let shared = Shared { rt: RefCell::new(Some(rt)), tokenizer, store_warnings: Default::default() };
+        let shared = Shared {
+            rt: RefCell::new(Some(rt)),
+            tokenizer,
+            chat: chat.clone(),
+            store_warnings: Default::default(),
+        };
         Ok(Model { shared: Rc::new(shared), info })
     }
 

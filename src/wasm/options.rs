@@ -227,7 +227,7 @@ fn wrong(name: &str, what: &str) -> Error {
 
 /// Field `name` of `options` (`None` when it or `options` is undefined/null); `options` must be
 /// an object (`what` names it in the error).
-fn field(options: &JsValue, name: &str, what: &str) -> Result<Option<JsValue>> {
+pub(crate) fn field(options: &JsValue, name: &str, what: &str) -> Result<Option<JsValue>> {
     if options.is_undefined() || options.is_null() {
         return Ok(None);
     }

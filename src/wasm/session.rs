@@ -76,18 +76,26 @@ pub struct Stats {
 /// A conversation: a token history and its live state on the model.
 #[wasm_bindgen]
 pub struct Session {
-    shared: Rc<Shared>,
-    id: SessionId,
-    stop: Rc<Cell<bool>>,
-    sampler: Rc<RefCell<Option<Sampler>>>,
+    pub(crate) shared: Rc<Shared>,
+    pub(crate) id: SessionId,
+    pub(crate) stop: Rc<Cell<bool>>,
+    pub(crate) sampler: Rc<RefCell<Option<Sampler>>>,
+    /// The text the history stands for as of the last chat turn (`chat.rs`).
+    pub(crate) chat: Rc<RefCell<crate::chat::ChatHistory>>,
 }
 
 impl Session {
     pub(crate) fn new(shared: Rc<Shared>, id: SessionId) -> Self {
-        Session { shared, id, stop: Rc::new(Cell::new(false)), sampler: Rc::new(RefCell::new(None)) }
+        Session {
+            shared,
+            id,
+            stop: Rc::new(Cell::new(false)),
+            sampler: Rc::new(RefCell::new(None)),
+            chat: Rc::default(),
+        }
     }
 
-    fn promise<T: Into<JsValue>>(
+    pub(crate) fn promise<T: Into<JsValue>>(
         &self,
         f: impl AsyncFnOnce(&mut Runtime, &Shared, SessionId) -> Result<T> + 'static,
     ) -> js_sys::Promise {
@@ -139,34 +147,7 @@ impl Session {
         }
         self.promise(async move |rt: &mut Runtime, shared: &Shared, id| {
             let options = GenerateConfig::parse(&options, &on_token)?;
-            let kept = sampler.borrow_mut().take();
-            let chosen = options.sampler(kept)?;
-            let tokenizer = shared.tokenizer()?;
-            let native = NativeOptions { max_tokens: options.max_tokens, stop_at_eos: options.stop_at_eos };
-            let mut generation =
-                Generation::new(tokenizer, chosen, native, options.stop.clone(), Pace::ToEnd)?;
-            let mut text = String::new();
-            let on_token = options.on_token.clone();
-            let ran = generation
-                .run(rt, id, tokenizer, |piece| {
-                    text.push_str(&piece.text);
-                    // False when onToken threw.
-                    let shown = match &on_token {
-                        Some(f) if !piece.text.is_empty() => {
-                            f.call2(&JsValue::NULL, &piece.text.as_str().into(), &piece.token.into()).is_ok()
-                        }
-                        _ => true,
-                    };
-                    shown && !stop.get() && !options.aborted()
-                })
-                .await;
-            *sampler.borrow_mut() = Some(generation.into_sampler());
-            let tail = ran?;
-            if options.aborted() {
-                return Err(Error::Aborted("generate stopped by its AbortSignal".into()));
-            }
-            text.push_str(&tail);
-            Ok(text)
+            run_generate(rt, shared, id, &options, &stop, &sampler).await
         })
     }
 
@@ -302,4 +283,43 @@ impl Session {
     pub fn close(&self) -> std::result::Result<(), JsValue> {
         Lease::run(&self.shared, |rt| rt.close_session(self.id)).map_err(to_js)
     }
+}
+
+/// Runs a generation of `options` on session `id` to its end, as `generate` does (the sampler
+/// kept for the next call; `stop` and the signal end it between tokens); the generated text.
+pub(crate) async fn run_generate(
+    rt: &mut Runtime,
+    shared: &Shared,
+    id: SessionId,
+    options: &GenerateConfig,
+    stop: &Cell<bool>,
+    sampler: &RefCell<Option<Sampler>>,
+) -> Result<String> {
+    let kept = sampler.borrow_mut().take();
+    let chosen = options.sampler(kept)?;
+    let tokenizer = shared.tokenizer()?;
+    let native = NativeOptions { max_tokens: options.max_tokens, stop_at_eos: options.stop_at_eos };
+    let mut generation = Generation::new(tokenizer, chosen, native, options.stop.clone(), Pace::ToEnd)?;
+    let mut text = String::new();
+    let on_token = options.on_token.clone();
+    let ran = generation
+        .run(rt, id, tokenizer, |piece| {
+            text.push_str(&piece.text);
+            // False when onToken threw.
+            let shown = match &on_token {
+                Some(f) if !piece.text.is_empty() => {
+                    f.call2(&JsValue::NULL, &piece.text.as_str().into(), &piece.token.into()).is_ok()
+                }
+                _ => true,
+            };
+            shown && !stop.get() && !options.aborted()
+        })
+        .await;
+    *sampler.borrow_mut() = Some(generation.into_sampler());
+    let tail = ran?;
+    if options.aborted() {
+        return Err(Error::Aborted("generate stopped by its AbortSignal".into()));
+    }
+    text.push_str(&tail);
+    Ok(text)
 }

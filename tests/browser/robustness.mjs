@@ -3,7 +3,7 @@
 // through the npm package (www/pkg, built by `npm run build:demo`), on the CPU backend in the
 // page and in a Web Worker (`worker: true`), and on WebGPU (page and worker) where the engine has
 // an adapter (Chromium's SwiftShader):
-//   - every API entry called with wrong-typed and out-of-range arguments, damaged model folders
+//   - every API entry (chat's too) called with wrong-typed and out-of-range arguments, damaged model folders
 //     (written here from the tiny-f32 fixture) and damaged or foreign exported states;
 //   - each case must fail with a WebMambaError of the expected `code` — not a TypeError from the
 //     bindings, not a silent coercion, not a trap, and within 60 s (no promise left unsettled);
@@ -216,6 +216,20 @@ async function matrix(page, base, backend, worker) {
       ['deleteSession(null)', () => model.deleteSession(null), 'InvalidInput'],
       ['append(a function)', () => s.append(() => 'x'), 'InvalidInput'],
       ['generate({ stop: [a function] })', () => s.generate({ stop: [() => 'x'] }), 'InvalidInput'],
+      // Chat (this model has no chat template: a request's chatTemplate gives one)
+      ['chat(5)', () => s.chat(5), 'InvalidInput'],
+      ['chat({})', () => s.chat({}), 'InvalidInput'],
+      ['chat({ messages: "x" })', () => s.chat({ messages: 'x' }), 'InvalidInput'],
+      ['chat without a template', () => s.chat({ messages: [{ role: 'user', content: 'a' }] }), 'Template'],
+      ['chat chatTemplate: 5', () => s.chat({ messages: [], chatTemplate: 5 }), 'InvalidInput'],
+      ['chat with a template that does not parse', () => s.chat({ messages: [], chatTemplate: '{% for m in messages %}' }), 'Template'],
+      ['chat with a template that raises', () => s.chat({ messages: [], chatTemplate: "{{ raise_exception('no') }}" }), 'Template'],
+      ['chat maxTokens: -1', () => s.chat({ messages: [], chatTemplate: 'x', maxTokens: -1 }), 'InvalidInput'],
+      ['chat tools: 5', () => s.chat({ messages: [], chatTemplate: 'x', tools: 5 }), 'InvalidInput'],
+      ['chat templateArgs: [1]', () => s.chat({ messages: [], chatTemplate: 'x', templateArgs: [1] }), 'InvalidInput'],
+      ['chat with a cyclic message', () => { const m = { role: 'user' }; m.self = m; return s.chat({ messages: [m], chatTemplate: 'x' }); }, 'InvalidInput'],
+      ['renderChat(5)', () => model.renderChat(5), 'InvalidInput'],
+      ['renderChat addGenerationPrompt: "yes"', () => model.renderChat({ messages: [], chatTemplate: 'x', addGenerationPrompt: 'yes' }), 'InvalidInput'],
       ['Busy: a second call while generating', async () => {
         const first = s.generate({ maxTokens: 2, stopAtEos: false });
         try { await s.appendTokens([1]); } finally { await first; }

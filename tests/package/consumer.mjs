@@ -4,11 +4,13 @@
 // Vite + TypeScript app (tests/package/app: vite and typescript from npm, no bundler config),
 // type-check it with `tsc --strict --noEmit` (target ES2022 + DOM, skipLibCheck off), `vite
 // build` it, and run it in headless Chromium both built (served statically) and on Vite's dev
-// server: the README's example writes streamed text into the page, and the package's Web Worker
-// (bundled by Vite with its wasm) gives the same greedy text as the page.
+// server: the README's example writes streamed text into the page, the package's Web Worker
+// (bundled by Vite with its wasm) gives the same greedy text as the page, and
+// `model.chat.completions.create({ stream: true })` (typed by the package's declarations)
+// streams the text of the same request not streamed.
 import { execFileSync, spawn } from 'node:child_process';
 import { createServer } from 'node:net';
-import { cpSync, existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { chromium } from 'playwright-core';
 import { serve } from '../../scripts/serve.mjs';
@@ -38,6 +40,10 @@ check(packed.name === 'webmamba', `the package is named ${packed.name}`);
 // A fresh app: the template, the embedded model as a static asset, the tarball installed.
 cpSync('tests/package/app', app, { recursive: true });
 cpSync('www/models/shakespeare-mamba-3m', `${app}/public/models/shakespeare-mamba-3m`, { recursive: true });
+// The same model with a chat template (Qwen2.5-Instruct's ChatML, tests/fixtures/chat).
+cpSync('www/models/shakespeare-mamba-3m', `${app}/public/models/chat-model`, { recursive: true });
+writeFileSync(`${app}/public/models/chat-model/tokenizer_config.json`, JSON.stringify({
+  chat_template: readFileSync('tests/fixtures/chat/chatml-qwen2.5-instruct.jinja', 'utf8'), eos_token: '<|endoftext|>' }));
 sh('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', `../${packed.filename}`], app);
 const installed = JSON.parse(readFileSync(`${app}/node_modules/webmamba/package.json`, 'utf8'));
 check(installed.exports['.'].types === './index.d.ts', 'installed: its exports name the types and the entry');
@@ -70,9 +76,13 @@ async function runApp(browser, url, how) {
   check(r.streamed.length > 0, `${how}: the app wrote the streamed text: ${JSON.stringify(r.streamed)}`);
   check(typeof r.text === 'string' && r.text.length > 0, `${how}: generate resolved to text: ${JSON.stringify(r.text)}`);
   check(r.page && r.worker === r.page, `${how}: the package's worker (${r.workerBackend}) gives the page's greedy text: ${JSON.stringify(r.worker)}`);
-  // fromUrl asks for the shard index first; a single-file model has none (Chromium logs the 404).
-  const unexpected = errors.filter((e) => !/404.*\/model\.safetensors\.index\.json$/.test(e));
-  check(unexpected.length === 0, `${how}: no console errors but the index probe's 404 ${JSON.stringify(unexpected)}`);
+  const usage = JSON.parse(r.chatUsage ?? 'null');
+  check(r.chatStreamed?.length > 0 && r.chatStreamed === r.chatWhole && usage?.completion_tokens > 0 && usage.prompt_tokens > 0,
+    `${how}: chat.completions.create with stream: true gives the text of the same request not streamed (${JSON.stringify(r.chatStreamed)}), usage on the last chunk ${r.chatUsage}`);
+  // fromUrl asks for the optional files a model folder may have: tokenizer_config.json (the
+  // embedded model has none; Chromium logs the 404).
+  const unexpected = errors.filter((e) => !/404.*\/(model\.safetensors\.index\.json|tokenizer_config\.json|chat_template\.jinja|generation_config\.json)$/.test(e));
+  check(unexpected.length === 0, `${how}: no console errors but the optional files' 404s ${JSON.stringify(unexpected)}`);
 }
 
 /** A free TCP port on 127.0.0.1. */

@@ -8,11 +8,10 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use webmamba::sampling::{Sampler, SamplingOptions};
 use webmamba::session::{Generation, Pace};
 use webmamba::{CacheConfig, GenerateOptions, Matmul, Runtime, Tokenizer};
 
-use crate::setup::{Backend, ContextArgs, Weights, checkpoint, engine};
+use crate::setup::{Backend, ContextArgs, SamplingArgs, Weights, checkpoint, engine};
 
 /// `webmamba generate`'s flags.
 #[derive(Args)]
@@ -27,24 +26,11 @@ pub struct GenerateArgs {
     /// Number of tokens to generate (fewer if the model emits its end-of-text token).
     #[arg(long, default_value_t = GenerateOptions::DEFAULT_MAX_TOKENS)]
     max_tokens: usize,
-    /// 0 = greedy; otherwise sample from softmax(logits / temperature).
-    #[arg(long, default_value_t = 0.0)]
-    temperature: f32,
-    /// Sample among the k most likely tokens only (0: all).
-    #[arg(long, default_value_t = 0)]
-    top_k: usize,
-    /// Sample among the most likely tokens whose probabilities add up to p (1: all).
-    #[arg(long, default_value_t = 1.0)]
-    top_p: f32,
-    /// Penalise tokens already in the history (> 1 discourages repeats; 1: off).
-    #[arg(long, default_value_t = 1.0)]
-    repetition_penalty: f32,
+    #[command(flatten)]
+    sampling: SamplingArgs,
     /// Stop at this string (not printed); may be given several times.
     #[arg(long)]
     stop: Vec<String>,
-    /// Seed of the sampler.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
     /// Where to run the forward pass.
     #[arg(long, value_enum, default_value_t = Backend::Cpu)]
     backend: Backend,
@@ -63,16 +49,11 @@ pub fn run(a: GenerateArgs) -> Result<()> {
     let engine = engine(&checkpoint, a.backend, Matmul::Auto, a.weights, a.context)?;
     let cache = CacheConfig::for_model(engine.config());
     let mut rt = Runtime::new(engine, cache)?;
+    rt.set_end_tokens(checkpoint.chat.end_ids(|t| tokenizer.token_to_id(t)));
     let session = rt.new_session()?;
     let ids = tokenizer.encode(&a.prompt, true)?;
     pollster::block_on(rt.append(session, &ids))?;
-    let options = SamplingOptions {
-        temperature: a.temperature,
-        top_k: a.top_k,
-        top_p: a.top_p,
-        repetition_penalty: a.repetition_penalty,
-    };
-    let sampler = Sampler::new(options, a.seed)?;
+    let sampler = a.sampling.sampler()?;
     let generate = GenerateOptions { max_tokens: a.max_tokens, stop_at_eos: true };
     let mut generation = Generation::new(&tokenizer, sampler, generate, a.stop, Pace::ToEnd)?;
     let mut stdout = std::io::stdout().lock();

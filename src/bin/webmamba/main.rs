@@ -5,6 +5,7 @@
 //! webmamba logits   [--model DIR] --ids 1,2,3 [--backend cpu|gpu] --out logits.npy
 //! webmamba generate [--model DIR] --prompt TEXT --max-tokens N [--temperature 0] [--top-k K]
 //!                   [--top-p P] [--repetition-penalty R] [--stop TEXT]... [--seed S] [--backend cpu|gpu]
+//! webmamba chat     [--model DIR] [--template FILE] [--system TEXT] [--max-tokens 256] [--temperature 0] …
 //! webmamba bench    [--model DIR | --shape 130m] [--prompt-tokens N] [--decode-tokens N]
 //! webmamba bench    --suite [--model DIR | --shape 130m] [--json] [--runs N] [--formats f32,f16,int8,q4]
 //! webmamba replay   [--model DIR] --ops FILE [--block-size B] [--retention dense|sparse:K]
@@ -16,6 +17,7 @@
 //! `logits`, `generate`, `replay` and `perplexity` take `--weights f32|f16|int8|q4` (GPU weight storage).
 
 mod bench;
+mod chat;
 mod default_model;
 mod generate;
 mod npy;
@@ -67,6 +69,9 @@ enum Command {
     },
     /// Generates text after a prompt and streams it to stdout.
     Generate(generate::GenerateArgs),
+    /// A conversation on a terminal with the model's chat template, each turn reading only its
+    /// new tokens.
+    Chat(chat::ChatArgs),
     /// Writes a seeded random model of a published shape as a Hugging Face folder (for
     /// loading tests and benchmarks at real sizes).
     Random {
@@ -116,6 +121,7 @@ fn main() -> Result<()> {
             eprintln!("wrote {} ({} x {vocab}, {} backend)", out.display(), ids.len(), e.name());
         }
         Command::Generate(args) => generate::run(args)?,
+        Command::Chat(args) => chat::run(args)?,
         Command::Random { shape, dtype, shards, seed, zeros, q4_grid, out } => {
             let json = shape.config_json();
             let values = match (zeros, q4_grid) {

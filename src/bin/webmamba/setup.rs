@@ -43,6 +43,39 @@ impl From<Weights> for WeightFormat {
     }
 }
 
+/// The sampler's flags (`generate`, `chat`).
+#[derive(Clone, Copy, Debug, clap::Args)]
+pub struct SamplingArgs {
+    /// 0 = greedy; otherwise sample from softmax(logits / temperature).
+    #[arg(long, default_value_t = 0.0)]
+    pub temperature: f32,
+    /// Sample among the k most likely tokens only (0: all).
+    #[arg(long, default_value_t = 0)]
+    pub top_k: usize,
+    /// Sample among the most likely tokens whose probabilities add up to p (1: all).
+    #[arg(long, default_value_t = 1.0)]
+    pub top_p: f32,
+    /// Penalise tokens already in the history (> 1 discourages repeats; 1: off).
+    #[arg(long, default_value_t = 1.0)]
+    pub repetition_penalty: f32,
+    /// Seed of the sampler.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+impl SamplingArgs {
+    /// The sampler these flags describe.
+    pub fn sampler(&self) -> webmamba::Result<webmamba::sampling::Sampler> {
+        let options = webmamba::sampling::SamplingOptions {
+            temperature: self.temperature,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            repetition_penalty: self.repetition_penalty,
+        };
+        webmamba::sampling::Sampler::new(options, self.seed)
+    }
+}
+
 /// How the GPU stores a hybrid's cached keys and values.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum Kv {

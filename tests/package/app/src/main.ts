@@ -1,4 +1,5 @@
 import { Model } from 'webmamba';
+import type { ChatCompletion, ChatCompletionUsage } from 'webmamba';
 const model = await Model.fromUrl('/models/shakespeare-mamba-3m/', { onProgress: (p) => console.log(p.phase, p.loaded, p.total) });
 const session = model.newSession();
 await session.append('Once upon a time');
@@ -14,10 +15,25 @@ const greedy = async (m: { newSession(): { append(t: string): Promise<unknown>; 
   return s.generate({ maxTokens: 12 });
 };
 const inWorker = await Model.fromUrl('/models/shakespeare-mamba-3m/', { worker: true });
+
+// OpenAI-shaped chat (the same model with a ChatML template in its tokenizer_config.json),
+// streamed as pages written against WebLLM read it, then the same request not streamed.
+const chatModel = await Model.fromUrl('/models/chat-model/');
+const request = { messages: [{ role: 'user', content: 'Good morrow.' }], max_tokens: 8, temperature: 0 };
+let streamed = '';
+let usage: ChatCompletionUsage | undefined;
+for await (const chunk of await chatModel.chat.completions.create({ ...request, stream: true })) {
+  streamed += chunk.choices[0]?.delta.content ?? '';
+  usage = chunk.usage ?? usage;
+}
+const whole: ChatCompletion = await chatModel.chat.completions.create(request);
 Object.assign(document.body.dataset, {
   text,
   page: await greedy(model),
   worker: await greedy(inWorker),
   workerBackend: inWorker.info.backend,
+  chatStreamed: streamed,
+  chatWhole: whole.choices[0]?.message.content ?? '',
+  chatUsage: JSON.stringify(usage),
   done: 'true',
 });

@@ -1,0 +1,125 @@
+//! `webmamba chat`: a conversation on a terminal. Each line typed is a user message; the
+//! conversation is rendered with the model's chat template (or `--template FILE`) as HF's
+//! `apply_chat_template` renders it, each turn feeds only what extends the session's history
+//! (`webmamba::chat::ChatHistory`: the previous reply stays as the model's own tokens), and the
+//! reply streams to stdout until an end-of-turn token (generation_config's, the eos token's).
+//! After each reply, stderr gets the turn's token counts. `/reset` starts over, `/exit` (or the
+//! end of input) ends it. Not on a terminal, stdin's lines are the messages, one turn each.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use serde_json::json;
+use webmamba::chat::{ChatHistory, ChatTemplate};
+use webmamba::session::{Generation, Pace};
+use webmamba::{CacheConfig, GenerateOptions, Matmul, Runtime, Tokenizer};
+
+use crate::setup::{Backend, ContextArgs, SamplingArgs, Weights, checkpoint, engine};
+
+/// `webmamba chat`'s flags.
+#[derive(Args)]
+pub struct ChatArgs {
+    /// Model folder (config.json, weights, tokenizer.json, tokenizer_config.json with its chat
+    /// template). Default: the embedded shakespeare-mamba-3m (which has no template: pass
+    /// --template).
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// A Jinja chat template to use instead of the model's.
+    #[arg(long)]
+    template: Option<PathBuf>,
+    /// The system prompt.
+    #[arg(long)]
+    system: Option<String>,
+    /// Most tokens per reply.
+    #[arg(long, default_value_t = 256)]
+    max_tokens: usize,
+    #[command(flatten)]
+    sampling: SamplingArgs,
+    /// Where to run the forward pass.
+    #[arg(long, value_enum, default_value_t = Backend::Cpu)]
+    backend: Backend,
+    /// How the GPU stores weight matrices.
+    #[arg(long, value_enum, default_value_t = Weights::F16)]
+    weights: Weights,
+    #[command(flatten)]
+    context: ContextArgs,
+}
+
+/// Runs it.
+pub fn run(a: ChatArgs) -> Result<()> {
+    let checkpoint = checkpoint(a.model.as_ref())?;
+    let json = checkpoint.tokenizer_json.as_deref().context("the model folder has no tokenizer.json")?;
+    let tokenizer = Tokenizer::from_bytes(json)?;
+    let source = match &a.template {
+        Some(path) => std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?,
+        None => match checkpoint.chat.template(false) {
+            Some(t) => t.to_string(),
+            None => bail!(
+                "the model has no chat template (tokenizer_config.json or chat_template.jinja): pass --template FILE"
+            ),
+        },
+    };
+    let template = ChatTemplate::new(&source, checkpoint.chat.special_tokens.clone())?;
+    let engine = engine(&checkpoint, a.backend, Matmul::Auto, a.weights, a.context)?;
+    let cache = CacheConfig::for_model(engine.config());
+    let mut rt = Runtime::new(engine, cache)?;
+    rt.set_end_tokens(checkpoint.chat.end_ids(|t| tokenizer.token_to_id(t)));
+    let mut sampler = Some(a.sampling.sampler()?);
+    let generate = GenerateOptions { max_tokens: a.max_tokens, stop_at_eos: true };
+    let system: Vec<serde_json::Value> =
+        a.system.iter().map(|s| json!({ "role": "system", "content": s })).collect();
+    let mut messages = system.clone();
+    let mut session = rt.new_session()?;
+    let mut history = ChatHistory::default();
+    let interactive = std::io::stdin().is_terminal();
+    let mut stdout = std::io::stdout().lock();
+    let mut lines = std::io::stdin().lock().lines();
+    loop {
+        if interactive {
+            eprint!("> ");
+        }
+        let Some(line) = lines.next().transpose()? else { break };
+        match line.trim() {
+            "" => continue,
+            "/exit" => break,
+            "/reset" => {
+                rt.close_session(session)?;
+                session = rt.new_session()?;
+                history.clear();
+                messages = system.clone();
+                continue;
+            }
+            _ => {}
+        }
+        messages.push(json!({ "role": "user", "content": line }));
+        let rendered = template.render_prompt(&json!({ "messages": messages }).to_string())?;
+        let before = rt.history(session)?.to_vec();
+        let target = history.target(&before, &rendered, &tokenizer)?;
+        let outcome = pollster::block_on(rt.edit(session, &target.tokens))?;
+        let chosen = sampler.take().context("the sampler")?;
+        let mut generation = Generation::new(&tokenizer, chosen, generate, Vec::new(), Pace::ToEnd)?;
+        let mut reply = String::new();
+        let ran = pollster::block_on(generation.run(&mut rt, session, &tokenizer, |piece| {
+            reply.push_str(&piece.text);
+            write!(stdout, "{}", piece.text).and_then(|()| stdout.flush()).is_ok()
+        }));
+        sampler = Some(generation.into_sampler());
+        let tail = ran?;
+        reply.push_str(&tail);
+        writeln!(stdout, "{tail}")?;
+        let after = rt.history(session)?.to_vec();
+        let generated = after.get(target.tokens.len()..).unwrap_or_default();
+        history.record(&rendered, &target.tokens, generated, &tokenizer)?;
+        eprintln!(
+            "[{} prompt tokens, {} prefilled, {} from the session's state; {} generated]",
+            target.tokens.len(),
+            outcome.prefilled,
+            target.tokens.len() - outcome.prefilled,
+            generated.len()
+        );
+        messages.push(json!({ "role": "assistant", "content": reply }));
+    }
+    Ok(())
+}

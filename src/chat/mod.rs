@@ -1,0 +1,13 @@
+//! Chat: a checkpoint's chat template and end-of-turn tokens ([`ChatConfig`], from
+//! `tokenizer_config.json`, `chat_template.jinja` and `generation_config.json`), rendered as
+//! Hugging Face transformers renders them ([`ChatTemplate`], minijinja with HF's additions);
+//! turns that read only their new tokens ([`ChatHistory`]).
+
+mod config;
+mod pyjson;
+mod template;
+mod turn;
+
+pub use config::{ChatConfig, wants_template_file};
+pub use template::ChatTemplate;
+pub use turn::{ChatHistory, TurnTokens};

@@ -1,0 +1,143 @@
+//! [`ChatTemplate`]: a model's Jinja chat template rendered as Hugging Face transformers renders
+//! it (`apply_chat_template`, `transformers/utils/chat_template_utils.py`): a sandboxed Jinja
+//! environment with `trim_blocks` and `lstrip_blocks`, loop controls, `raise_exception`,
+//! `strftime_now`, `tojson` as Python's `json.dumps` ([`super::pyjson`]), Python's str/dict/list
+//! methods (minijinja-contrib's `pycompat`), and the context HF passes: `messages`, `tools`,
+//! `documents`, `add_generation_prompt`, the tokenizer's special tokens, and any other key.
+
+use minijinja::value::{Kwargs, Value};
+use minijinja::{Environment, ErrorKind};
+
+use super::pyjson::{Style, dumps};
+use crate::error::{Error, Result};
+
+/// A compiled chat template.
+pub struct ChatTemplate {
+    env: Environment<'static>,
+    /// The special tokens HF passes (`bos_token`, `eos_token`, `unk_token`, `pad_token`).
+    special: Vec<(String, String)>,
+}
+
+const NAME: &str = "chat_template";
+
+/// A minijinja error as the crate's typed one, with the template line it points at.
+fn template_error(e: minijinja::Error) -> Error {
+    let mut message = match e.detail() {
+        Some(detail) if e.kind() == ErrorKind::InvalidOperation => detail.to_string(),
+        _ => e.to_string(),
+    };
+    let mut source = std::error::Error::source(&e);
+    while let Some(inner) = source {
+        message.push_str(&format!(": {inner}"));
+        source = inner.source();
+    }
+    Error::Template { line: e.line(), message }
+}
+
+impl ChatTemplate {
+    /// Compiles `source`; `special` are the tokenizer's special tokens as (name, text), e.g.
+    /// `("eos_token", "<|end_of_text|>")`. A syntax error is [`Error::Template`] with its line.
+    pub fn new(source: &str, special: Vec<(String, String)>) -> Result<Self> {
+        Self::with_clock(source, special, None)
+    }
+
+    /// Like [`ChatTemplate::new`], with `strftime_now` reading `now` instead of the local clock
+    /// (reproducible renderings: tests, fixtures).
+    pub fn with_clock(
+        source: &str,
+        special: Vec<(String, String)>,
+        now: Option<chrono::NaiveDateTime>,
+    ) -> Result<Self> {
+        let mut env = Environment::new();
+        env.set_trim_blocks(true);
+        env.set_lstrip_blocks(true);
+        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.add_function("raise_exception", |message: String| -> Result<Value, minijinja::Error> {
+            Err(minijinja::Error::new(ErrorKind::InvalidOperation, message))
+        });
+        env.add_function("strftime_now", move |format: String| -> Result<String, minijinja::Error> {
+            let now = now.unwrap_or_else(|| chrono::Local::now().naive_local());
+            let mut out = String::new();
+            use std::fmt::Write;
+            write!(out, "{}", now.format(&format)).map_err(|_| {
+                minijinja::Error::new(
+                    ErrorKind::InvalidOperation,
+                    format!("strftime_now: bad format {format:?}"),
+                )
+            })?;
+            Ok(out)
+        });
+        env.add_filter("tojson", |v: Value, kwargs: Kwargs| -> Result<String, minijinja::Error> {
+            let indent: Option<Value> = kwargs.get("indent")?;
+            let separators: Option<Vec<String>> = kwargs.get("separators")?;
+            let sort_keys: Option<bool> = kwargs.get("sort_keys")?;
+            let _: Option<bool> = kwargs.get("ensure_ascii")?; // always False in HF's templates
+            kwargs.assert_all_used()?;
+            let indent = match indent {
+                None => None,
+                Some(v) if v.is_none() => None,
+                Some(v) => match v.as_str() {
+                    Some(s) => Some(s.to_string()),
+                    None => Some(" ".repeat(usize::try_from(v)?)),
+                },
+            };
+            let separators = match separators.as_deref() {
+                Some([item, key]) => Some((item.clone(), key.clone())),
+                Some(_) => {
+                    return Err(minijinja::Error::new(
+                        ErrorKind::InvalidOperation,
+                        "tojson: separators is a pair",
+                    ));
+                }
+                None => None,
+            };
+            dumps(&v, &Style::new(indent, separators, sort_keys.unwrap_or(false)))
+        });
+        env.add_template_owned(NAME, source.to_string()).map_err(template_error)?;
+        Ok(Self { env, special })
+    }
+
+    /// Renders the conversation in `context`, a JSON object: `messages` (a list of `{role,
+    /// content, …}`), optionally `tools`, `documents`, `add_generation_prompt` and any key the
+    /// template reads (HF's `**kwargs`, e.g. `enable_thinking`). The special tokens are there
+    /// unless the context sets them.
+    pub fn render(&self, context: &str) -> Result<String> {
+        self.render_defaulting(context, false)
+    }
+
+    /// Like [`ChatTemplate::render`], with `add_generation_prompt` true unless the context says
+    /// otherwise: the prompt of a chat turn.
+    pub fn render_prompt(&self, context: &str) -> Result<String> {
+        self.render_defaulting(context, true)
+    }
+
+    fn render_defaulting(&self, context: &str, generation_prompt: bool) -> Result<String> {
+        let ctx: Value = serde_json::from_str(context)
+            .map_err(|e| Error::InvalidInput(format!("the chat context is not a JSON object: {e}")))?;
+        if ctx.kind() != minijinja::value::ValueKind::Map {
+            return Err(Error::InvalidInput("the chat context is not a JSON object".into()));
+        }
+        let mut map: Vec<(Value, Value)> = Vec::new();
+        for (name, text) in &self.special {
+            map.push((Value::from(name.as_str()), Value::from(text.as_str())));
+        }
+        for (key, default) in [
+            ("tools", Value::from(())),
+            ("documents", Value::from(())),
+            ("add_generation_prompt", Value::from(generation_prompt)),
+        ] {
+            map.push((Value::from(key), default));
+        }
+        for key in ctx.try_iter().map_err(template_error)? {
+            let value = ctx.get_item(&key).map_err(template_error)?;
+            map.retain(|(k, _)| k != &key);
+            map.push((key, value));
+        }
+        if map.iter().all(|(k, _)| k.as_str() != Some("messages")) {
+            return Err(Error::InvalidInput("the chat context has no messages".into()));
+        }
+        let context = Value::from_iter(map);
+        let template = self.env.get_template(NAME).map_err(template_error)?;
+        template.render(context).map_err(template_error)
+    }
+}

@@ -1,0 +1,188 @@
+//! Chat for JavaScript: `model.chatTemplate`, `model.renderChat(request)` and
+//! `session.chat(request, onToken?)` — the checkpoint's chat template rendered as HF renders it
+//! ([`crate::chat::ChatTemplate`]), a turn feeding only what extends the session's history
+//! ([`crate::chat::ChatHistory`]) and generating to the end-of-turn token.
+
+use js_sys::{Array, JSON};
+use wasm_bindgen::prelude::*;
+
+use crate::chat::ChatTemplate;
+use crate::error::{Error, Result};
+use crate::session::Runtime;
+use crate::wasm::lease::Shared;
+use crate::wasm::model::Model;
+use crate::wasm::options::{GenerateConfig, field};
+use crate::wasm::session::{Session, run_generate};
+use crate::wasm::{args, to_js};
+
+/// What a chat turn did: the reply, and the token counts of its prompt.
+#[wasm_bindgen(getter_with_clone, inspectable)]
+#[derive(Clone, Debug)]
+pub struct ChatTurn {
+    /// The reply's text (without the end-of-turn token).
+    pub text: String,
+    /// Tokens of the whole rendered conversation (the session's history before the reply).
+    #[wasm_bindgen(js_name = promptTokens)]
+    pub prompt_tokens: u32,
+    /// Of those, the ones run through the model by this turn.
+    pub prefilled: u32,
+    /// Of those, the ones that came from the session's live state or a cached checkpoint.
+    #[wasm_bindgen(js_name = cachedTokens)]
+    pub cached_tokens: u32,
+    /// Tokens generated (the end-of-turn token included when it came).
+    #[wasm_bindgen(js_name = completionTokens)]
+    pub completion_tokens: u32,
+    /// `"stop"` (an end-of-turn token or a stop string) or `"length"` (maxTokens).
+    #[wasm_bindgen(js_name = finishReason)]
+    pub finish_reason: String,
+}
+
+/// A JSON value's text, for the template's context.
+fn json(v: &JsValue, name: &str) -> Result<String> {
+    JSON::stringify(v)
+        .ok()
+        .and_then(|s| s.as_string())
+        .ok_or_else(|| Error::InvalidInput(format!("{name} cannot be written as JSON")))
+}
+
+/// The template context of `request` (`{ messages, tools?, documents?, templateArgs? }`) as JSON
+/// text (the objects' key order kept), and whether it has tools.
+fn context(request: &JsValue) -> Result<(String, bool)> {
+    let what = "the chat request";
+    let messages = field(request, "messages", what)?.ok_or_else(|| {
+        Error::InvalidInput("the chat request needs messages: [{ role, content }, …]".into())
+    })?;
+    if !Array::is_array(&messages) {
+        return Err(args::wrong("messages", "an array of { role, content }", &messages));
+    }
+    let mut out = format!("{{\"messages\": {}", json(&messages, "messages")?);
+    let mut tools = false;
+    for name in ["tools", "documents"] {
+        if let Some(v) = field(request, name, what)? {
+            if !Array::is_array(&v) {
+                return Err(args::wrong(name, "an array", &v));
+            }
+            tools |= name == "tools" && Array::from(&v).length() > 0;
+            out.push_str(&format!(", \"{name}\": {}", json(&v, name)?));
+        }
+    }
+    if let Some(extra) = field(request, "templateArgs", what)? {
+        if !extra.is_object() || Array::is_array(&extra) {
+            return Err(args::wrong("templateArgs", "an object", &extra));
+        }
+        let text = json(&extra, "templateArgs")?;
+        let inner = text.trim().trim_start_matches('{').trim_end_matches('}').trim();
+        if !inner.is_empty() {
+            out.push_str(", ");
+            out.push_str(inner);
+        }
+    }
+    out.push('}');
+    Ok((out, tools))
+}
+
+/// `context` rendered with `request.chatTemplate` or the model's template (`prompt`: with the
+/// generation prompt unless the context says otherwise).
+fn render(shared: &Shared, request: &JsValue, context: &str, tools: bool, prompt: bool) -> Result<String> {
+    let given = match field(request, "chatTemplate", "the chat request")? {
+        Some(v) => Some(args::string(&v, "chatTemplate")?),
+        None => None,
+    };
+    let source = match &given {
+        Some(t) => t.as_str(),
+        None => shared.chat.template(tools).ok_or_else(|| Error::Template {
+            line: None,
+            message: "the model has no chat template (tokenizer_config.json's chat_template or \
+                      chat_template.jinja): pass chatTemplate"
+                .into(),
+        })?,
+    };
+    let template = ChatTemplate::new(source, shared.chat.special_tokens.clone())?;
+    if prompt { template.render_prompt(context) } else { template.render(context) }
+}
+
+#[wasm_bindgen]
+impl Model {
+    /// The checkpoint's chat template (`undefined` when it has none).
+    #[wasm_bindgen(getter = chatTemplate)]
+    pub fn chat_template(&self) -> Option<String> {
+        self.shared.chat.template(false).map(str::to_string)
+    }
+
+    /// The tokens that end a generation: the files' end-of-turn ids.
+    #[wasm_bindgen(getter = endTokens)]
+    pub fn end_tokens(&self) -> std::result::Result<Vec<u32>, JsValue> {
+        crate::wasm::lease::Lease::run(&self.shared, |rt| Ok(rt.end_tokens().to_vec())).map_err(to_js)
+    }
+
+    /// generation_config.json's sampling defaults, as given (an object).
+    #[wasm_bindgen(getter = generationDefaults, unchecked_return_type = "Record<string, number | boolean>")]
+    pub fn generation_defaults(&self) -> JsValue {
+        let text = serde_json::Value::Object(self.shared.chat.generation.clone()).to_string();
+        JSON::parse(&text).unwrap_or(JsValue::UNDEFINED)
+    }
+
+    /// Renders `{ messages, tools?, documents?, templateArgs?, addGenerationPrompt? }` with the
+    /// chat template, as HF's `apply_chat_template(..., tokenize=False)` does.
+    #[wasm_bindgen(js_name = renderChat)]
+    pub fn render_chat(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "ChatRequest")] request: JsValue,
+    ) -> std::result::Result<String, JsValue> {
+        let (ctx, tools) = context(&request).map_err(to_js)?;
+        let prompt = match field(&request, "addGenerationPrompt", "the chat request").map_err(to_js)? {
+            None => false,
+            Some(v) => {
+                v.as_bool().ok_or_else(|| to_js(args::wrong("addGenerationPrompt", "a boolean", &v)))?
+            }
+        };
+        render(&self.shared, &request, &ctx, tools, prompt).map_err(to_js)
+    }
+}
+
+#[wasm_bindgen]
+impl Session {
+    /// One chat turn: renders `request.messages` (with `tools`, `documents`, `templateArgs`)
+    /// with the model's template and its generation prompt, feeds only what extends the
+    /// history (the previous reply is already there, as the model's own tokens), and generates
+    /// with `request`'s generate options to an end-of-turn token; `onToken(text, id)` as
+    /// `generate`'s. Resolves to a `ChatTurn`.
+    #[wasm_bindgen(unchecked_return_type = "Promise<ChatTurn>")]
+    pub fn chat(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "ChatRequest")] request: JsValue,
+        #[wasm_bindgen(js_name = onToken, unchecked_param_type = "((text: string, id: number) => void) | undefined")]
+        on_token: JsValue,
+    ) -> js_sys::Promise {
+        let (stop, sampler, history) = (self.stop.clone(), self.sampler.clone(), self.chat.clone());
+        if self.shared.is_idle() {
+            stop.set(false);
+        }
+        self.promise(async move |rt: &mut Runtime, shared: &Shared, id| {
+            let (ctx, tools) = context(&request)?;
+            let options = GenerateConfig::parse(&request, &on_token)?;
+            let rendered = render(shared, &request, &ctx, tools, true)?;
+            let tokenizer = shared.tokenizer()?;
+            let before = rt.history(id)?.to_vec();
+            let target = history.borrow().target(&before, &rendered, tokenizer)?;
+            let outcome = rt.edit(id, &target.tokens).await?;
+            let ran = run_generate(rt, shared, id, &options, &stop, &sampler).await;
+            let after = rt.history(id)?.to_vec();
+            let generated = after.get(target.tokens.len()..).unwrap_or_default();
+            match &ran {
+                Ok(_) => history.borrow_mut().record(&rendered, &target.tokens, generated, tokenizer)?,
+                Err(_) => history.borrow_mut().clear(),
+            }
+            let text = ran?;
+            let n = target.tokens.len();
+            Ok(ChatTurn {
+                text,
+                prompt_tokens: n as u32,
+                prefilled: outcome.prefilled as u32,
+                cached_tokens: n.saturating_sub(outcome.prefilled) as u32,
+                completion_tokens: generated.len() as u32,
+                finish_reason: if generated.len() >= options.max_tokens { "length" } else { "stop" }.into(),
+            })
+        })
+    }
+}
