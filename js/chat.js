@@ -14,10 +14,6 @@ function invalid(message) {
 /** The session.chat request for an OpenAI-shaped one. */
 function turnRequest(model, r) {
   if (r === null || typeof r !== 'object' || Array.isArray(r)) throw invalid('chat.completions.create needs a request object');
-  const format = r.response_format?.type;
-  if (format !== undefined && format !== 'text') {
-    throw invalid(`response_format ${JSON.stringify(format)} is not supported yet (only "text")`);
-  }
   const defaults = model.generationDefaults ?? {};
   const sampled = defaults.do_sample !== false;
   const pick = (value, fallback) => (value === undefined || value === null ? fallback : value);
@@ -33,6 +29,9 @@ function turnRequest(model, r) {
   if (r.stop !== undefined && r.stop !== null) request.stop = typeof r.stop === 'string' ? [r.stop] : r.stop;
   if (r.tools !== undefined) request.tools = r.tools;
   if (r.signal !== undefined) request.signal = r.signal;
+  // json_schema, json_object (and webmamba's regex) constrain the tokens: the wasm module
+  // judges the shape.
+  if (r.response_format !== undefined && r.response_format !== null) request.responseFormat = r.response_format;
   return request;
 }
 

@@ -116,7 +116,17 @@ export interface ChatRequest extends GenerateOptions {
   /** renderChat only: end with the assistant's turn opening (default false there; a chat turn
    *  always has it). */
   addGenerationPrompt?: boolean;
+  /** Structured output: the reply is constrained token by token (llguidance) to JSON valid
+   *  under a JSON schema (OpenAI's shape), any JSON object, or a regular expression. */
+  responseFormat?: ResponseFormat;
 }
+
+/** What a reply must be: free text, JSON (a schema, or any object), or a regex's match. */
+export type ResponseFormat =
+  | { type: 'text' }
+  | { type: 'json_object' }
+  | { type: 'json_schema'; json_schema: { name?: string; schema: object | boolean; strict?: boolean } }
+  | { type: 'regex'; regex: string };
 
 /** What a chat turn did. */
 export interface ChatTurn {
@@ -147,8 +157,9 @@ export interface ChatCompletionRequest {
   seed?: number | null;
   stop?: string | string[] | null;
   tools?: object[];
-  /** 'text' only for now: the others reject with InvalidInput. */
-  response_format?: { type: 'text' } | { type: 'json_object' } | { type: 'json_schema'; json_schema: { name?: string; schema?: object; strict?: boolean } };
+  /** JSON valid under a schema, any JSON object, or (webmamba's) a regex's match: enforced on
+   *  every token. */
+  response_format?: ResponseFormat;
   stream_options?: { include_usage?: boolean } | null;
   /** webmamba's: stops the generation (the stream ends, create rejects with AbortError). */
   signal?: AbortSignal;

@@ -91,7 +91,7 @@ fn fixture_list_matches_the_folder() {
     let mut on_disk: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
         .filter_map(|e| e.ok())
-        .filter(|e| e.path().is_dir())
+        .filter(|e| e.path().join("config.json").is_file()) // model folders (chat/ holds templates)
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     on_disk.sort();

@@ -1,9 +1,11 @@
 //! Chat: a checkpoint's chat template and end-of-turn tokens ([`ChatConfig`], from
 //! `tokenizer_config.json`, `chat_template.jinja` and `generation_config.json`), rendered as
 //! Hugging Face transformers renders them ([`ChatTemplate`], minijinja with HF's additions);
-//! turns that read only their new tokens ([`ChatHistory`]).
+//! turns that read only their new tokens ([`ChatHistory`]); structured output
+//! ([`constraint`]: JSON schemas and regexes as token masks, llguidance).
 
 mod config;
+pub mod constraint;
 mod pyjson;
 mod template;
 mod turn;

@@ -18,6 +18,9 @@ pub(crate) struct Shared {
     pub tokenizer: Option<Tokenizer>,
     /// The chat template and end-of-turn settings from the checkpoint's files.
     pub chat: ChatConfig,
+    /// tokenizer.json's text, for structured output's grammars (built on first use).
+    pub tokenizer_json: Option<Vec<u8>>,
+    pub grammars: RefCell<Option<crate::chat::constraint::Grammars>>,
     /// The state store's warnings so far (a failed write, a full quota, a damaged record
     /// removed), newest last, at most [`KEPT_WARNINGS`]: each is also logged when it happens.
     pub store_warnings: RefCell<Vec<String>>,

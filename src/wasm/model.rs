@@ -246,6 +246,8 @@ impl Model {
             rt: RefCell::new(Some(rt)),
             tokenizer,
             chat: chat.clone(),
+            tokenizer_json: tokenizer_json.map(<[u8]>::to_vec),
+            grammars: RefCell::new(None),
             store_warnings: Default::default(),
         };
         Ok(Model { shared: Rc::new(shared), info })

@@ -144,7 +144,7 @@ impl WebSource {
                 Ok((head, Some(file.size() as u64)))
             }
             WebSource::Url { base, cache, stall_ms, kept, .. } => {
-                if let Some(mut cached) = self.open_cached(name).await? {
+                if let Some(Some(mut cached)) = self.open_cached(name).await? {
                     return Ok((first_bytes(&mut cached.reader, len, name).await?, cached.size));
                 }
                 // Going on from this file's whole-file answer, if an earlier read kept it.
@@ -198,11 +198,17 @@ impl WebSource {
                     return Ok(Some(opened));
                 }
                 if let Some(cached) = self.open_cached(name).await? {
-                    return Ok(Some(cached));
+                    return Ok(cached);
                 }
                 let url = format!("{base}{name}");
                 let fetched = match fetch(&url, "GET", None, *stall_ms).await {
-                    Err(Error::Io { reason, .. }) if missing(&reason) => return Ok(None),
+                    Err(Error::Io { reason, .. }) if missing(&reason) => {
+                        // Remembered, so that a reload (or an offline visit) need not ask again.
+                        if let Some(cache) = cache {
+                            let _ = remember_missing(cache, &url).await;
+                        }
+                        return Ok(None);
+                    }
                     other => other?,
                 };
                 whole(cache.as_ref(), &url, fetched, *stall_ms, name).map(Some)
@@ -239,13 +245,17 @@ impl WebSource {
         .ok_or_else(|| Error::Io { path: name.into(), reason: NOT_PICKED.into() })
     }
 
-    /// The offline cache's copy of `name`, opened, if there is a valid one ([`Self::cached`]).
-    async fn open_cached(&self, name: &str) -> Result<Option<Opened>> {
+    /// The offline cache's copy of `name`, opened, if there is a valid one ([`Self::cached`]):
+    /// `Some(None)` where the cache remembers that the folder has no such file.
+    async fn open_cached(&self, name: &str) -> Result<Option<Option<Opened>>> {
         let WebSource::Url { stall_ms, .. } = self else { return Ok(None) };
         let Some(cached) = self.cached(name).await? else { return Ok(None) };
+        if is_missing_marker(&cached) {
+            return Ok(Some(None));
+        }
         let size = header_u64(&cached, "content-length");
         let body = Body::new(&cached, None, *stall_ms, name)?;
-        Ok(Some(Opened { reader: Reader::Stream { body, head: Vec::new() }, size, cache_write: None }))
+        Ok(Some(Some(Opened { reader: Reader::Stream { body, head: Vec::new() }, size, cache_write: None })))
     }
 
     /// The cached response for `name`, if there is one and the server (when reachable) agrees
@@ -256,11 +266,14 @@ impl WebSource {
         let found = JsFuture::from(cache.match_with_str(&url)).await.ok().filter(|v| !v.is_undefined());
         let Some(cached) = found.and_then(|v| v.dyn_into::<Response>().ok()) else { return Ok(None) };
         let known = fresh.borrow().get(name).copied();
+        let marker = is_missing_marker(&cached);
         let valid = match known {
             Some(v) => v,
             None => {
                 let v = match fetch(&url, "HEAD", None, *stall_ms).await {
-                    Ok(head) => same_file(&cached, &head.response),
+                    Ok(head) => !marker && same_file(&cached, &head.response),
+                    // A file remembered as missing stays so while the server says so.
+                    Err(Error::Io { reason, .. }) if missing(&reason) => marker,
                     Err(Error::Io { reason, .. }) if reason.starts_with("HTTP") => false,
                     Err(_) => true, // offline: the cached copy is all there is
                 };
@@ -316,7 +329,25 @@ fn whole(cache: Option<&Cache>, url: &str, fetched: Fetched, stall_ms: u32, name
     Ok(Opened { reader: Reader::Stream { body, head: Vec::new() }, size, cache_write })
 }
 
-/// Deletes every cached file under `base`; resolves to how many there were.
+/// The header of the cache's entry for a file the folder does not have (a 404 remembered).
+const MISSING_HEADER: &str = "x-webmamba-missing";
+
+fn is_missing_marker(cached: &Response) -> bool {
+    cached.headers().has(MISSING_HEADER).unwrap_or(false)
+}
+
+/// Keeps in `cache` that `url` is missing (an empty entry with [`MISSING_HEADER`]).
+async fn remember_missing(cache: &Cache, url: &str) -> std::result::Result<(), JsValue> {
+    let headers = web_sys::Headers::new()?;
+    headers.set(MISSING_HEADER, "1")?;
+    let init = web_sys::ResponseInit::new();
+    init.set_headers(&headers);
+    let marker = Response::new_with_opt_str_and_init(Some(""), &init)?;
+    JsFuture::from(cache.put_with_str(url, &marker)).await.map(drop)
+}
+
+/// Deletes every cached file under `base` (and the 404s remembered there); resolves to how many
+/// files there were.
 pub async fn clear_cache(base: &str) -> Result<u32> {
     let Some(cache) = open_cache().await else { return Ok(0) };
     let base = absolute(if base.ends_with('/') { base.to_string() } else { format!("{base}/") });
@@ -325,8 +356,12 @@ pub async fn clear_cache(base: &str) -> Result<u32> {
     for key in js_sys::Array::from(&keys).iter() {
         let Ok(request) = key.dyn_into::<Request>() else { continue };
         if request.url().starts_with(&base) {
+            // A remembered 404 is no copy of a file: removed, not counted.
+            let entry = JsFuture::from(cache.match_with_request(&request)).await.ok();
+            let marker =
+                entry.and_then(|e| e.dyn_into::<Response>().ok()).is_some_and(|r| is_missing_marker(&r));
             let gone = JsFuture::from(cache.delete_with_request(&request)).await;
-            deleted += gone.is_ok_and(|v| v.is_truthy()) as u32;
+            deleted += (gone.is_ok_and(|v| v.is_truthy()) && !marker) as u32;
         }
     }
     Ok(deleted)

@@ -24,7 +24,8 @@
 //     transformers' rendering (references.json) in every engine; three session.chat turns, each
 //     prefilling only its message and the template's glue, the reply the uncached run's;
 //     chat.completions.create with and without stream: true (chunks adding up to the text, the
-//     last with finish_reason and usage whose cached_tokens counts the reused prompt).
+//     last with finish_reason and usage whose cached_tokens counts the reused prompt), and with
+//     response_format json_schema (seeded samples that parse and follow the schema).
 import { readFileSync } from 'node:fs';
 import { serve } from '../../scripts/serve.mjs';
 import { runEngines } from './harness.mjs';
@@ -312,7 +313,16 @@ async function chat(page, worker) {
     const next = [...ask, { role: 'assistant', content: done.choices[0].message.content }, { role: 'user', content: 'Again.' }];
     for await (const c of await model.chat.completions.create({ messages: next, max_tokens: 6, temperature: 0, stream: true })) chunks.push(c);
     out.chunks = chunks.map((c) => ({ object: c.object, delta: c.choices[0].delta, finish: c.choices[0].finish_reason, usage: c.usage }));
-    try { await model.chat.completions.create({ messages: ask, response_format: { type: 'json_object' } }); out.format = 'accepted'; } catch (e) { out.format = e.code; }
+    // Structured output: three seeded samples under a JSON schema parse and follow it.
+    const schema = { type: 'object', properties: { name: { type: 'string', maxLength: 10 }, age: { type: 'integer', minimum: 0, maximum: 99 } },
+      required: ['name', 'age'], additionalProperties: false };
+    out.json = [];
+    for (const seed of [1, 2, 3]) {
+      const r = await model.chat.completions.create({ messages: ask, max_tokens: 80, temperature: 1, seed,
+        response_format: { type: 'json_schema', json_schema: { name: 'player', schema } } });
+      out.json.push(r.choices[0].message.content);
+    }
+    try { await model.chat.completions.create({ messages: ask, response_format: { type: 'xml' } }); out.format = 'accepted'; } catch (e) { out.format = e.code; }
     try { await s.chat({ messages: [], chatTemplate: '{{ raise_exception("no") }}' }); out.raised = 'accepted'; } catch (e) { out.raised = `${e.code}: ${e.message}`; }
     model.free();
     return out;
@@ -336,7 +346,15 @@ async function chat(page, worker) {
     && r.chunks.slice(0, -1).every((x) => x.finish === null && !x.usage), `chat.completions.create stream${w}: ${r.chunks.length} chunks, the last with finish_reason ${last.finish}`);
   check(last.usage.completion_tokens <= 6 && last.usage.prompt_tokens_details.cached_tokens >= c.usage.prompt_tokens + n,
     `chat.completions.create stream${w}: ${JSON.stringify(text)}; the continuation reuses the first conversation's ${last.usage.prompt_tokens_details.cached_tokens} prompt tokens (of ${last.usage.prompt_tokens})`);
-  check(r.format === 'InvalidInput', `chat.completions.create${w}: response_format json_object is ${r.format} (not supported yet)`);
+  const follows = (text) => {
+    try {
+      const v = JSON.parse(text);
+      return JSON.stringify(Object.keys(v)) === '["name","age"]' && typeof v.name === 'string' && v.name.length <= 10
+        && Number.isInteger(v.age) && v.age >= 0 && v.age <= 99;
+    } catch { return false; }
+  };
+  check(r.json.length === 3 && r.json.every(follows), `chat.completions.create${w}: response_format json_schema: ${JSON.stringify(r.json)}`);
+  check(r.format === 'InvalidInput', `chat.completions.create${w}: response_format { type: "xml" } is ${r.format}`);
   check(r.raised.startsWith('Template: ') && r.raised.includes('no'), `chat${w}: the template's raise_exception is a Template error (${r.raised})`);
 }
 

@@ -232,13 +232,13 @@ async function cache(page, server, base) {
       Cache.prototype.put = put;
     }
   }, url);
-  check(refused.ok && refused.warnings.length === 3 && refused.inProgress === 3 && /quota exceeded/.test(refused.warnings[0]),
+  check(refused.ok && refused.warnings.length === 4 && refused.inProgress === 4 && /quota exceeded/.test(refused.warnings[0]),
     `a refused cache write is a warning and the load succeeds: ${JSON.stringify(refused)}`);
   const cleared = await page.evaluate((u) => window.webmamba.Model.clearCache(u), url);
   check(cleared === 0, `nothing was cached by the refused writes (${cleared} entries)`);
   const fourth = await loadUrl(page, url, {});
   const cachedAgain = await page.evaluate((u) => window.webmamba.Model.clearCache(u), url);
-  check(fourth.ok && cachedAgain === 3, `clearCache removed the ${cachedAgain} cached files`);
+  check(fourth.ok && cachedAgain === 4, `clearCache removed the ${cachedAgain} cached files (config, tokenizer, generation_config, weights)`);
   const mid2 = weightBytesSent(server, prefix);
   const third = await loadUrl(page, url, { cache: false });
   const again = await page.evaluate((u) => window.webmamba.Model.clearCache(u), url);

@@ -228,6 +228,9 @@ async function matrix(page, base, backend, worker) {
       ['chat tools: 5', () => s.chat({ messages: [], chatTemplate: 'x', tools: 5 }), 'InvalidInput'],
       ['chat templateArgs: [1]', () => s.chat({ messages: [], chatTemplate: 'x', templateArgs: [1] }), 'InvalidInput'],
       ['chat with a cyclic message', () => { const m = { role: 'user' }; m.self = m; return s.chat({ messages: [m], chatTemplate: 'x' }); }, 'InvalidInput'],
+      ['chat responseFormat: { type: "xml" }', () => s.chat({ messages: [], chatTemplate: 'x', responseFormat: { type: 'xml' } }), 'InvalidInput'],
+      ['chat responseFormat json_schema without a schema', () => s.chat({ messages: [], chatTemplate: 'x', responseFormat: { type: 'json_schema' } }), 'InvalidInput'],
+      ['chat responseFormat regex that does not parse', () => s.chat({ messages: [], chatTemplate: 'x', responseFormat: { type: 'regex', regex: '(' } }), 'InvalidInput'],
       ['renderChat(5)', () => model.renderChat(5), 'InvalidInput'],
       ['renderChat addGenerationPrompt: "yes"', () => model.renderChat({ messages: [], chatTemplate: 'x', addGenerationPrompt: 'yes' }), 'InvalidInput'],
       ['Busy: a second call while generating', async () => {
