@@ -185,3 +185,20 @@ pub(crate) fn message(e: &JsValue) -> String {
         _ => format!("{e:?}"),
     }
 }
+
+/// The header of the cache's entry for a file the folder does not have (a 404 remembered).
+const MISSING_HEADER: &str = "x-webmamba-missing";
+
+pub(crate) fn is_missing_marker(cached: &Response) -> bool {
+    cached.headers().has(MISSING_HEADER).unwrap_or(false)
+}
+
+/// Keeps in `cache` that `url` is missing (an empty entry with [`MISSING_HEADER`]).
+pub(crate) async fn remember_missing(cache: &web_sys::Cache, url: &str) -> std::result::Result<(), JsValue> {
+    let headers = web_sys::Headers::new()?;
+    headers.set(MISSING_HEADER, "1")?;
+    let init = web_sys::ResponseInit::new();
+    init.set_headers(&headers);
+    let marker = Response::new_with_opt_str_and_init(Some(""), &init)?;
+    wasm_bindgen_futures::JsFuture::from(cache.put_with_str(url, &marker)).await.map(drop)
+}

@@ -24,7 +24,10 @@ use web_sys::{Blob, Cache, File, Request, Response};
 use crate::error::{Error, Result};
 use crate::load::files::max_small_bytes;
 use crate::wasm::body::{Body, Tap};
-use crate::wasm::http::{Fetched, fetch, header_u64, io, message, missing, range_total, same_file};
+use crate::wasm::http::{
+    Fetched, fetch, header_u64, io, is_missing_marker, message, missing, range_total, remember_missing,
+    same_file,
+};
 use crate::wasm::watch::{Waited, within};
 
 /// The Cache API cache that holds downloaded model files.
@@ -327,23 +330,6 @@ fn whole(cache: Option<&Cache>, url: &str, fetched: Fetched, stall_ms: u32, name
         put
     });
     Ok(Opened { reader: Reader::Stream { body, head: Vec::new() }, size, cache_write })
-}
-
-/// The header of the cache's entry for a file the folder does not have (a 404 remembered).
-const MISSING_HEADER: &str = "x-webmamba-missing";
-
-fn is_missing_marker(cached: &Response) -> bool {
-    cached.headers().has(MISSING_HEADER).unwrap_or(false)
-}
-
-/// Keeps in `cache` that `url` is missing (an empty entry with [`MISSING_HEADER`]).
-async fn remember_missing(cache: &Cache, url: &str) -> std::result::Result<(), JsValue> {
-    let headers = web_sys::Headers::new()?;
-    headers.set(MISSING_HEADER, "1")?;
-    let init = web_sys::ResponseInit::new();
-    init.set_headers(&headers);
-    let marker = Response::new_with_opt_str_and_init(Some(""), &init)?;
-    JsFuture::from(cache.put_with_str(url, &marker)).await.map(drop)
 }
 
 /// Deletes every cached file under `base` (and the 404s remembered there); resolves to how many
