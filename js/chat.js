@@ -11,6 +11,30 @@ function invalid(message) {
   return Object.assign(new Error(message), { name: 'WebMambaError', code: 'InvalidInput' });
 }
 
+/** An OpenAI message as chat templates read it: a tool call's arguments as an object (OpenAI
+ *  sends the JSON text; templates write them with tojson), no content as ''. */
+function templateMessage(m) {
+  if (m === null || typeof m !== 'object') return m;
+  const out = m.content === null ? { ...m, content: '' } : m;
+  if (!Array.isArray(m.tool_calls)) return out;
+  const parse = (a) => { try { return typeof a === 'string' ? JSON.parse(a) : a; } catch { return a; } };
+  return {
+    ...out,
+    tool_calls: m.tool_calls.map((c) => (c?.function ? { ...c, function: { ...c.function, arguments: parse(c.function.arguments) } } : c)),
+  };
+}
+
+let callCounter = 0;
+
+/** OpenAI's tool_calls for a turn's calls (ids made here). */
+function toolCalls(turn) {
+  return (turn.toolCalls ?? []).map((c) => ({
+    id: `call_${Date.now().toString(36)}${(++callCounter).toString(36)}`,
+    type: 'function',
+    function: { name: c.name, arguments: c.arguments },
+  }));
+}
+
 /** The session.chat request for an OpenAI-shaped one. */
 function turnRequest(model, r) {
   if (r === null || typeof r !== 'object' || Array.isArray(r)) throw invalid('chat.completions.create needs a request object');
@@ -18,7 +42,7 @@ function turnRequest(model, r) {
   const sampled = defaults.do_sample !== false;
   const pick = (value, fallback) => (value === undefined || value === null ? fallback : value);
   const request = {
-    messages: r.messages,
+    messages: Array.isArray(r.messages) ? r.messages.map(templateMessage) : r.messages,
     maxTokens: pick(r.max_completion_tokens, pick(r.max_tokens, defaults.max_new_tokens ?? 256)),
     temperature: pick(r.temperature, sampled ? (defaults.temperature ?? 1) : 0),
     topP: pick(r.top_p, sampled ? (defaults.top_p ?? 1) : 1),
@@ -28,6 +52,8 @@ function turnRequest(model, r) {
   if (r.seed !== undefined && r.seed !== null) request.seed = r.seed;
   if (r.stop !== undefined && r.stop !== null) request.stop = typeof r.stop === 'string' ? [r.stop] : r.stop;
   if (r.tools !== undefined) request.tools = r.tools;
+  if (r.tool_choice !== undefined && r.tool_choice !== null) request.toolChoice = r.tool_choice;
+  if (r.parallel_tool_calls !== undefined && r.parallel_tool_calls !== null) request.parallelToolCalls = r.parallel_tool_calls;
   if (r.signal !== undefined) request.signal = r.signal;
   // json_schema, json_object (and webmamba's regex) constrain the tokens: the wasm module
   // judges the shape.
@@ -63,19 +89,45 @@ async function create(model, r) {
   const name = model.info?.name ?? 'webmamba';
   if (!r.stream) {
     const turn = await s.chat(request);
+    const calls = toolCalls(turn);
+    const message = calls.length > 0
+      ? { role: 'assistant', content: turn.content === '' ? null : turn.content, tool_calls: calls }
+      : { role: 'assistant', content: turn.text };
     return {
       id, object: 'chat.completion', created, model: name,
-      choices: [{ index: 0, message: { role: 'assistant', content: turn.text }, finish_reason: turn.finishReason, logprobs: null }],
+      choices: [{ index: 0, message, finish_reason: turn.finishReason, logprobs: null }],
       usage: usage(turn),
     };
   }
   // Pieces arrive through onToken while the turn runs; the iterator hands them out as chunks
   // and ends with the finish reason and the usage.
+  // With tools, text from a call's opening tag on is held back (a prefix of the tag too, until
+  // the next piece decides): the calls come as delta.tool_calls when the turn ends.
+  const open = request.tools?.length && request.toolChoice !== 'none' ? model.toolCallFormat?.open : undefined;
   const pieces = [];
+  let text = '';
+  let shown = 0;
+  let held = false;
+  const reveal = (piece) => {
+    if (!open) return piece;
+    text += piece;
+    if (held) return '';
+    let end = text.indexOf(open, shown);
+    if (end >= 0) held = true;
+    else {
+      end = text.length;
+      for (let k = Math.min(open.length - 1, text.length - shown); k > 0; k--) {
+        if (open.startsWith(text.slice(text.length - k))) { end = text.length - k; break; }
+      }
+    }
+    const out = text.slice(shown, end);
+    shown = end;
+    return out;
+  };
   let wake = null;
   let finished = null;
   const notify = () => { wake?.(); wake = null; };
-  const turn = s.chat({ ...request, onToken: (text) => { pieces.push(text); notify(); } });
+  const turn = s.chat({ ...request, onToken: (piece) => { const out = reveal(piece); if (out) { pieces.push(out); notify(); } } });
   turn.then((t) => { finished = { turn: t }; notify(); }, (e) => { finished = { error: e }; notify(); });
   const chunk = (delta, finishReason, extra) => ({
     id, object: 'chat.completion.chunk', created, model: name,
@@ -93,10 +145,24 @@ async function create(model, r) {
           return { done: false, value: chunk(delta, null) };
         }
         if (finished) {
+          if (finished.error) { done = true; throw finished.error; }
+          const t = finished.turn;
+          if (open && !finished.calls) {
+            // What was held back: the content after the calls, then the calls.
+            finished.calls = toolCalls(t);
+            const said = text.slice(0, shown);
+            const rest = t.content.startsWith(said) ? t.content.slice(said.length) : '';
+            const delta = rest !== '' ? { content: rest } : {};
+            if (finished.calls.length > 0) delta.tool_calls = finished.calls.map((c, index) => ({ index, ...c }));
+            if (rest !== '' || finished.calls.length > 0) {
+              if (first) delta.role = 'assistant';
+              first = false;
+              return { done: false, value: chunk(delta, null) };
+            }
+          }
           done = true;
-          if (finished.error) throw finished.error;
           const delta = first ? { role: 'assistant', content: '' } : {};
-          return { done: false, value: chunk(delta, finished.turn.finishReason, { usage: usage(finished.turn) }) };
+          return { done: false, value: chunk(delta, t.finishReason, { usage: usage(t) }) };
         }
         await new Promise((resolve) => { wake = resolve; });
       }

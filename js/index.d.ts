@@ -119,6 +119,22 @@ export interface ChatRequest extends GenerateOptions {
   /** Structured output: the reply is constrained token by token (llguidance) to JSON valid
    *  under a JSON schema (OpenAI's shape), any JSON object, or a regular expression. */
   responseFormat?: ResponseFormat;
+  /** With tools: 'auto' (default: calls in the reply are read back into `toolCalls`), 'none'
+   *  (not read), 'required' or one named function (the reply is constrained to calls in the
+   *  template's own format, arguments valid under the tool's parameters schema). */
+  toolChoice?: ToolChoice;
+  /** With a required call: several calls in one reply (default true) or exactly one. */
+  parallelToolCalls?: boolean;
+}
+
+/** OpenAI's tool_choice. */
+export type ToolChoice = 'none' | 'auto' | 'required' | { type: 'function'; function: { name: string } };
+
+/** A tool call read from a reply. */
+export interface ToolCall {
+  name: string;
+  /** The arguments as the JSON text the model wrote. */
+  arguments: string;
 }
 
 /** What a reply must be: free text, JSON (a schema, or any object), or a regex's match. */
@@ -140,14 +156,36 @@ export interface ChatTurn {
   cachedTokens: number;
   /** Tokens generated (the end-of-turn token included when it came). */
   completionTokens: number;
-  /** 'stop' (an end-of-turn token or a stop string) or 'length' (maxTokens). */
-  finishReason: 'stop' | 'length';
+  /** 'stop' (an end-of-turn token or a stop string), 'length' (maxTokens) or 'tool_calls'. */
+  finishReason: 'stop' | 'length' | 'tool_calls';
+  /** The reply without its tool calls (the text when it made none). */
+  content: string;
+  /** Tool calls read from the reply in the template's format (see ChatRequest.toolChoice). */
+  toolCalls: ToolCall[];
+}
+
+/** OpenAI's tool call, as create returns it and takes it back in an assistant message. */
+export interface ChatCompletionToolCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string };
+}
+
+/** A message as chat.completions.create takes it (OpenAI's shape: an assistant message with
+ *  tool_calls may have content null; a tool call's arguments JSON text is parsed for the
+ *  template). */
+export interface ChatCompletionMessage {
+  role: 'system' | 'user' | 'assistant' | 'tool' | string;
+  content: string | null;
+  tool_calls?: ChatCompletionToolCall[];
+  tool_call_id?: string;
+  [field: string]: unknown;
 }
 
 /** `model.chat.completions.create(request)`: OpenAI's request shape (the fields webmamba
  *  reads; sampling defaults from generation_config.json, else OpenAI's). */
 export interface ChatCompletionRequest {
-  messages: ChatMessage[];
+  messages: ChatCompletionMessage[];
   stream?: boolean;
   /** Most tokens to generate (default: generation_config's max_new_tokens, else 256). */
   max_tokens?: number | null;
@@ -157,6 +195,9 @@ export interface ChatCompletionRequest {
   seed?: number | null;
   stop?: string | string[] | null;
   tools?: object[];
+  /** See ChatRequest.toolChoice. */
+  tool_choice?: ToolChoice | null;
+  parallel_tool_calls?: boolean | null;
   /** JSON valid under a schema, any JSON object, or (webmamba's) a regex's match: enforced on
    *  every token. */
   response_format?: ResponseFormat;
@@ -178,7 +219,12 @@ export interface ChatCompletion {
   object: 'chat.completion';
   created: number;
   model: string;
-  choices: { index: number; message: { role: 'assistant'; content: string }; finish_reason: 'stop' | 'length'; logprobs: null }[];
+  choices: {
+    index: number;
+    message: { role: 'assistant'; content: string | null; tool_calls?: ChatCompletionToolCall[] };
+    finish_reason: 'stop' | 'length' | 'tool_calls';
+    logprobs: null;
+  }[];
   usage: ChatCompletionUsage;
 }
 
@@ -187,7 +233,14 @@ export interface ChatCompletionChunk {
   object: 'chat.completion.chunk';
   created: number;
   model: string;
-  choices: { index: number; delta: { role?: 'assistant'; content?: string }; finish_reason: 'stop' | 'length' | null; logprobs: null }[];
+  choices: {
+    index: number;
+    /** With tools, text from a call's opening tag on is held back; the calls come whole in one
+     *  delta before the last chunk. */
+    delta: { role?: 'assistant'; content?: string; tool_calls?: (ChatCompletionToolCall & { index: number })[] };
+    finish_reason: 'stop' | 'length' | 'tool_calls' | null;
+    logprobs: null;
+  }[];
   /** On the last chunk (whatever stream_options says). */
   usage?: ChatCompletionUsage;
 }
@@ -367,6 +420,9 @@ export declare class Model {
   /** The conversation rendered with the chat template, as HF's
    *  `apply_chat_template(..., tokenize=False)`. A template error rejects with `Template`. */
   renderChat(request: ChatRequest): string;
+  /** The tags around a tool call in the chat template's format (undefined when it has none
+   *  webmamba can read). */
+  readonly toolCallFormat: { open: string; close: string } | undefined;
   /** OpenAI-shaped chat completions (pages written against WebLLM / the OpenAI SDK). */
   readonly chat: ChatCompletions;
   /** Token ids of `text`. */
@@ -437,6 +493,8 @@ export declare class WorkerModel {
   readonly generationDefaults: Record<string, number | boolean>;
   /** See Model.renderChat. */
   renderChat(request: ChatRequest): Promise<string>;
+  /** See Model.toolCallFormat. */
+  readonly toolCallFormat: { open: string; close: string } | undefined;
   /** See Model.chat. */
   readonly chat: ChatCompletions;
   encode(text: string): Promise<Uint32Array>;

@@ -166,10 +166,11 @@ export class WorkerModel {
     this.channel = channel;
     /** Where the model runs and its sizes (a plain object). */
     this.info = info;
-    /** The checkpoint's chat template, end-of-turn ids and sampling defaults (see Model). */
+    /** The checkpoint's chat template, end-of-turn ids, sampling defaults and tool-call tags (see Model). */
     this.chatTemplate = chat.chatTemplate;
     this.endTokens = chat.endTokens;
     this.generationDefaults = chat.generationDefaults;
+    this.toolCallFormat = chat.toolCallFormat;
   }
 
   renderChat(request) { return this.channel.request({ op: 'renderChat', id: 0, args: [request] }); }

@@ -94,7 +94,7 @@ async function run({ call, op, id, into, args = [] }) {
     case 'chat': return [plain(await target(id).chat(options(call, args[0], `call ${call}`), args[1]))];
     case 'chatInfo': {
       const m = target(0);
-      return [{ chatTemplate: m.chatTemplate, endTokens: m.endTokens, generationDefaults: m.generationDefaults }];
+      return [{ chatTemplate: m.chatTemplate, endTokens: m.endTokens, generationDefaults: m.generationDefaults, toolCallFormat: m.toolCallFormat }];
     }
     case 'next': case 'return': {
       const r = await target(id)[op]();

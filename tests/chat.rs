@@ -3,7 +3,8 @@
 //! transformers renders (`tools/fixtures/chat_templates.py` → references.json) for
 //! conversations with a system prompt, several turns, tools and a tool call, documents; a
 //! broken template is a typed `Template` error naming its line; the checkpoint files' chat
-//! settings (`tokenizer_config.json`, `chat_template.jinja`, `generation_config.json`) parse.
+//! settings (`tokenizer_config.json`, `chat_template.jinja`, `generation_config.json`) parse;
+//! tool calls are read back from HF's renderings, and required calls are valid and re-render.
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -14,7 +15,8 @@ use webmamba::chat::{ChatConfig, ChatTemplate};
 wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
 
 macro_rules! both {
-    ($(fn $name:ident() $body:block)*) => {$(
+    ($($(#[$doc:meta])* fn $name:ident() $body:block)*) => {$(
+        $(#[$doc])*
         #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
         #[cfg_attr(not(target_arch = "wasm32"), test)]
         fn $name() $body
@@ -317,4 +319,212 @@ fn structured_output() {
 #[wasm_bindgen_test::wasm_bindgen_test]
 async fn structured_output() {
     structured_output_is_valid_json_and_survives_a_stop().await;
+}
+
+fn special_tokens(template: &str) -> Vec<(String, String)> {
+    let eos = if template == "granite-4.0-h" { "<|end_of_text|>" } else { "<|im_end|>" };
+    vec![("eos_token".into(), eos.into())]
+}
+
+both! {
+    /// Each template's tool-call syntax, learned by rendering a probe, reads back the calls of
+    /// every conversation HF rendered with calls in it (the system prompt's example block, not
+    /// JSON, stays text).
+    fn tool_calls_read_back_from_hf_renderings() {
+        use webmamba::chat::{ToolCall, ToolSyntax};
+        let refs: References = serde_json::from_str(REFERENCES).unwrap();
+        let mut read = 0;
+        for case in &refs.cases {
+            let t = ChatTemplate::new(template(&case.template), special_tokens(&case.template)).unwrap();
+            let syntax = ToolSyntax::from_template(&t).unwrap_or_else(|| panic!("{}: no tool syntax", case.template));
+            assert_eq!((syntax.open.as_str(), syntax.close.as_str()), ("<tool_call>", "</tool_call>"));
+            assert_eq!((syntax.before_arguments.as_str(), syntax.separator.as_str()), ("\", \"arguments\": ", "\n"));
+            let Some(rendered) = &case.rendered else { continue };
+            let context: serde_json::Value = serde_json::from_str(case.context.get()).unwrap();
+            let want: Vec<(String, serde_json::Value)> = context["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|m| m["tool_calls"].as_array().cloned().unwrap_or_default())
+                .map(|c| (c["function"]["name"].as_str().unwrap().to_string(), c["function"]["arguments"].clone()))
+                .collect();
+            let got: Vec<(String, serde_json::Value)> = syntax
+                .parse(rendered)
+                .calls
+                .into_iter()
+                .map(|c| (c.name, serde_json::from_str(&c.arguments).unwrap()))
+                .collect();
+            assert_eq!(got, want, "{} / {}", case.template, case.case);
+            read += want.len();
+        }
+        assert_eq!(read, 4, "calls in the references");
+        // Text around calls, a block that is not a call, arguments written as a string, a list
+        // of calls in one block, a reply that ended before its closing tag.
+        let t = ChatTemplate::new(template("chatml-qwen2.5-instruct"), special_tokens("")).unwrap();
+        let s = ToolSyntax::from_template(&t).unwrap();
+        let call = |name: &str, arguments: &str| ToolCall { name: name.into(), arguments: arguments.into() };
+        let r = s.parse("Let me look.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": [1, 2]}}\n</tool_call>\n<tool_call>\nnot json\n</tool_call>");
+        assert_eq!(r.calls, vec![call("f", "{\"x\": [1, 2]}")]);
+        assert_eq!(r.content, "Let me look.\n\n<tool_call>\nnot json\n</tool_call>");
+        let r = s.parse("<tool_call>[{\"name\": \"f\", \"arguments\": \"{\\\"x\\\": 1}\"}, {\"name\": \"g\", \"parameters\": {}}]</tool_call>");
+        assert_eq!((r.calls, r.content), (vec![call("f", "{\"x\": 1}"), call("g", "{}")], String::new()));
+        let r = s.parse("<tool_call>\n{\"name\": \"f\", \"arguments\": {}}");
+        assert_eq!(r.calls, vec![call("f", "{}")]);
+        assert_eq!(s.parse("plain text, <tool_call> nothing").calls, vec![]);
+        assert_eq!(s.parse("plain text, <tool_call> nothing").content, "plain text, <tool_call> nothing");
+        // A template without tool calls has no syntax.
+        let plain = ChatTemplate::new("{% for m in messages %}{{ m.content }}{% endfor %}", Vec::new()).unwrap();
+        assert_eq!(ToolSyntax::from_template(&plain), None);
+    }
+}
+
+/// A required tool call on the default model (CPU) with Qwen2.5's template: 20 seeded replies
+/// constrained by the template's own call syntax each parse to one call of a listed tool with
+/// arguments valid under its schema; a named tool_choice calls that tool; parallel calls each
+/// parse; and the next turn (the call sent back as the conversation's assistant message, the
+/// tool's result) reads only its new tokens - the model's call re-renders as it wrote it.
+async fn required_tool_calls_parse_validate_and_re_render() {
+    use webmamba::chat::constraint::{Format, Grammars, generate};
+    use webmamba::chat::{ChatHistory, ToolSyntax};
+    use webmamba::sampling::{Sampler, SamplingOptions};
+    use webmamba::{CacheConfig, Engine, Runtime, Tokenizer};
+    let c = default_model::checkpoint().unwrap();
+    let json = c.tokenizer_json.clone().unwrap();
+    let tokenizer = Tokenizer::from_bytes(&json).unwrap();
+    let grammars = Grammars::new(&json, c.config.vocab_size, 0).unwrap();
+    let t = ChatTemplate::new(template("chatml-qwen2.5-instruct"), special_tokens("")).unwrap();
+    let syntax = ToolSyntax::from_template(&t).unwrap();
+    let tools = serde_json::json!([
+        { "type": "function", "function": { "name": "get_weather", "description": "The weather in a city.",
+          "parameters": { "type": "object", "properties": { "city": { "type": "string", "maxLength": 16 },
+            "unit": { "enum": ["celsius", "fahrenheit"] } }, "required": ["city"], "additionalProperties": false } } },
+        { "type": "function", "function": { "name": "add", "description": "Adds two integers.",
+          "parameters": { "type": "object", "properties": { "a": { "type": "integer", "minimum": -999, "maximum": 999 },
+            "b": { "type": "integer", "minimum": -999, "maximum": 999 } },
+            "required": ["a", "b"], "additionalProperties": false } } }
+    ]);
+    let valid = |name: &str, arguments: &str| -> Result<(), String> {
+        let v: serde_json::Value =
+            serde_json::from_str(arguments).map_err(|e| format!("{arguments:?}: {e}"))?;
+        let o = v.as_object().ok_or("arguments not an object")?;
+        let keys: Vec<&str> = o.keys().map(String::as_str).collect();
+        let ok = match name {
+            "get_weather" => {
+                o.get("city").and_then(|c| c.as_str()).is_some_and(|c| c.chars().count() <= 16)
+                    && o.get("unit").is_none_or(|u| u == "celsius" || u == "fahrenheit")
+                    && keys.iter().all(|k| ["city", "unit"].contains(k))
+            }
+            "add" => keys == ["a", "b"] && o.values().all(|x| x.as_i64().is_some_and(|x| x.abs() <= 999)),
+            _ => false,
+        };
+        ok.then_some(()).ok_or(format!("{name}({arguments}) breaks the schema"))
+    };
+    let user = serde_json::json!({ "role": "user", "content": "What is the weather in Verona?" });
+    let rendered =
+        t.render_prompt(&serde_json::json!({ "messages": [user], "tools": tools }).to_string()).unwrap();
+    let prompt = tokenizer.encode(&rendered, false).unwrap();
+    let mut rt = Runtime::new(Engine::cpu(c.weights().unwrap()), CacheConfig::default()).unwrap();
+    let id = rt.new_session().unwrap();
+    rt.append(id, &prompt).await.unwrap();
+    let sampling = SamplingOptions { temperature: 1.0, top_k: 0, top_p: 1.0, repetition_penalty: 1.0 };
+    let one = Format::Lark(syntax.grammar(&tools, None, false).unwrap());
+    let mut last = None;
+    for seed in 0..20 {
+        rt.rewind(id, prompt.len()).await.unwrap();
+        let mut k = grammars.constraint(&one).unwrap();
+        let mut sampler = Sampler::new(sampling, seed).unwrap();
+        let out = generate(&mut rt, id, &tokenizer, &mut sampler, &mut k, 120, |_, _| true).await.unwrap();
+        let reply = syntax.parse(&out.text);
+        assert!(
+            out.complete && reply.calls.len() == 1 && reply.content.is_empty(),
+            "seed {seed}: {:?}",
+            out.text
+        );
+        valid(&reply.calls[0].name, &reply.calls[0].arguments).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        last = Some((out, reply));
+    }
+    // The last reply, sent back: the next turn keeps the history and prefills only the glue
+    // and the tool's result.
+    let (out, reply) = last.unwrap();
+    let mut history = ChatHistory::default();
+    let generated = &rt.history(id).unwrap()[prompt.len()..].to_vec();
+    assert_eq!(generated, &out.tokens);
+    history.record(&rendered, &prompt, generated, &tokenizer).unwrap();
+    let call = &reply.calls[0];
+    let arguments: serde_json::Value = serde_json::from_str(&call.arguments).unwrap();
+    let messages = serde_json::json!([user,
+        { "role": "assistant", "content": "", "tool_calls": [{ "type": "function", "function": { "name": call.name, "arguments": arguments } }] },
+        { "role": "tool", "content": "{\"temperature\": 21}" }]);
+    let next =
+        t.render_prompt(&serde_json::json!({ "messages": messages, "tools": tools }).to_string()).unwrap();
+    let before = rt.history(id).unwrap().to_vec();
+    let target = history.target(&before, &next, &tokenizer).unwrap();
+    let glue = "<|im_end|>\n<|im_start|>user\n<tool_response>\n{\"temperature\": 21}\n</tool_response><|im_end|>\n<|im_start|>assistant\n";
+    assert_eq!(
+        (target.kept, target.tokens.len() - before.len()),
+        (before.len(), tokenizer.encode(glue, false).unwrap().len())
+    );
+    let edited = rt.edit(id, &target.tokens).await.unwrap();
+    assert_eq!(edited.prefilled, target.tokens.len() - before.len());
+    // A named tool.
+    let named = Format::Lark(syntax.grammar(&tools, Some("add"), false).unwrap());
+    for seed in 0..3 {
+        rt.rewind(id, prompt.len()).await.unwrap();
+        let mut k = grammars.constraint(&named).unwrap();
+        let out = generate(
+            &mut rt,
+            id,
+            &tokenizer,
+            &mut Sampler::new(sampling, seed).unwrap(),
+            &mut k,
+            120,
+            |_, _| true,
+        )
+        .await
+        .unwrap();
+        let calls = syntax.parse(&out.text).calls;
+        assert!(calls.len() == 1 && calls[0].name == "add", "{:?}", out.text);
+        valid("add", &calls[0].arguments).unwrap();
+    }
+    // Parallel calls: every call made parses and validates.
+    let many = Format::Lark(syntax.grammar(&tools, None, true).unwrap());
+    for seed in 0..3 {
+        rt.rewind(id, prompt.len()).await.unwrap();
+        let mut k = grammars.constraint(&many).unwrap();
+        let out = generate(
+            &mut rt,
+            id,
+            &tokenizer,
+            &mut Sampler::new(sampling, seed).unwrap(),
+            &mut k,
+            160,
+            |_, _| true,
+        )
+        .await
+        .unwrap();
+        let whole = match out.complete {
+            true => out.text.as_str(),
+            false => &out.text[..out.text.rfind("</tool_call>").unwrap() + 12],
+        };
+        let reply = syntax.parse(whole);
+        assert!(!reply.calls.is_empty() && reply.content.is_empty(), "{:?}", out.text);
+        for c in &reply.calls {
+            valid(&c.name, &c.arguments).unwrap();
+        }
+    }
+    // A tool_choice naming no tool, and tools that are not a list, are InvalidInput.
+    assert_eq!(syntax.grammar(&tools, Some("nope"), false).unwrap_err().code(), "InvalidInput");
+    assert_eq!(syntax.grammar(&serde_json::json!({}), None, false).unwrap_err().code(), "InvalidInput");
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+#[test]
+fn required_tool_calls() {
+    pollster::block_on(required_tool_calls_parse_validate_and_re_render());
+}
+
+#[cfg(target_arch = "wasm32")]
+#[wasm_bindgen_test::wasm_bindgen_test]
+async fn required_tool_calls() {
+    required_tool_calls_parse_validate_and_re_render().await;
 }

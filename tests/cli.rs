@@ -512,4 +512,37 @@ fn chat_command_reads_only_each_turns_new_tokens() {
     let refused = webmamba(&["chat"]);
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("no chat template"), "{:?}", refused);
+
+    // --tools: the template lists them (a longer prompt), `/tool TEXT` answers as a tool
+    // message and reads only its glue and result.
+    let tools = std::env::temp_dir().join(format!("webmamba-chat-tools-{}.json", std::process::id()));
+    std::fs::write(
+        &tools,
+        r#"[{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]"#,
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_webmamba"))
+        .args(["chat", "--template", template, "--max-tokens", "8", "--tools"])
+        .arg(&tools)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"Good morrow.\n/tool 21 degrees\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    std::fs::remove_file(&tools).unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let with_tools: Vec<Vec<usize>> = stderr
+        .lines()
+        .filter(|l| l.starts_with("[") && l.contains("prefilled"))
+        .map(|l| l.split(|c: char| !c.is_ascii_digit()).filter_map(|n| n.parse().ok()).collect())
+        .collect();
+    let answer = tokenizer
+        .encode("<|im_end|>\n<|im_start|>user\n<tool_response>\n21 degrees\n</tool_response><|im_end|>\n<|im_start|>assistant\n", false)
+        .unwrap();
+    assert_eq!(with_tools.len(), 2, "{stderr}");
+    assert!(with_tools[0][0] > first[0] + 50, "the tools are in the prompt: {stderr}");
+    assert_eq!(with_tools[1][1], answer.len(), "/tool reads only its glue and result: {stderr}");
 }

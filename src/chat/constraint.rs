@@ -21,6 +21,9 @@ pub enum Format {
     JsonObject,
     /// A regular expression (Rust `regex` syntax) matching the whole text.
     Regex(String),
+    /// A grammar in llguidance's Lark dialect (a required tool call:
+    /// [`crate::chat::ToolSyntax::grammar`]).
+    Lark(String),
 }
 
 /// llguidance's view of a tokenizer: every token's bytes, built once per model.
@@ -67,6 +70,7 @@ impl Grammars {
             Format::JsonSchema(schema) => compact(schema.clone()),
             Format::JsonObject => compact(serde_json::json!({ "type": "object" })),
             Format::Regex(rx) => TopLevelGrammar::from_regex(rx),
+            Format::Lark(lark) => TopLevelGrammar::from_lark(lark.clone()),
         };
         let parser = self.factory.create_parser(grammar).map_err(|e| err("response_format", e))?;
         let matcher = Matcher::new(Ok(parser));

@@ -2,14 +2,17 @@
 //! `tokenizer_config.json`, `chat_template.jinja` and `generation_config.json`), rendered as
 //! Hugging Face transformers renders them ([`ChatTemplate`], minijinja with HF's additions);
 //! turns that read only their new tokens ([`ChatHistory`]); structured output
-//! ([`constraint`]: JSON schemas and regexes as token masks, llguidance).
+//! ([`constraint`]: JSON schemas and regexes as token masks, llguidance); tool calls in the
+//! template's own format ([`ToolSyntax`]).
 
 mod config;
 pub mod constraint;
 mod pyjson;
 mod template;
+mod tools;
 mod turn;
 
 pub use config::{ChatConfig, wants_template_file};
 pub use template::ChatTemplate;
+pub use tools::{ToolCall, ToolReply, ToolSyntax};
 pub use turn::{ChatHistory, TurnTokens};

@@ -6,10 +6,11 @@
 use js_sys::{Array, JSON};
 use wasm_bindgen::prelude::*;
 
-use crate::chat::ChatTemplate;
 use crate::chat::constraint::{self, Format, Grammars};
+use crate::chat::{ChatTemplate, ToolReply, ToolSyntax};
 use crate::error::{Error, Result};
 use crate::session::Runtime;
+use crate::wasm::chat_tools::{ToolChoice, calls_to_js, tool_choice, tool_format};
 use crate::wasm::lease::Shared;
 use crate::wasm::model::Model;
 use crate::wasm::options::{GenerateConfig, field};
@@ -33,9 +34,17 @@ pub struct ChatTurn {
     /// Tokens generated (the end-of-turn token included when it came).
     #[wasm_bindgen(js_name = completionTokens)]
     pub completion_tokens: u32,
-    /// `"stop"` (an end-of-turn token or a stop string) or `"length"` (maxTokens).
+    /// `"stop"` (an end-of-turn token or a stop string), `"length"` (maxTokens) or
+    /// `"tool_calls"` (the reply called tools).
     #[wasm_bindgen(js_name = finishReason)]
     pub finish_reason: String,
+    /// The reply without its tool calls (`text` when it made none).
+    pub content: String,
+    /// The tool calls read from the reply in the template's format: `[{ name, arguments }]`,
+    /// arguments as the JSON text the model wrote (empty without tools or with toolChoice
+    /// `"none"`).
+    #[wasm_bindgen(js_name = toolCalls)]
+    pub tool_calls: JsValue,
 }
 
 /// A JSON value's text, for the template's context.
@@ -123,9 +132,8 @@ fn grammars(shared: &Shared, rt: &Runtime) -> Result<Grammars> {
     Ok(g)
 }
 
-/// `context` rendered with `request.chatTemplate` or the model's template (`prompt`: with the
-/// generation prompt unless the context says otherwise).
-fn render(shared: &Shared, request: &JsValue, context: &str, tools: bool, prompt: bool) -> Result<String> {
+/// `request.chatTemplate` or the model's template (its tool-use one when there are tools).
+fn template(shared: &Shared, request: &JsValue, tools: bool) -> Result<ChatTemplate> {
     let given = match field(request, "chatTemplate", "the chat request")? {
         Some(v) => Some(args::string(&v, "chatTemplate")?),
         None => None,
@@ -139,7 +147,13 @@ fn render(shared: &Shared, request: &JsValue, context: &str, tools: bool, prompt
                 .into(),
         })?,
     };
-    let template = ChatTemplate::new(source, shared.chat.special_tokens.clone())?;
+    ChatTemplate::new(source, shared.chat.special_tokens.clone())
+}
+
+/// `context` rendered with `request.chatTemplate` or the model's template (`prompt`: with the
+/// generation prompt unless the context says otherwise).
+fn render(shared: &Shared, request: &JsValue, context: &str, tools: bool, prompt: bool) -> Result<String> {
+    let template = template(shared, request, tools)?;
     if prompt { template.render_prompt(context) } else { template.render(context) }
 }
 
@@ -149,6 +163,25 @@ impl Model {
     #[wasm_bindgen(getter = chatTemplate)]
     pub fn chat_template(&self) -> Option<String> {
         self.shared.chat.template(false).map(str::to_string)
+    }
+
+    /// How the chat template writes tool calls: `{ open, close }`, the tags around a call
+    /// (`undefined` when it writes none webmamba can read).
+    #[wasm_bindgen(getter = toolCallFormat, unchecked_return_type = "{ open: string; close: string } | undefined")]
+    pub fn tool_call_format(&self) -> JsValue {
+        let Some(syntax) = self
+            .shared
+            .chat
+            .template(true)
+            .and_then(|t| ChatTemplate::new(t, self.shared.chat.special_tokens.clone()).ok())
+            .and_then(|t| ToolSyntax::from_template(&t))
+        else {
+            return JsValue::UNDEFINED;
+        };
+        let o = js_sys::Object::new();
+        let _ = js_sys::Reflect::set(&o, &"open".into(), &syntax.open.as_str().into());
+        let _ = js_sys::Reflect::set(&o, &"close".into(), &syntax.close.as_str().into());
+        o.into()
     }
 
     /// The tokens that end a generation: the files' end-of-turn ids.
@@ -203,8 +236,22 @@ impl Session {
         self.promise(async move |rt: &mut Runtime, shared: &Shared, id| {
             let (ctx, tools) = context(&request)?;
             let options = GenerateConfig::parse(&request, &on_token)?;
-            let format = response_format(&request)?;
-            let rendered = render(shared, &request, &ctx, tools, true)?;
+            let choice = tool_choice(&request, tools)?;
+            let template = template(shared, &request, tools)?;
+            let rendered = template.render_prompt(&ctx)?;
+            let syntax = match choice {
+                ToolChoice::None => None,
+                _ => ToolSyntax::from_template(&template),
+            };
+            let format =
+                match (response_format(&request)?, tool_format(syntax.as_ref(), &choice, &ctx, &request)?) {
+                    (Some(_), Some(_)) => {
+                        return Err(Error::InvalidInput(
+                            "responseFormat and a required tool call cannot both constrain one reply".into(),
+                        ));
+                    }
+                    (a, b) => a.or(b),
+                };
             let tokenizer = shared.tokenizer()?;
             let before = rt.history(id)?.to_vec();
             let target = history.borrow().target(&before, &rendered, tokenizer)?;
@@ -254,13 +301,24 @@ impl Session {
             }
             let text = ran?;
             let n = target.tokens.len();
+            let reply = match &syntax {
+                Some(s) => s.parse(&text),
+                None => ToolReply { content: text.clone(), calls: Vec::new() },
+            };
+            let finish = match () {
+                _ if !reply.calls.is_empty() => "tool_calls",
+                _ if generated.len() >= options.max_tokens => "length",
+                _ => "stop",
+            };
             Ok(ChatTurn {
                 text,
                 prompt_tokens: n as u32,
                 prefilled: outcome.prefilled as u32,
                 cached_tokens: n.saturating_sub(outcome.prefilled) as u32,
                 completion_tokens: generated.len() as u32,
-                finish_reason: if generated.len() >= options.max_tokens { "length" } else { "stop" }.into(),
+                finish_reason: finish.into(),
+                content: reply.content,
+                tool_calls: calls_to_js(&reply.calls),
             })
         })
     }

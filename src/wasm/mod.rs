@@ -6,6 +6,7 @@ mod args;
 mod backend;
 mod body;
 mod chat;
+mod chat_tools;
 mod http;
 mod info;
 mod lease;

@@ -25,7 +25,9 @@
 //     prefilling only its message and the template's glue, the reply the uncached run's;
 //     chat.completions.create with and without stream: true (chunks adding up to the text, the
 //     last with finish_reason and usage whose cached_tokens counts the reused prompt), and with
-//     response_format json_schema (seeded samples that parse and follow the schema).
+//     response_format json_schema (seeded samples that parse and follow the schema); tools:
+//     tool_choice "required" gives a valid call in tool_calls, which sent back with the tool's
+//     result prefills only glue and result; a named call streamed as one delta.tool_calls.
 import { readFileSync } from 'node:fs';
 import { serve } from '../../scripts/serve.mjs';
 import { runEngines } from './harness.mjs';
@@ -322,6 +324,27 @@ async function chat(page, worker) {
         response_format: { type: 'json_schema', json_schema: { name: 'player', schema } } });
       out.json.push(r.choices[0].message.content);
     }
+    // Tools: a required call in the template's format, sent back with the tool's result (only
+    // the glue and the result are prefilled: the call re-renders as the model wrote it), a
+    // named call streamed, and the requests that cannot be met.
+    const tools = [{ type: 'function', function: { name: 'get_weather', description: 'The weather in a city.',
+      parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 12 } }, required: ['city'], additionalProperties: false } } },
+    { type: 'function', function: { name: 'add', parameters: { type: 'object', properties: { a: { type: 'integer' } } } } }];
+    const q = [{ role: 'user', content: 'What is the weather in Verona?' }];
+    const called = await model.chat.completions.create({ messages: q, tools, tool_choice: 'required', parallel_tool_calls: false, max_tokens: 160, temperature: 1, seed: 5 });
+    const m = called.choices[0].message;
+    out.tools = { finish: called.choices[0].finish_reason, message: m, format: model.toolCallFormat };
+    const back = [...q, m, { role: 'tool', tool_call_id: m.tool_calls?.[0]?.id, content: '{"temperature": 21}' }];
+    const after = await model.chat.completions.create({ messages: back, tools, max_tokens: 4, temperature: 0 });
+    out.tools.back = { usage: after.usage, glue: (await model.encode('<|im_end|>\n<|im_start|>user\n<tool_response>\n{"temperature": 21}\n</tool_response><|im_end|>\n<|im_start|>assistant\n')).length };
+    const streamed = [];
+    for await (const c of await model.chat.completions.create({ messages: q, tools, tool_choice: { type: 'function', function: { name: 'get_weather' } },
+      parallel_tool_calls: false, max_tokens: 160, temperature: 1, seed: 6, stream: true })) streamed.push({ delta: c.choices[0].delta, finish: c.choices[0].finish_reason });
+    out.tools.streamed = streamed;
+    const code = async (f) => { try { await f(); return 'accepted'; } catch (e) { return e.code; } };
+    out.tools.refused = [await code(() => model.chat.completions.create({ messages: q, tool_choice: 'required' })),
+      await code(() => model.chat.completions.create({ messages: q, tools, tool_choice: 'required', response_format: { type: 'json_object' } })),
+      await code(() => model.chat.completions.create({ messages: q, tools, tool_choice: { type: 'function', function: { name: 'nope' } } }))];
     try { await model.chat.completions.create({ messages: ask, response_format: { type: 'xml' } }); out.format = 'accepted'; } catch (e) { out.format = e.code; }
     try { await s.chat({ messages: [], chatTemplate: '{{ raise_exception("no") }}' }); out.raised = 'accepted'; } catch (e) { out.raised = `${e.code}: ${e.message}`; }
     model.free();
@@ -355,6 +378,26 @@ async function chat(page, worker) {
   };
   check(r.json.length === 3 && r.json.every(follows), `chat.completions.create${w}: response_format json_schema: ${JSON.stringify(r.json)}`);
   check(r.format === 'InvalidInput', `chat.completions.create${w}: response_format { type: "xml" } is ${r.format}`);
+  const t = r.tools;
+  const call = t.message.tool_calls?.[0];
+  const weather = (c) => {
+    try {
+      const a = JSON.parse(c.function.arguments);
+      return c.type === 'function' && c.id.startsWith('call_') && c.function.name === 'get_weather'
+        && JSON.stringify(Object.keys(a)) === '["city"]' && typeof a.city === 'string' && a.city.length <= 12;
+    } catch { return false; }
+  };
+  check(t.format?.open === '<tool_call>' && t.format?.close === '</tool_call>' && t.finish === 'tool_calls' && t.message.content === null
+    && t.message.tool_calls.length === 1 && weather(call), `chat.completions.create${w}: tool_choice "required" calls ${JSON.stringify(t.message.tool_calls)} (${t.finish})`);
+  const u = t.back.usage;
+  check(u.prompt_tokens - u.prompt_tokens_details.cached_tokens === t.back.glue,
+    `chat.completions.create${w}: the call sent back with the tool's result prefills only ${u.prompt_tokens - u.prompt_tokens_details.cached_tokens} tokens (glue and result: ${t.back.glue}) of ${u.prompt_tokens}`);
+  const withCalls = t.streamed.filter((c) => c.delta.tool_calls);
+  check(t.streamed.every((c) => !c.delta.content) && withCalls.length === 1 && withCalls[0].delta.tool_calls.length === 1
+    && withCalls[0].delta.tool_calls[0].index === 0 && weather(withCalls[0].delta.tool_calls[0]) && t.streamed.at(-1).finish === 'tool_calls',
+  `chat.completions.create stream${w}: a named tool call comes as one delta.tool_calls, no content (${JSON.stringify(withCalls.map((c) => c.delta.tool_calls))})`);
+  check(JSON.stringify(t.refused) === '["InvalidInput","InvalidInput","InvalidInput"]',
+    `chat.completions.create${w}: tool_choice without tools, with response_format, naming no tool: ${t.refused}`);
   check(r.raised.startsWith('Template: ') && r.raised.includes('no'), `chat${w}: the template's raise_exception is a Template error (${r.raised})`);
 }
 

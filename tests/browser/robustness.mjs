@@ -231,6 +231,9 @@ async function matrix(page, base, backend, worker) {
       ['chat responseFormat: { type: "xml" }', () => s.chat({ messages: [], chatTemplate: 'x', responseFormat: { type: 'xml' } }), 'InvalidInput'],
       ['chat responseFormat json_schema without a schema', () => s.chat({ messages: [], chatTemplate: 'x', responseFormat: { type: 'json_schema' } }), 'InvalidInput'],
       ['chat responseFormat regex that does not parse', () => s.chat({ messages: [], chatTemplate: 'x', responseFormat: { type: 'regex', regex: '(' } }), 'InvalidInput'],
+      ['chat toolChoice: "always"', () => s.chat({ messages: [], chatTemplate: 'x', tools: [{}], toolChoice: 'always' }), 'InvalidInput'],
+      ['chat toolChoice "required" without tools', () => s.chat({ messages: [], chatTemplate: 'x', toolChoice: 'required' }), 'InvalidInput'],
+      ['chat toolChoice "required" with a template that writes no calls', () => s.chat({ messages: [], chatTemplate: 'x', tools: [{}], toolChoice: 'required' }), 'InvalidInput'],
       ['renderChat(5)', () => model.renderChat(5), 'InvalidInput'],
       ['renderChat addGenerationPrompt: "yes"', () => model.renderChat({ messages: [], chatTemplate: 'x', addGenerationPrompt: 'yes' }), 'InvalidInput'],
       ['Busy: a second call while generating', async () => {

@@ -79,6 +79,8 @@ async function runApp(browser, url, how) {
   const usage = JSON.parse(r.chatUsage ?? 'null');
   check(r.chatStreamed?.length > 0 && r.chatStreamed === r.chatWhole && usage?.completion_tokens > 0 && usage.prompt_tokens > 0,
     `${how}: chat.completions.create with stream: true gives the text of the same request not streamed (${JSON.stringify(r.chatStreamed)}), usage on the last chunk ${r.chatUsage}`);
+  check(/^get_weather \{"city": ".{0,8}"\} tool_calls$/.test(r.toolCall ?? '') && Number(r.toolCached) > 0,
+    `${how}: a typed tool_choice "required" call (${r.toolCall}); sent back, ${r.toolCached} prompt tokens came from the session`);
   // fromUrl asks for the optional files a model folder may have: tokenizer_config.json (the
   // embedded model has none; Chromium logs the 404).
   const unexpected = errors.filter((e) => !/404.*\/(model\.safetensors\.index\.json|tokenizer_config\.json|chat_template\.jinja|generation_config\.json)$/.test(e));

@@ -5,6 +5,10 @@
 //! reply streams to stdout until an end-of-turn token (generation_config's, the eos token's).
 //! After each reply, stderr gets the turn's token counts. `/reset` starts over, `/exit` (or the
 //! end of input) ends it. Not on a terminal, stdin's lines are the messages, one turn each.
+//! With `--tools FILE` (a JSON list of tool definitions) the template gets the tools, a reply's
+//! calls (in the template's format) are printed to stderr as JSON and kept in the conversation
+//! as the assistant message's `tool_calls`, and `/tool TEXT` answers them (a `tool` message,
+//! then the model's turn).
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
@@ -12,7 +16,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use serde_json::json;
-use webmamba::chat::{ChatHistory, ChatTemplate};
+use webmamba::chat::{ChatHistory, ChatTemplate, ToolSyntax};
 use webmamba::session::{Generation, Pace};
 use webmamba::{CacheConfig, GenerateOptions, Matmul, Runtime, Tokenizer};
 
@@ -32,6 +36,10 @@ pub struct ChatArgs {
     /// The system prompt.
     #[arg(long)]
     system: Option<String>,
+    /// Tool definitions: a JSON file with a list of `{ "type": "function", "function": { name,
+    /// description, parameters } }`.
+    #[arg(long)]
+    tools: Option<PathBuf>,
     /// Most tokens per reply.
     #[arg(long, default_value_t = 256)]
     max_tokens: usize,
@@ -54,7 +62,7 @@ pub fn run(a: ChatArgs) -> Result<()> {
     let tokenizer = Tokenizer::from_bytes(json)?;
     let source = match &a.template {
         Some(path) => std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?,
-        None => match checkpoint.chat.template(false) {
+        None => match checkpoint.chat.template(a.tools.is_some()) {
             Some(t) => t.to_string(),
             None => bail!(
                 "the model has no chat template (tokenizer_config.json or chat_template.jinja): pass --template FILE"
@@ -62,6 +70,26 @@ pub fn run(a: ChatArgs) -> Result<()> {
         },
     };
     let template = ChatTemplate::new(&source, checkpoint.chat.special_tokens.clone())?;
+    let tools: Option<serde_json::Value> = match &a.tools {
+        Some(path) => {
+            let text =
+                std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            let v: serde_json::Value =
+                serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+            if !v.is_array() {
+                bail!("{}: tools must be a JSON list", path.display());
+            }
+            Some(v)
+        }
+        None => None,
+    };
+    let syntax = match tools {
+        Some(_) => Some(
+            ToolSyntax::from_template(&template)
+                .context("the chat template writes no tool calls webmamba can read")?,
+        ),
+        None => None,
+    };
     let engine = engine(&checkpoint, a.backend, Matmul::Auto, a.weights, a.context)?;
     let cache = CacheConfig::for_model(engine.config());
     let mut rt = Runtime::new(engine, cache)?;
@@ -93,8 +121,15 @@ pub fn run(a: ChatArgs) -> Result<()> {
             }
             _ => {}
         }
-        messages.push(json!({ "role": "user", "content": line }));
-        let rendered = template.render_prompt(&json!({ "messages": messages }).to_string())?;
+        match line.strip_prefix("/tool ") {
+            Some(result) => messages.push(json!({ "role": "tool", "content": result })),
+            None => messages.push(json!({ "role": "user", "content": line })),
+        }
+        let mut context = json!({ "messages": messages });
+        if let Some(t) = &tools {
+            context["tools"] = t.clone();
+        }
+        let rendered = template.render_prompt(&context.to_string())?;
         let before = rt.history(session)?.to_vec();
         let target = history.target(&before, &rendered, &tokenizer)?;
         let outcome = pollster::block_on(rt.edit(session, &target.tokens))?;
@@ -119,7 +154,23 @@ pub fn run(a: ChatArgs) -> Result<()> {
             target.tokens.len() - outcome.prefilled,
             generated.len()
         );
-        messages.push(json!({ "role": "assistant", "content": reply }));
+        let calls = syntax.as_ref().map(|s| s.parse(&reply)).filter(|r| !r.calls.is_empty());
+        match calls {
+            None => messages.push(json!({ "role": "assistant", "content": reply })),
+            Some(r) => {
+                let calls: Vec<serde_json::Value> = r
+                    .calls
+                    .iter()
+                    .map(|c| {
+                        let arguments: serde_json::Value =
+                            serde_json::from_str(&c.arguments).unwrap_or_else(|_| c.arguments.clone().into());
+                        json!({ "type": "function", "function": { "name": c.name, "arguments": arguments } })
+                    })
+                    .collect();
+                eprintln!("[tool calls] {}", serde_json::Value::from(calls.clone()));
+                messages.push(json!({ "role": "assistant", "content": r.content, "tool_calls": calls }));
+            }
+        }
     }
     Ok(())
 }

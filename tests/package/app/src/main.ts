@@ -1,5 +1,5 @@
 import { Model } from 'webmamba';
-import type { ChatCompletion, ChatCompletionUsage } from 'webmamba';
+import type { ChatCompletion, ChatCompletionMessage, ChatCompletionToolCall, ChatCompletionUsage } from 'webmamba';
 const model = await Model.fromUrl('/models/shakespeare-mamba-3m/', { onProgress: (p) => console.log(p.phase, p.loaded, p.total) });
 const session = model.newSession();
 await session.append('Once upon a time');
@@ -27,6 +27,13 @@ for await (const chunk of await chatModel.chat.completions.create({ ...request, 
   usage = chunk.usage ?? usage;
 }
 const whole: ChatCompletion = await chatModel.chat.completions.create(request);
+// A required tool call, typed, then sent back with the tool's result.
+const tools = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 8 } }, required: ['city'], additionalProperties: false } } }];
+const called = await chatModel.chat.completions.create({ ...request, tools, tool_choice: 'required', parallel_tool_calls: false, max_tokens: 120 });
+const call: ChatCompletionToolCall | undefined = called.choices[0]?.message.tool_calls?.[0];
+const history: ChatCompletionMessage[] = [...request.messages, { role: 'assistant', content: null, tool_calls: call ? [call] : [] },
+  { role: 'tool', tool_call_id: call?.id, content: 'rain' }];
+const answered = await chatModel.chat.completions.create({ messages: history, tools, max_tokens: 4, temperature: 0 });
 Object.assign(document.body.dataset, {
   text,
   page: await greedy(model),
@@ -35,5 +42,7 @@ Object.assign(document.body.dataset, {
   chatStreamed: streamed,
   chatWhole: whole.choices[0]?.message.content ?? '',
   chatUsage: JSON.stringify(usage),
+  toolCall: `${call?.function.name} ${call?.function.arguments} ${called.choices[0]?.finish_reason}`,
+  toolCached: String(answered.usage.prompt_tokens_details.cached_tokens),
   done: 'true',
 });
