@@ -65,6 +65,38 @@ pub struct LogitsTop {
     pub below: Option<f32>,
 }
 
+/// The tokens that may come next (a grammar's mask): bit `t % 32` of word `t / 32` says
+/// whether token `t` may — llguidance's layout. A masked token's logit counts as −∞.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TokenMask {
+    /// The bits, (⌈V/32⌉).
+    pub words: Vec<u32>,
+}
+
+impl TokenMask {
+    /// Whether `token` may come next.
+    pub fn allows(&self, token: u32) -> bool {
+        self.words.get(token as usize / 32).is_some_and(|w| w >> (token % 32) & 1 == 1)
+    }
+
+    /// Sets the logits of the tokens that may not come next to −∞.
+    pub fn apply(&self, logits: &mut [f32]) {
+        for (t, l) in logits.iter_mut().enumerate() {
+            if !self.allows(t as u32) {
+                *l = f32::NEG_INFINITY;
+            }
+        }
+    }
+
+    /// The top of the masked logits, from the top of all of them: the entries that may come
+    /// next (every one still at least the k-th largest logit) and the same bound below (no
+    /// logit outside the top, masked or not, passes it).
+    pub fn top(&self, top: &LogitsTop) -> LogitsTop {
+        let entries = top.entries.iter().copied().filter(|&(t, _)| self.allows(t)).collect();
+        LogitsTop { vocab: top.vocab, entries, below: top.below }
+    }
+}
+
 /// Sampling settings and the generator state.
 #[derive(Clone)]
 pub struct Sampler {
@@ -117,6 +149,31 @@ impl Sampler {
         }
         let mut logits = vec![f32::NEG_INFINITY; top.vocab];
         for &(i, v) in &top.entries {
+            *logits.get_mut(i as usize)? = v;
+        }
+        Some(self.sample(&logits, history))
+    }
+
+    /// [`Sampler::sample_top`] for the logits under `mask`: what [`Sampler::sample`] draws
+    /// from all V logits with the masked ones at −∞, or `None` when the top cannot decide it
+    /// (greedy: no token of the top may come next).
+    pub fn sample_top_masked(
+        &mut self,
+        top: &LogitsTop,
+        mask: &TokenMask,
+        history: &[u32],
+    ) -> Option<Result<u32>> {
+        let masked = mask.top(top);
+        if !self.is_plain_greedy() {
+            return self.sample_top(&masked, history);
+        }
+        // The largest allowed logit of the top is the largest allowed of all (ties included:
+        // the top holds every logit equal to its k-th).
+        if masked.entries.is_empty() {
+            return None;
+        }
+        let mut logits = vec![f32::NEG_INFINITY; masked.vocab];
+        for &(i, v) in &masked.entries {
             *logits.get_mut(i as usize)? = v;
         }
         Some(self.sample(&logits, history))

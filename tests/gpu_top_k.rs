@@ -1,7 +1,9 @@
 //! Top-k sampling with the top of the logits taken on the GPU (`shaders/top_k.wgsl`): the kernel
 //! against the definition (every logit at least the k-th largest, ties included; the largest
 //! below), and generation drawing from it against generation from all the logits — the same
-//! tokens, logits and state, bit for bit.
+//! tokens, logits and state, bit for bit. Under a grammar's mask (changing every token) the
+//! picks drawn from the device's top equal those drawn from all the masked logits, falling back
+//! to all of them where the top holds no allowed token.
 
 mod common;
 
@@ -10,7 +12,8 @@ use common::gpu;
 use rand::{Rng, SeedableRng, rngs::SmallRng};
 use webmamba::kernels::TopK;
 use webmamba::kernels::top_k::{SLICE, Top};
-use webmamba::sampling::{LogitsTop, Sampler, SamplingOptions};
+use webmamba::sampling::{LogitsTop, Sampler, SamplingOptions, TokenMask};
+use webmamba::session::{Decoding, Pace};
 use webmamba::{CacheConfig, Engine, GenerateOptions, GpuModelOptions, Runtime};
 
 /// The definition: entries ≥ the k-th largest (ascending by index), and the largest below.
@@ -134,6 +137,74 @@ dual_test! {
                 on_gpu.rewind(a, prompt.len()).await.unwrap();
                 from_all.rewind(b, prompt.len()).await.unwrap();
             }
+        }
+        assert!(ctx.take_uncaptured_error().is_none(), "no stray GPU error");
+    }
+
+    async fn masked_picks_from_the_gpu_top_equal_masked_picks_from_all_logits() {
+        let Some(ctx) = gpu("masked_picks_from_the_gpu_top_equal_masked_picks_from_all_logits").await else { return };
+        let f = fixtures::all().into_iter().find(|f| f.name == "medium-bf16").unwrap();
+        let prompt = f.reference().ids[..6].to_vec();
+        let engine = || async {
+            Engine::gpu(&ctx, &f.checkpoint(), GpuModelOptions { max_tokens: 64, ..Default::default() }).await.unwrap()
+        };
+        let cache = CacheConfig { block_size: 16, ..Default::default() };
+        let (mut on_gpu, mut from_all) = (Runtime::new(engine().await, cache).unwrap(), Runtime::new(engine().await, cache).unwrap());
+        from_all.set_greedy_batch(0).unwrap(); // every pick from all V logits, masked on the host
+        let (a, b) = (on_gpu.new_session().unwrap(), from_all.new_session().unwrap());
+        on_gpu.append(a, &prompt).await.unwrap();
+        from_all.append(b, &prompt).await.unwrap();
+        let vocab = f.checkpoint().config.vocab_size;
+        let words = vocab.div_ceil(32);
+        let mask_of = |allowed: &dyn Fn(usize) -> bool| {
+            let mut m = TokenMask { words: vec![0; words] };
+            (0..vocab).filter(|&t| allowed(t)).for_each(|t| m.words[t / 32] |= 1 << (t % 32));
+            m
+        };
+        let samplers = [(0.0, 0, 1.0), (0.8, 20, 0.9), (1.0, 1, 1.0), (1.7, 50, 1.0)];
+        for (case, &(temperature, top_k, top_p)) in samplers.iter().enumerate() {
+            let o = SamplingOptions { temperature, top_k, top_p, repetition_penalty: 1.0 };
+            let what = format!("T={temperature} top_k={top_k} top_p={top_p}");
+            let (mut s1, mut s2) = (Sampler::new(o, case as u64).unwrap(), Sampler::new(o, case as u64).unwrap());
+            let options = GenerateOptions { max_tokens: 24, stop_at_eos: false };
+            let (mut d1, mut d2) = (Decoding::new(options, Pace::ToEnd), Decoding::new(options, Pace::ToEnd));
+            let mut rng = SmallRng::seed_from_u64(case as u64);
+            for step in 0..24 {
+                // Even tokens; a tenth at random; only the least likely token (no top holds
+                // it: the picks fall back to all V logits); any token.
+                let mask = match step % 4 {
+                    0 => mask_of(&|t| t % 2 == 0),
+                    1 => {
+                        let keep: Vec<bool> = (0..vocab).map(|_| rng.random_bool(0.1)).collect();
+                        mask_of(&|t| keep[t])
+                    }
+                    2 => {
+                        let logits = from_all.logits(b).unwrap().unwrap();
+                        let least = (0..vocab).min_by(|&x, &y| logits[x].total_cmp(&logits[y])).unwrap();
+                        mask_of(&|t| t == least)
+                    }
+                    _ => mask_of(&|_| true),
+                };
+                d1.set_mask(Some(mask.clone()));
+                d2.set_mask(Some(mask.clone()));
+                let t1 = on_gpu.decode_next(a, &mut d1, &mut s1).await.unwrap().unwrap();
+                let t2 = from_all.decode_next(b, &mut d2, &mut s2).await.unwrap().unwrap();
+                assert_eq!(t1, t2, "{what}: step {step}");
+                assert!(mask.allows(t1), "{what}: step {step}: token {t1} is masked");
+            }
+            on_gpu.end_decoding(a, &mut d1).await.unwrap();
+            from_all.end_decoding(b, &mut d2).await.unwrap();
+            // Steps 2, 6, … always fall back; most under the even or the full mask are decided
+            // by the top (the device reads back at least 4k), some under the sparse one.
+            let from_top = d1.picked_from_top();
+            eprintln!("{what}: {from_top} of 24 picks from the top");
+            assert!((8..=18).contains(&from_top), "{what}: {from_top} of 24 from the top");
+            assert_eq!(d2.picked_from_top(), 0);
+            assert!(on_gpu.logits(a).unwrap() == from_all.logits(b).unwrap(), "{what}: last logits");
+            let (x, y) = (on_gpu.engine().read_state().await.unwrap(), from_all.engine().read_state().await.unwrap());
+            assert!(x.to_flat() == y.to_flat(), "{what}: state");
+            on_gpu.rewind(a, prompt.len()).await.unwrap();
+            from_all.rewind(b, prompt.len()).await.unwrap();
         }
         assert!(ctx.take_uncaptured_error().is_none(), "no stray GPU error");
     }

@@ -11,6 +11,8 @@ use llguidance::toktrie::{ApproximateTokEnv, InferenceCapabilities, TokEnv, TokR
 use llguidance::{Matcher, ParserFactory};
 
 use crate::error::{Error, Result};
+use crate::sampling::TokenMask;
+use crate::session::{Decoding, GenerateOptions, Pace};
 
 /// What the generated text must match.
 #[derive(Clone, Debug, PartialEq)]
@@ -87,14 +89,15 @@ pub struct Constraint {
 }
 
 impl Constraint {
+    /// The tokens that may come next.
+    pub fn allowed(&mut self) -> Result<TokenMask> {
+        let allowed = self.matcher.compute_mask().map_err(|e| err("structured output", e))?;
+        Ok(TokenMask { words: allowed.as_slice().to_vec() })
+    }
+
     /// Sets the logits of every token that cannot come next to −∞.
     pub fn mask(&mut self, logits: &mut [f32]) -> Result<()> {
-        let allowed = self.matcher.compute_mask().map_err(|e| err("structured output", e))?;
-        for (i, l) in logits.iter_mut().enumerate() {
-            if !allowed.is_allowed(i as u32) {
-                *l = f32::NEG_INFINITY;
-            }
-        }
+        self.allowed()?.apply(logits);
         Ok(())
     }
 
@@ -123,12 +126,18 @@ pub struct Constrained {
     pub tokens: Vec<u32>,
     /// Whether the text is complete: the constraint finished, or an end token came.
     pub complete: bool,
+    /// Tokens picked from the device's top-k summary, the masked logits never read back
+    /// whole ([`Decoding::picked_from_top`]).
+    pub from_top: usize,
 }
 
 /// Generates up to `max_tokens` tokens after session `id`'s history under `constraint` (which
-/// must already hold the tokens generated since the prompt, see [`Constraint::replay`]), sampling
-/// with `sampler` from the masked logits on the host; `on_piece` gets each piece of text and
-/// returns false to stop. Ends at an end token of the runtime or when the constraint is complete.
+/// must already hold the tokens generated since the prompt, see [`Constraint::replay`]): the
+/// runtime's decode loop with the constraint's mask on every pick — drawn from the device's
+/// top-k summary where it decides (a GPU engine; greedy or top-k sampling), else from all V
+/// logits with the masked ones at −∞ — the same tokens either way. `on_piece` gets each piece
+/// of text and returns false to stop. Ends at an end token of the runtime or when the
+/// constraint is complete; the end of the history is then kept as the session's prompt-end.
 pub async fn generate(
     rt: &mut crate::session::Runtime,
     id: crate::session::SessionId,
@@ -140,31 +149,38 @@ pub async fn generate(
 ) -> Result<Constrained> {
     let mut out = Constrained::default();
     let mut stream = tokenizer.stream(true);
-    for _ in 0..max_tokens {
-        if constraint.is_stopped() {
-            out.complete = true;
-            break;
-        }
-        let mut logits = rt
-            .logits(id)?
-            .ok_or_else(|| Error::InvalidInput("structured output needs a prompt first".into()))?
-            .to_vec();
-        constraint.mask(&mut logits)?;
-        let token = sampler.sample(&logits, rt.history(id)?)?;
-        constraint.commit(token)?;
-        rt.append(id, &[token]).await?;
-        out.tokens.push(token);
-        if rt.end_tokens().contains(&token) {
-            out.complete = true;
-            break;
-        }
-        if let Some(piece) = stream.step(tokenizer, token)? {
-            out.text.push_str(&piece);
-            if !on_piece(&piece, token) {
-                break;
+    let mut d = Decoding::new(GenerateOptions { max_tokens, stop_at_eos: true }, Pace::ToEnd);
+    let ran: Result<()> = async {
+        loop {
+            if constraint.is_stopped() {
+                out.complete = true;
+                return Ok(());
+            }
+            d.set_mask(Some(constraint.allowed()?));
+            let Some(token) = rt.decode_next(id, &mut d, sampler).await? else { return Ok(()) };
+            constraint.commit(token)?;
+            out.tokens.push(token);
+            if d.reached_eos() {
+                out.complete = true;
+                return Ok(());
+            }
+            if let Some(piece) = stream.step(tokenizer, token)? {
+                out.text.push_str(&piece);
+                if !on_piece(&piece, token) {
+                    return Ok(());
+                }
+            }
+            if !d.is_over() {
+                crate::platform::yield_now().await;
             }
         }
     }
+    .await;
+    out.from_top = d.picked_from_top();
+    // What was generated stays, whatever happened; its end is kept if the failure allows.
+    let ended = rt.end_decoding(id, &mut d).await;
+    ran?;
+    ended?;
     let tail = stream.finish(tokenizer)?;
     out.text.push_str(&tail);
     out.complete |= constraint.is_stopped();

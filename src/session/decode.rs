@@ -13,7 +13,7 @@
 use crate::error::{Error, Result};
 use crate::kernels::top_k::Top;
 use crate::model::Logits;
-use crate::sampling::Sampler;
+use crate::sampling::{Sampler, TokenMask};
 use crate::session::ahead::Ahead;
 use crate::session::{GenerateOptions, Runtime, SessionId};
 
@@ -52,13 +52,45 @@ pub struct Decoding {
     /// The last token was the end of text (with `stop_at_eos`).
     eos: bool,
     stopped: bool,
+    /// The tokens the next pick may take (a grammar's), when restricted.
+    mask: Option<TokenMask>,
+    /// Picks decided by the device's top-k summary (no V logits read back).
+    from_top: usize,
 }
+
+/// The top a masked decode reads back per step, at least (top-k sampling: at least four times
+/// its k): the pick is decided there when enough of it is allowed — greedy, one; top-k, k —
+/// else all V logits are read.
+const MASKED_TOP: usize = 64;
 
 impl Decoding {
     /// A decode of up to `options.max_tokens` tokens at `pace`.
     pub fn new(options: GenerateOptions, pace: Pace) -> Self {
         let (strategy, ahead) = (None, Ahead::Nothing);
-        Self { options, pace, strategy, ahead, produced: 0, eos: false, stopped: false }
+        Self {
+            options,
+            pace,
+            strategy,
+            ahead,
+            produced: 0,
+            eos: false,
+            stopped: false,
+            mask: None,
+            from_top: 0,
+        }
+    }
+
+    /// Restricts the next pick to the tokens `mask` allows (`None`: any), as a grammar's
+    /// constraint does before each token. A decode that is ever masked picks every token on the
+    /// host — from the device's top-k summary where it decides, else from all V logits — never
+    /// in device-side greedy batches (the mask changes with each token).
+    pub fn set_mask(&mut self, mask: Option<TokenMask>) {
+        self.mask = mask;
+    }
+
+    /// Picks decided by the device's top-k summary, without reading all V logits back.
+    pub fn picked_from_top(&self) -> usize {
+        self.from_top
     }
 
     /// Tokens handed out so far.
@@ -145,7 +177,7 @@ impl Runtime {
             None => {
                 let strategy = match d.strategy {
                     Some(s) => s,
-                    None => *d.strategy.insert(self.strategy(sampler, d.pace)),
+                    None => *d.strategy.insert(self.strategy(sampler, d.pace, d.mask.is_some())),
                 };
                 let token = self.pick(id, d, sampler).await?;
                 match strategy {
@@ -176,12 +208,23 @@ impl Runtime {
         Ok(())
     }
 
-    /// How `sampler`'s tokens are picked at `pace` on this engine.
-    fn strategy(&self, sampler: &Sampler, pace: Pace) -> Strategy {
+    /// How `sampler`'s tokens are picked at `pace` on this engine (`masked`: under a mask).
+    fn strategy(&self, sampler: &Sampler, pace: Pace, masked: bool) -> Strategy {
         let Some(limits) = self.engine.pick_limits().filter(|_| pace == Pace::ToEnd && self.greedy_batch > 0)
         else {
             return Strategy::Host;
         };
+        if masked {
+            let k = if sampler.is_plain_greedy() {
+                Some(1)
+            } else {
+                sampler.top_only(self.engine.config().vocab_size)
+            };
+            return match k {
+                Some(k) => Strategy::Top { k: (4 * k).max(MASKED_TOP).min(limits.max_top_k) },
+                None => Strategy::Host,
+            };
+        }
         if sampler.is_plain_greedy() {
             return Strategy::Greedy { batch: self.greedy_batch.min(limits.max_batch) };
         }
@@ -195,16 +238,18 @@ impl Runtime {
     /// host's logits after the history.
     async fn pick(&mut self, id: SessionId, d: &mut Decoding, sampler: &mut Sampler) -> Result<u32> {
         let history = self.session(id)?.history.tokens();
-        let picked = match &d.ahead {
-            Ahead::Pick(Some(t)) => Some(Ok(*t)),
-            Ahead::Top(Top::Found(top)) => sampler.sample_top(top, history),
+        let picked = match (&d.ahead, &d.mask) {
+            (Ahead::Pick(Some(t)), _) => Some(Ok(*t)),
+            (Ahead::Top(Top::Found(top)), None) => sampler.sample_top(top, history),
+            (Ahead::Top(Top::Found(top)), Some(mask)) => sampler.sample_top_masked(top, mask, history),
             _ => None,
         };
         if let Some(picked) = picked {
+            d.from_top += matches!(d.ahead, Ahead::Top(_)) as usize;
             return picked;
         }
         self.catch_up(id, d).await?;
-        self.sample_next(id, sampler).await
+        self.sample_next(id, sampler, d.mask.as_ref()).await
     }
 
     /// Feeds `token` on the host: one forward, all V logits read back.
@@ -253,8 +298,14 @@ impl Runtime {
         }
     }
 
-    /// The session's next token by `sampler`, after making its live state and logits current.
-    async fn sample_next(&mut self, id: SessionId, sampler: &mut Sampler) -> Result<u32> {
+    /// The session's next token by `sampler` (among those `mask` allows), after making its
+    /// live state and logits current.
+    async fn sample_next(
+        &mut self,
+        id: SessionId,
+        sampler: &mut Sampler,
+        mask: Option<&TokenMask>,
+    ) -> Result<u32> {
         let s = self.session(id)?;
         if s.history.is_empty() {
             return Err(Error::InvalidInput("generate needs a prompt: append tokens first".into()));
@@ -264,7 +315,15 @@ impl Runtime {
             self.ensure(id, &history).await?;
         }
         let logits = self.logits(id)?.ok_or(Error::InvalidInput("no logits after the history".into()))?;
-        sampler.sample(logits, self.session(id)?.history.tokens())
+        let history = self.session(id)?.history.tokens();
+        match mask {
+            None => sampler.sample(logits, history),
+            Some(mask) => {
+                let mut masked = logits.to_vec();
+                mask.apply(&mut masked);
+                sampler.sample(&masked, history)
+            }
+        }
     }
 
     /// After decoding: keeps the end of the history as the session's latest prompt-end, if the
