@@ -91,6 +91,12 @@ export interface GenerateOptions {
   /** Stops between tokens: generate then rejects with an AbortError, a stream just ends; the
    *  session keeps every token fed so far and continues from there. */
   signal?: AbortSignal;
+  /** Structured output (generate and chat; not stream): the text is constrained token by token
+   *  (llguidance) to JSON valid under a JSON schema (OpenAI's shape), any JSON object, or a
+   *  regular expression. A constrained generation that stopped unfinished (stop(), the signal,
+   *  maxTokens) is continued by the next generate with the same responseFormat on the same
+   *  history; stop strings do not apply. */
+  responseFormat?: ResponseFormat;
 }
 
 /** One chat message, as chat templates read it (any other field is passed on to the template). */
@@ -116,9 +122,6 @@ export interface ChatRequest extends GenerateOptions {
   /** renderChat only: end with the assistant's turn opening (default false there; a chat turn
    *  always has it). */
   addGenerationPrompt?: boolean;
-  /** Structured output: the reply is constrained token by token (llguidance) to JSON valid
-   *  under a JSON schema (OpenAI's shape), any JSON object, or a regular expression. */
-  responseFormat?: ResponseFormat;
   /** With tools: 'auto' (default: calls in the reply are read back into `toolCalls`), 'none'
    *  (not read), 'required' or one named function (the reply is constrained to calls in the
    *  template's own format, arguments valid under the tool's parameters schema). */

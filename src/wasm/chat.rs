@@ -6,11 +6,11 @@
 use js_sys::{Array, JSON};
 use wasm_bindgen::prelude::*;
 
-use crate::chat::constraint::{self, Format, Grammars};
 use crate::chat::{ChatTemplate, ToolReply, ToolSyntax};
 use crate::error::{Error, Result};
 use crate::session::Runtime;
 use crate::wasm::chat_tools::{ToolChoice, calls_to_js, tool_choice, tool_format};
+use crate::wasm::constrained::{self, response_format};
 use crate::wasm::lease::Shared;
 use crate::wasm::model::Model;
 use crate::wasm::options::{GenerateConfig, field};
@@ -89,47 +89,6 @@ fn context(request: &JsValue) -> Result<(String, bool)> {
     }
     out.push('}');
     Ok((out, tools))
-}
-
-/// `request.responseFormat`: `{ type: "json_schema", json_schema: { schema } }` (OpenAI's
-/// shape), `{ type: "json_object" }`, `{ type: "regex", regex }`, or `{ type: "text" }` / none.
-fn response_format(request: &JsValue) -> Result<Option<Format>> {
-    let Some(v) = field(request, "responseFormat", "the chat request")? else { return Ok(None) };
-    let text = json(&v, "responseFormat")?;
-    let value: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| Error::InvalidInput(format!("responseFormat is not JSON: {e}")))?;
-    let wrong = |why: &str| Error::InvalidInput(format!("responseFormat {why}"));
-    match value.get("type").and_then(serde_json::Value::as_str) {
-        Some("text") => Ok(None),
-        Some("json_object") => Ok(Some(Format::JsonObject)),
-        Some("json_schema") => match value.get("json_schema").and_then(|j| j.get("schema")) {
-            Some(schema @ (serde_json::Value::Object(_) | serde_json::Value::Bool(_))) => {
-                Ok(Some(Format::JsonSchema(schema.clone())))
-            }
-            _ => Err(wrong("json_schema needs { schema: {...} }")),
-        },
-        Some("regex") => match value.get("regex").and_then(serde_json::Value::as_str) {
-            Some(rx) => Ok(Some(Format::Regex(rx.to_string()))),
-            None => Err(wrong("regex needs { regex: \"...\" }")),
-        },
-        _ => Err(wrong("type must be \"text\", \"json_object\", \"json_schema\" or \"regex\"")),
-    }
-}
-
-/// The model's grammar compiler (built on first use: it reads every token's bytes).
-fn grammars(shared: &Shared, rt: &Runtime) -> Result<Grammars> {
-    if let Some(g) = shared.grammars.borrow().as_ref() {
-        return Ok(g.clone());
-    }
-    let json = shared
-        .tokenizer_json
-        .as_deref()
-        .ok_or_else(|| Error::Tokenizer("structured output needs the model's tokenizer.json".into()))?;
-    let c = rt.engine().config();
-    let eos = rt.end_tokens().first().copied().or(c.eos_token_id).unwrap_or(0);
-    let g = Grammars::new(json, c.vocab_size, eos)?;
-    *shared.grammars.borrow_mut() = Some(g.clone());
-    Ok(g)
 }
 
 /// `request.chatTemplate` or the model's template (its tool-use one when there are tools).
@@ -230,6 +189,7 @@ impl Session {
         on_token: JsValue,
     ) -> js_sys::Promise {
         let (stop, sampler, history) = (self.stop.clone(), self.sampler.clone(), self.chat.clone());
+        let unfinished = self.unfinished.clone();
         if self.shared.is_idle() {
             stop.set(false);
         }
@@ -256,41 +216,17 @@ impl Session {
             let before = rt.history(id)?.to_vec();
             let target = history.borrow().target(&before, &rendered, tokenizer)?;
             // The constraint before anything runs: a refused schema leaves the session as it was.
-            let mut constraint = match &format {
-                Some(format) => Some(grammars(shared, rt)?.constraint(format)?),
+            let constraint = match format {
+                Some(f) => Some((constrained::constraint(shared, rt, &f)?, f)),
                 None => None,
             };
             let outcome = rt.edit(id, &target.tokens).await?;
-            let ran = match &mut constraint {
+            let ran = match constraint {
                 None => run_generate(rt, shared, id, &options, &stop, &sampler).await,
-                Some(k) => {
-                    let kept = sampler.borrow_mut().take();
-                    let mut chosen = options.sampler(kept)?;
-                    let on_token = options.on_token.clone();
-                    let made = constraint::generate(
-                        rt,
-                        id,
-                        tokenizer,
-                        &mut chosen,
-                        k,
-                        options.max_tokens,
-                        |piece, token| {
-                            let shown = match &on_token {
-                                Some(f) => f.call2(&JsValue::NULL, &piece.into(), &token.into()).is_ok(),
-                                None => true,
-                            };
-                            shown && !stop.get() && !options.aborted()
-                        },
-                    )
-                    .await;
-                    *sampler.borrow_mut() = Some(chosen);
-                    match made {
-                        Ok(_) if options.aborted() => {
-                            Err(Error::Aborted("chat stopped by its AbortSignal".into()))
-                        }
-                        Ok(m) => Ok(m.text),
-                        Err(e) => Err(e),
-                    }
+                Some((k, f)) => {
+                    let start = target.tokens.len();
+                    constrained::run(rt, shared, id, &options, &stop, &sampler, (f, k, start), &unfinished)
+                        .await
                 }
             };
             let after = rt.history(id)?.to_vec();

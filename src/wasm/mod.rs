@@ -7,6 +7,7 @@ mod backend;
 mod body;
 mod chat;
 mod chat_tools;
+mod constrained;
 mod http;
 mod info;
 mod lease;

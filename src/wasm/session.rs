@@ -11,8 +11,9 @@ use wasm_bindgen_futures::future_to_promise;
 use crate::error::{Error, Result};
 use crate::sampling::Sampler;
 use crate::session::{GenerateOptions as NativeOptions, Generation, Pace, Runtime, SessionId};
+use crate::wasm::constrained::{self, Unfinished};
 use crate::wasm::lease::{Lease, Shared};
-use crate::wasm::options::GenerateConfig;
+use crate::wasm::options::{GenerateConfig, field};
 use crate::wasm::stream::TokenStream;
 use crate::wasm::{args, to_js};
 
@@ -82,6 +83,8 @@ pub struct Session {
     pub(crate) sampler: Rc<RefCell<Option<Sampler>>>,
     /// The text the history stands for as of the last chat turn (`chat.rs`).
     pub(crate) chat: Rc<RefCell<crate::chat::ChatHistory>>,
+    /// The last constrained generation, when it stopped unfinished (`constrained.rs`).
+    pub(crate) unfinished: Rc<RefCell<Option<Unfinished>>>,
 }
 
 impl Session {
@@ -92,6 +95,7 @@ impl Session {
             stop: Rc::new(Cell::new(false)),
             sampler: Rc::new(RefCell::new(None)),
             chat: Rc::default(),
+            unfinished: Rc::default(),
         }
     }
 
@@ -141,13 +145,31 @@ impl Session {
         #[wasm_bindgen(js_name = onToken, unchecked_param_type = "((text: string, id: number) => void) | undefined")]
         on_token: JsValue,
     ) -> js_sys::Promise {
-        let (stop, sampler) = (Rc::clone(&self.stop), Rc::clone(&self.sampler));
+        let (stop, sampler, unfinished) =
+            (Rc::clone(&self.stop), Rc::clone(&self.sampler), Rc::clone(&self.unfinished));
         if self.shared.is_idle() {
             stop.set(false); // not when this call will be Busy: a running generate keeps its stop
         }
         self.promise(async move |rt: &mut Runtime, shared: &Shared, id| {
-            let options = GenerateConfig::parse(&options, &on_token)?;
-            run_generate(rt, shared, id, &options, &stop, &sampler).await
+            let config = GenerateConfig::parse(&options, &on_token)?;
+            match constrained::response_format(&options)? {
+                None => run_generate(rt, shared, id, &config, &stop, &sampler).await,
+                Some(format) => {
+                    let mut k = constrained::constraint(shared, rt, &format)?;
+                    let start = constrained::resume(&unfinished, &format, rt.history(id)?, &mut k)?;
+                    constrained::run(
+                        rt,
+                        shared,
+                        id,
+                        &config,
+                        &stop,
+                        &sampler,
+                        (format, k, start),
+                        &unfinished,
+                    )
+                    .await
+                }
+            }
         })
     }
 
@@ -160,6 +182,11 @@ impl Session {
         &self,
         #[wasm_bindgen(unchecked_param_type = "GenerateOptions | undefined")] options: JsValue,
     ) -> std::result::Result<JsValue, JsValue> {
+        if field(&options, "responseFormat", "generate options").map_err(to_js)?.is_some() {
+            return Err(to_js(Error::InvalidInput(
+                "responseFormat is for generate and chat; stream does not take it".into(),
+            )));
+        }
         let options = GenerateConfig::parse(&options, &JsValue::UNDEFINED).map_err(to_js)?;
         let (sampler, stop) = (Rc::clone(&self.sampler), Rc::clone(&self.stop));
         let stream =

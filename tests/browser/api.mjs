@@ -324,6 +324,16 @@ async function chat(page, worker) {
         response_format: { type: 'json_schema', json_schema: { name: 'player', schema } } });
       out.json.push(r.choices[0].message.content);
     }
+    // A constrained generate stopped by maxTokens inside the JSON, then continued by a generate
+    // with the same format; the same after a chat turn.
+    const rf = { type: 'json_schema', json_schema: { schema } };
+    const g = model.newSession();
+    await g.append('The record of the player:');
+    const part = await g.generate({ maxTokens: 4, temperature: 1, seed: 9, responseFormat: rf });
+    out.continued = [part, part + await g.generate({ maxTokens: 120, temperature: 1, responseFormat: rf })];
+    const t1 = await g.chat({ messages: ask, maxTokens: 4, temperature: 1, seed: 2, responseFormat: rf });
+    out.chatContinued = [t1.text, t1.text + await g.generate({ maxTokens: 120, temperature: 1, responseFormat: rf }), t1.finishReason];
+    g.close();
     // Tools: a required call in the template's format, sent back with the tool's result (only
     // the glue and the result are prefilled: the call re-renders as the model wrote it), a
     // named call streamed, and the requests that cannot be met.
@@ -378,6 +388,11 @@ async function chat(page, worker) {
   };
   check(r.json.length === 3 && r.json.every(follows), `chat.completions.create${w}: response_format json_schema: ${JSON.stringify(r.json)}`);
   check(r.format === 'InvalidInput', `chat.completions.create${w}: response_format { type: "xml" } is ${r.format}`);
+  const unfinished = (text) => { try { JSON.parse(text); return false; } catch { return true; } };
+  check(unfinished(r.continued[0]) && follows(r.continued[1]),
+    `session.generate${w}: responseFormat stopped inside the JSON (${JSON.stringify(r.continued[0])}) and continued: ${JSON.stringify(r.continued[1])}`);
+  check(unfinished(r.chatContinued[0]) && r.chatContinued[2] === 'length' && follows(r.chatContinued[1]),
+    `session.chat${w}: a constrained turn stopped by maxTokens (${JSON.stringify(r.chatContinued[0])}), continued by generate: ${JSON.stringify(r.chatContinued[1])}`);
   const t = r.tools;
   const call = t.message.tool_calls?.[0];
   const weather = (c) => {

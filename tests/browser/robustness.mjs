@@ -234,6 +234,8 @@ async function matrix(page, base, backend, worker) {
       ['chat toolChoice: "always"', () => s.chat({ messages: [], chatTemplate: 'x', tools: [{}], toolChoice: 'always' }), 'InvalidInput'],
       ['chat toolChoice "required" without tools', () => s.chat({ messages: [], chatTemplate: 'x', toolChoice: 'required' }), 'InvalidInput'],
       ['chat toolChoice "required" with a template that writes no calls', () => s.chat({ messages: [], chatTemplate: 'x', tools: [{}], toolChoice: 'required' }), 'InvalidInput'],
+      ['generate responseFormat: { type: "xml" }', () => s.generate({ responseFormat: { type: 'xml' } }), 'InvalidInput'],
+      ['stream with responseFormat', async () => { for await (const _ of s.stream({ responseFormat: { type: 'json_object' } })) break; }, 'InvalidInput'],
       ['renderChat(5)', () => model.renderChat(5), 'InvalidInput'],
       ['renderChat addGenerationPrompt: "yes"', () => model.renderChat({ messages: [], chatTemplate: 'x', addGenerationPrompt: 'yes' }), 'InvalidInput'],
       ['Busy: a second call while generating', async () => {
