@@ -37,6 +37,9 @@ fn template(name: &str) -> &'static str {
                 "/tests/fixtures/chat/chatml-qwen2.5-instruct.jinja"
             ))
         }
+        "falcon-h1" => {
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/chat/falcon-h1.jinja"))
+        }
         other => panic!("no template {other}"),
     }
 }
@@ -82,7 +85,7 @@ both! {
                 (_, _, got) => panic!("{} / {}: HF {:?} / {:?}, webmamba {got:?}", case.template, case.case, case.rendered, case.error),
             }
         }
-        assert_eq!(tools, 4, "tool cases rendered");
+        assert_eq!(tools, 6, "tool cases rendered");
     }
 
     fn a_broken_template_is_a_typed_error_naming_its_line() {
@@ -336,7 +339,11 @@ both! {
         let mut read = 0;
         for case in &refs.cases {
             let t = ChatTemplate::new(template(&case.template), special_tokens(&case.template)).unwrap();
-            let syntax = ToolSyntax::from_template(&t).unwrap_or_else(|| panic!("{}: no tool syntax", case.template));
+            // Falcon-H1's template writes an assistant message's content only, never its calls.
+            let Some(syntax) = ToolSyntax::from_template(&t) else {
+                assert_eq!(case.template, "falcon-h1", "no tool syntax");
+                continue;
+            };
             assert_eq!((syntax.open.as_str(), syntax.close.as_str()), ("<tool_call>", "</tool_call>"));
             assert_eq!((syntax.before_arguments.as_str(), syntax.separator.as_str()), ("\", \"arguments\": ", "\n"));
             let Some(rendered) = &case.rendered else { continue };
