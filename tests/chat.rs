@@ -40,6 +40,9 @@ fn template(name: &str) -> &'static str {
         "falcon-h1" => {
             include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/chat/falcon-h1.jinja"))
         }
+        "nemotron-nano-v2" => {
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/chat/nemotron-nano-v2.jinja"))
+        }
         other => panic!("no template {other}"),
     }
 }
@@ -85,7 +88,7 @@ both! {
                 (_, _, got) => panic!("{} / {}: HF {:?} / {:?}, webmamba {got:?}", case.template, case.case, case.rendered, case.error),
             }
         }
-        assert_eq!(tools, 6, "tool cases rendered");
+        assert_eq!(tools, 8, "tool cases rendered");
     }
 
     fn a_broken_template_is_a_typed_error_naming_its_line() {
@@ -344,8 +347,14 @@ both! {
                 assert_eq!(case.template, "falcon-h1", "no tool syntax");
                 continue;
             };
-            assert_eq!((syntax.open.as_str(), syntax.close.as_str()), ("<tool_call>", "</tool_call>"));
-            assert_eq!((syntax.before_arguments.as_str(), syntax.separator.as_str()), ("\", \"arguments\": ", "\n"));
+            // One tag pair per call (Hermes' format), or one block of a JSON list (Nemotron's).
+            let (open, close, block, separator) = match case.template.as_str() {
+                "nemotron-nano-v2" => ("<TOOLCALL>", "</TOOLCALL>", ("<TOOLCALL>[", "]</TOOLCALL>"), ", "),
+                _ => ("<tool_call>", "</tool_call>", ("", ""), "\n"),
+            };
+            assert_eq!((syntax.open.as_str(), syntax.close.as_str()), (open, close), "{}", case.template);
+            assert_eq!((syntax.block_open.as_str(), syntax.block_close.as_str()), block, "{}", case.template);
+            assert_eq!((syntax.before_arguments.as_str(), syntax.separator.as_str()), ("\", \"arguments\": ", separator));
             let Some(rendered) = &case.rendered else { continue };
             let context: serde_json::Value = serde_json::from_str(case.context.get()).unwrap();
             let want: Vec<(String, serde_json::Value)> = context["messages"]
@@ -364,7 +373,7 @@ both! {
             assert_eq!(got, want, "{} / {}", case.template, case.case);
             read += want.len();
         }
-        assert_eq!(read, 4, "calls in the references");
+        assert_eq!(read, 6, "calls in the references");
         // Text around calls, a block that is not a call, arguments written as a string, a list
         // of calls in one block, a reply that ended before its closing tag.
         let t = ChatTemplate::new(template("chatml-qwen2.5-instruct"), special_tokens("")).unwrap();
@@ -421,7 +430,11 @@ async fn required_tool_calls_parse_validate_and_re_render() {
                     && o.get("unit").is_none_or(|u| u == "celsius" || u == "fahrenheit")
                     && keys.iter().all(|k| ["city", "unit"].contains(k))
             }
-            "add" => keys == ["a", "b"] && o.values().all(|x| x.as_i64().is_some_and(|x| x.abs() <= 999)),
+            // JSON's integers include -0 (serde_json reads it as a float).
+            "add" => {
+                keys == ["a", "b"]
+                    && o.values().all(|x| x.as_f64().is_some_and(|x| x.fract() == 0.0 && x.abs() <= 999.0))
+            }
             _ => false,
         };
         ok.then_some(()).ok_or(format!("{name}({arguments}) breaks the schema"))
@@ -517,6 +530,44 @@ async fn required_tool_calls_parse_validate_and_re_render() {
         assert!(!reply.calls.is_empty() && reply.content.is_empty(), "{:?}", out.text);
         for c in &reply.calls {
             valid(&c.name, &c.arguments).unwrap();
+        }
+    }
+    // Nemotron's block of calls: `<TOOLCALL>[` calls joined by ", " `]</TOOLCALL>`.
+    let nemotron = ChatTemplate::new(template("nemotron-nano-v2"), Vec::new()).unwrap();
+    let block = ToolSyntax::from_template(&nemotron).unwrap();
+    let prompt = tokenizer
+        .encode(
+            &nemotron
+                .render_prompt(&serde_json::json!({ "messages": [user], "tools": tools }).to_string())
+                .unwrap(),
+            false,
+        )
+        .unwrap();
+    rt.edit(id, &prompt).await.unwrap();
+    for (seed, parallel) in [(0, false), (1, false), (2, true), (3, true)] {
+        rt.rewind(id, prompt.len()).await.unwrap();
+        let mut k =
+            grammars.constraint(&Format::Lark(block.grammar(&tools, None, parallel).unwrap())).unwrap();
+        let mut sampler = Sampler::new(sampling, seed).unwrap();
+        let out = generate(&mut rt, id, &tokenizer, &mut sampler, &mut k, 240, |_, _| true).await.unwrap();
+        // A tiny model may go on adding calls to the token limit: the calls made so far.
+        let text = match out.complete {
+            true => out.text.clone(),
+            false => format!("{}]</TOOLCALL>", &out.text[..out.text.rfind("}, ").unwrap() + 1]),
+        };
+        let reply = block.parse(&text);
+        assert!(
+            (out.complete || parallel)
+                && text.starts_with("<TOOLCALL>[{\"name\": \"")
+                && text.ends_with("}]</TOOLCALL>")
+                && (parallel || reply.calls.len() == 1)
+                && !reply.calls.is_empty()
+                && reply.content.is_empty(),
+            "seed {seed}: {:?}",
+            out.text
+        );
+        for c in &reply.calls {
+            valid(&c.name, &c.arguments).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         }
     }
     // A tool_choice naming no tool, and tools that are not a list, are InvalidInput.

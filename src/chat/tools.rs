@@ -15,9 +15,14 @@ use serde_json::value::RawValue;
 use super::ChatTemplate;
 use crate::error::{Error, Result};
 
-/// How a template writes an assistant message's tool calls.
+/// How a template writes an assistant message's tool calls: each call as `before_name` NAME
+/// `before_arguments` ARGUMENTS `after`, calls joined by `separator`, all of them inside
+/// `block_open` … `block_close` where the template gathers them in one block (Nemotron's
+/// `<TOOLCALL>[…, …]</TOOLCALL>`; empty for one tag pair per call).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ToolSyntax {
+    /// Before the calls (`<TOOLCALL>[`; usually empty).
+    pub block_open: String,
     /// The text before a call's function name (`<tool_call>\n{"name": "`).
     pub before_name: String,
     /// Between the name and the arguments (`", "arguments": `).
@@ -26,9 +31,11 @@ pub struct ToolSyntax {
     pub after: String,
     /// Between two calls (`\n`).
     pub separator: String,
-    /// The tag opening a call: `before_name` up to its JSON (`<tool_call>`).
+    /// After the calls (`]</TOOLCALL>`; usually empty).
+    pub block_close: String,
+    /// The tag opening calls: the block's (`<TOOLCALL>`) or each call's (`<tool_call>`).
     pub open: String,
-    /// The tag closing a call: `after` from the end of its JSON (`</tool_call>`).
+    /// The tag closing them (`</TOOLCALL>`, `</tool_call>`).
     pub close: String,
 }
 
@@ -75,7 +82,11 @@ impl ToolSyntax {
             "tool_calls": [call(NAMES[0]), call(NAMES[1])] }], "tools": tools });
         let prompt = template.render(&asked.to_string()).ok()?;
         let whole = template.render(&answered.to_string()).ok()?;
-        Self::from_rendering(whole.strip_prefix(prompt.as_str())?)
+        // The assistant's message starts where the rendering leaves the prompt (a template may
+        // open a turn differently when it writes calls: Nemotron's `<think>`), at a boundary.
+        let same = prompt.bytes().zip(whole.bytes()).take_while(|(a, b)| a == b).count();
+        let start = whole[..same].rfind(['\n', '>', ']', '}']).map_or(0, |i| i + 1);
+        Self::from_rendering(&whole[start..])
     }
 
     /// From the assistant message of the probe: two calls and the end of the turn.
@@ -91,23 +102,38 @@ impl ToolSyntax {
         };
         let first = spans(0, NAMES[0])?;
         let second = spans(first[3], NAMES[1])?;
-        let before_name = &reply[..first[0]];
-        let between = &reply[first[3]..second[0]];
-        let after_and_separator = between.strip_suffix(before_name)?;
-        let tail = &reply[second[3]..];
-        let common = after_and_separator.chars().zip(tail.chars()).take_while(|(a, b)| a == b).count();
-        let after: String = tail.chars().take(common).collect();
-        let separator = after_and_separator[after.len()..].to_string();
-        let open = before_name[..before_name.find(['{', '['])?].trim().to_string();
-        let close = after[after.rfind(['}', ']'])? + 1..].trim().to_string();
+        // What comes before each call's name is what the text before the first one and the
+        // text between the two end with; the rest before the first opens the block.
+        let (head, between, tail) = (&reply[..first[0]], &reply[first[3]..second[0]], &reply[second[3]..]);
+        let name_prefix = common_suffix(head, between);
+        let block_open = &head[..head.len() - name_prefix.len()];
+        let after_and_separator = &between[..between.len() - name_prefix.len()];
+        let after = common_prefix(after_and_separator, tail);
+        let separator = &after_and_separator[after.len()..];
+        let rest = &tail[after.len()..];
+        let tag = |s: &str| s.trim().trim_end_matches(['[', '{']).trim().to_string();
+        let (block_close, open, close) = if block_open.trim().is_empty() {
+            let open = tag(&name_prefix[..name_prefix.find(['{', '['])?]);
+            let close = after[after.rfind(['}', ']'])? + 1..].trim().to_string();
+            (String::new(), open, close)
+        } else {
+            // `<TAG>[` … `]</TAG>`: the block closes at the closing tag.
+            let open = tag(block_open);
+            let name = open.strip_prefix('<')?.strip_suffix('>')?;
+            let close = format!("</{name}>");
+            let end = rest.find(&close)? + close.len();
+            (rest[..end].to_string(), open, close)
+        };
         if open.is_empty() || close.is_empty() {
             return None;
         }
         Some(Self {
-            before_name: before_name.to_string(),
+            block_open: block_open.trim_start().to_string(),
+            before_name: name_prefix.to_string(),
             before_arguments: reply[first[1]..first[2]].to_string(),
-            after,
-            separator,
+            after: after.to_string(),
+            separator: separator.to_string(),
+            block_close,
             open,
             close,
         })
@@ -181,10 +207,12 @@ impl ToolSyntax {
                 None => "a required tool call needs at least one tool".into(),
             }));
         }
-        let start = match parallel {
-            true => format!("start: call ({} call)*\n", lit(&self.separator)),
-            false => "start: call\n".to_string(),
+        let calls = match parallel {
+            true => format!("call ({} call)*", lit(&self.separator)),
+            false => "call".to_string(),
         };
+        let around = |t: &str| if t.is_empty() { String::new() } else { lit(t) };
+        let start = format!("start: {} {calls} {}\n", around(&self.block_open), around(&self.block_close));
         Ok(format!("{start}call: {}\n{rules}", names.join(" | ")))
     }
 }
@@ -194,6 +222,19 @@ struct RawCall<'a> {
     name: String,
     #[serde(borrow, alias = "parameters")]
     arguments: Option<&'a RawValue>,
+}
+
+/// The longest text both `a` and `b` end with (whole characters).
+fn common_suffix<'a>(a: &'a str, b: &str) -> &'a str {
+    let n: usize =
+        a.chars().rev().zip(b.chars().rev()).take_while(|(x, y)| x == y).map(|(x, _)| x.len_utf8()).sum();
+    &a[a.len() - n..]
+}
+
+/// The longest text both `a` and `b` start with (whole characters).
+fn common_prefix<'a>(a: &'a str, b: &str) -> &'a str {
+    let n: usize = a.chars().zip(b.chars()).take_while(|(x, y)| x == y).map(|(x, _)| x.len_utf8()).sum();
+    &a[..n]
 }
 
 /// The calls in one tagged block's JSON.
