@@ -388,6 +388,18 @@ both! {
         assert_eq!(r.calls, vec![call("f", "{}")]);
         assert_eq!(s.parse("plain text, <tool_call> nothing").calls, vec![]);
         assert_eq!(s.parse("plain text, <tool_call> nothing").content, "plain text, <tool_call> nothing");
+        // A generation prompt that parts from the calls inside a character (é and ê share their
+        // first byte): taken apart at whole characters.
+        let odd = ChatTemplate::new(
+            "{%- for m in messages %}{% if m.role == 'user' %}U:{{ m.content }}\n{% elif m.tool_calls %}{% for c in m.tool_calls %}\
+             é<call>{\"name\": \"{{ c.function.name }}\", \"arguments\": {{ c.function.arguments | tojson }}}</call>{% endfor %}\
+             {% endif %}{% endfor %}{% if add_generation_prompt %}ê{% endif %}",
+            Vec::new(),
+        )
+        .unwrap();
+        let s2 = ToolSyntax::from_template(&odd).unwrap();
+        assert_eq!((s2.open.as_str(), s2.close.as_str(), s2.separator.as_str()), ("é<call>", "</call>", ""));
+        assert_eq!(s2.parse("é<call>{\"name\": \"f\", \"arguments\": {}}</call>").calls, vec![call("f", "{}")]);
         // A template without tool calls has no syntax.
         let plain = ChatTemplate::new("{% for m in messages %}{{ m.content }}{% endfor %}", Vec::new()).unwrap();
         assert_eq!(ToolSyntax::from_template(&plain), None);

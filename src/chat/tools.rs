@@ -84,7 +84,7 @@ impl ToolSyntax {
         let whole = template.render(&answered.to_string()).ok()?;
         // The assistant's message starts where the rendering leaves the prompt (a template may
         // open a turn differently when it writes calls: Nemotron's `<think>`), at a boundary.
-        let same = prompt.bytes().zip(whole.bytes()).take_while(|(a, b)| a == b).count();
+        let same = common_prefix(&whole, &prompt).len();
         let start = whole[..same].rfind(['\n', '>', ']', '}']).map_or(0, |i| i + 1);
         Self::from_rendering(&whole[start..])
     }
