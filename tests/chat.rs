@@ -98,6 +98,10 @@ both! {
         let t = ChatTemplate::new("ok\n{{ raise_exception('Only user and assistant roles are supported!') }}", Vec::new()).unwrap();
         let err = t.render(r#"{"messages": []}"#).unwrap_err();
         assert!(matches!(&err, Error::Template { line: Some(2), message } if message.contains("Only user and assistant")), "{err}");
+        // A template that would run for hours runs out of fuel.
+        let t = ChatTemplate::new("{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}", Vec::new()).unwrap();
+        let err = t.render(r#"{"messages": []}"#).unwrap_err();
+        assert!(matches!(&err, Error::Template { message, .. } if message.contains("fuel")), "{err}");
         // Not a conversation.
         assert_eq!(t.render("[1, 2]").unwrap_err().code(), "InvalidInput");
         assert_eq!(t.render("{}").unwrap_err().code(), "InvalidInput");

@@ -11,6 +11,9 @@ use minijinja::{Environment, ErrorKind};
 use super::pyjson::{Style, dumps};
 use crate::error::{Error, Result};
 
+/// The VM instructions one rendering may run (minijinja's fuel).
+const FUEL: u64 = 10_000_000;
+
 /// A compiled chat template.
 pub struct ChatTemplate {
     env: Environment<'static>,
@@ -49,6 +52,10 @@ impl ChatTemplate {
         now: Option<chrono::NaiveDateTime>,
     ) -> Result<Self> {
         let mut env = Environment::new();
+        // A template comes with the model folder: one that would loop for ever (or for hours)
+        // runs out of fuel instead, a Template error. HF's templates use well under a thousand
+        // units on the reference conversations.
+        env.set_fuel(Some(FUEL));
         env.set_trim_blocks(true);
         env.set_lstrip_blocks(true);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
