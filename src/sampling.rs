@@ -65,6 +65,18 @@ pub struct LogitsTop {
     pub below: Option<f32>,
 }
 
+impl LogitsTop {
+    /// All V logits as the top stands for them: its entries, −∞ elsewhere (`None` when an
+    /// entry's index is past V).
+    fn logits(&self) -> Option<Vec<f32>> {
+        let mut logits = vec![f32::NEG_INFINITY; self.vocab];
+        for &(i, v) in &self.entries {
+            *logits.get_mut(i as usize)? = v;
+        }
+        Some(logits)
+    }
+}
+
 /// The tokens that may come next (a grammar's mask): bit `t % 32` of word `t / 32` says
 /// whether token `t` may — llguidance's layout. A masked token's logit counts as −∞.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -147,11 +159,7 @@ impl Sampler {
         {
             return None;
         }
-        let mut logits = vec![f32::NEG_INFINITY; top.vocab];
-        for &(i, v) in &top.entries {
-            *logits.get_mut(i as usize)? = v;
-        }
-        Some(self.sample(&logits, history))
+        Some(self.sample(&top.logits()?, history))
     }
 
     /// [`Sampler::sample_top`] for the logits under `mask`: what [`Sampler::sample`] draws
@@ -172,11 +180,7 @@ impl Sampler {
         if masked.entries.is_empty() {
             return None;
         }
-        let mut logits = vec![f32::NEG_INFINITY; masked.vocab];
-        for &(i, v) in &masked.entries {
-            *logits.get_mut(i as usize)? = v;
-        }
-        Some(self.sample(&logits, history))
+        Some(self.sample(&masked.logits()?, history))
     }
 
     /// The settings.

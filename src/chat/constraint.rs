@@ -95,12 +95,6 @@ impl Constraint {
         Ok(TokenMask { words: allowed.as_slice().to_vec() })
     }
 
-    /// Sets the logits of every token that cannot come next to −∞.
-    pub fn mask(&mut self, logits: &mut [f32]) -> Result<()> {
-        self.allowed()?.apply(logits);
-        Ok(())
-    }
-
     /// Takes `token` as the next one.
     pub fn commit(&mut self, token: u32) -> Result<()> {
         self.matcher.consume_token(token).map_err(|e| err("structured output", e))
@@ -126,9 +120,6 @@ pub struct Constrained {
     pub tokens: Vec<u32>,
     /// Whether the text is complete: the constraint finished, or an end token came.
     pub complete: bool,
-    /// Tokens picked from the device's top-k summary, the masked logits never read back
-    /// whole ([`Decoding::picked_from_top`]).
-    pub from_top: usize,
 }
 
 /// Generates up to `max_tokens` tokens after session `id`'s history under `constraint` (which
@@ -176,7 +167,6 @@ pub async fn generate(
         }
     }
     .await;
-    out.from_top = d.picked_from_top();
     // What was generated stays, whatever happened; its end is kept if the failure allows.
     let ended = rt.end_decoding(id, &mut d).await;
     ran?;

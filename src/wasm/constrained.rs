@@ -109,7 +109,6 @@ pub(crate) async fn run(
     let tokenizer = shared.tokenizer()?;
     let kept = sampler.borrow_mut().take();
     let mut chosen = options.sampler(kept)?;
-    let on_token = options.on_token.clone();
     let made = constraint::generate(
         rt,
         id,
@@ -117,13 +116,7 @@ pub(crate) async fn run(
         &mut chosen,
         &mut constraint,
         options.max_tokens,
-        |piece, token| {
-            let shown = match &on_token {
-                Some(f) => f.call2(&JsValue::NULL, &piece.into(), &token.into()).is_ok(),
-                None => true,
-            };
-            shown && !stop.get() && !options.aborted()
-        },
+        |piece, token| options.show(stop, piece, token),
     )
     .await;
     *sampler.borrow_mut() = Some(chosen);

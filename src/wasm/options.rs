@@ -269,6 +269,17 @@ impl GenerateConfig {
     pub fn aborted(&self) -> bool {
         self.signal.as_ref().is_some_and(web_sys::AbortSignal::aborted)
     }
+
+    /// Hands a generated piece of text (`token`'s) to onToken, if any and the text is not
+    /// empty; whether generation goes on: false when onToken threw, `stop` was set or the
+    /// signal fired.
+    pub fn show(&self, stop: &std::cell::Cell<bool>, text: &str, token: u32) -> bool {
+        let shown = match &self.on_token {
+            Some(f) if !text.is_empty() => f.call2(&JsValue::NULL, &text.into(), &token.into()).is_ok(),
+            _ => true,
+        };
+        shown && !stop.get() && !self.aborted()
+    }
 }
 
 impl GenerateConfig {

@@ -328,18 +328,10 @@ pub(crate) async fn run_generate(
     let native = NativeOptions { max_tokens: options.max_tokens, stop_at_eos: options.stop_at_eos };
     let mut generation = Generation::new(tokenizer, chosen, native, options.stop.clone(), Pace::ToEnd)?;
     let mut text = String::new();
-    let on_token = options.on_token.clone();
     let ran = generation
         .run(rt, id, tokenizer, |piece| {
             text.push_str(&piece.text);
-            // False when onToken threw.
-            let shown = match &on_token {
-                Some(f) if !piece.text.is_empty() => {
-                    f.call2(&JsValue::NULL, &piece.text.as_str().into(), &piece.token.into()).is_ok()
-                }
-                _ => true,
-            };
-            shown && !stop.get() && !options.aborted()
+            options.show(stop, &piece.text, piece.token)
         })
         .await;
     *sampler.borrow_mut() = Some(generation.into_sampler());
