@@ -301,6 +301,11 @@ export interface ModelInfo {
   blockSize: number;
   /** Threads of the CPU backend's forward pass (1 on the GPU; see the `threads` option). */
   threads: number;
+  /** The wasm module that runs: 'relaxed' — the relaxed-SIMD module, chosen where the engine
+   *  has relaxed SIMD (Chrome 114+, Firefox 146+): the CPU backend's matrix products use fused
+   *  multiply-adds where the CPU has them, so its results may differ in the last bits from
+   *  another machine's — or 'simd128' (Safari, or `init(url)` of webmamba_bg.wasm). */
+  simd: 'relaxed' | 'simd128';
   /** What went wrong without stopping the load (e.g. the offline cache is full). */
   warnings: string[];
 }

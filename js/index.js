@@ -6,18 +6,34 @@
 import initWasm, { Model as WasmModel } from './webmamba.js';
 import { WorkerModel, WorkerSession } from './worker-client.js';
 import { addChatCompletions } from './chat.js';
+import { relaxedSimd } from './simd.js';
 
 // `model.chat.completions.create(...)` on both kinds of model.
 addChatCompletions(WasmModel);
 addChatCompletions(WorkerModel);
 
+let started = null;
+
 /**
  * Starts the wasm module (once; later calls return the same promise). Optional: the loaders
  * call it. Pass `wasm` (a URL, Response, bytes or WebAssembly.Module) to fetch the module from
- * elsewhere than next to this file.
+ * elsewhere than next to this file. Without it, an engine with relaxed SIMD gets the relaxed
+ * module (webmamba_relaxed_bg.wasm: fused multiply-adds in the CPU backend; `info.simd`), and
+ * the plain one where that module cannot be had.
  */
 export function init(wasm) {
-  return initWasm(wasm === undefined ? undefined : { module_or_path: wasm });
+  if (started === null) {
+    if (wasm !== undefined) {
+      started = initWasm({ module_or_path: wasm });
+    } else if (relaxedSimd) {
+      started = initWasm({ module_or_path: new URL('./webmamba_relaxed_bg.wasm', import.meta.url) })
+        .catch(() => initWasm());
+    } else {
+      started = initWasm();
+    }
+    started.catch(() => { started = null; }); // a failed start may be tried again
+  }
+  return started;
 }
 
 /** Loads `op` in the page or, with `options.worker`, in a worker. */

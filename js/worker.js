@@ -12,7 +12,10 @@
 // in a cross-origin-isolated page (SharedArrayBuffer), gets the threaded build (threads/: the
 // same module built with wasm threads) and a pool of `threads` Web Workers (default: every
 // core) for the CPU backend; anything else, or a threaded build that fails to start, gets the
-// plain one (the wasm module then warns if more threads were asked for).
+// plain one (the wasm module then warns if more threads were asked for). Each build runs its
+// relaxed-SIMD module where the engine validates relaxed SIMD (simd.js).
+
+import { relaxedSimd } from './simd.js';
 
 /** The wasm module's exports, once the first call has chosen and started a build. */
 let wasm = null;
@@ -28,12 +31,25 @@ function wantedThreads(data) {
   return Number.isInteger(t) && t >= 2 && t <= MAX_THREADS ? t : null; // else the module judges it
 }
 
+/** Starts a build's glue on its relaxed-SIMD module where the engine has relaxed SIMD (and that
+ *  module can be had), else on its plain one. */
+async function instantiate(glue, relaxedUrl) {
+  if (relaxedSimd) {
+    try {
+      return await glue.default({ module_or_path: relaxedUrl });
+    } catch {
+      // the plain module below
+    }
+  }
+  return glue.default();
+}
+
 async function start(data) {
   const threads = wantedThreads(data);
   if (threads !== null && threads > 1) {
     try {
       const threaded = await import('./threads/webmamba.js');
-      await threaded.default();
+      await instantiate(threaded, new URL('./threads/webmamba_relaxed_bg.wasm', import.meta.url));
       await threaded.initThreadPool(threads);
       return threaded;
     } catch (e) {
@@ -41,7 +57,7 @@ async function start(data) {
     }
   }
   const plain = await import('./webmamba.js');
-  await plain.default();
+  await instantiate(plain, new URL('./webmamba_relaxed_bg.wasm', import.meta.url));
   return plain;
 }
 let ready = null;

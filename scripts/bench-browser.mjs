@@ -8,6 +8,8 @@
 //                                  [--pkg www/pkg] (another build of the package, to compare) [--no-native]
 //                                  [--threads 1,2] (the wasm CPU in worker mode in a cross-origin-isolated
 //                                  page on each count, the native CPU on the same counts: wasm-cpu-<n>t)
+//                                  [--simd128] (each wasm CPU row again on the plain module, not the
+//                                  relaxed-SIMD one Chromium starts: wasm-cpu[-<n>t]-simd128)
 // Figures as in docs/BENCHMARKS.md, measured with the JS API:
 //   prefill_tok_s   appendTokens(n ids) on a new session (ids never seen by the cache);
 //   decode_tok_s    generate({ maxTokens: 128 }) after a 128-token prompt;
@@ -16,7 +18,9 @@
 //                   to read exactly 16 tokens);
 //   capture_overhead_512 is not measurable through the API (the cache always captures): null.
 import { execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { chromium } from 'playwright-core';
 import { serve } from './serve.mjs';
@@ -27,7 +31,7 @@ const { values: opt } = parseArgs({
     model: { type: 'string' }, shape: { type: 'string' }, runs: { type: 'string', default: '3' },
     formats: { type: 'string', default: 'f32,f16,int8' }, json: { type: 'boolean', default: false },
     pkg: { type: 'string', default: 'www/pkg' }, 'no-native': { type: 'boolean', default: false },
-    threads: { type: 'string' },
+    threads: { type: 'string' }, simd128: { type: 'boolean', default: false },
   },
 });
 const runs = Number(opt.runs);
@@ -100,23 +104,35 @@ const stat = (xs) => {
   return { median: n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2, min: v[0], max: v[n - 1] };
 };
 
-const server = await serve('tests/browser', 0, { mounts: { '/pkg/': opt.pkg, '/model/': dir }, isolated: threads !== null });
-const base = `http://127.0.0.1:${server.address().port}`;
+// --simd128: a copy of the package without its relaxed-SIMD modules, served by a second server
+// (the package then starts its plain modules, as in an engine without relaxed SIMD)
+const plainPkg = opt.simd128 ? mkdtempSync(join(tmpdir(), 'webmamba-plain-pkg-')) : null;
+if (plainPkg) cpSync(opt.pkg, plainPkg, { recursive: true, filter: (f) => !f.endsWith('_relaxed_bg.wasm') });
+const servers = [opt.pkg, plainPkg].filter(Boolean)
+  .map((pkg) => serve('tests/browser', 0, { mounts: { '/pkg/': pkg, '/model/': dir }, isolated: threads !== null }));
+const bases = (await Promise.all(servers)).map((s) => `http://127.0.0.1:${s.address().port}`);
 const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ARGS });
 const rows = {};
 let adapter = '';
 try {
-  const page = await browser.newPage();
-  await page.goto(`${base}/loading.html`);
-  await page.evaluate(() => window.ready);
+  const pages = [];
+  for (const base of bases) {
+    const page = await browser.newPage();
+    await page.goto(`${base}/loading.html`);
+    await page.evaluate(() => window.ready);
+    pages.push(page);
+  }
   const cpus = threads ? threads.map((t) => ['cpu', 'auto', t]) : [['cpu', 'auto', null]];
-  const variants = [...opt.formats.split(',').filter(Boolean).map((w) => ['gpu', w, null]), ...cpus];
-  for (const [backend, weights, t] of variants) {
-    const label = backend === 'gpu' ? `wasm-gpu-${weights}` : `wasm-cpu${t ? `-${t}t` : ''}`;
+  const variants = [...opt.formats.split(',').filter(Boolean).map((w) => ['gpu', w, null, 0]),
+    ...cpus.map((v) => [...v, 0]), ...(plainPkg ? cpus.map((v) => [...v, 1]) : [])];
+  for (const [backend, weights, t, p] of variants) {
+    const label = backend === 'gpu' ? `wasm-gpu-${weights}` : `wasm-cpu${t ? `-${t}t` : ''}${p ? '-simd128' : ''}`;
     console.error(`bench:browser: ${label}…`);
-    const r = await inPage(page, backend, weights, runs, t);
+    const r = await inPage(pages[p], backend, weights, runs, t);
     if (backend === 'gpu') adapter = r.info.adapter;
+    if (backend === 'cpu' && p && r.info.simd !== 'simd128') throw new Error(`${label} ran the ${r.info.simd} module`);
     rows[label] = {
+      simd: r.info.simd,
       prefill_tok_s: Object.fromEntries(Object.entries(r.prefill).map(([n, xs]) => [n, stat(xs)])),
       decode_tok_s: stat(r.decode), scan_speedup_512: stat(r.scan), resume_speedup_2048: stat(r.resume),
       capture_overhead_512: null,
@@ -125,7 +141,8 @@ try {
   }
 } finally {
   await browser.close();
-  server.close();
+  for (const s of await Promise.all(servers)) s.close();
+  if (plainPkg) rmSync(plainPkg, { recursive: true, force: true });
 }
 
 let native = { model: null, backends: {} };
@@ -142,6 +159,10 @@ for (const t of threads ?? [null]) {
   const [w, n, sfx] = [`wasm-cpu${t ? `-${t}t` : ''}`, `native-cpu${t ? `-${t}t` : ''}`, t ? `_${t}t` : ''];
   ratios[`wasm_cpu_vs_native_prefill_512${sfx}`] = med(w, 'prefill_tok_s', '512') / med(n, 'prefill_tok_s', '512');
   ratios[`wasm_cpu_vs_native_decode${sfx}`] = med(w, 'decode_tok_s') / med(n, 'decode_tok_s');
+  if (rows[`${w}-simd128`]) {
+    ratios[`wasm_relaxed_vs_simd128_prefill_512${sfx}`] = med(w, 'prefill_tok_s', '512') / med(`${w}-simd128`, 'prefill_tok_s', '512');
+    ratios[`wasm_relaxed_vs_simd128_decode${sfx}`] = med(w, 'decode_tok_s') / med(`${w}-simd128`, 'decode_tok_s');
+  }
   if (t && t !== threads[0]) {
     for (const side of ['wasm', 'native']) {
       const [a, b] = [`${side}-cpu-${t}t`, `${side}-cpu-${threads[0]}t`];
@@ -159,10 +180,10 @@ if (opt.json) {
 } else {
   const cell = (s, d = 1) => (s ? `${s.median.toFixed(d)} (${s.min.toFixed(d)}–${s.max.toFixed(d)})` : '—');
   console.log(`model ${JSON.stringify(native.model)} (${dir}); WebGPU adapter: ${adapter}; median (min–max) of ${runs} runs\n`);
-  console.log('| backend | prefill 128 tok/s | prefill 512 | prefill 2048 | decode tok/s | scan_speedup_512 | resume_speedup_2048 |');
-  console.log('|---|---|---|---|---|---|---|');
+  console.log('| backend | module | prefill 128 tok/s | prefill 512 | prefill 2048 | decode tok/s | scan_speedup_512 | resume_speedup_2048 |');
+  console.log('|---|---|---|---|---|---|---|---|');
   for (const [l, r] of Object.entries(rows)) {
-    console.log(`| ${l} | ${cell(r.prefill_tok_s['128'])} | ${cell(r.prefill_tok_s['512'])} | ${cell(r.prefill_tok_s['2048'])} | ${cell(r.decode_tok_s)} | ${cell(r.scan_speedup_512)} | ${cell(r.resume_speedup_2048)} |`);
+    console.log(`| ${l} | ${r.simd ?? 'native'} | ${cell(r.prefill_tok_s['128'])} | ${cell(r.prefill_tok_s['512'])} | ${cell(r.prefill_tok_s['2048'])} | ${cell(r.decode_tok_s)} | ${cell(r.scan_speedup_512)} | ${cell(r.resume_speedup_2048)} |`);
   }
   console.log('');
   for (const [k, v] of Object.entries(ratios)) if (Number.isFinite(v)) console.log(`${k}: ${v.toFixed(2)}x`);

@@ -13,7 +13,7 @@ if (!dir || !existsSync(join(dir, 'webmamba.js'))) {
   process.exit(2);
 }
 
-const LAYER = ['index.js', 'index.d.ts', 'worker.js', 'worker-client.js', 'chat.js', 'README.md'];
+const LAYER = ['index.js', 'index.d.ts', 'worker.js', 'worker-client.js', 'chat.js', 'simd.js', 'README.md'];
 for (const f of LAYER) copyFileSync(join('js', f), join(dir, f));
 
 const cargo = readFileSync('Cargo.toml', 'utf8');
@@ -34,11 +34,14 @@ const pkg = {
     '.': { types: './index.d.ts', default: './index.js' },
     './worker.js': './worker.js',
     './webmamba_bg.wasm': './webmamba_bg.wasm',
+    './webmamba_relaxed_bg.wasm': './webmamba_relaxed_bg.wasm',
     './package.json': './package.json',
   },
   // threads/: the same module built for wasm threads (scripts/build-threads), which worker.js
-  // loads in a cross-origin-isolated page
+  // loads in a cross-origin-isolated page; webmamba_relaxed_bg.wasm (here and in threads/):
+  // each built with relaxed SIMD (scripts/build-relaxed), loaded where the engine has it
   files: [...LAYER.filter((f) => f !== 'README.md'), ...wasmFiles,
+    ...(existsSync(join(dir, 'webmamba_relaxed_bg.wasm')) ? ['webmamba_relaxed_bg.wasm'] : []),
     ...(existsSync(join(dir, 'snippets')) ? ['snippets/'] : []),
     ...(existsSync(join(dir, 'threads', 'webmamba.js')) ? ['threads/'] : [])],
   // The snippets are wasm-bindgen's inline JS (imported by webmamba.js for their exports only);

@@ -4,12 +4,14 @@
 //! compute-bound on widening, while one core here reads ~10 GB/s. Each row's weights are loaded
 //! eight at a time, widened in registers (bf16: a shift; f16: `vcvtph2ps`) and multiplied into
 //! eight lanes of accumulators per row with fused multiply-adds, four rows per pass over x.
+//! Also the selective scan's step ([`scan_step`]) with [`crate::cpu::ops::exp`] on eight lanes.
 
 use std::arch::x86_64::*;
 use std::sync::OnceLock;
 
 use half::{bf16, f16};
 
+use crate::cpu::ops::{EXP, scan_tail};
 use crate::model::matrix::{bf16_to_f32, f16_to_f32};
 
 /// Whether this CPU runs the functions below (AVX2, FMA and F16C; every x86-64 CPU since 2013).
@@ -96,4 +98,75 @@ pub fn dot4_bf16(x: &[f32], rows: [&[bf16]; 4]) -> [f32; 4] {
     debug_assert!(available());
     // SAFETY: as in `dot4_f32`.
     unsafe { dot4_bf16_avx2(x, rows) }
+}
+
+/// [`crate::cpu::ops::exp`] on eight lanes, its steps in the same order (multiply-adds fused).
+#[target_feature(enable = "avx2,fma")]
+fn exp8(x: __m256) -> __m256 {
+    let x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(EXP.max)), _mm256_set1_ps(EXP.min));
+    let round = _mm256_set1_ps(EXP.round);
+    let shifted = _mm256_fmadd_ps(x, _mm256_set1_ps(EXP.log2e), round);
+    let n = _mm256_sub_ps(shifted, round);
+    let r = _mm256_sub_ps(
+        _mm256_sub_ps(x, _mm256_mul_ps(n, _mm256_set1_ps(EXP.ln2_hi))),
+        _mm256_mul_ps(n, _mm256_set1_ps(EXP.ln2_lo)),
+    );
+    let [p0, rest @ ..] = EXP.poly;
+    let p = rest.iter().fold(_mm256_set1_ps(p0), |p, &k| _mm256_fmadd_ps(p, r, _mm256_set1_ps(k)));
+    let er = _mm256_add_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, r), r, r), _mm256_set1_ps(1.0));
+    let n_bits = _mm256_sub_epi32(_mm256_castps_si256(shifted), _mm256_castps_si256(round));
+    let two_n = _mm256_slli_epi32(_mm256_add_epi32(n_bits, _mm256_set1_epi32(127)), 23);
+    _mm256_mul_ps(er, _mm256_castsi256_ps(two_n))
+}
+
+#[target_feature(enable = "avx2,fma")]
+fn scan_step_avx2(h: &mut [f32], a: &[f32], b: &[f32], c: &[f32], dt: f32, dt_u: f32) -> f32 {
+    let n = h.len();
+    assert!(a.len() >= n && b.len() >= n && c.len() >= n, "a scan step's A, B or C is shorter than h");
+    let n8 = n / 8 * 8;
+    let (dt8, dt_u8) = (_mm256_set1_ps(dt), _mm256_set1_ps(dt_u));
+    let mut acc = _mm256_setzero_ps();
+    for s in (0..n8).step_by(8) {
+        // SAFETY: s + 8 ≤ n ≤ every slice's length (asserted above); loadu/storeu need no
+        // alignment.
+        unsafe {
+            let decay = exp8(_mm256_mul_ps(dt8, _mm256_loadu_ps(a.as_ptr().add(s))));
+            let input = _mm256_mul_ps(dt_u8, _mm256_loadu_ps(b.as_ptr().add(s)));
+            let hs = _mm256_fmadd_ps(decay, _mm256_loadu_ps(h.as_ptr().add(s)), input);
+            _mm256_storeu_ps(h.as_mut_ptr().add(s), hs);
+            acc = _mm256_fmadd_ps(hs, _mm256_loadu_ps(c.as_ptr().add(s)), acc);
+        }
+    }
+    sum8(acc) + scan_tail(&mut h[n8..], &a[n8..n], &b[n8..n], &c[n8..n], dt, dt_u)
+}
+
+/// One step of the selective scan for one channel (see [`crate::cpu::ops::scan_step`]). Only
+/// where [`available`].
+pub fn scan_step(h: &mut [f32], a: &[f32], b: &[f32], c: &[f32], dt: f32, dt_u: f32) -> f32 {
+    debug_assert!(available());
+    // SAFETY: as in `dot4_f32`.
+    unsafe { scan_step_avx2(h, a, b, c, dt, dt_u) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exp8_is_within_2_ulp_of_the_library_exp() {
+        if !available() {
+            return; // nothing here runs without AVX2 and FMA
+        }
+        for i in 0..250_000 {
+            let x: [f32; 8] = std::array::from_fn(|l| -87.3 + 175.6 * (i * 8 + l) as f32 / 2_000_000.0);
+            let mut got = [0.0f32; 8];
+            // SAFETY: available() above; both arrays hold 8 f32.
+            unsafe { _mm256_storeu_ps(got.as_mut_ptr(), exp8(_mm256_loadu_ps(x.as_ptr()))) };
+            for (x, got) in x.iter().zip(got) {
+                let want = x.exp();
+                let ulp = (want.to_bits() as i64 - got.to_bits() as i64).abs();
+                assert!(ulp <= 2, "exp8({x}): {got} vs {want} ({ulp} ulp)");
+            }
+        }
+    }
 }

@@ -41,9 +41,19 @@ pub fn silu(x: f32) -> f32 {
     x / (1.0 + exp(-x))
 }
 
-/// `log(1 + eˣ)`, returning x itself above 20 as PyTorch's `softplus` does.
+/// `log(1 + eˣ)` as the GPU kernels compute it: `max(x, 0) + log1p(e^−|x|)`, with
+/// `log1p(y) = 2·atanh(y / (2 + y))` summed as its series (y ≤ 1, so s ≤ 1/3: eight terms reach
+/// f32's precision) and [`exp`] — no branches or library calls, so that a loop over it
+/// vectorises (`f32::ln_1p` and `f32::exp` were 6% of a prefill natively, more in wasm, where
+/// they are software). Above 20 it rounds to x itself, as PyTorch's threshold gives.
+#[inline(always)]
 pub fn softplus(x: f32) -> f32 {
-    if x > 20.0 { x } else { x.exp().ln_1p() }
+    let y = exp(-x.abs());
+    let s = y / (2.0 + y);
+    let s2 = s * s;
+    let odd = 1.0 / 9.0 + s2 * (1.0 / 11.0 + s2 * (1.0 / 13.0 + s2 * (1.0 / 15.0)));
+    let series = 1.0 + s2 * (1.0 / 3.0 + s2 * (1.0 / 5.0 + s2 * (1.0 / 7.0 + s2 * odd)));
+    x.max(0.0) + 2.0 * s * series
 }
 
 /// Index of the largest value (the first one on ties); `None` for an empty slice.
@@ -59,9 +69,29 @@ pub fn argmax(values: &[f32]) -> Option<usize> {
 
 /// One step of the selective scan for one channel, in place: for each state entry s,
 /// `h[s] = exp(Δ·A[s])·h[s] + (Δ·u)·B[s]`; returns `Σ h[s]·C[s]`. h, a, b, c: (N).
-/// Eight entries at a time with [`exp`] (so the whole step vectorises: SSE2/AVX natively,
-/// SIMD128 in wasm, where `f32::exp` is a scalar software call).
+/// Written out in vector intrinsics with [`exp`]'s polynomial where the target has them (AVX2
+/// and FMA natively, checked at run time: `cpu/avx2.rs`; SIMD128 in wasm: `cpu/simd128.rs`) —
+/// the auto-vectorised loop below ran at 0.6x of them — else that loop. They differ by
+/// rounding only (fused multiply-adds, the order of the final sum).
 pub fn scan_step(h: &mut [f32], a: &[f32], b: &[f32], c: &[f32], dt: f32, dt_u: f32) -> f32 {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        crate::cpu::simd128::scan_step(h, a, b, c, dt, dt_u)
+    }
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    {
+        #[cfg(target_arch = "x86_64")]
+        if crate::cpu::avx2::available() {
+            return crate::cpu::avx2::scan_step(h, a, b, c, dt, dt_u);
+        }
+        scan_step_portable(h, a, b, c, dt, dt_u)
+    }
+}
+
+/// [`scan_step`] as plain loops, eight entries at a time with [`exp`] so that the compiler can
+/// vectorise it.
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+fn scan_step_portable(h: &mut [f32], a: &[f32], b: &[f32], c: &[f32], dt: f32, dt_u: f32) -> f32 {
     let n8 = h.len() / 8 * 8;
     let mut acc = [0.0f32; 8];
     let (h8, h_rest) = h.split_at_mut(n8);
@@ -73,37 +103,62 @@ pub fn scan_step(h: &mut [f32], a: &[f32], b: &[f32], c: &[f32], dt: f32, dt_u: 
             acc[i] += h[i] * c[i];
         }
     }
-    let mut tail = 0.0;
-    for (i, h) in h_rest.iter_mut().enumerate() {
-        *h = exp(dt * a[n8 + i]) * *h + dt_u * b[n8 + i];
-        tail += *h * c[n8 + i];
+    acc.iter().sum::<f32>() + scan_tail(h_rest, &a[n8..], &b[n8..], &c[n8..], dt, dt_u)
+}
+
+/// [`scan_step`] entry by entry (the SIMD versions' last entries, fewer than a vector).
+pub(crate) fn scan_tail(h: &mut [f32], a: &[f32], b: &[f32], c: &[f32], dt: f32, dt_u: f32) -> f32 {
+    let mut sum = 0.0;
+    for (i, h) in h.iter_mut().enumerate() {
+        *h = exp(dt * a[i]) * *h + dt_u * b[i];
+        sum += *h * c[i];
     }
-    acc.iter().sum::<f32>() + tail
+    sum
 }
 
 /// eˣ without branches or library calls, so that loops over it vectorise (Cephes' `expf`:
 /// x = n·ln2 + r with |r| ≤ ln2/2, a degree-6 polynomial for eʳ, 2ⁿ put into the exponent
 /// bits). Within 2 ulp of `f32::exp` for x in [−87.3, 88.3]; below, the result stays at
-/// ~1e−38 instead of reaching 0 (x is clamped).
+/// ~1e−38 instead of reaching 0 (x is clamped). The SIMD copies (`cpu/avx2.rs`,
+/// `cpu/simd128.rs`) use these constants ([`EXP`]) in the same order.
 #[inline(always)]
 pub fn exp(x: f32) -> f32 {
-    const LOG2E: f32 = std::f32::consts::LOG2_E;
-    const LN2_HI: f32 = 0.693_359_4; // ln 2 split in two for an exact n·ln2
-    const LN2_LO: f32 = -2.121_944_4e-4;
-    const ROUND: f32 = 12_582_912.0; // 1.5·2²³: adding it rounds to an integer (|v| < 2²²)
-    let x = x.clamp(-87.3, 88.3);
-    let shifted = x * LOG2E + ROUND;
-    let n = shifted - ROUND; // round(x / ln 2), as a float
-    let r = x - n * LN2_HI - n * LN2_LO;
-    let p = ((((1.987_569_1e-4 * r + 1.398_2e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r
-        + 1.666_666_5e-1)
-        * r
-        + 0.5;
+    let x = x.clamp(EXP.min, EXP.max);
+    let shifted = x * EXP.log2e + EXP.round;
+    let n = shifted - EXP.round; // round(x / ln 2), as a float
+    let r = x - n * EXP.ln2_hi - n * EXP.ln2_lo;
+    let [p0, p1, p2, p3, p4, p5] = EXP.poly;
+    let p = ((((p0 * r + p1) * r + p2) * r + p3) * r + p4) * r + p5;
     let er = p * r * r + r + 1.0;
     // n (in −126..=127) sits in the low mantissa bits of `shifted`: n + 127 into the exponent
-    let n_bits = shifted.to_bits().wrapping_sub(ROUND.to_bits());
+    let n_bits = shifted.to_bits().wrapping_sub(EXP.round.to_bits());
     er * f32::from_bits(n_bits.wrapping_add(127) << 23)
 }
+
+/// [`exp`]'s constants.
+pub(crate) struct ExpConstants {
+    /// The clamp: below `min` the result stays ~1e−38, above `max` ~3e38.
+    pub min: f32,
+    pub max: f32,
+    pub log2e: f32,
+    /// ln 2 split in two for an exact n·ln2.
+    pub ln2_hi: f32,
+    pub ln2_lo: f32,
+    /// 1.5·2²³: adding it rounds to an integer (|v| < 2²²).
+    pub round: f32,
+    /// eʳ ≈ 1 + r + r²·p(r), p's coefficients from the highest power.
+    pub poly: [f32; 6],
+}
+
+pub(crate) const EXP: ExpConstants = ExpConstants {
+    min: -87.3,
+    max: 88.3,
+    log2e: std::f32::consts::LOG2_E,
+    ln2_hi: 0.693_359_4,
+    ln2_lo: -2.121_944_4e-4,
+    round: 12_582_912.0,
+    poly: [1.987_569_1e-4, 1.398_2e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 0.5],
+};
 
 #[cfg(test)]
 mod tests {
@@ -121,6 +176,24 @@ mod tests {
         }
         assert_eq!(exp(0.0), 1.0);
         assert!(exp(-1000.0) < 1e-37 && exp(-1000.0) >= 0.0);
+    }
+
+    #[test]
+    fn softplus_matches_f64_over_the_whole_range() {
+        // as tests/gpu_softplus.rs: [−30, 30] every 1/1024, and the far ends
+        let mut xs: Vec<f32> = (-30 * 1024..=30 * 1024).map(|i| i as f32 / 1024.0).collect();
+        xs.extend([-100.0, -88.0, -87.0, -15.0001, -14.9999, -8.0001, 19.999, 20.001, 50.0, 100.0]);
+        for x in xs {
+            let want = f64::from(x).max(0.0) + (-f64::from(x).abs()).exp().ln_1p();
+            let got = f64::from(softplus(x));
+            // f32's own exp moves e^x by |x| half ULPs; a few more for the rest
+            let allowed = (4.0 + f64::from(x.abs())) * f64::from(f32::EPSILON);
+            let rel = if want < 1e-30 { (got - want).abs() } else { (got - want).abs() / want };
+            assert!(rel <= allowed, "softplus({x}): {got} vs {want} ({rel:.2e} relative)");
+        }
+        assert!(softplus(f32::NAN).is_nan());
+        assert_eq!(softplus(f32::INFINITY), f32::INFINITY);
+        assert_eq!(softplus(1e30), 1e30);
     }
 
     #[test]

@@ -3,12 +3,16 @@
 //! lanes across four rows (one 2-byte lane load per weight), which ran a bf16 decode at 0.4x of
 //! native. Here each row's weights are loaded eight at a time, widened in registers (bf16: a
 //! shift; f16: the same branchless bit moves as [`crate::model::matrix::f16_to_f32`]) and
-//! multiplied with x as two f32x4 — for every weight format, four rows per pass over x.
+//! multiplied with x as two f32x4 — for every weight format, four rows per pass over x. In the
+//! relaxed-SIMD module (`+relaxed-simd`, scripts/build-relaxed) the multiply-adds are
+//! `f32x4.relaxed_madd`: fused where the CPU has FMA. Also the selective scan's step
+//! ([`scan_step`]) with [`crate::cpu::ops::exp`] on four lanes.
 
 use core::arch::wasm32::*;
 
 use half::{bf16, f16};
 
+use crate::cpu::ops::{EXP, scan_tail};
 use crate::model::matrix::{bf16_to_f32, f16_to_f32};
 
 /// Eight consecutive values as two f32x4.
@@ -69,6 +73,16 @@ impl Load8 for f16 {
     }
 }
 
+/// `a·b + c`: fused in the relaxed-SIMD module where the CPU has FMA (one rounding), else a
+/// multiply and an add.
+#[inline(always)]
+pub fn madd(a: v128, b: v128, c: v128) -> v128 {
+    #[cfg(target_feature = "relaxed-simd")]
+    return f32x4_relaxed_madd(a, b, c);
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    f32x4_add(f32x4_mul(a, b), c)
+}
+
 /// Four dot products of x with four rows at once (each row as long as x).
 #[inline(always)]
 fn dot4<T: Load8>(x: &[f32], rows: [&[T]; 4]) -> [f32; 4] {
@@ -82,8 +96,8 @@ fn dot4<T: Load8>(x: &[f32], rows: [&[T]; 4]) -> [f32; 4] {
         for (r, row) in rows.iter().enumerate() {
             // SAFETY: as for x.
             let (w0, w1) = unsafe { T::load8(row.as_ptr().add(c)) };
-            acc[2 * r] = f32x4_add(acc[2 * r], f32x4_mul(x0, w0));
-            acc[2 * r + 1] = f32x4_add(acc[2 * r + 1], f32x4_mul(x1, w1));
+            acc[2 * r] = madd(x0, w0, acc[2 * r]);
+            acc[2 * r + 1] = madd(x1, w1, acc[2 * r + 1]);
         }
     }
     let mut out = [0.0; 4];
@@ -112,4 +126,46 @@ pub fn dot4_f16(x: &[f32], rows: [&[f16]; 4]) -> [f32; 4] {
 /// [`dot4`] over bf16 rows.
 pub fn dot4_bf16(x: &[f32], rows: [&[bf16]; 4]) -> [f32; 4] {
     dot4(x, rows)
+}
+
+/// [`crate::cpu::ops::exp`] on four lanes, its steps in the same order.
+#[inline(always)]
+fn exp4(x: v128) -> v128 {
+    let x = f32x4_pmax(f32x4_pmin(x, f32x4_splat(EXP.max)), f32x4_splat(EXP.min));
+    let round = f32x4_splat(EXP.round);
+    let shifted = madd(x, f32x4_splat(EXP.log2e), round);
+    let n = f32x4_sub(shifted, round);
+    let r =
+        f32x4_sub(f32x4_sub(x, f32x4_mul(n, f32x4_splat(EXP.ln2_hi))), f32x4_mul(n, f32x4_splat(EXP.ln2_lo)));
+    let [p0, rest @ ..] = EXP.poly;
+    let p = rest.iter().fold(f32x4_splat(p0), |p, &k| madd(p, r, f32x4_splat(k)));
+    let er = f32x4_add(madd(f32x4_mul(p, r), r, r), f32x4_splat(1.0));
+    let n_bits = i32x4_sub(shifted, round);
+    f32x4_mul(er, i32x4_shl(i32x4_add(n_bits, i32x4_splat(127)), 23))
+}
+
+/// One step of the selective scan for one channel (see [`crate::cpu::ops::scan_step`]), four
+/// entries at a time.
+pub fn scan_step(h: &mut [f32], a: &[f32], b: &[f32], c: &[f32], dt: f32, dt_u: f32) -> f32 {
+    let n = h.len();
+    assert!(a.len() >= n && b.len() >= n && c.len() >= n, "a scan step's A, B or C is shorter than h");
+    let n4 = n / 4 * 4;
+    let (dt4, dt_u4) = (f32x4_splat(dt), f32x4_splat(dt_u));
+    let mut acc = f32x4_splat(0.0);
+    for s in (0..n4).step_by(4) {
+        // SAFETY: s + 4 ≤ n ≤ every slice's length (asserted above); v128 loads and stores need
+        // no alignment.
+        unsafe {
+            let decay = exp4(f32x4_mul(dt4, v128_load(a.as_ptr().add(s).cast())));
+            let input = f32x4_mul(dt_u4, v128_load(b.as_ptr().add(s).cast()));
+            let hs = madd(decay, v128_load(h.as_ptr().add(s).cast()), input);
+            v128_store(h.as_mut_ptr().add(s).cast(), hs);
+            acc = madd(hs, v128_load(c.as_ptr().add(s).cast()), acc);
+        }
+    }
+    let lanes = f32x4_extract_lane::<0>(acc)
+        + f32x4_extract_lane::<1>(acc)
+        + f32x4_extract_lane::<2>(acc)
+        + f32x4_extract_lane::<3>(acc);
+    lanes + scan_tail(&mut h[n4..], &a[n4..n], &b[n4..n], &c[n4..n], dt, dt_u)
 }

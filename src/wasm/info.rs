@@ -68,6 +68,10 @@ pub struct ModelInfo {
     /// Threads of the CPU backend's forward pass (1 on the GPU): more than one only in a
     /// worker of a cross-origin-isolated page (`threads`).
     pub threads: u32,
+    /// The wasm module's vector instructions: "relaxed" for the relaxed-SIMD module (the CPU
+    /// backend's matrix products then use fused multiply-adds where the CPU has them, so its
+    /// results may differ in the last bits from another machine's), else "simd128".
+    pub simd: String,
     /// What went wrong without stopping the load (e.g. the offline cache is full).
     pub warnings: Vec<String>,
 }
@@ -99,6 +103,7 @@ impl ModelInfo {
             kv_format: "f32".into(),
             page_bytes: 0.0,
             threads: e.cpu_threads().unwrap_or(1) as u32,
+            simd: if cfg!(target_feature = "relaxed-simd") { "relaxed" } else { "simd128" }.into(),
             warnings,
         };
         match e {

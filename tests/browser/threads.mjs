@@ -9,7 +9,9 @@
 //     bitwise those of `threads: 1` and of the model in the page (the plain build, one thread);
 //   - the same page's in-page model asked for 2 threads runs on one, with a warning saying why;
 //     and so does a worker in a page that is not cross-origin isolated (/plain/);
-//   - a `threads` that is not a whole number from 1 to 256 is a typed InvalidInput error.
+//   - a `threads` that is not a whole number from 1 to 256 is a typed InvalidInput error;
+//   - in Chromium and Firefox the page and every worker run the relaxed-SIMD modules
+//     (info.simd 'relaxed'), so the bitwise comparisons above are between relaxed modules.
 // The prefill speed at 1 and 2 threads is printed (a figure, not a check: benchmarks live in
 // docs/BENCHMARKS.md).
 import { serve } from '../../scripts/serve.mjs';
@@ -36,7 +38,7 @@ async function run(page, url, prompt, options) {
       const tokens = Array.from(await s.generate({ maxTokens: 12 })).join(',');
       const info = plain(model.info);
       await model.free?.();
-      return { threads: info.threads, warnings: info.warnings, tokens, bits, n: ids.length, tokS: ids.length / seconds };
+      return { threads: info.threads, simd: info.simd, warnings: info.warnings, tokens, bits, n: ids.length, tokS: ids.length / seconds };
     } catch (e) {
       return { error: `${e?.name}/${e?.code}: ${e?.message}` };
     }
@@ -98,6 +100,11 @@ try {
       `the logits after ${two.n} tokens are bitwise equal on 1, 2 and ${all.threads} threads and in the page`);
     check(two.tokens === one.tokens && two.tokens === inPage.tokens && all.tokens === one.tokens,
       `the same greedy tokens on every thread count (${two.tokens})`);
+    // Chromium (114+) and Firefox (146+) have relaxed SIMD: the page and the workers (plain and
+    // threaded builds) must run their relaxed-SIMD modules; WebKit's answer is only logged.
+    const simd = { chromium: 'relaxed', firefox: 'relaxed' }[engine] ?? inPage.simd;
+    check([inPage, one, two, all].every((r) => r.simd === simd),
+      `the page and every worker run the ${simd} module (${[inPage, one, two, all].map((r) => r.simd).join(', ')})`);
     console.log(`threads [${engine}]: prefill of ${two.n} tokens (3M model, worker): 1 thread ${one.tokS.toFixed(0)} tok/s, `
       + `2 threads ${two.tokS.toFixed(0)} tok/s (${(two.tokS / one.tokS).toFixed(2)}x)`);
 

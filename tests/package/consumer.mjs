@@ -32,7 +32,8 @@ const sh = (cmd, args, cwd) => {
 // The tarball, and what it holds.
 const packed = JSON.parse(sh('npm', ['pack', resolve(PKG), '--json', '--pack-destination', work], work))[0];
 const files = packed.files.map((f) => f.path).sort();
-for (const f of ['package.json', 'README.md', 'index.js', 'index.d.ts', 'worker.js', 'worker-client.js', 'webmamba.js', 'webmamba_bg.wasm']) {
+for (const f of ['package.json', 'README.md', 'index.js', 'index.d.ts', 'worker.js', 'worker-client.js', 'simd.js', 'webmamba.js', 'webmamba_bg.wasm',
+  'webmamba_relaxed_bg.wasm', 'threads/webmamba.js', 'threads/webmamba_bg.wasm', 'threads/webmamba_relaxed_bg.wasm']) {
   check(files.includes(f), `the tarball has ${f}`);
 }
 check(packed.name === 'webmamba', `the package is named ${packed.name}`);
@@ -76,6 +77,8 @@ async function runApp(browser, url, how) {
   check(r.streamed.length > 0, `${how}: the app wrote the streamed text: ${JSON.stringify(r.streamed)}`);
   check(typeof r.text === 'string' && r.text.length > 0, `${how}: generate resolved to text: ${JSON.stringify(r.text)}`);
   check(r.page && r.worker === r.page, `${how}: the package's worker (${r.workerBackend}) gives the page's greedy text: ${JSON.stringify(r.worker)}`);
+  check(r.simd === 'relaxed' && r.workerSimd === 'relaxed',
+    `${how}: the page and the worker run the relaxed-SIMD module (info.simd ${r.simd}, ${r.workerSimd}): the bundle has it`);
   const usage = JSON.parse(r.chatUsage ?? 'null');
   check(r.chatStreamed?.length > 0 && r.chatStreamed === r.chatWhole && usage?.completion_tokens > 0 && usage.prompt_tokens > 0,
     `${how}: chat.completions.create with stream: true gives the text of the same request not streamed (${JSON.stringify(r.chatStreamed)}), usage on the last chunk ${r.chatUsage}`);

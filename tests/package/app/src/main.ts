@@ -39,6 +39,9 @@ Object.assign(document.body.dataset, {
   page: await greedy(model),
   worker: await greedy(inWorker),
   workerBackend: inWorker.info.backend,
+  // which wasm module each runs: Chromium has relaxed SIMD, so Vite must have bundled that one
+  simd: model.info.simd satisfies 'relaxed' | 'simd128',
+  workerSimd: inWorker.info.simd,
   chatStreamed: streamed,
   chatWhole: whole.choices[0]?.message.content ?? '',
   chatUsage: JSON.stringify(usage),
