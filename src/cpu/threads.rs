@@ -128,6 +128,13 @@ fn parallel() -> bool {
     rayon::current_thread_index().is_some() && rayon::current_num_threads() > 1
 }
 
+/// Work a piece should have before it is worth handing to another thread, as a count of the
+/// cheapest steps that split (a weight read, a state entry updated): 64 Ki natively; four
+/// times that in wasm, where handing work to a sleeping Web Worker costs more — a 2-thread
+/// decode of the 130M model in Chromium ran at 38–40 tok/s with 64 Ki, 40–43 with 256 Ki
+/// (1 thread: 28–31; both builds alternated in one run, 2026-12-04).
+pub const MIN_PIECE: usize = if cfg!(target_arch = "wasm32") { 1 << 18 } else { 1 << 16 };
+
 /// How many elements of `n` one piece of work takes: about four pieces per thread, at least
 /// `min` elements, a multiple of `align` (the whole of `n` outside a pool).
 pub fn chunk_len(n: usize, min: usize, align: usize) -> usize {
