@@ -15,6 +15,7 @@
 //! On the model's threads the GEMV splits its output rows and the GEMM its output columns: each
 //! output is the same sum at any thread count.
 
+use crate::cpu::ops::dot_widening;
 use crate::cpu::threads::{MIN_PIECE, chunk_len, for_chunks, map_range};
 use crate::model::matrix::{bf16_to_f32, f16_to_f32};
 use crate::model::{Matrix, MatrixData};
@@ -206,21 +207,6 @@ fn dot4<T: Copy>(x: &[f32], rows: [&[T]; 4], widen: impl Fn(T) -> f32) -> [f32; 
         *out = acc.iter().sum::<f32>() + tail;
     }
     out
-}
-
-/// `Σ a[i]·widen(b[i])` with eight independent accumulators so the compiler can vectorise it.
-pub fn dot_widening<T: Copy>(a: &[f32], b: &[T], widen: impl Fn(T) -> f32) -> f32 {
-    debug_assert_eq!(a.len(), b.len());
-    let mut acc = [0.0f32; 8];
-    let (a8, a_rest) = a.split_at(a.len() / 8 * 8);
-    let (b8, b_rest) = b.split_at(a8.len());
-    for (x, y) in a8.chunks_exact(8).zip(b8.chunks_exact(8)) {
-        for i in 0..8 {
-            acc[i] += x[i] * widen(y[i]);
-        }
-    }
-    let tail: f32 = a_rest.iter().zip(b_rest).map(|(x, &y)| x * widen(y)).sum();
-    acc.iter().sum::<f32>() + tail
 }
 
 #[cfg(test)]

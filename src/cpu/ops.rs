@@ -2,11 +2,24 @@
 //! auto-vectorisation second (contiguous inner loops, several accumulators). The matrix
 //! products are in [`crate::cpu::matmul`].
 
-use crate::cpu::matmul::dot_widening;
-
 /// `Σ a[i]·b[i]` with eight independent accumulators so the compiler can vectorise it.
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     dot_widening(a, b, |v| v)
+}
+
+/// `Σ a[i]·widen(b[i])` with eight independent accumulators so the compiler can vectorise it.
+pub fn dot_widening<T: Copy>(a: &[f32], b: &[T], widen: impl Fn(T) -> f32) -> f32 {
+    debug_assert_eq!(a.len(), b.len());
+    let mut acc = [0.0f32; 8];
+    let (a8, a_rest) = a.split_at(a.len() / 8 * 8);
+    let (b8, b_rest) = b.split_at(a8.len());
+    for (x, y) in a8.chunks_exact(8).zip(b8.chunks_exact(8)) {
+        for i in 0..8 {
+            acc[i] += x[i] * widen(y[i]);
+        }
+    }
+    let tail: f32 = a_rest.iter().zip(b_rest).map(|(x, &y)| x * widen(y)).sum();
+    acc.iter().sum::<f32>() + tail
 }
 
 /// softmax(x), with −∞ giving 0 (the sampler's and the mixtures' routers').
