@@ -54,19 +54,12 @@ pub fn silu(x: f32) -> f32 {
     x / (1.0 + exp(-x))
 }
 
-/// `log(1 + eˣ)` as the GPU kernels compute it: `max(x, 0) + log1p(e^−|x|)`, with
-/// `log1p(y) = 2·atanh(y / (2 + y))` summed as its series (y ≤ 1, so s ≤ 1/3: eight terms reach
-/// f32's precision) and [`exp`] — no branches or library calls, so that a loop over it
-/// vectorises (`f32::ln_1p` and `f32::exp` were 6% of a prefill natively, more in wasm, where
-/// they are software). Above 20 it rounds to x itself, as PyTorch's threshold gives.
-#[inline(always)]
+/// `log(1 + eˣ)`, returning x itself above 20 as PyTorch's `softplus` does. (The GPU kernels'
+/// branch-free form, `max(x, 0) + log1p(e^−|x|)` with an atanh series, vectorises and ran a
+/// native prefill ~5% faster, but moved the last bits enough that a Zamba2 fixture's resumed
+/// logits left `tests/session.rs`'s 1e-5 of the whole run's: kept as it was.)
 pub fn softplus(x: f32) -> f32 {
-    let y = exp(-x.abs());
-    let s = y / (2.0 + y);
-    let s2 = s * s;
-    let odd = 1.0 / 9.0 + s2 * (1.0 / 11.0 + s2 * (1.0 / 13.0 + s2 * (1.0 / 15.0)));
-    let series = 1.0 + s2 * (1.0 / 3.0 + s2 * (1.0 / 5.0 + s2 * (1.0 / 7.0 + s2 * odd)));
-    x.max(0.0) + 2.0 * s * series
+    if x > 20.0 { x } else { x.exp().ln_1p() }
 }
 
 /// Index of the largest value (the first one on ties); `None` for an empty slice.
