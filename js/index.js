@@ -6,7 +6,7 @@
 import initWasm, { Model as WasmModel } from './webmamba.js';
 import { WorkerModel, WorkerSession } from './worker-client.js';
 import { addChatCompletions } from './chat.js';
-import { relaxedSimd } from './simd.js';
+import { start } from './simd.js';
 
 // `model.chat.completions.create(...)` on both kinds of model.
 addChatCompletions(WasmModel);
@@ -23,14 +23,8 @@ let started = null;
  */
 export function init(wasm) {
   if (started === null) {
-    if (wasm !== undefined) {
-      started = initWasm({ module_or_path: wasm });
-    } else if (relaxedSimd) {
-      started = initWasm({ module_or_path: new URL('./webmamba_relaxed_bg.wasm', import.meta.url) })
-        .catch(() => initWasm());
-    } else {
-      started = initWasm();
-    }
+    started = wasm !== undefined ? initWasm({ module_or_path: wasm })
+      : start(initWasm, new URL('./webmamba_relaxed_bg.wasm', import.meta.url));
     started.catch(() => { started = null; }); // a failed start may be tried again
   }
   return started;

@@ -15,7 +15,7 @@
 // plain one (the wasm module then warns if more threads were asked for). Each build runs its
 // relaxed-SIMD module where the engine validates relaxed SIMD (simd.js).
 
-import { relaxedSimd } from './simd.js';
+import { start as startModule } from './simd.js';
 
 /** The wasm module's exports, once the first call has chosen and started a build. */
 let wasm = null;
@@ -31,25 +31,12 @@ function wantedThreads(data) {
   return Number.isInteger(t) && t >= 2 && t <= MAX_THREADS ? t : null; // else the module judges it
 }
 
-/** Starts a build's glue on its relaxed-SIMD module where the engine has relaxed SIMD (and that
- *  module can be had), else on its plain one. */
-async function instantiate(glue, relaxedUrl) {
-  if (relaxedSimd) {
-    try {
-      return await glue.default({ module_or_path: relaxedUrl });
-    } catch {
-      // the plain module below
-    }
-  }
-  return glue.default();
-}
-
 async function start(data) {
   const threads = wantedThreads(data);
   if (threads !== null && threads > 1) {
     try {
       const threaded = await import('./threads/webmamba.js');
-      await instantiate(threaded, new URL('./threads/webmamba_relaxed_bg.wasm', import.meta.url));
+      await startModule(threaded.default, new URL('./threads/webmamba_relaxed_bg.wasm', import.meta.url));
       await threaded.initThreadPool(threads);
       return threaded;
     } catch (e) {
@@ -57,7 +44,7 @@ async function start(data) {
     }
   }
   const plain = await import('./webmamba.js');
-  await instantiate(plain, new URL('./webmamba_relaxed_bg.wasm', import.meta.url));
+  await startModule(plain.default, new URL('./webmamba_relaxed_bg.wasm', import.meta.url));
   return plain;
 }
 let ready = null;

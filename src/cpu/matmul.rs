@@ -16,7 +16,7 @@
 //! output is the same sum at any thread count.
 
 use crate::cpu::ops::dot_widening;
-use crate::cpu::threads::{MIN_PIECE, chunk_len, for_chunks, map_range};
+use crate::cpu::threads::{chunk_len, for_chunks, map_range, min_elements};
 use crate::model::matrix::{bf16_to_f32, f16_to_f32};
 use crate::model::{Matrix, MatrixData};
 
@@ -127,10 +127,10 @@ fn gemm_panels<T: Copy>(
 type Dot4<T> = fn(&[f32], [&[T]; 4]) -> [f32; 4];
 
 /// `y += W · x` for one x (in): w (out, in) in its stored type, y (out); pieces of rows (a
-/// multiple of four, [`MIN_PIECE`] weights at least) split across the model's threads.
+/// multiple of four, [`MIN_PIECE`](crate::cpu::threads::MIN_PIECE) weights at least) split across the model's threads.
 fn gemv<T: Copy + Sync>(x: &[f32], w: &[T], y: &mut [f32], widen: impl Fn(T) -> f32 + Sync, dot4: Dot4<T>) {
     let n_in = x.len();
-    let rows = chunk_len(y.len(), MIN_PIECE / n_in.max(1), 4);
+    let rows = chunk_len(y.len(), min_elements(n_in), 4);
     for_chunks(y, rows, |i, ys| {
         let first = i * rows;
         gemv_rows(x, &w[first * n_in..(first + ys.len()) * n_in], ys, &widen, dot4);

@@ -126,7 +126,7 @@ pub(crate) fn scan_tail(h: &mut [f32], a: &[f32], b: &[f32], c: &[f32], dt: f32,
 /// x = n·ln2 + r with |r| ≤ ln2/2, a degree-6 polynomial for eʳ, 2ⁿ put into the exponent
 /// bits). Within 2 ulp of `f32::exp` for x in [−87.3, 88.3]; below, the result stays at
 /// ~1e−38 instead of reaching 0 (x is clamped). The SIMD copies (`cpu/avx2.rs`,
-/// `cpu/simd128.rs`) use these constants ([`EXP`]) in the same order.
+/// `cpu/simd128.rs`) use these constants (`EXP`) in the same order.
 #[inline(always)]
 pub fn exp(x: f32) -> f32 {
     let x = x.clamp(EXP.min, EXP.max);

@@ -135,6 +135,12 @@ fn parallel() -> bool {
 /// (1 thread: 28–31; both builds alternated in one run, 2026-12-04).
 pub const MIN_PIECE: usize = if cfg!(target_arch = "wasm32") { 1 << 18 } else { 1 << 16 };
 
+/// The fewest elements a piece of work takes when each is `steps` of [`MIN_PIECE`]'s steps (a
+/// GEMV row: its inputs; a scan channel: tokens × state entries): `chunk_len`'s `min`.
+pub fn min_elements(steps: usize) -> usize {
+    MIN_PIECE / steps.max(1)
+}
+
 /// How many elements of `n` one piece of work takes: about four pieces per thread, at least
 /// `min` elements, a multiple of `align` (the whole of `n` outside a pool).
 pub fn chunk_len(n: usize, min: usize, align: usize) -> usize {

@@ -8,7 +8,7 @@ use crate::blocks::mamba1::{Mamba1, Weights};
 use crate::cpu::conv::{ConvWeights, Run, conv_silu};
 use crate::cpu::matmul::linear;
 use crate::cpu::ops::{rms_norm_in_place, scan_step, silu, softplus};
-use crate::cpu::threads::{MIN_PIECE, chunk_len, for_chunks, map_chunks};
+use crate::cpu::threads::{chunk_len, for_chunks, map_chunks, min_elements};
 
 /// The block's mixer over x (T, D) from state `st`, updating it; returns (T, D). `a` is
 /// A = −exp(A_log), (E·D, N). The layer's state after each of `cap.positions` goes to
@@ -57,8 +57,8 @@ pub(crate) fn forward(p: &Mamba1, w: &Weights, run: Run<'_>) -> Vec<f32> {
     //   h_t = exp(Δ_t A) ⊙ h_{t−1} + (Δ_t u_t) B_t,   y_t = h_t · C_t + D u_t,
     // then the gate: y ← y · silu(z). Each block returns its y (T, channels) and its part of
     // the state after each captured position.
-    // ([`MIN_PIECE`] state entries a piece at least: a decode step's whole scan is ~25K)
-    let channels = chunk_len(di, (MIN_PIECE / (t_len * n).max(1)).max(64), 1);
+    // (`threads::MIN_PIECE` state entries a piece at least: a decode step's whole scan is ~25K)
+    let channels = chunk_len(di, min_elements(t_len * n).max(64), 1);
     let blocks = map_chunks(&mut st.regions[SSM], channels * n, |i, hs| {
         let first = i * channels;
         let width = hs.len() / n;

@@ -13,7 +13,7 @@ use crate::blocks::mamba2::{GatedNorm, Mamba2, Weights};
 use crate::cpu::conv::{ConvWeights, Run, conv_silu};
 use crate::cpu::matmul::linear;
 use crate::cpu::ops::{dot, exp, silu, softplus};
-use crate::cpu::threads::{MIN_PIECE, chunk_len, map_chunks};
+use crate::cpu::threads::{chunk_len, map_chunks, min_elements};
 
 /// The block's mixer over x (T, D) from state `st`, updating it; returns (T, D). `a` is
 /// A = −exp(A_log), (H). The layer's state after each of `cap.positions` goes to `cap.states`.
@@ -52,8 +52,8 @@ pub(crate) fn forward(c: &Mamba2, w: &Weights, run: Run<'_>) -> Vec<f32> {
     // gate: y ← y · silu(z) (after the norm below for NormThenGate). Each block returns its y
     // (T, channels) and its part of the state after each captured position.
     let gate_first = c.gated_norm != GatedNorm::NormThenGate;
-    // ([`MIN_PIECE`] state entries a piece at least, as Mamba-1's scan)
-    let channels = chunk_len(di, (MIN_PIECE / (t_len * n).max(1)).max(64), p);
+    // (`threads::MIN_PIECE` state entries a piece at least, as Mamba-1's scan)
+    let channels = chunk_len(di, min_elements(t_len * n).max(64), p);
     let blocks = map_chunks(&mut st.regions[SSM], channels * n, |i, hs| {
         let first = i * channels;
         let width = hs.len() / n;
