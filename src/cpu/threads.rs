@@ -10,6 +10,7 @@
 
 use std::cell::Cell;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rayon::prelude::*;
 
@@ -94,10 +95,10 @@ impl Threads {
     /// Runs `f` on the pool (its parallel loops split across it), or here with one thread.
     pub fn run<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
         match &self.pool {
-            Some(pool) => pool.install(f),
+            Some(pool) => pool.install(|| awake(f)),
             // `scope` runs its body on one of the pool's threads (the caller waits), so the
             // loops inside see a pool
-            None if self.global => rayon::scope(|_| f()),
+            None if self.global => rayon::scope(|_| awake(f)),
             None => f(),
         }
     }
@@ -118,6 +119,58 @@ pub fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get()).min(MAX_THREADS)
 }
 
+/// Runs `f` on this pool thread while the pool's other threads stay awake until it returns,
+/// each taking the pieces of work `f`'s loops split off as soon as they appear
+/// (`rayon::yield_now`) instead of going to sleep between loops and being woken for each: a
+/// decode step splits ~150 loops of tens to hundreds of microseconds, and waking a sleeping
+/// thread — a Web Worker above all — cost a large part of the second thread's gain. The
+/// scheme of OpenMP's and ggml's pools: threads busy-wait for the length of a forward pass
+/// (natively yielding to the OS after a few idle rounds, so that an oversubscribed machine
+/// loses little; back to rayon's sleep after ~a millisecond with nothing to do).
+fn awake<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    /// Rounds a helper looks for work in vain before it goes back to rayon's sleep (~0.2–1 ms:
+    /// far longer than a decode step's gaps between loops).
+    const MAX_IDLE_ROUNDS: u32 = 1024;
+    if rayon::current_num_threads() < 2 {
+        return f();
+    }
+    /// Ends the helpers' loop when dropped: when `f` returns, and when it panics (the scope
+    /// waits for its jobs before the panic goes on).
+    struct Done<'a>(&'a AtomicBool);
+    impl Drop for Done<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Release);
+        }
+    }
+    let done = AtomicBool::new(false);
+    let me = rayon::current_thread_index();
+    rayon::in_place_scope(|scope| {
+        scope.spawn_broadcast(|_, ctx| {
+            // this thread's own copy ends at once: it runs `f` (and would wait on itself)
+            if Some(ctx.index()) == me {
+                return;
+            }
+            // Bounded: a thread may start this loop while it waits inside a `join` it was
+            // running, and the pass may be waiting for that join — so after a while with
+            // nothing to do it returns (the soak test deadlocked without the bound).
+            let mut idle = 0u32;
+            while !done.load(Ordering::Acquire) && idle < MAX_IDLE_ROUNDS {
+                if rayon::yield_now() == Some(rayon::Yield::Executed) {
+                    idle = 0;
+                } else {
+                    idle = idle.saturating_add(1);
+                    std::hint::spin_loop();
+                    if idle > 64 {
+                        std::thread::yield_now();
+                    }
+                }
+            }
+        });
+        let _done = Done(&done);
+        f()
+    })
+}
+
 thread_local! {
     /// Set on the threads of a [`Threads::finest`] pool.
     static FINEST: Cell<bool> = const { Cell::new(false) };
@@ -129,11 +182,13 @@ fn parallel() -> bool {
 }
 
 /// Work a piece should have before it is worth handing to another thread, as a count of the
-/// cheapest steps that split (a weight read, a state entry updated): 64 Ki natively; four
-/// times that in wasm, where handing work to a sleeping Web Worker costs more — a 2-thread
-/// decode of the 130M model in Chromium ran at 38–40 tok/s with 64 Ki, 40–43 with 256 Ki
-/// (1 thread: 28–31; both builds alternated in one run, 2026-12-04).
-pub const MIN_PIECE: usize = if cfg!(target_arch = "wasm32") { 1 << 18 } else { 1 << 16 };
+/// cheapest steps that split (a weight read, a state entry updated): 16 Ki, so that a decode
+/// step's scan, Δ's softplus and narrow GEMVs (x_proj, dt_proj) split too — cheap since the
+/// pool's threads wait for work awake ([`Threads::run`]); it was 64 Ki natively and 256 Ki in
+/// wasm while they slept between loops. 130M bf16, 2 threads, decode (2026-12-04, builds
+/// alternated): natively 43 → 50–51 tok/s from staying awake (16 Ki or 64 Ki alike), in
+/// Chromium 36.7–36.9 → 40.3–40.5 from 16 Ki instead of 256 Ki (awake both).
+pub const MIN_PIECE: usize = 1 << 14;
 
 /// The fewest elements a piece of work takes when each is `steps` of [`MIN_PIECE`]'s steps (a
 /// GEMV row: its inputs; a scan channel: tokens × state entries): `chunk_len`'s `min`.
@@ -181,4 +236,67 @@ pub fn map_chunks<T: Send, R: Send>(
 /// `f(i)` for `i` in `0..n`, in parallel on the current pool, results in order.
 pub fn map_range<R: Send>(n: usize, f: impl Fn(usize) -> R + Sync + Send) -> Vec<R> {
     if parallel() { (0..n).into_par_iter().map(f).collect() } else { (0..n).map(f).collect() }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::panic::{AssertUnwindSafe, catch_unwind};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    #[test]
+    fn every_piece_of_every_loop_runs_once_and_the_helpers_take_some() {
+        let threads = Threads::new(Some(4)).unwrap();
+        let runs: Vec<AtomicUsize> = (0..64).map(|_| AtomicUsize::new(0)).collect();
+        let ran_on = threads.run(|| {
+            for pieces in 1..=64 {
+                let squares = map_range(pieces, |i| {
+                    runs[i].fetch_add(1, Ordering::Relaxed);
+                    i * i
+                });
+                assert_eq!(squares, (0..pieces).map(|i| i * i).collect::<Vec<_>>());
+            }
+            // which threads ran the pieces of a loop with work for all of them
+            let mut ran_on = vec![usize::MAX; 512];
+            for_chunks(&mut ran_on, 1, |_, slot| {
+                std::thread::sleep(std::time::Duration::from_micros(200));
+                slot[0] = rayon::current_thread_index().unwrap();
+            });
+            ran_on
+        });
+        for (i, r) in runs.iter().enumerate() {
+            assert_eq!(r.load(Ordering::Relaxed), 64 - i, "piece {i}");
+        }
+        let mut threads_used = ran_on.clone();
+        threads_used.sort_unstable();
+        threads_used.dedup();
+        assert!(threads_used.len() > 1, "the loop ran on one thread: {threads_used:?}");
+    }
+
+    #[test]
+    fn a_loop_inside_a_piece_completes() {
+        let threads = Threads::new(Some(3)).unwrap();
+        let sums = threads.run(|| map_range(8, |i| map_range(16, |j| i * 16 + j).into_iter().sum::<usize>()));
+        assert_eq!(sums.iter().sum::<usize>(), (0..128).sum::<usize>());
+    }
+
+    #[test]
+    fn a_panic_in_a_piece_reaches_the_caller_and_the_pool_still_works() {
+        let threads = Threads::new(Some(2)).unwrap();
+        let caught = catch_unwind(AssertUnwindSafe(|| {
+            threads.run(|| {
+                map_range(16, |i| {
+                    if i == 11 {
+                        panic!("piece 11");
+                    }
+                    i
+                })
+            })
+        }));
+        let message = caught.expect_err("the panic comes back");
+        assert_eq!(message.downcast_ref::<&str>(), Some(&"piece 11"));
+        let again = threads.run(|| map_range(16, |i| i + 1));
+        assert_eq!(again, (1..=16).collect::<Vec<_>>());
+    }
 }

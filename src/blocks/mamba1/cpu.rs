@@ -49,7 +49,7 @@ pub(crate) fn forward(p: &Mamba1, w: &Weights, run: Run<'_>) -> Vec<f32> {
     }
     let delta_in: Vec<f32> = dbc.chunks_exact(r + 2 * n).flat_map(|row| &row[..r]).copied().collect();
     let mut delta = linear(&delta_in, &w.dt_proj, Some(&w.ssm.dt_bias));
-    for_chunks(&mut delta, chunk_len(t_len * di, 4096, 1), |_, d| {
+    for_chunks(&mut delta, chunk_len(t_len * di, min_elements(16), 1), |_, d| {
         d.iter_mut().for_each(|v| *v = softplus(*v))
     });
 
@@ -57,7 +57,8 @@ pub(crate) fn forward(p: &Mamba1, w: &Weights, run: Run<'_>) -> Vec<f32> {
     //   h_t = exp(Δ_t A) ⊙ h_{t−1} + (Δ_t u_t) B_t,   y_t = h_t · C_t + D u_t,
     // then the gate: y ← y · silu(z). Each block returns its y (T, channels) and its part of
     // the state after each captured position.
-    // (`threads::MIN_PIECE` state entries a piece at least: a decode step's whole scan is ~25K)
+    // (`threads::MIN_PIECE` state entries a piece at least: a decode step's whole scan is
+    // ~25K, two pieces)
     let channels = chunk_len(di, min_elements(t_len * n).max(64), 1);
     let blocks = map_chunks(&mut st.regions[SSM], channels * n, |i, hs| {
         let first = i * channels;
