@@ -6,7 +6,7 @@ use crate::blocks::attention::{Attention, Rope, Weights};
 use crate::cpu::conv::Run;
 use crate::cpu::matmul::linear;
 use crate::cpu::ops::dot;
-use crate::cpu::threads::{chunk_len, for_chunks};
+use crate::cpu::threads::{chunk_len, for_chunks, min_elements};
 use crate::kernels::rope::rope_rows;
 
 /// Index of the key/value cache among an attention block's state regions.
@@ -83,7 +83,7 @@ pub(crate) fn attend(
     // Each (row t, head h) on its own: `out` (T, Hq·hd) in pieces of whole heads on the
     // model's threads.
     let mut out = vec![0.0; t_len * qd];
-    let heads = chunk_len(t_len * hq, (1 << 14) / (hd * (past + t_len)).max(1), 1);
+    let heads = chunk_len(t_len * hq, min_elements(hd * (past + t_len)), 1);
     let kv = &*kv;
     for_chunks(&mut out, heads * hd, |i, piece| {
         let mut scores = Vec::with_capacity(past + t_len);
