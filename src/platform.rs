@@ -60,19 +60,37 @@ pub async fn browser_adapter_name() -> Option<String> {
 
 #[cfg(target_arch = "wasm32")]
 #[wasm_bindgen::prelude::wasm_bindgen(inline_js = r#"
+let channel = null;
+let next = 0;
+const waiting = new Map();
 export function yield_task() {
+  if (typeof MessageChannel !== 'function') return new Promise((resolve) => setTimeout(resolve, 0));
+  if (channel === null) {
+    channel = new MessageChannel();
+    channel.port1.onmessage = (event) => waiting.get(event.data)?.();
+  }
   return new Promise((resolve) => {
-    const channel = new MessageChannel();
-    channel.port1.onmessage = () => resolve();
-    channel.port2.postMessage(null);
+    const id = next++;
+    const done = () => {
+      clearTimeout(lost);
+      waiting.delete(id);
+      resolve();
+    };
+    const lost = setTimeout(done, 1000);
+    waiting.set(id, done);
+    channel.port2.postMessage(id);
   });
 }"#)]
 extern "C" {
-    /// A promise that resolves in a new task (a MessageChannel message), after the tasks already
-    /// queued: input, timers, a worker's messages. Not `setTimeout(0)`: browsers clamp nested
-    /// timeouts to 4 ms, which held decoding under 250 tokens/s whatever the model; not
-    /// `scheduler.yield()`: its continuation runs ahead of other tasks, which could starve a
-    /// page's timers for a whole generation.
+    /// A promise that resolves in a new task (a message on one MessageChannel kept for the
+    /// global's life), after the tasks already queued: input, timers, a worker's messages. Not
+    /// `setTimeout(0)`: browsers clamp nested timeouts to 4 ms, which held decoding under 250
+    /// tokens/s whatever the model; not `scheduler.yield()`: its continuation runs ahead of other
+    /// tasks, which could starve a page's timers for a whole generation; not a new MessageChannel
+    /// per call: WebKit keeps every one it made, and each new one costs more (in-page decoding
+    /// fell from ~400 to ~50 tok/s over 2,000 tokens: docs/BENCHMARKS.md). A message the engine
+    /// loses (Safari has been seen to: comlink#600) ends the wait after a second through a timer
+    /// instead of never: a generation pauses, it does not hang.
     fn yield_task() -> js_sys::Promise;
 }
 

@@ -13,6 +13,9 @@
 //     generate rejected with AbortError mid-way);
 //   - the same seed with topK/topP/repetitionPenalty gives the same text, another seed other
 //     text; stop strings end the text where they begin; a negative temperature is a typed error;
+//   - decoding in the page yields to the event loop through one MessageChannel, not one per
+//     token (WebKit keeps each one made and each costs more: decoding went quadratic there); a
+//     yield's message that the engine loses pauses the generation instead of hanging it;
 //   - sessions that survive a reload: save → reload → restoreSession → append prefills only the
 //     new tokens and generation continues as if the page had never reloaded; another model's
 //     session is StateMismatch; a full quota is a Storage error (in the page); savedSessions and
@@ -76,6 +79,12 @@ async function run(page, backend, worker) {
     r.wantText = await whole.generate({ maxTokens: 24, stopAtEos: false });
     const want = await after(whole, p);
     r.wantIds = want;
+    // From here on, every MessageChannel made in the page is counted: decoding yields to the
+    // event loop through one channel kept for the page's life (WebKit keeps every channel made,
+    // and each new one costs more: one per token made decoding quadratic there).
+    const Channel = globalThis.MessageChannel;
+    r.channels = 0;
+    globalThis.MessageChannel = class extends Channel { constructor() { super(); r.channels += 1; } };
 
     // A stream, to the end: one piece per token, the same text and tokens.
     const streamed = await fresh();
@@ -145,6 +154,25 @@ async function run(page, backend, worker) {
     r.stopWant = r.wantText.slice(0, r.wantText.indexOf(stop));
 
     try { await (await fresh()).generate({ temperature: -1 }); r.negative = 'accepted'; } catch (e) { r.negative = `${e.name}:${e.code}`; }
+    globalThis.MessageChannel = Channel;
+    // A message the engine loses between tokens (Safari has been seen to) pauses the generation
+    // for a second; it does not hang it. Here the page's MessagePorts drop the third message.
+    if (!worker) {
+      const post = MessagePort.prototype.postMessage;
+      let sent = 0;
+      r.dropped = 0;
+      MessagePort.prototype.postMessage = function (...args) {
+        if (++sent === 3) { r.dropped += 1; return undefined; }
+        return post.apply(this, args);
+      };
+      try {
+        const s = await fresh();
+        await s.generate({ maxTokens: 6, stopAtEos: false });
+        r.lostMessage = JSON.stringify(await after(s, p)) === JSON.stringify(want.slice(0, 6));
+      } finally {
+        MessagePort.prototype.postMessage = post;
+      }
+    }
     model.free();
     return r;
   }, { backend, worker });
@@ -277,7 +305,11 @@ async function chat(page, worker) {
     .map((c) => ({ ...c, context: JSON.stringify(c.context) }));
   const r = await page.evaluate(async ({ worker, refs }) => {
     const { Model } = window.webmamba;
+    // Where this section is, for a run that stops here (the harness reads it).
+    const step = (what) => { window.__step = `chat${worker ? ' (worker)' : ''}: ${what}`; };
+    step('load');
     const model = await Model.fromUrl('/chat-model/', { backend: 'cpu', cache: false, worker });
+    step('renderChat');
     const out = { template: (model.chatTemplate ?? '').startsWith('{%- if tools %}'), endTokens: Array.from(model.endTokens) };
     // renderChat: HF's renderings (its contexts' special tokens go in as template variables).
     out.rendered = [];
@@ -296,6 +328,7 @@ async function chat(page, worker) {
     out.turns = [];
     for (const text of ['Good morrow.', 'What news?', 'Farewell.']) {
       messages.push({ role: 'user', content: text });
+      step(`turn ${out.turns.length + 1}`);
       const before = (await s.tokens()).length;
       const turn = await s.chat({ messages, maxTokens: 6 });
       const glue = (await model.encode(`<|im_end|>\n<|im_start|>user\n${text}<|im_end|>\n<|im_start|>assistant\n`)).length;
@@ -309,6 +342,7 @@ async function chat(page, worker) {
     }
     // OpenAI-shaped: a new conversation, then its continuation streamed.
     const ask = [{ role: 'system', content: 'You are a player.' }, { role: 'user', content: 'Speak.' }];
+    step('chat.completions.create');
     const done = await model.chat.completions.create({ messages: ask, max_tokens: 6, temperature: 0 });
     out.completion = { object: done.object, content: done.choices[0].message.content, finish: done.choices[0].finish_reason, usage: done.usage };
     const chunks = [];
@@ -320,6 +354,7 @@ async function chat(page, worker) {
       required: ['name', 'age'], additionalProperties: false };
     out.json = [];
     for (const seed of [1, 2, 3]) {
+      step(`response_format, seed ${seed}`);
       const r = await model.chat.completions.create({ messages: ask, max_tokens: 80, temperature: 1, seed,
         response_format: { type: 'json_schema', json_schema: { name: 'player', schema } } });
       out.json.push(r.choices[0].message.content);
@@ -327,6 +362,7 @@ async function chat(page, worker) {
     // A constrained generate stopped by maxTokens inside the JSON, then continued by a generate
     // with the same format; the same after a chat turn.
     const rf = { type: 'json_schema', json_schema: { schema } };
+    step('responseFormat continued');
     const g = model.newSession();
     await g.append('The record of the player:');
     const part = await g.generate({ maxTokens: 4, temperature: 1, seed: 9, responseFormat: rf });
@@ -341,6 +377,7 @@ async function chat(page, worker) {
       parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 12 } }, required: ['city'], additionalProperties: false } } },
     { type: 'function', function: { name: 'add', parameters: { type: 'object', properties: { a: { type: 'integer' } } } } }];
     const q = [{ role: 'user', content: 'What is the weather in Verona?' }];
+    step('tools');
     const called = await model.chat.completions.create({ messages: q, tools, tool_choice: 'required', parallel_tool_calls: false, max_tokens: 160, temperature: 1, seed: 5 });
     const m = called.choices[0].message;
     out.tools = { finish: called.choices[0].finish_reason, message: m, format: model.toolCallFormat };
@@ -352,12 +389,14 @@ async function chat(page, worker) {
       parallel_tool_calls: false, max_tokens: 160, temperature: 1, seed: 6, stream: true })) streamed.push({ delta: c.choices[0].delta, finish: c.choices[0].finish_reason });
     out.tools.streamed = streamed;
     const code = async (f) => { try { await f(); return 'accepted'; } catch (e) { return e.code; } };
+    step('refusals');
     out.tools.refused = [await code(() => model.chat.completions.create({ messages: q, tool_choice: 'required' })),
       await code(() => model.chat.completions.create({ messages: q, tools, tool_choice: 'required', response_format: { type: 'json_object' } })),
       await code(() => model.chat.completions.create({ messages: q, tools, tool_choice: { type: 'function', function: { name: 'nope' } } }))];
     try { await model.chat.completions.create({ messages: ask, response_format: { type: 'xml' } }); out.format = 'accepted'; } catch (e) { out.format = e.code; }
     try { await s.chat({ messages: [], chatTemplate: '{{ raise_exception("no") }}' }); out.raised = 'accepted'; } catch (e) { out.raised = `${e.code}: ${e.message}`; }
     model.free();
+    step('done');
     return out;
   }, { worker, refs });
   const w = worker ? ' (worker)' : '';
@@ -448,6 +487,8 @@ try {
       check(r.parentRead === 0 && r.parentText === r.wantText, `${b}: the forked session reads nothing again and goes on as the uninterrupted run`);
       check(r.stopped === r.stopWant, `${b}: stop ${JSON.stringify(r.stop)} ends the text where it begins (${JSON.stringify(r.stopped)})`);
       check(r.negative === 'WebMambaError:InvalidInput', `${b}: a negative temperature is ${r.negative}`);
+      if (!worker) check(r.dropped === 1 && r.lostMessage, `${b}: a yield's message lost between tokens pauses the generation, which ends with the uninterrupted run's tokens (${r.dropped} dropped)`);
+      if (!worker) check(r.channels === 0, `${b}: the 340 tokens decoded after the first generate made no new MessageChannel (${r.channels})`);
     }
     for (const [name, r] of Object.entries(runs).filter(([k]) => k.endsWith(' worker'))) {
       const inPage = runs[name.replace(' worker', '')];

@@ -24,6 +24,16 @@ export function checker(name, { quiet = false } = {}) {
   return { check, counts };
 }
 
+/** Where the page's test code said it was (`window.__step`, set by long sections), for a run
+ *  that stopped: " (at: …)", or "" when it said nothing. A page that does not answer in 10 s
+ *  (its thread busy) says so. */
+async function lastStep(page) {
+  if (!page) return '';
+  const busy = new Promise((ok) => setTimeout(() => ok('the page did not answer within 10 s'), 10_000).unref());
+  const at = await Promise.race([page.evaluate(() => window.__step ?? null).catch(() => null), busy]);
+  return at ? ` (at: ${at})` : '';
+}
+
 /**
  * Runs `body({ engine, page, webgpu, check })` in each engine, in a fresh browser on
  * `${base}/loading.html`. `webgpu` is true where the engine gives a WebGPU adapter on this
@@ -41,9 +51,12 @@ export async function runEngines(name, base, body, { quiet = false } = {}) {
     let webgpu = false;
     let webgpuNote = '';
     let found = {};
+    let page = null;
     try {
       browser = await launch(engine);
-      const { page, errors, webgpu: adapter } = await browser.open(base);
+      const opened = await browser.open(base);
+      page = opened.page;
+      const { errors, webgpu: adapter } = opened;
       webgpu = adapter === true;
       webgpuNote = webgpu ? '' : String(adapter);
       console.log(`${label}: ${engine} ${browser.version}, WebGPU: ${webgpu ? 'yes' : `no (${webgpuNote}): the CPU backend only`}`);
@@ -51,7 +64,7 @@ export async function runEngines(name, base, body, { quiet = false } = {}) {
       const all = await errors();
       check(all.length === 0, `no uncaught errors or unhandled rejections in the page ${JSON.stringify(all)}`);
     } catch (e) {
-      check(false, `the run stopped: ${e?.stack ?? e}`);
+      check(false, `the run stopped${await lastStep(page)}: ${e?.stack ?? e}`);
     } finally {
       await browser?.close().catch((e) => console.error(`${label}: closing: ${e}`));
     }
