@@ -143,33 +143,50 @@ fn store(r: u32, o: u32, acc: f32) {
 // This invocation's part of a slice: 4 consecutive k (from kq) of X row `r`, and of W row `o`
 // (tile-relative), zero past the edges.
 fn load_x(row0: u32, rows: u32, r: u32, k: u32) -> vec4<f32> {
-    var v = vec4<f32>(0.0);
-    if (row0 + r < rows) {
-        let at = (p.x_row_start + row0 + r) * p.x_stride + k;
-        for (var j = 0u; j < 4u; j++) {
-            if (k + j < p.n_in) {
-                v[j] = x[at + j];
-            }
-        }
+    if (row0 + r >= rows) {
+        return vec4<f32>(0.0);
     }
-    return v;
+    let at = (p.x_row_start + row0 + r) * p.x_stride + k;
+    if (k + 4u <= p.n_in) {
+        return vec4<f32>(x[at], x[at + 1u], x[at + 2u], x[at + 3u]);
+    }
+    // Past K: zeros (each component on its own, no dynamically indexed vector; the reads
+    // clamped to the row's last element).
+    let last = at - k + p.n_in - 1u;
+    return vec4<f32>(
+        select(0.0, x[min(at, last)], k < p.n_in),
+        select(0.0, x[min(at + 1u, last)], k + 1u < p.n_in),
+        select(0.0, x[min(at + 2u, last)], k + 2u < p.n_in),
+        select(0.0, x[min(at + 3u, last)], k + 3u < p.n_in),
+    );
 }
 
 fn load_w(out0: u32, o: u32, k: u32) -> vec4<f32> {
-    var v = vec4<f32>(0.0);
-    if (out0 + o < p.n_out) {
-        let at = (out0 + o) * p.n_in + k;
-        if (k + 4u <= p.n_in) {
-            v = weight4(at, p.w_scales);
-        } else {
-            for (var j = 0u; j < 4u; j++) {
-                if (k + j < p.n_in) {
-                    v[j] = weight1(at + j, p.w_scales);
-                }
-            }
-        }
+    if (out0 + o >= p.n_out) {
+        return vec4<f32>(0.0);
     }
-    return v;
+    let at = (out0 + o) * p.n_in + k;
+    if (k + 4u <= p.n_in) {
+        return weight4(at, p.w_scales);
+    }
+    // Past K: zeros (the reads clamped to the row's last weight).
+    let last = at - k + p.n_in - 1u; // this row's last weight
+    return vec4<f32>(
+        select(0.0, weight1(min(at, last), p.w_scales), k < p.n_in),
+        select(0.0, weight1(min(at + 1u, last), p.w_scales), k + 1u < p.n_in),
+        select(0.0, weight1(min(at + 2u, last), p.w_scales), k + 2u < p.n_in),
+        select(0.0, weight1(min(at + 3u, last), p.w_scales), k + 3u < p.n_in),
+    );
+}
+
+// Row r of Y's tile block: outputs o .. o + 3 (those past n_out not stored).
+fn store4(rows: u32, r: u32, o: u32, v: vec4<f32>) {
+    if (r < rows) {
+        if (o < p.n_out) { store(r, o, v.x); }
+        if (o + 1u < p.n_out) { store(r, o + 1u, v.y); }
+        if (o + 2u < p.n_out) { store(r, o + 2u, v.z); }
+        if (o + 3u < p.n_out) { store(r, o + 3u, v.w); }
+    }
 }
 
 @compute @workgroup_size(16, 16)
@@ -184,16 +201,28 @@ fn linear(
     // The slice part this invocation loads: row (and output) li / 4, k li % 4 · 4 .. + 3.
     let lr = li / 4u;
     let lk = (li % 4u) * 4u;
-    var acc: array<vec4<f32>, 4>; // (4 rows) × (4 outputs) of this invocation
+    // (4 rows) × (4 outputs) of this invocation, one vec4 per row: plain variables, never
+    // indexed at run time, so they stay in registers (an array indexed in a loop may be placed
+    // in local memory on GPUs: every multiply-add a load and a store).
+    var acc0 = vec4<f32>(0.0);
+    var acc1 = vec4<f32>(0.0);
+    var acc2 = vec4<f32>(0.0);
+    var acc3 = vec4<f32>(0.0);
 
     var next_x = load_x(row0, rows, lr, lk);
     var next_w = load_w(out0, lr, lk);
+    let at = lk * (TILE / 4u) + lr / 4u; // this invocation's k = lk entry of xs and ws
+    let c = lr % 4u;                      // and its component there
     for (var k0 = 0u; k0 < p.n_in; k0 += BK) {
         workgroupBarrier(); // the last slice's products are done
-        for (var j = 0u; j < 4u; j++) {
-            xs[(lk + j) * (TILE / 4u) + lr / 4u][lr % 4u] = next_x[j];
-            ws[(lk + j) * (TILE / 4u) + lr / 4u][lr % 4u] = next_w[j];
-        }
+        xs[at][c] = next_x.x;
+        xs[at + TILE / 4u][c] = next_x.y;
+        xs[at + 2u * (TILE / 4u)][c] = next_x.z;
+        xs[at + 3u * (TILE / 4u)][c] = next_x.w;
+        ws[at][c] = next_w.x;
+        ws[at + TILE / 4u][c] = next_w.y;
+        ws[at + 2u * (TILE / 4u)][c] = next_w.z;
+        ws[at + 3u * (TILE / 4u)][c] = next_w.w;
         workgroupBarrier();
         if (k0 + BK < p.n_in) {
             next_x = load_x(row0, rows, lr, k0 + BK + lk);
@@ -202,20 +231,17 @@ fn linear(
         for (var k = 0u; k < BK; k++) {
             let a = xs[k * (TILE / 4u) + lid.y];
             let b = ws[k * (TILE / 4u) + lid.x];
-            acc[0] += a.x * b;
-            acc[1] += a.y * b;
-            acc[2] += a.z * b;
-            acc[3] += a.w * b;
+            acc0 += a.x * b;
+            acc1 += a.y * b;
+            acc2 += a.z * b;
+            acc3 += a.w * b;
         }
     }
 
-    for (var i = 0u; i < 4u; i++) {
-        let r = row0 + lid.y * 4u + i;
-        for (var j = 0u; j < 4u; j++) {
-            let o = out0 + lid.x * 4u + j;
-            if (r < rows && o < p.n_out) {
-                store(r, o, acc[i][j]);
-            }
-        }
-    }
+    let r = row0 + lid.y * 4u;
+    let o = out0 + lid.x * 4u;
+    store4(rows, r, o, acc0);
+    store4(rows, r + 1u, o, acc1);
+    store4(rows, r + 2u, o, acc2);
+    store4(rows, r + 3u, o, acc3);
 }
