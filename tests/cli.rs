@@ -141,6 +141,8 @@ fn bench_suite_prints_one_json_object_with_every_figure() {
         let per_token = &report["decode_per_token_tok_s"][backend];
         let dispatches = &report["dispatches_per_token"][backend];
         if backend == "cpu" {
+            assert!(report["record_us_per_dispatch"][backend].is_null(), "the CPU records nothing");
+            assert!(report["dispatch_times"][backend].is_null(), "the CPU dispatches nothing");
             assert!(per_token.is_null(), "the CPU decodes token by token only");
             assert!(dispatches.is_null(), "the CPU dispatches nothing");
         } else {
@@ -153,6 +155,20 @@ fn bench_suite_prints_one_json_object_with_every_figure() {
             let d = number(dispatches, "dispatches_per_token");
             eprintln!("{backend}: {d} dispatches per token ({layers} layers)");
             assert_eq!(d, 4.0 * layers + 2.0, "{backend}: dispatches per token");
+            // One decode step stamped per dispatch (lavapipe has timestamps inside passes): its
+            // kernels' dispatches add up to the count above, and they ran for some time.
+            let timed = &report["dispatch_times"][backend];
+            let kernels =
+                timed["kernels"].as_array().unwrap_or_else(|| panic!("{backend}: dispatch_times {timed}"));
+            let stamped: f64 = kernels.iter().map(|k| number(&k["dispatches"], "dispatches")).sum();
+            assert_eq!(stamped, d, "{backend}: stamped dispatches per step {timed}");
+            let busy: f64 = kernels.iter().map(|k| number(&k["busy_us"], "busy_us")).sum();
+            assert!(busy > 0.0 && number(&timed["span_us"], "span_us") >= busy * 0.99, "{backend}: {timed}");
+            // The CPU's part of a greedy batch, timed alone: positive and finite.
+            for key in ["record_us_per_dispatch", "record_share_of_decode"] {
+                let v = number(&report[key][backend]["median"], key);
+                assert!(v > 0.0 && v.is_finite(), "{backend}: {key} {v}");
+            }
         }
     }
     assert!(report["gpu_memory_bytes"]["cpu"].is_null());

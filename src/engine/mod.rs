@@ -52,6 +52,13 @@ impl DevicePicks<'_> {
         self.0.greedy(first, steps).await
     }
 
+    /// Records and drops, unsubmitted, the batch that would follow the last
+    /// [`DevicePicks::greedy`]; the dispatches it recorded (`None` before any batch). For
+    /// benchmarks: the CPU's part of a batch, timed alone.
+    pub fn record_next_unsubmitted(&self) -> Option<u64> {
+        self.0.record_next_greedy_unsubmitted()
+    }
+
     /// One decode step and the top `k` of the logits after it ([`GpuModel::forward_top`]).
     pub async fn forward_top(&mut self, token: u32, k: usize) -> Result<Top> {
         self.0.forward_top(token, k).await

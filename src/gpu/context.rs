@@ -10,8 +10,12 @@ use crate::gpu::cache::KernelCache;
 
 /// Optional features we turn on when the adapter has them (never required).
 /// - `SHADER_F16`: f16 weight storage (a later issue); absent on Chromium's SwiftShader.
-/// - `TIMESTAMP_QUERY`: GPU-side kernel timings for benchmarks.
-const OPTIONAL_FEATURES: wgpu::Features = wgpu::Features::SHADER_F16.union(wgpu::Features::TIMESTAMP_QUERY);
+/// - `TIMESTAMP_QUERY`: GPU-side kernel timings for benchmarks; with
+///   `TIMESTAMP_QUERY_INSIDE_PASSES` (native only), stamps around each dispatch
+///   ([`crate::gpu::start_dispatch_timing`]).
+const OPTIONAL_FEATURES: wgpu::Features = wgpu::Features::SHADER_F16
+    .union(wgpu::Features::TIMESTAMP_QUERY)
+    .union(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES);
 
 /// A description of the adapter a context runs on, for logs, tests and the demo.
 #[derive(Clone, Debug)]

@@ -6,6 +6,7 @@
 use crate::error::{Error, Result};
 use crate::gpu::cache::{LayoutKey, PipelineKey};
 use crate::gpu::context::GpuContext;
+use crate::gpu::profile;
 
 /// How a kernel uses one binding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -258,12 +259,12 @@ impl Kernel {
         bind_group: &wgpu::BindGroup,
         groups: (u32, u32, u32),
     ) {
-        dispatch(pass, &self.pipeline, bind_group, groups);
+        dispatch(pass, self.name, &self.pipeline, bind_group, groups);
     }
 }
 
 /// Dispatches recorded by this process so far (direct and indirect; every one goes through
-/// [`dispatch`] or [`count_dispatch`]): `bench --suite`'s `dispatches_per_token`.
+/// [`dispatch`] or [`dispatch_indirect`]): `bench --suite`'s `dispatches_per_token`.
 static DISPATCHES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// How many dispatches this process has recorded so far.
@@ -271,22 +272,48 @@ pub fn dispatches_recorded() -> u64 {
     DISPATCHES.load(std::sync::atomic::Ordering::Relaxed)
 }
 
-/// Counts a dispatch recorded outside [`dispatch`] (an indirect one).
-pub(crate) fn count_dispatch() {
-    DISPATCHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// Records one dispatch of `pipeline` with `bind_group` over `groups` workgroups.
+/// Records one dispatch of `pipeline` (kernel `name`) with `bind_group` over `groups`
+/// workgroups.
 pub fn dispatch(
     pass: &mut wgpu::ComputePass<'_>,
+    name: &'static str,
     pipeline: &wgpu::ComputePipeline,
     bind_group: &wgpu::BindGroup,
     groups: (u32, u32, u32),
 ) {
+    record(pass, name, pipeline, bind_group, |pass| pass.dispatch_workgroups(groups.0, groups.1, groups.2));
+}
+
+/// Records one dispatch of `pipeline` (kernel `name`) with `bind_group` whose workgroup counts
+/// the GPU reads: three u32 at byte `offset` of `args`.
+pub(crate) fn dispatch_indirect(
+    pass: &mut wgpu::ComputePass<'_>,
+    name: &'static str,
+    pipeline: &wgpu::ComputePipeline,
+    bind_group: &wgpu::BindGroup,
+    (args, offset): (&wgpu::Buffer, u64),
+) {
+    record(pass, name, pipeline, bind_group, |pass| pass.dispatch_workgroups_indirect(args, offset));
+}
+
+/// What every dispatch records around its `dispatch_workgroups*` call: pipeline and bind group,
+/// the stamps when this thread times dispatches ([`crate::gpu::start_dispatch_timing`]), and
+/// the count.
+fn record(
+    pass: &mut wgpu::ComputePass<'_>,
+    name: &'static str,
+    pipeline: &wgpu::ComputePipeline,
+    bind_group: &wgpu::BindGroup,
+    workgroups: impl FnOnce(&mut wgpu::ComputePass<'_>),
+) {
+    let timed = profile::stamp_start(pass, name);
     pass.set_pipeline(pipeline);
     pass.set_bind_group(0, bind_group, &[]);
-    pass.dispatch_workgroups(groups.0, groups.1, groups.2);
-    count_dispatch();
+    workgroups(pass);
+    if timed {
+        profile::stamp_end(pass);
+    }
+    DISPATCHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// Splits `n` workgroups over a 2-D grid whose dimensions stay within `max_per_dim`;

@@ -5,7 +5,7 @@
 //! the encoder walks them knowing no kernel.
 
 use crate::error::Result;
-use crate::gpu::{GpuContext, Kernel, dispatch, grid_2d};
+use crate::gpu::{GpuContext, Kernel, dispatch, dispatch_indirect, grid_2d};
 use crate::gpu_model::pipelines::{GroupsFn, Kernels};
 use crate::gpu_model::split::SplitMatrix;
 use crate::kernels::{PARAMS, STEP, linear};
@@ -95,6 +95,8 @@ impl Groups {
 /// One kernel call: its pipeline, its bind group with the parameter uniform it binds (kept
 /// alive with it) and how many workgroups it dispatches. Encoding a pass needs nothing else.
 pub(crate) struct Call {
+    /// The kernel's name (labels, dispatch timing).
+    pub name: &'static str,
     pub pipeline: wgpu::ComputePipeline,
     pub bind_group: wgpu::BindGroup,
     /// The parameter uniform (written once at load; `top_k`'s k per call).
@@ -105,7 +107,7 @@ pub(crate) struct Call {
 impl Call {
     /// Records the call for a chunk of sizes `d`.
     pub fn dispatch(&self, pass: &mut wgpu::ComputePass<'_>, d: Dims) {
-        dispatch(pass, &self.pipeline, &self.bind_group, self.groups.resolve(d));
+        dispatch(pass, self.name, &self.pipeline, &self.bind_group, self.groups.resolve(d));
     }
 }
 
@@ -114,8 +116,8 @@ impl Call {
 pub(crate) struct LinearPart {
     pub call: Call,
     pub n_out: u32,
-    pub gemm: wgpu::ComputePipeline,
-    pub gemv: wgpu::ComputePipeline,
+    pub gemm: (&'static str, wgpu::ComputePipeline),
+    pub gemv: (&'static str, wgpu::ComputePipeline),
     pub gemm_groups: GroupsFn,
     pub gemv_groups: GroupsFn,
 }
@@ -126,8 +128,9 @@ pub(crate) struct LinearCall {
 }
 
 impl LinearPart {
-    /// The pipeline for `rows` rows (the GEMV for a few, the GEMM for more) and its workgroups.
-    pub fn pick(&self, rows: u32) -> (&wgpu::ComputePipeline, (u32, u32, u32)) {
+    /// The kernel (name, pipeline) for `rows` rows (the GEMV for a few, the GEMM for more) and
+    /// its workgroups.
+    pub fn pick(&self, rows: u32) -> (&(&'static str, wgpu::ComputePipeline), (u32, u32, u32)) {
         if rows <= linear::GEMV_MAX_ROWS {
             (&self.gemv, (self.gemv_groups)(rows, self.n_out))
         } else {
@@ -140,8 +143,8 @@ impl LinearCall {
     /// Records the layer over `rows` rows: the GEMV for a few rows, the GEMM for more.
     pub fn dispatch(&self, pass: &mut wgpu::ComputePass<'_>, rows: u32) {
         for part in &self.parts {
-            let (pipeline, groups) = part.pick(rows);
-            dispatch(pass, pipeline, &part.call.bind_group, groups);
+            let ((name, pipeline), groups) = part.pick(rows);
+            dispatch(pass, name, pipeline, &part.call.bind_group, groups);
         }
     }
 }
@@ -158,11 +161,9 @@ impl IndirectLinear {
     /// Records the layer over `rows` rows with the workgroups in `args`.
     pub fn dispatch(&self, pass: &mut wgpu::ComputePass<'_>, rows: u32) {
         for (j, part) in self.linear.parts.iter().enumerate() {
-            let (pipeline, _) = part.pick(rows);
-            pass.set_pipeline(pipeline);
-            pass.set_bind_group(0, &part.call.bind_group, &[]);
-            pass.dispatch_workgroups_indirect(&self.args, self.at + 12 * j as u64);
-            crate::gpu::count_dispatch();
+            let ((name, pipeline), _) = part.pick(rows);
+            let args = (&self.args, self.at + 12 * j as u64);
+            dispatch_indirect(pass, name, pipeline, &part.call.bind_group, args);
         }
     }
 }
@@ -236,7 +237,7 @@ impl Builder<'_> {
         let mut all = vec![(STEP.name, self.step), (PARAMS.name, &params)];
         all.extend_from_slice(buffers);
         let bind_group = kernel.bind(self.ctx, &all)?;
-        Ok(Call { pipeline: kernel.pipeline.clone(), bind_group, params, groups })
+        Ok(Call { name: kernel.name, pipeline: kernel.pipeline.clone(), bind_group, params, groups })
     }
 
     /// A linear call per part of `w`: `template` with the part's size, column, bias and scales;
@@ -267,8 +268,8 @@ impl Builder<'_> {
                     // Dispatched by LinearCall (GEMV or GEMM by the rows), not by its groups.
                     call: self.call(&kernels.linear, &p, &named, Groups::Fixed(0, 0, 0))?,
                     n_out: part.rows as u32,
-                    gemm: kernels.linear.pipeline.clone(),
-                    gemv: kernels.gemv.pipeline.clone(),
+                    gemm: (kernels.linear.name, kernels.linear.pipeline.clone()),
+                    gemv: (kernels.gemv.name, kernels.gemv.pipeline.clone()),
                     gemm_groups: kernels.gemm_groups,
                     gemv_groups: kernels.gemv_groups,
                 })

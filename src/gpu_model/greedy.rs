@@ -107,6 +107,17 @@ impl GpuModel {
         encoder.finish()
     }
 
+    /// Records the commands of the batch that would follow the last [`GpuModel::greedy`] call
+    /// (its step count, from the position after it) and drops them unsubmitted; returns the
+    /// dispatches recorded, `None` before any batch. The CPU's part of a batch alone, for
+    /// benchmarks to time (`bench --suite`'s `record_us_per_dispatch`).
+    pub fn record_next_greedy_unsubmitted(&self) -> Option<u64> {
+        let p = self.prepared.as_ref()?;
+        let before = crate::gpu::dispatches_recorded();
+        drop(self.record_greedy(p.dims, p.steps));
+        Some(crate::gpu::dispatches_recorded() - before)
+    }
+
     /// Greedy batches submitted from a buffer recorded while the batch before them ran (see
     /// the module's notes), since load.
     pub fn prepared_batches_used(&self) -> u64 {

@@ -13,7 +13,8 @@
 # The binary is built here (`cargo build --release --features cli`) and carried: device
 # machines reach no registry. Bandwidth: BANDWIDTH_GBS, else looked up from nvidia-smi's GPU
 # name (the vendor's figure), else the fraction is not printed. SHAPES and RUNS override the
-# defaults ("130m 790m 2.8b granite-h-1b", 3).
+# defaults ("130m 790m 2.8b granite-h-1b", 3); FORMATS the weight formats (f16); SHAPE_TIMEOUT
+# the seconds one shape may take (600). device-pack.sh builds a binary for it without LTO.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${1:-target/release/webmamba}
@@ -22,13 +23,7 @@ SHAPES=${SHAPES:-130m 790m 2.8b granite-h-1b}
 RUNS=${RUNS:-3}
 mkdir -p "$OUT"
 
-# Vulkan loaders carried in .gl/ (see /work/.library/device/README.md), if any.
-if ! ldconfig -p 2>/dev/null | grep -q libvulkan && ls .gl/*.deb >/dev/null 2>&1; then
-  for f in .gl/*.deb; do dpkg -x "$f" /; done
-  ldconfig
-fi
-[ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] &&
-  export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json}
+source tools/bench/device-env.sh
 
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)
 if [ -z "${BANDWIDTH_GBS:-}" ]; then
@@ -47,27 +42,42 @@ fi
 echo "GPU: ${gpu:-unknown} · bandwidth: ${BANDWIDTH_GBS:-unknown} GB/s (vendor figure unless BANDWIDTH_GBS was set)"
 
 for shape in $SHAPES; do
-  echo "== $shape (f16 weights, Vulkan, $RUNS runs)"
-  WGPU_BACKEND=vulkan "$BIN" bench --suite --json --shape "$shape" --backends gpu --formats f16 --runs "$RUNS" \
-    >"$OUT/suite-$shape.json"
+  echo "== $shape (${FORMATS:-f16} weights, wgpu backend $WGPU_BACKEND, $RUNS runs)"
+  timeout "${SHAPE_TIMEOUT:-600}" "$BIN" bench --suite --json --shape "$shape" --backends gpu --formats "${FORMATS:-f16}" --runs "$RUNS" \
+    >"$OUT/suite-$shape.json" || { echo "$shape: bench failed (rc $?)"; continue; }
   python3 - "$OUT/suite-$shape.json" "${BANDWIDTH_GBS:-0}" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
 bw = float(sys.argv[2]) * 1e9
-g = d["backends"]["gpu-f16"]
-weights = d["gpu_memory_bytes"]["gpu-f16"]["weights"]
-dec = g["decode_tok_s"]
 print(f"adapter: {d['adapter']}")
-print("prefill tok/s  128: {:.0f}  512: {:.0f}  2048: {:.0f}".format(*(g["prefill_tok_s"][n]["median"] for n in ("128", "512", "2048"))))
-line = f"decode {dec['median']:.1f} tok/s ({dec['min']:.1f}–{dec['max']:.1f}); {weights / 1e9:.2f} GB of f16 weights per token"
-if bw:
-    limit = bw / weights
-    line += f"; bandwidth limit {limit:.0f} tok/s: {dec['median'] / limit:.1%} of it"
-print(line)
-gemm = d["gemm_gflop_s"]["gpu-f16"]
-shape = d["gemm_shape"]
-print(f"GEMM {gemm['median']:.0f} GFLOP/s ({gemm['min']:.0f}–{gemm['max']:.0f}) at {shape['rows']} × {shape['k']} × {shape['n']} (f16 weights)")
-print(f"dispatches per token: {d['dispatches_per_token']['gpu-f16']:.0f} ({d['model']['n_layer']} layers)")
-print(f"scan_speedup_512 {g['scan_speedup_512']['median']:.1f}  resume_speedup_2048 {g['resume_speedup_2048']['median']:.1f}  capture_overhead_512 {g['capture_overhead_512']['median']:.3f}")
+for label, g in d["backends"].items():
+    if not label.startswith("gpu-"):
+        continue
+    weights = d["gpu_memory_bytes"][label]["weights"]
+    dec = g["decode_tok_s"]
+    print(f"-- {label}")
+    print("prefill tok/s  128: {:.0f}  512: {:.0f}  2048: {:.0f}".format(*(g["prefill_tok_s"][n]["median"] for n in ("128", "512", "2048"))))
+    line = f"decode {dec['median']:.1f} tok/s ({dec['min']:.1f}–{dec['max']:.1f}); {weights / 1e9:.2f} GB of weights per token"
+    if bw:
+        limit = bw / weights
+        line += f"; bandwidth limit {limit:.0f} tok/s: {dec['median'] / limit:.1%} of it"
+    print(line)
+    per = g["decode_per_token_tok_s"]
+    print(f"decode, one submit and a V-float readback per token: {per['median']:.1f} tok/s ({per['min']:.1f}–{per['max']:.1f})")
+    gemm = d["gemm_gflop_s"][label]
+    shape = d["gemm_shape"]
+    print(f"GEMM {gemm['median']:.0f} GFLOP/s ({gemm['min']:.0f}–{gemm['max']:.0f}) at {shape['rows']} × {shape['k']} × {shape['n']}")
+    print(f"dispatches per token: {d['dispatches_per_token'][label]:.0f} ({d['model']['n_layer']} layers)")
+    rec, share = d.get("record_us_per_dispatch", {}).get(label), d.get("record_share_of_decode", {}).get(label)
+    if rec and share:
+        print(f"recording a greedy batch on the CPU: {rec['median']:.2f} µs per dispatch, {share['median']:.0%} of the decode's time per step")
+    dt = d.get("dispatch_times", {}).get(label)
+    if dt:
+        busy = sum(k["busy_us"] for k in dt["kernels"])
+        gaps = sum(k["gap_us"] for k in dt["kernels"])
+        print(f"one decode step stamped per dispatch: {dt['span_us']:.1f} µs first to last stamp, {busy:.1f} µs in kernels, {gaps:.1f} µs between them")
+        for k in sorted(dt["kernels"], key=lambda k: -(k["busy_us"] + k["gap_us"])):
+            print(f"  {k['kernel']:<24} {k['dispatches']:>4} dispatches  {k['busy_us']:8.1f} µs running  {k['gap_us']:8.1f} µs before")
+    print(f"scan_speedup_512 {g['scan_speedup_512']['median']:.1f}  resume_speedup_2048 {g['resume_speedup_2048']['median']:.1f}  capture_overhead_512 {g['capture_overhead_512']['median']:.3f}")
 EOF
 done

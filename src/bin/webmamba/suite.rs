@@ -16,6 +16,16 @@
 //! - `capture_overhead_512`: extra time of a 512-token prefill that writes a checkpoint every 64
 //!   tokens (8 states, the cache's dense default) over one that writes none, as a fraction (the
 //!   medians of 5 of each, alternated, per run);
+//! - on the GPU, `record_us_per_dispatch`: the CPU time to record one greedy batch (its
+//!   commands built and dropped unsubmitted, after the timed decode) per dispatch, and
+//!   `record_share_of_decode`: that time per step over the batched decode's time per step — near
+//!   1, decode waits on the CPU's recording, not on the GPU;
+//! - on the GPU where the device stamps inside passes (native Vulkan, Metal, DX12),
+//!   `dispatch_times`: `TIMED_STEPS` decode steps (the per-token path) with every dispatch
+//!   stamped on the GPU ([`webmamba::gpu::start_dispatch_timing`]), per kernel: dispatches,
+//!   µs between each one's two stamps (the kernel with the barrier before it and its launch)
+//!   and µs from the previous dispatch's end stamp (near zero on Vulkan), per step, and the
+//!   step's span from its first stamp to its last;
 //! - GPU memory by category (a hybrid's key/value caches and the cache's key/value pages too);
 //! - on the GPU, `gemm_gflop_s`: the prefill matmul kernel alone on the model's largest layer
 //!   matrix (`gemm_shape`: `GEMM_ROWS` rows), `GEMM_REPS` products per run, timed on the host
@@ -32,6 +42,10 @@ use webmamba::{CacheConfig, Checkpoint, Engine, GREEDY_BATCH, Logits, Matmul, Re
 
 use crate::bench::cpu_runs;
 use crate::setup::{Backend, ContextArgs, Weights, engine};
+use dispatch_times::{DispatchTimes, measure_dispatch_times};
+
+mod dispatch_times;
+mod report;
 
 /// Median, min and max of a figure over the runs.
 struct Stat {
@@ -86,6 +100,10 @@ struct Row {
     cpu_threads: Option<usize>,
     /// The GPU's prefill matmul alone (`None` on the CPU).
     gemm: Option<Stat>,
+    /// Recording a greedy batch on the CPU: µs per dispatch, and per step ÷ decode per step.
+    record: Option<(Stat, Stat)>,
+    /// One decode step timed per dispatch, where the device can.
+    dispatch_times: Option<DispatchTimes>,
 }
 
 /// `n` token ids, different for each `salt`.
@@ -124,6 +142,13 @@ fn decode_batched(e: &mut Engine, logits: &[f32]) -> Result<()> {
     Ok(())
 }
 
+/// Seconds to record (and drop, unsubmitted) the greedy batch after the last one, and its
+/// dispatches.
+fn time_record(e: &mut Engine) -> Result<(f64, u64)> {
+    let device = e.device_picks().ok_or_else(|| anyhow::anyhow!("no picking on the device"))?;
+    timed(|| device.record_next_unsubmitted().ok_or_else(|| anyhow::anyhow!("no greedy batch ran")))
+}
+
 /// What `measure_engine` measures.
 struct EngineFigures {
     prefill: Vec<Stat>,
@@ -133,6 +158,7 @@ struct EngineFigures {
     dispatches_per_token: Option<f64>,
     scan: Stat,
     capture: Stat,
+    record: Option<(Stat, Stat)>,
 }
 
 /// Everything but the cache figures, on the engine's working state.
@@ -144,6 +170,7 @@ fn measure_engine(e: &mut Engine, runs: usize, vocab: usize) -> Result<EngineFig
         (1..=SCAN_TOKENS / BLOCK).map(|b| b * BLOCK - 1).zip(slots.clone()).collect();
     let (mut prefill, mut decode, mut per_token, mut scan, mut capture) =
         (vec![Vec::new(); PREFILL.len()], Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut record, mut record_share) = (Vec::new(), Vec::new());
     let batched = e.pick_limits().is_some();
     let mut dispatches = None;
     for run in 0..runs {
@@ -156,7 +183,11 @@ fn measure_engine(e: &mut Engine, runs: usize, vocab: usize) -> Result<EngineFig
         let logits = forward(e, &ids(DECODE_PROMPT, vocab, run))?;
         if batched {
             e.save_state(slots.start)?; // the same start for both ways
-            decode.push(DECODE_STEPS as f64 / timed(|| decode_batched(e, &logits))?.0);
+            let seconds = timed(|| decode_batched(e, &logits))?.0;
+            decode.push(DECODE_STEPS as f64 / seconds);
+            let (recording, n) = time_record(e)?;
+            record.push(recording * 1e6 / n.max(1) as f64);
+            record_share.push((recording / GREEDY_BATCH as f64) / (seconds / DECODE_STEPS as f64));
             e.load_state(slots.start)?;
             let before = webmamba::gpu::dispatches_recorded();
             per_token.push(DECODE_STEPS as f64 / timed(|| decode_per_token(e, logits))?.0);
@@ -188,6 +219,7 @@ fn measure_engine(e: &mut Engine, runs: usize, vocab: usize) -> Result<EngineFig
         dispatches_per_token: dispatches,
         scan: Stat::of(scan),
         capture: Stat::of(capture),
+        record: batched.then(|| (Stat::of(record), Stat::of(record_share))),
     })
 }
 
@@ -289,6 +321,7 @@ pub fn run(
             let cpu_threads = e.cpu_threads();
             let f = measure_engine(&mut e, runs, vocab)?;
             let gemm = measure_gemm(&e, gemm_shape(checkpoint), runs)?;
+            let dispatch_times = measure_dispatch_times(&mut e, vocab)?;
             let config =
                 CacheConfig { block_size: BLOCK, retention: Retention::Dense, budget_bytes: u64::MAX };
             let mut rt = Runtime::new(e, config)?;
@@ -306,6 +339,8 @@ pub fn run(
                 memory,
                 cpu_threads,
                 gemm,
+                record: f.record,
+                dispatch_times,
             });
         }
     }
@@ -315,86 +350,9 @@ pub fn run(
     let (n, k) = gemm_shape(checkpoint);
     let gemm = json!({ "rows": GEMM_ROWS, "k": k, "n": n });
     if as_json {
-        println!("{}", serde_json::to_string_pretty(&report(&rows, (model, gemm), &adapter, runs))?);
+        println!("{}", serde_json::to_string_pretty(&report::json(&rows, (model, gemm), &adapter, runs))?);
     } else {
-        table(&rows, (&model, &gemm), &adapter, runs);
+        report::table(&rows, (&model, &gemm), &adapter, runs);
     }
     Ok(())
-}
-
-/// The JSON report: every figure per backend, and the headline keys as backend → median.
-fn report(rows: &[Row], (model, gemm_shape): (Value, Value), adapter: &str, runs: usize) -> Value {
-    let per = |f: &dyn Fn(&Row) -> Value| -> Value { rows.iter().map(|r| (r.label.clone(), f(r))).collect() };
-    let prefill = |r: &Row| -> Value {
-        PREFILL.iter().zip(&r.prefill).map(|(n, s)| (n.to_string(), s.json())).collect()
-    };
-    json!({
-        "model": model,
-        "adapter": adapter,
-        "cpu_threads": per(&|r| r.cpu_threads.map_or(Value::Null, Value::from)),
-        "runs": runs,
-        "prefill_tok_s": per(&|r| prefill(r)),
-        "decode_tok_s": per(&|r| r.decode.json()),
-        "decode_per_token_tok_s": per(&|r| r.decode_per_token.as_ref().map_or(Value::Null, Stat::json)),
-        "dispatches_per_token": per(&|r| r.dispatches_per_token.map_or(Value::Null, Value::from)),
-        "scan_speedup_512": per(&|r| r.scan_speedup.median.into()),
-        "resume_speedup_2048": per(&|r| r.resume_speedup.median.into()),
-        "capture_overhead_512": per(&|r| r.capture_overhead.median.into()),
-        "gpu_memory_bytes": per(&|r| r.memory.clone()),
-        "gemm_shape": gemm_shape,
-        "gemm_gflop_s": per(&|r| r.gemm.as_ref().map_or(Value::Null, Stat::json)),
-        "backends": per(&|r| json!({
-            "prefill_tok_s": prefill(r), "decode_tok_s": r.decode.json(),
-            "decode_per_token_tok_s": r.decode_per_token.as_ref().map_or(Value::Null, Stat::json),
-            "scan_speedup_512": r.scan_speedup.json(), "resume_speedup_2048": r.resume_speedup.json(),
-            "capture_overhead_512": r.capture_overhead.json(), "gpu_memory_bytes": r.memory,
-            "gemm_gflop_s": r.gemm.as_ref().map_or(Value::Null, Stat::json) })),
-    })
-}
-
-fn table(rows: &[Row], (model, gemm): (&Value, &Value), adapter: &str, runs: usize) {
-    println!("model {model}; adapter: {adapter}; median (min–max) of {runs} runs\n");
-    println!(
-        "| backend | prefill 128 tok/s | prefill 512 | prefill 2048 | decode tok/s | decode, per token | scan_speedup_512 | resume_speedup_2048 | capture_overhead_512 |"
-    );
-    println!("|---|---|---|---|---|---|---|---|---|");
-    for r in rows {
-        println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            r.label,
-            r.prefill[0].cell(1),
-            r.prefill[1].cell(1),
-            r.prefill[2].cell(1),
-            r.decode.cell(1),
-            r.decode_per_token.as_ref().map_or("—".into(), |s| s.cell(1)),
-            r.scan_speedup.cell(1),
-            r.resume_speedup.cell(1),
-            r.capture_overhead.cell(3)
-        );
-    }
-    println!(
-        "\n| backend | GEMM GFLOP/s ({} rows × K {} × N {}) |\n|---|---|",
-        gemm["rows"], gemm["k"], gemm["n"]
-    );
-    for r in rows {
-        println!("| {} | {} |", r.label, r.gemm.as_ref().map_or("—".into(), |s| s.cell(1)));
-    }
-    let mb = |v: &Value| v.as_u64().map_or("—".into(), |b| format!("{:.1} MB", b as f64 / 1e6));
-    println!(
-        "\n| backend | GPU weights | activations | state | checkpoint slots | key/value caches | key/value pages |"
-    );
-    println!("|---|---|---|---|---|---|---|");
-    for r in rows.iter().filter(|r| !r.memory.is_null()) {
-        let m = &r.memory;
-        println!(
-            "| {} | {} | {} | {} | {} | {} | {} |",
-            r.label,
-            mb(&m["weights"]),
-            mb(&m["activations"]),
-            mb(&m["state"]),
-            mb(&m["checkpoint_slots"]),
-            mb(&m["kv_caches"]),
-            mb(&m["kv_pages"])
-        );
-    }
 }
