@@ -19,7 +19,8 @@
 //
 // LANES (1 or 64) lanes share a group of OUT = 4 outputs. LANES = 64, for GPUs: a workgroup is
 // one group, its lanes walk D side by side four columns each per step (adjacent lanes at
-// adjacent weights), then reduce in workgroup memory — gemv_coalesced.wgsl's order. LANES = 1,
+// adjacent weights), then sum over the workgroup — gemv_coalesced.wgsl's order and its
+// `lanes_sum` (a tree in workgroup memory, or subgroup sums where the model uses them). LANES = 1,
 // for software adapters: each invocation walks four whole rows with no barrier — gemv.wgsl's
 // order (a vec4 accumulator per output).
 
@@ -76,7 +77,6 @@ struct Params {
 // Lanes per group of OUT outputs: 1 or WG.
 override LANES: u32 = 64u;
 
-var<workgroup> partial: array<vec4<f32>, WG>; // (WG) each lane's dot products of the OUT rows (LANES = 64)
 var<workgroup> squares: array<f32, WG>;       // (WG) each lane's Σ h² over its columns (LANES = 64)
 
 // How W is stored (one pipeline per format): 0 = f32, 1 = f16 (two per u32, element 2i in the
@@ -191,8 +191,38 @@ fn normed(k: u32, scale: f32) -> f32 {
     return h[k] * scale * gain[k];
 }
 
+// ---- lanes_sum: the sum of one vec4 per invocation over the workgroup's 64 invocations, as a
+// tree in workgroup memory (seven barriers). Written out alike in gemv_coalesced.wgsl,
+// decode_in_proj.wgsl and decode_out_proj.wgsl; a model whose adapter has subgroups compiles
+// them with src/kernels/lanes.rs's subgroup version in this block's place (same names, the
+// same sum within rounding). ----
+
+// The invocation ids lanes_sum needs: the kernel's entry point takes this struct.
+struct Lanes {
+    @builtin(local_invocation_index) lid: u32,
+}
+
+var<workgroup> lanes_partial: array<vec4<f32>, 64>; // (64) each invocation's sums, then the tree's
+
+// Σ v over the workgroup's 64 invocations, returned to every invocation. Called once per
+// invocation, in uniform control flow.
+fn lanes_sum(v: vec4<f32>, lanes: Lanes) -> vec4<f32> {
+    let lid = lanes.lid;
+    lanes_partial[lid] = v;
+    workgroupBarrier();
+    for (var s = 32u; s > 0u; s /= 2u) {
+        if (lid < s) {
+            lanes_partial[lid] += lanes_partial[lid + s];
+        }
+        workgroupBarrier();
+    }
+    return lanes_partial[0];
+}
+// ---- end of lanes_sum ----
+
 @compute @workgroup_size(64)
-fn decode_in_proj(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+fn decode_in_proj(@builtin(workgroup_id) wid: vec3<u32>, lanes: Lanes) {
+    let lid = lanes.lid;
     let group = lid / LANES;
     let lane = lid % LANES;
     let o0 = (wid.x * (WG / LANES) + group) * OUT;
@@ -274,15 +304,7 @@ fn decode_in_proj(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocati
             acc += a * vec4<f32>(weight1(w0 + k, p.w_scales), weight1(w1 + k, p.w_scales),
                                  weight1(w2 + k, p.w_scales), weight1(w3 + k, p.w_scales));
         }
-        partial[lid] = acc;
-        workgroupBarrier();
-        for (var s = WG / 2u; s > 0u; s /= 2u) {
-            if (lid < s) {
-                partial[lid] += partial[lid + s];
-            }
-            workgroupBarrier();
-        }
-        sums = partial[0];
+        sums = lanes_sum(acc, lanes);
     }
     for (var q = lane; q < OUT; q += LANES) {
         if (o0 + q < p.n_out) {

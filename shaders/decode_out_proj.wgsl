@@ -12,7 +12,7 @@
 // summed in their order: each group's Σy² as rms_norm's 64-lane tree, each normed input rounded
 // as rms_norm rounds it, the dot products as gemv.wgsl (LANES = 1, software adapters: a vec4
 // accumulator per row, four rows per invocation, no barrier) or gemv_coalesced.wgsl (LANES = 64,
-// GPUs: a workgroup per four rows, adjacent lanes at adjacent weights, a tree) sums them. The
+// GPUs: a workgroup per four rows, adjacent lanes at adjacent weights, its `lanes_sum`) sums them. The
 // plan dispatches it only for a chunk of one token with no checkpoint to capture.
 
 const WG: u32 = 64u;    // invocations per workgroup
@@ -53,7 +53,6 @@ struct Params {
 // Lanes per group of OUT outputs: 1 or WG.
 override LANES: u32 = 64u;
 
-var<workgroup> partial: array<vec4<f32>, WG>;   // (WG) each lane's dot products (LANES = 64)
 var<workgroup> squares: array<f32, WG * G_MAX>; // (G, WG) each lane's Σ y² per group (LANES = 64)
 
 // How W is stored (a pipeline-overridable constant: one pipeline per format, one source):
@@ -145,8 +144,38 @@ fn store(o: u32, acc: f32) {
     h[at] = v + h[at];
 }
 
+// ---- lanes_sum: the sum of one vec4 per invocation over the workgroup's 64 invocations, as a
+// tree in workgroup memory (seven barriers). Written out alike in gemv_coalesced.wgsl,
+// decode_in_proj.wgsl and decode_out_proj.wgsl; a model whose adapter has subgroups compiles
+// them with src/kernels/lanes.rs's subgroup version in this block's place (same names, the
+// same sum within rounding). ----
+
+// The invocation ids lanes_sum needs: the kernel's entry point takes this struct.
+struct Lanes {
+    @builtin(local_invocation_index) lid: u32,
+}
+
+var<workgroup> lanes_partial: array<vec4<f32>, 64>; // (64) each invocation's sums, then the tree's
+
+// Σ v over the workgroup's 64 invocations, returned to every invocation. Called once per
+// invocation, in uniform control flow.
+fn lanes_sum(v: vec4<f32>, lanes: Lanes) -> vec4<f32> {
+    let lid = lanes.lid;
+    lanes_partial[lid] = v;
+    workgroupBarrier();
+    for (var s = 32u; s > 0u; s /= 2u) {
+        if (lid < s) {
+            lanes_partial[lid] += lanes_partial[lid + s];
+        }
+        workgroupBarrier();
+    }
+    return lanes_partial[0];
+}
+// ---- end of lanes_sum ----
+
 @compute @workgroup_size(64)
-fn decode_out_proj(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+fn decode_out_proj(@builtin(workgroup_id) wid: vec3<u32>, lanes: Lanes) {
+    let lid = lanes.lid;
     let group = lid / LANES;
     let lane = lid % LANES;
     let o0 = (wid.x * (WG / LANES) + group) * OUT;
@@ -239,15 +268,7 @@ fn decode_out_proj(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocat
             acc += a * vec4<f32>(weight1(w0 + k, p.w_scales), weight1(w1 + k, p.w_scales),
                                  weight1(w2 + k, p.w_scales), weight1(w3 + k, p.w_scales));
         }
-        partial[lid] = acc;
-        workgroupBarrier();
-        for (var s = WG / 2u; s > 0u; s /= 2u) {
-            if (lid < s) {
-                partial[lid] += partial[lid + s];
-            }
-            workgroupBarrier();
-        }
-        sums = partial[0];
+        sums = lanes_sum(acc, lanes);
     }
     for (var q = lane; q < OUT; q += LANES) {
         if (o0 + q < p.n_out) {

@@ -2,8 +2,9 @@
 // A workgroup computes ROWS outputs of one row of X: its 64 invocations walk W's rows side by
 // side, eight weights each per step, so one step reads 64 adjacent 8-weight groups of every row
 // (coalesced: adjacent invocations, adjacent addresses; 16 bytes per lane and row for f16),
-// each X value loaded once for the ROWS outputs; then a reduction in workgroup memory. gemv.wgsl gives each invocation a whole row
-// instead (adjacent invocations a row apart: what software adapters want, uncoalesced on GPUs).
+// each X value loaded once for the ROWS outputs; then their sum over the workgroup (`lanes_sum`
+// below). gemv.wgsl gives each invocation a whole row instead (adjacent invocations a row
+// apart: what software adapters want, uncoalesced on GPUs).
 // Same parameters and bindings as linear.wgsl, so the pipelines share bind groups.
 
 const BIAS: u32 = 1u;
@@ -131,10 +132,38 @@ fn store(r: u32, o: u32, acc: f32) {
 const WG: u32 = 64u;  // invocations per workgroup
 const ROWS: u32 = 4u; // outputs per workgroup (the components of a vec4 accumulator)
 
-var<workgroup> partial: array<vec4<f32>, 64>; // (WG): each invocation's sums of the ROWS outputs
+// ---- lanes_sum: the sum of one vec4 per invocation over the workgroup's 64 invocations, as a
+// tree in workgroup memory (seven barriers). Written out alike in gemv_coalesced.wgsl,
+// decode_in_proj.wgsl and decode_out_proj.wgsl; a model whose adapter has subgroups compiles
+// them with src/kernels/lanes.rs's subgroup version in this block's place (same names, the
+// same sum within rounding). ----
+
+// The invocation ids lanes_sum needs: the kernel's entry point takes this struct.
+struct Lanes {
+    @builtin(local_invocation_index) lid: u32,
+}
+
+var<workgroup> lanes_partial: array<vec4<f32>, 64>; // (64) each invocation's sums, then the tree's
+
+// Σ v over the workgroup's 64 invocations, returned to every invocation. Called once per
+// invocation, in uniform control flow.
+fn lanes_sum(v: vec4<f32>, lanes: Lanes) -> vec4<f32> {
+    let lid = lanes.lid;
+    lanes_partial[lid] = v;
+    workgroupBarrier();
+    for (var s = 32u; s > 0u; s /= 2u) {
+        if (lid < s) {
+            lanes_partial[lid] += lanes_partial[lid + s];
+        }
+        workgroupBarrier();
+    }
+    return lanes_partial[0];
+}
+// ---- end of lanes_sum ----
 
 @compute @workgroup_size(64)
-fn gemv_coalesced(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+fn gemv_coalesced(@builtin(workgroup_id) wid: vec3<u32>, lanes: Lanes) {
+    let lid = lanes.lid;
     let o0 = wid.x * ROWS;
     let r = wid.y;
     // Whole workgroups are live or not (o0 and r are the workgroup's), so every invocation
@@ -180,15 +209,8 @@ fn gemv_coalesced(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocati
                                  weight1(w2 + k, p.w_scales), weight1(w3 + k, p.w_scales));
         }
     }
-    partial[lid] = acc;
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s = s / 2u) {
-        if (lid < s) {
-            partial[lid] += partial[lid + s];
-        }
-        workgroupBarrier();
-    }
+    let sums = lanes_sum(acc, lanes); // (ROWS) the workgroup's outputs
     if (live && lid < ROWS && o0 + lid < p.n_out) {
-        store(r, o0 + lid, partial[0][lid]);
+        store(r, o0 + lid, sums[lid]);
     }
 }

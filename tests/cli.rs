@@ -105,6 +105,7 @@ fn bench_reports_both_backends_side_by_side() {
         "40",
         "--decode-tokens",
         "3",
+        "--compare-subgroups",
     ]);
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
     let out = String::from_utf8(run.stdout).unwrap();
@@ -112,6 +113,7 @@ fn bench_reports_both_backends_side_by_side() {
         out.contains("| cpu |") && out.contains("| gpu |") && out.contains("gpu/cpu speed ratio"),
         "{out}"
     );
+    assert!(out.contains("| gpu-no-subgroups |"), "--compare-subgroups adds the tree's row: {out}");
 }
 
 /// The suite's JSON has every figure for every backend (values are not judged here: numbers
@@ -184,6 +186,10 @@ fn bench_suite_prints_one_json_object_with_every_figure() {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     assert_eq!(report["cpu_threads"]["cpu"], cores, "{report}");
     assert!(report["cpu_threads"]["gpu-f16"].is_null());
+    // The GEMV kernels' sums: lavapipe has subgroups, but Matmul::Auto gives it the software
+    // adapters' kernels, which sum without crossing invocations.
+    assert!(report["subgroups"]["cpu"].is_null());
+    assert_eq!(report["subgroups"]["gpu-f16"], false, "{report}");
     let (f16, int8) = (&report["gpu_memory_bytes"]["gpu-f16"], &report["gpu_memory_bytes"]["gpu-int8"]);
     assert!(number(&int8["weights"], "weights") < number(&f16["weights"], "weights"), "{report}");
 }

@@ -9,13 +9,9 @@ use common::{assert_close, gpu, log};
 use rand::{Rng, SeedableRng, rngs::SmallRng};
 use webmamba::{CpuModel, GpuContext, GpuModel, GpuModelOptions, Logits, Matmul, State, WeightFormat};
 
-async fn load_gpu(ctx: &GpuContext, f: &Fixture, options: GpuModelOptions) -> GpuModel {
-    GpuModel::load(ctx, &f.checkpoint(), options).await.unwrap_or_else(|e| panic!("{}: {e}", f.name))
-}
-
 async fn load_with(ctx: &GpuContext, f: &Fixture, max_tokens: usize, matmul: Matmul) -> (CpuModel, GpuModel) {
-    let options = GpuModelOptions { max_tokens, matmul, weights: exact_format(f), ..Default::default() };
-    (CpuModel::new(f.checkpoint().weights().unwrap()), load_gpu(ctx, f, options).await)
+    let options = GpuModelOptions { max_tokens, matmul, weights: f.exact_format(), ..Default::default() };
+    (CpuModel::new(f.checkpoint().weights().unwrap()), f.load_gpu(ctx, options).await)
 }
 
 async fn load(ctx: &GpuContext, f: &Fixture, max_tokens: usize) -> (CpuModel, GpuModel) {
@@ -38,13 +34,6 @@ fn sampled() -> Vec<Fixture> {
     fixtures::natively_all(fixtures::all(), fixtures::BROWSER_MAMBA)
 }
 
-/// The smallest GPU format that holds the fixture's weights exactly: f16 for f16/bf16 files
-/// (bf16 → f16 is exact in f16's normal range), f32 for f32 files.
-fn exact_format(f: &Fixture) -> WeightFormat {
-    let has_f32 = f.checkpoint().layout.planned().any(|p| p.dtype == safetensors::Dtype::F32);
-    if has_f32 { WeightFormat::F32 } else { WeightFormat::F16 }
-}
-
 fn random_ids(seed: u64, n: usize, vocab: usize) -> Vec<u32> {
     let mut rng = SmallRng::seed_from_u64(seed);
     (0..n).map(|_| rng.random_range(0..vocab as u32)).collect()
@@ -57,10 +46,10 @@ dual_test! {
             for f in fixtures_for(matmul) {
                 // f32 storage everywhere; f16 storage wherever it is exact (bf16/f16 files).
                 let mut formats = vec![WeightFormat::F32];
-                formats.extend((exact_format(&f) == WeightFormat::F16).then_some(WeightFormat::F16));
+                formats.extend((f.exact_format() == WeightFormat::F16).then_some(WeightFormat::F16));
                 for weights in formats {
                     let options = GpuModelOptions { max_tokens: 512, matmul, weights, ..Default::default() };
-                    let mut m = load_gpu(&ctx, &f, options).await;
+                    let mut m = f.load_gpu(&ctx, options).await;
                     let r = f.reference();
                     let logits = m.forward(&r.ids, Logits::All).await.unwrap();
                     let what = format!("{} ({matmul:?} matmul, {} weights): GPU vs HF logits", f.name, weights.name());
@@ -79,10 +68,10 @@ dual_test! {
         for (matmul, f) in [Matmul::Tiled, Matmul::Direct].into_iter().flat_map(|m| sampled().into_iter().map(move |f| (m, f))) {
             let r = f.reference();
             for weights in [WeightFormat::F16, WeightFormat::Int8] {
-                if weights == exact_format(&f) {
+                if weights == f.exact_format() {
                     continue;
                 }
-                let mut m = load_gpu(&ctx, &f, GpuModelOptions { weights, matmul, ..Default::default() }).await;
+                let mut m = f.load_gpu(&ctx, GpuModelOptions { weights, matmul, ..Default::default() }).await;
                 let logits = m.forward(&r.ids, Logits::All).await.unwrap();
                 let worst = logits.iter().zip(&r.logits).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
                 m.reset_state();
@@ -106,10 +95,10 @@ dual_test! {
         let ids = f.reference().ids;
         for weights in WeightFormat::ALL {
             let options = GpuModelOptions { weights, ..Default::default() };
-            let whole = load_gpu(&ctx, &f, options).await.forward(&ids, Logits::All).await.unwrap();
+            let whole = f.load_gpu(&ctx, options).await.forward(&ids, Logits::All).await.unwrap();
             let split_options = GpuModelOptions { max_binding_bytes: Some(4096), ..options };
-            let mut split = load_gpu(&ctx, &f, split_options).await;
-            assert!(split.memory().weights >= load_gpu(&ctx, &f, options).await.memory().weights);
+            let mut split = f.load_gpu(&ctx, split_options).await;
+            assert!(split.memory().weights >= f.load_gpu(&ctx, options).await.memory().weights);
             let got = split.forward(&ids, Logits::All).await.unwrap();
             assert_close(&format!("{}: 4 KiB parts vs whole matrices", weights.name()), &got, &whole, 1e-5, 1e-5);
             let next = split.forward(&[1], Logits::Last).await.unwrap();

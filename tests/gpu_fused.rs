@@ -15,21 +15,11 @@
 mod common;
 
 use common::fixtures::{self, Fixture};
-use common::{assert_close, gpu, log};
+use common::{assert_close, assert_same_states_and_greedy, gpu, log};
 use webmamba::blocks::{BlockKind, GatedNorm, Mamba2};
-use webmamba::{GpuContext, GpuModel, GpuModelOptions, Logits, Matmul, WeightFormat};
+use webmamba::{GpuModel, GpuModelOptions, Logits, Matmul, WeightFormat};
 
 const STEPS: usize = 6;
-
-async fn load(ctx: &GpuContext, f: &Fixture, options: GpuModelOptions) -> GpuModel {
-    GpuModel::load(ctx, &f.checkpoint(), options).await.unwrap_or_else(|e| panic!("{}: {e}", f.name))
-}
-
-/// f32 for f32 files, else f16 (exact for bf16/f16 files).
-fn exact_format(f: &Fixture) -> WeightFormat {
-    let has_f32 = f.checkpoint().layout.planned().any(|p| p.dtype == safetensors::Dtype::F32);
-    if has_f32 { WeightFormat::F32 } else { WeightFormat::F16 }
-}
 
 fn argmax(logits: &[f32]) -> u32 {
     webmamba::cpu::ops::argmax(logits).unwrap() as u32
@@ -75,15 +65,15 @@ dual_test! {
         for &matmul in matmuls {
             let mut worst = (0.0f32, String::new());
             for f in fixtures() {
-                let mut formats = vec![exact_format(&f)];
+                let mut formats = vec![f.exact_format()];
                 if !cfg!(target_arch = "wasm32") {
                     formats.push(WeightFormat::Int8);
                 }
                 for weights in formats {
                     let what = format!("{} ({matmul:?}, {} weights)", f.name, weights.name());
                     let options = GpuModelOptions { matmul, weights, ..Default::default() };
-                    let mut fused = load(&ctx, &f, options).await;
-                    let mut unfused = load(&ctx, &f, GpuModelOptions { fused: false, ..options }).await;
+                    let mut fused = f.load_gpu(&ctx, options).await;
+                    let mut unfused = f.load_gpu(&ctx, GpuModelOptions { fused: false, ..options }).await;
                     // A Mamba-1 layer saves 3 dispatches, a Mamba-2 mixer what mamba2_saving
                     // says (Zamba2's and Falcon-H1's parallel blocks' too). The head saves 1
                     // (norm_f folded into the LM head's decode_in_proj), on every model.
@@ -127,18 +117,7 @@ dual_test! {
                         assert_eq!(argmax(&a), argmax(&b), "{what}: step {i}'s greedy token");
                         next = argmax(&b);
                     }
-                    let (sa, sb) = (fused.read_state().await.unwrap(), unfused.read_state().await.unwrap());
-                    for layer in 0..sa.layers.len() {
-                        for region in ["conv", "ssm"] {
-                            if let (Some(x), Some(y)) = (sa.region(layer, region), sb.region(layer, region)) {
-                                assert_close(&format!("{what}: layer {layer} {region} state"), x, y, 1e-5, 1e-5);
-                            }
-                        }
-                    }
-                    // The batched greedy steps (argmax on the GPU between the steps) too.
-                    let ga = fused.greedy(next, STEPS).await.unwrap();
-                    let gb = unfused.greedy(next, STEPS).await.unwrap();
-                    assert_eq!(ga, gb, "{what}: greedy tokens of a batch of steps");
+                    assert_same_states_and_greedy(&what, (&mut fused, &mut unfused), next, STEPS).await;
                 }
             }
             log(&format!("fused vs unfused decode ({matmul:?}): largest |Δlogit| {:e} ({})", worst.0, worst.1));

@@ -122,3 +122,44 @@ fn shared_declarations_are_identical() {
         }
     }
 }
+
+/// The kernels that end in `lanes_sum` (webmamba::kernels::lanes) write its tree version out
+/// alike, and their subgroup versions validate with naga given subgroup operations — and not
+/// without them, so the subgroup version is what uses them.
+#[test]
+fn subgroup_versions_of_the_gemv_kernels_validate() {
+    use webmamba::kernels::lanes;
+    let blocks: Vec<_> = lanes::KERNELS
+        .iter()
+        .map(|&(name, source)| {
+            lanes::tree_block(source).unwrap_or_else(|| panic!("{name}: no lanes_sum block"))
+        })
+        .collect();
+    for (block, (name, _)) in blocks.iter().zip(&lanes::KERNELS) {
+        assert_eq!(*block, blocks[0], "{name}: its lanes_sum block differs from {}'s", lanes::KERNELS[0].0);
+    }
+    for (name, source) in lanes::KERNELS {
+        let subgroups = lanes::subgroup_source(name).unwrap_or_else(|| panic!("{name}: no subgroup version"));
+        assert!(lanes::tree_block(subgroups).is_none() && subgroups.contains("subgroupAdd"), "{name}");
+        assert_eq!(
+            subgroups.replacen(lanes::SUBGROUP_BLOCK, "", 1),
+            source.replacen(blocks[0], "", 1),
+            "{name}: only the block differs"
+        );
+        let module = naga::front::wgsl::parse_str(subgroups)
+            .unwrap_or_else(|e| panic!("{name} (subgroups): {}", e.emit_to_string(subgroups)));
+        let core = naga::valid::Capabilities::SHADER_FLOAT16_IN_FLOAT32;
+        let with = core | naga::valid::Capabilities::SUBGROUP;
+        naga::valid::Validator::new(naga::valid::ValidationFlags::all(), with)
+            .subgroup_stages(naga::valid::ShaderStages::COMPUTE)
+            .subgroup_operations(naga::valid::SubgroupOperationSet::all())
+            .validate(&module)
+            .unwrap_or_else(|e| panic!("{name} (subgroups): {}", e.emit_to_string(subgroups)));
+        assert!(
+            naga::valid::Validator::new(naga::valid::ValidationFlags::all(), core).validate(&module).is_err(),
+            "{name}: the subgroup version validates without subgroup operations"
+        );
+        assert!(module.entry_points.iter().any(|ep| ep.name == name), "{name}: entry point");
+    }
+    assert_eq!(lanes::subgroup_source("rms_norm"), None);
+}

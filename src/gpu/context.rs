@@ -13,9 +13,12 @@ use crate::gpu::cache::KernelCache;
 /// - `TIMESTAMP_QUERY`: GPU-side kernel timings for benchmarks; with
 ///   `TIMESTAMP_QUERY_INSIDE_PASSES` (native only), stamps around each dispatch
 ///   ([`crate::gpu::start_dispatch_timing`]).
+/// - `SUBGROUP` (native only: wgpu's WebGPU backend does not map the browser's `subgroups`):
+///   the GEMV kernels' sums across a workgroup ([`crate::kernels::lanes`]).
 const OPTIONAL_FEATURES: wgpu::Features = wgpu::Features::SHADER_F16
     .union(wgpu::Features::TIMESTAMP_QUERY)
-    .union(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES);
+    .union(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES)
+    .union(wgpu::Features::SUBGROUP);
 
 /// A description of the adapter a context runs on, for logs, tests and the demo.
 #[derive(Clone, Debug)]
@@ -33,6 +36,10 @@ pub struct AdapterSummary {
     pub shader_f16: bool,
     /// Whether timestamp queries were enabled on the device.
     pub timestamp_query: bool,
+    /// Whether subgroup operations were enabled on the device (`wgpu::Features::SUBGROUP`).
+    pub subgroups: bool,
+    /// The adapter's subgroup sizes, smallest and largest (0, 0 where it does not say).
+    pub subgroup_sizes: (u32, u32),
     /// Largest storage-buffer binding in bytes (128 MiB on lavapipe and many phones).
     pub max_storage_buffer_binding_size: u64,
     /// Largest buffer in bytes.
@@ -57,13 +64,18 @@ impl std::fmt::Display for AdapterSummary {
         let yes_no = |b: bool| if b { "yes" } else { "no" };
         write!(
             f,
-            "{} [{}, {:?}{}] shader-f16: {}, timestamps: {}, max storage binding: {} MiB",
+            "{} [{}, {:?}{}] shader-f16: {}, timestamps: {}, subgroups: {}, max storage binding: {} MiB",
             self.name,
             self.backend,
             self.device_type,
             if self.driver.is_empty() { String::new() } else { format!(", {}", self.driver) },
             yes_no(self.shader_f16),
             yes_no(self.timestamp_query),
+            match (self.subgroups, self.subgroup_sizes) {
+                (false, _) => "no".to_string(),
+                (true, (lo, hi)) if lo == hi => format!("{lo}"),
+                (true, (lo, hi)) => format!("{lo}-{hi}"),
+            },
             self.max_storage_buffer_binding_size >> 20,
         )
     }
@@ -180,6 +192,8 @@ impl GpuContext {
                 .join(" "),
             shader_f16: features.contains(wgpu::Features::SHADER_F16),
             timestamp_query: features.contains(wgpu::Features::TIMESTAMP_QUERY),
+            subgroups: features.contains(wgpu::Features::SUBGROUP),
+            subgroup_sizes: (info.subgroup_min_size, info.subgroup_max_size),
             max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size,
             max_buffer_size: limits.max_buffer_size,
             max_compute_invocations_per_workgroup: limits.max_compute_invocations_per_workgroup,

@@ -132,8 +132,7 @@ impl Loading<'_> {
             );
             block_kernels.push(blocks::decode::in_proj_spec(w.lm_head().format, direct));
         }
-        let kernels =
-            Kernels::new(ctx, (options.matmul, options.fused), &formats, block_kernels, reporter).await?;
+        let kernels = Kernels::new(ctx, &options, &formats, block_kernels, reporter).await?;
         let plan = ctx
             .scoped("building the forward pass", || {
                 Plan::new(ctx, &config, &kernels, &w, &acts, (&state, &kv))
@@ -157,7 +156,11 @@ impl Loading<'_> {
             adapter.driver,
             formats.iter().map(|f| f.name()).collect::<Vec<_>>().join("+"),
             kv.format.name(),
-            if options.matmul.is_direct(ctx) { "direct" } else { "tiled" }
+            match (options.matmul.is_direct(ctx), kernels.subgroups) {
+                (true, _) => "direct",
+                (false, false) => "tiled",
+                (false, true) => "tiled+subgroups",
+            }
         );
         Ok(GpuModel {
             ctx: ctx.clone(),

@@ -100,6 +100,12 @@ impl GpuModel {
         &self.numerics
     }
 
+    /// Whether the GEMV kernels sum across workgroups with subgroup operations
+    /// ([`GpuModelOptions::subgroups`]).
+    pub fn uses_subgroups(&self) -> bool {
+        self.kernels.subgroups
+    }
+
     /// Tokens of context the working state holds (its next token's position).
     pub fn context_len(&self) -> usize {
         self.context

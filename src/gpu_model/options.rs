@@ -56,6 +56,13 @@ pub struct GpuModelOptions {
     /// every chunk runs the kernels a prefill does (for comparisons: the results agree within
     /// rounding, `tests/gpu_fused.rs`).
     pub fused: bool,
+    /// The GEMV kernels (`gemv_coalesced`, `decode_in_proj`, `decode_out_proj`) sum across a
+    /// workgroup with subgroup operations where the adapter has them (`wgpu::Features::SUBGROUP`:
+    /// natively on Vulkan, Metal and DX12 GPUs; never in a browser, whose WebGPU feature wgpu
+    /// does not request) and the real-GPU kernels are in use ([`Matmul`]); off, or on other
+    /// adapters, a tree in workgroup memory. For comparisons: the results agree within
+    /// rounding (`tests/gpu_subgroups.rs`); [`super::GpuModel::uses_subgroups`] says which ran.
+    pub subgroups: bool,
 }
 
 impl Default for GpuModelOptions {
@@ -68,6 +75,7 @@ impl Default for GpuModelOptions {
             max_context: None,
             kv_format: KvFormat::F32,
             fused: true,
+            subgroups: true,
         }
     }
 }

@@ -3,9 +3,9 @@
 
 use crate::error::{Error, Result};
 use crate::gpu::{GpuContext, Kernel, KernelSpec, Layout};
-use crate::gpu_model::Matmul;
+use crate::gpu_model::GpuModelOptions;
 use crate::gpu_model::format::WeightFormat;
-use crate::kernels::{Argmax, TopK, embedding, gemv, gemv_coalesced, linear, linear_direct, rms_norm};
+use crate::kernels::{Argmax, TopK, embedding, gemv, gemv_coalesced, lanes, linear, linear_direct, rms_norm};
 use crate::load::{Phase, Reporter};
 
 /// The pipelines that read weights, for one weight format (the shaders' `W_FORMAT`).
@@ -53,6 +53,10 @@ pub(crate) struct Kernels {
     pub direct: bool,
     /// Decode steps run the fused kernels (`GpuModelOptions::fused`).
     pub fused: bool,
+    /// The GEMV kernels sum across a workgroup with subgroup operations
+    /// ([`crate::kernels::lanes`]): asked for (`GpuModelOptions::subgroups`), the adapter has
+    /// them, and the real-GPU kernels are in use.
+    pub subgroups: bool,
     /// What the model's block kinds asked for (each spec once), found by [`Kernels::block`].
     blocks: Vec<(KernelSpec, Kernel)>,
 }
@@ -63,7 +67,7 @@ impl Kernels {
     /// as it is done.
     pub async fn new(
         ctx: &GpuContext,
-        (matmul, fused): (Matmul, bool),
+        options: &GpuModelOptions,
         formats: &[WeightFormat],
         block_kernels: Vec<KernelSpec>,
         reporter: &mut Reporter,
@@ -74,9 +78,16 @@ impl Kernels {
                 specs.push(spec);
             }
         }
-        let direct = matmul.is_direct(ctx);
+        let direct = options.matmul.is_direct(ctx);
+        let subgroups = options.subgroups && ctx.summary().subgroups && !direct;
+        // The source a kernel is compiled from: its subgroup version where the model uses them.
+        let source = |name: &str, tree: &'static str| match subgroups {
+            true => lanes::subgroup_source(name).unwrap_or(tree),
+            false => tree,
+        };
         let (linear_name, linear_source, gemm_groups) = gemm_kernel(direct);
         let (gemv_name, gemv_source, gemv_groups) = gemv_kernel(direct);
+        let gemv_source = source(gemv_name, gemv_source);
         let total = (3 + specs.len() + 3 * formats.len()) as u64;
         let mut done = 0;
         let mut tick = |reporter: &mut Reporter| {
@@ -110,14 +121,15 @@ impl Kernels {
         let rms_norm = compile("rms_norm", rms_norm::SOURCE, rms_norm::BINDINGS, &[]).await?;
         let mut blocks = Vec::with_capacity(specs.len());
         for spec in specs {
-            let kernel = compile(spec.name, spec.source, spec.bindings, &spec.constants).await?;
+            let kernel =
+                compile(spec.name, source(spec.name, spec.source), spec.bindings, &spec.constants).await?;
             blocks.push((spec, kernel));
         }
         let argmax = Argmax::new(ctx).await?;
         tick(reporter);
         let top_k = TopK::new(ctx).await?;
         tick(reporter);
-        Ok(Self { weights, rms_norm, argmax, top_k, direct, fused, blocks })
+        Ok(Self { weights, rms_norm, argmax, top_k, direct, fused: options.fused, subgroups, blocks })
     }
 
     /// The compiled kernel named `name` among `specs` (what a block kind asked for).

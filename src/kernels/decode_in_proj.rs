@@ -4,7 +4,7 @@
 use crate::gpu::Binding;
 use crate::kernels::{PARAMS, STEP};
 
-/// WGSL source.
+/// WGSL source (its workgroup sum a tree; [`crate::kernels::lanes`] makes the subgroup version).
 pub const SOURCE: &str = include_str!("../../shaders/decode_in_proj.wgsl");
 
 /// Outputs one group of lanes computes (`OUT`).

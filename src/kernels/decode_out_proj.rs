@@ -5,7 +5,7 @@
 use crate::gpu::Binding;
 use crate::kernels::{PARAMS, STEP};
 
-/// WGSL source.
+/// WGSL source (its workgroup sum a tree; [`crate::kernels::lanes`] makes the subgroup version).
 pub const SOURCE: &str = include_str!("../../shaders/decode_out_proj.wgsl");
 
 /// Most norm groups the shader supports (`G_MAX`).

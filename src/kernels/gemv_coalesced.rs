@@ -3,7 +3,7 @@
 //! addresses. Same bindings and [`crate::kernels::linear::LinearParams`] as
 //! [`crate::kernels::linear`] and [`crate::kernels::gemv`].
 
-/// WGSL source.
+/// WGSL source (its workgroup sum a tree; [`crate::kernels::lanes`] makes the subgroup version).
 pub const SOURCE: &str = include_str!("../../shaders/gemv_coalesced.wgsl");
 
 /// Outputs one workgroup computes (`ROWS` in the shader).

@@ -29,6 +29,7 @@ pub mod gated_act;
 pub mod gemv;
 pub mod gemv_coalesced;
 pub mod kv_append;
+pub mod lanes;
 pub mod linear;
 pub mod linear_direct;
 pub mod moe_route;

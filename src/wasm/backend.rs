@@ -71,5 +71,7 @@ pub(crate) fn gpu_options(o: &LoadConfig) -> GpuModelOptions {
         max_context: o.max_context,
         kv_format: o.kv_format,
         fused: true,
+        // Never used in a browser (wgpu's WebGPU backend does not request the feature).
+        subgroups: true,
     }
 }

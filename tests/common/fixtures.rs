@@ -2,7 +2,7 @@
 //! transformers), embedded with `include_bytes!` so the same tests run in the browser.
 
 use safetensors::SafeTensors;
-use webmamba::Checkpoint;
+use webmamba::{Checkpoint, GpuContext, GpuModel, GpuModelOptions, WeightFormat};
 
 /// One fixture model folder and HF's outputs for it.
 pub struct Fixture {
@@ -165,6 +165,20 @@ impl Fixture {
     /// Parses the checkpoint exactly as an application would from fetched bytes.
     pub fn checkpoint(&self) -> Checkpoint {
         Checkpoint::from_bytes(self.config, self.weight_files(), self.index, Some(self.tokenizer.to_vec()))
+            .unwrap_or_else(|e| panic!("{}: {e}", self.name))
+    }
+
+    /// The smallest GPU weight format that holds the fixture's weights exactly: f32 for f32
+    /// files, else f16 (bf16 → f16 is exact in f16's normal range).
+    pub fn exact_format(&self) -> WeightFormat {
+        let has_f32 = self.checkpoint().layout.planned().any(|p| p.dtype == safetensors::Dtype::F32);
+        if has_f32 { WeightFormat::F32 } else { WeightFormat::F16 }
+    }
+
+    /// The fixture on the GPU with `options` (a failed load panics, naming the fixture).
+    pub async fn load_gpu(&self, ctx: &GpuContext, options: GpuModelOptions) -> GpuModel {
+        GpuModel::load(ctx, &self.checkpoint(), options)
+            .await
             .unwrap_or_else(|e| panic!("{}: {e}", self.name))
     }
 

@@ -15,7 +15,7 @@ pub mod counting;
 pub mod fixtures;
 pub mod wgsl_fn;
 
-use webmamba::GpuContext;
+use webmamba::{GpuContext, GpuModel};
 
 #[cfg(target_arch = "wasm32")]
 wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
@@ -164,6 +164,28 @@ fn keep_shared(ctx: &GpuContext) {
 
 #[cfg(not(target_arch = "wasm32"))]
 fn keep_shared(_: &GpuContext) {}
+
+/// Two models' conv and SSM states, layer by layer, within 1e-5 + 1e-5 relative, then a batch of
+/// `steps` greedy steps from `next` on each (argmax on the GPU between the steps): the same
+/// tokens. For loads of one model that sum in different orders (fused / unfused, subgroups / tree).
+pub async fn assert_same_states_and_greedy(
+    what: &str,
+    (a, b): (&mut GpuModel, &mut GpuModel),
+    next: u32,
+    steps: usize,
+) {
+    let (sa, sb) = (a.read_state().await.unwrap(), b.read_state().await.unwrap());
+    for layer in 0..sa.layers.len() {
+        for region in ["conv", "ssm"] {
+            if let (Some(x), Some(y)) = (sa.region(layer, region), sb.region(layer, region)) {
+                assert_close(&format!("{what}: layer {layer} {region} state"), x, y, 1e-5, 1e-5);
+            }
+        }
+    }
+    let ga = a.greedy(next, steps).await.unwrap();
+    let gb = b.greedy(next, steps).await.unwrap();
+    assert_eq!(ga, gb, "{what}: greedy tokens of a batch of steps");
+}
 
 /// Asserts `|actual - expected| <= atol + rtol * |expected|` everywhere; on failure reports the
 /// worst index (largest excess over its tolerance), both values, and how many elements failed.

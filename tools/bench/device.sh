@@ -14,7 +14,8 @@
 # machines reach no registry. Bandwidth: BANDWIDTH_GBS, else looked up from nvidia-smi's GPU
 # name (the vendor's figure), else the fraction is not printed. SHAPES and RUNS override the
 # defaults ("130m 790m 2.8b granite-h-1b", 3); FORMATS the weight formats (f16); SHAPE_TIMEOUT
-# the seconds one shape may take (600). device-pack.sh builds a binary for it without LTO.
+# the seconds one shape may take (600); AB_SHAPES the shapes of the closing A/B of the GEMV
+# kernels' subgroup sums ("130m 2.8b"). device-pack.sh builds a binary for it without LTO.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${1:-target/release/webmamba}
@@ -67,7 +68,7 @@ for label, g in d["backends"].items():
     gemm = d["gemm_gflop_s"][label]
     shape = d["gemm_shape"]
     print(f"GEMM {gemm['median']:.0f} GFLOP/s ({gemm['min']:.0f}–{gemm['max']:.0f}) at {shape['rows']} × {shape['k']} × {shape['n']}")
-    print(f"dispatches per token: {d['dispatches_per_token'][label]:.0f} ({d['model']['n_layer']} layers)")
+    print(f"dispatches per token: {d['dispatches_per_token'][label]:.0f} ({d['model']['n_layer']} layers); GEMV sums with subgroups: {d.get('subgroups', {}).get(label)}")
     rec, share = d.get("record_us_per_dispatch", {}).get(label), d.get("record_share_of_decode", {}).get(label)
     if rec and share:
         print(f"recording a greedy batch on the CPU: {rec['median']:.2f} µs per dispatch, {share['median']:.0%} of the decode's time per step")
@@ -79,5 +80,29 @@ for label, g in d["backends"].items():
         for k in sorted(dt["kernels"], key=lambda k: -(k["busy_us"] + k["gap_us"])):
             print(f"  {k['kernel']:<24} {k['dispatches']:>4} dispatches  {k['busy_us']:8.1f} µs running  {k['gap_us']:8.1f} µs before")
     print(f"scan_speedup_512 {g['scan_speedup_512']['median']:.1f}  resume_speedup_2048 {g['resume_speedup_2048']['median']:.1f}  capture_overhead_512 {g['capture_overhead_512']['median']:.3f}")
+EOF
+done
+
+# Subgroup sums against the workgroup-memory tree (the GEMV kernels' last step,
+# src/kernels/lanes.rs), side by side in one suite run per shape: gpu-f16 vs gpu-f16-no-subgroups.
+for shape in ${AB_SHAPES:-130m 2.8b}; do
+  echo "== $shape: GEMV sums with subgroups vs without (bench --suite --compare-subgroups, $RUNS runs)"
+  timeout "${SHAPE_TIMEOUT:-600}" "$BIN" bench --suite --json --compare-subgroups --shape "$shape" --backends gpu --formats f16 --runs "$RUNS" \
+    >"$OUT/subgroups-$shape.json" || { echo "$shape: bench failed (rc $?)"; continue; }
+  python3 - "$OUT/subgroups-$shape.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+on, off = "gpu-f16", "gpu-f16-no-subgroups"
+print(f"subgroups used: {d['subgroups'][on]} / {d['subgroups'][off]}")
+for key in ("decode_tok_s", "decode_per_token_tok_s"):
+    a, b = d[key][on]["median"], d[key][off]["median"]
+    print(f"{key}: {a:.1f} with, {b:.1f} without: {a / b:.3f}x")
+a, b = d["prefill_tok_s"][on]["512"]["median"], d["prefill_tok_s"][off]["512"]["median"]
+print(f"prefill 512 tok/s: {a:.0f} with, {b:.0f} without: {a / b:.3f}x")
+for label in (on, off):
+    dt = d["dispatch_times"].get(label)
+    if dt:
+        gemv = [k for k in dt["kernels"] if k["kernel"] in ("gemv_coalesced", "decode_in_proj", "decode_out_proj")]
+        print(f"{label}: " + ", ".join(f"{k['kernel']} {k['busy_us'] / k['dispatches']:.2f} µs" for k in gemv) + " per dispatch")
 EOF
 done

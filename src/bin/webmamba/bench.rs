@@ -60,6 +60,11 @@ pub struct BenchArgs {
     /// fused `gpu`).
     #[arg(long)]
     compare_unfused: bool,
+    /// Also run the GPU with its GEMV kernels' workgroup sums as a tree, without subgroup
+    /// operations (`gpu-no-subgroups` side by side with `gpu`; with `--suite`, a
+    /// `gpu-<format>-no-subgroups` row after each format's; the same where the adapter has none).
+    #[arg(long)]
+    compare_subgroups: bool,
 }
 
 /// The CPU backend's runs: one per thread count asked for, each with its label.
@@ -99,7 +104,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
         (dir, _) => checkpoint(dir.as_ref())?,
     };
     if a.suite {
-        return crate::suite::run(&checkpoint, &a.backends, &a.formats, &a.threads, a.runs, a.json);
+        let (runs, compare) = (a.runs, a.compare_subgroups);
+        return crate::suite::run(&checkpoint, &a.backends, &a.formats, &a.threads, (runs, compare), a.json);
     }
     let c = checkpoint.config.clone();
     let matmul = match a.matmul {
@@ -131,6 +137,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
                 if a.compare_unfused {
                     let unfused = ContextArgs { unfused: true, ..Default::default() };
                     gpu.push((backend, "gpu-unfused".to_string(), unfused));
+                }
+                if a.compare_subgroups {
+                    let tree = ContextArgs { no_subgroups: true, ..Default::default() };
+                    gpu.push((backend, "gpu-no-subgroups".to_string(), tree));
                 }
                 gpu
             }

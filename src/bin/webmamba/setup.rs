@@ -88,7 +88,7 @@ pub enum Kv {
 
 /// The attention caches of hybrid models (nothing changes for a pure Mamba model): the
 /// `maxContext` and `kvFormat` load options of the JS API; the CPU backend's threads; the GPU's
-/// unfused decode (for comparisons).
+/// unfused decode and its sums without subgroups (for comparisons).
 #[derive(Clone, Copy, Debug, Default, clap::Args)]
 pub struct ContextArgs {
     /// Most tokens of context; past it a call fails with ContextFull (default: what 1 GiB of
@@ -107,6 +107,10 @@ pub struct ContextArgs {
     /// within rounding.
     #[arg(long)]
     pub unfused: bool,
+    /// The GPU's GEMV kernels sum across a workgroup as a tree in workgroup memory even where
+    /// the adapter has subgroup operations: for comparisons; the results agree within rounding.
+    #[arg(long)]
+    pub no_subgroups: bool,
 }
 
 /// Storage dtypes of random checkpoints.
@@ -155,6 +159,7 @@ pub fn engine(
                 max_context: context.max_context,
                 kv_format,
                 fused: !context.unfused,
+                subgroups: !context.no_subgroups,
                 ..Default::default()
             };
             let model = GpuModel::load_reporting(&ctx, checkpoint, options, &mut reporter).await?;

@@ -27,6 +27,8 @@
 //!   and µs from the previous dispatch's end stamp (near zero on Vulkan), per step, and the
 //!   step's span from its first stamp to its last;
 //! - GPU memory by category (a hybrid's key/value caches and the cache's key/value pages too);
+//! - on the GPU, `subgroups`: whether its GEMV kernels summed across workgroups with subgroup
+//!   operations (`webmamba::kernels::lanes`; `bench --compare-subgroups` runs both);
 //! - on the GPU, `gemm_gflop_s`: the prefill matmul kernel alone on the model's largest layer
 //!   matrix (`gemm_shape`: `GEMM_ROWS` rows), `GEMM_REPS` products per run, timed on the host
 //!   (`webmamba::gpu_model::gemm_gflop_s`).
@@ -104,6 +106,8 @@ struct Row {
     record: Option<(Stat, Stat)>,
     /// One decode step timed per dispatch, where the device can.
     dispatch_times: Option<DispatchTimes>,
+    /// Whether the GPU's GEMV kernels summed with subgroup operations (`None` on the CPU).
+    subgroups: Option<bool>,
 }
 
 /// `n` token ids, different for each `salt`.
@@ -295,7 +299,7 @@ pub fn run(
     backends: &[Backend],
     formats: &[Weights],
     threads: &[u16],
-    runs: usize,
+    (runs, compare_subgroups): (usize, bool),
     as_json: bool,
 ) -> Result<()> {
     let c = &checkpoint.config;
@@ -303,21 +307,30 @@ pub fn run(
     let mut rows = Vec::new();
     let mut adapter = String::new();
     for &backend in backends {
-        // (label, GPU weight format, CPU threads)
-        let variants: Vec<(String, Option<Weights>, Option<u16>)> = match backend {
-            Backend::Cpu => cpu_runs(threads).into_iter().map(|(label, n)| (label, None, n)).collect(),
+        // (label, GPU weight format, CPU threads, GPU sums without subgroups)
+        let variants: Vec<(String, Option<Weights>, Option<u16>, bool)> = match backend {
+            Backend::Cpu => cpu_runs(threads).into_iter().map(|(label, n)| (label, None, n, false)).collect(),
             Backend::Gpu => formats
                 .iter()
-                .map(|&w| (format!("gpu-{}", format!("{w:?}").to_lowercase()), Some(w), None))
+                .flat_map(|&w| {
+                    let label = format!("gpu-{}", format!("{w:?}").to_lowercase());
+                    let tree =
+                        compare_subgroups.then(|| (format!("{label}-no-subgroups"), Some(w), None, true));
+                    [(label, Some(w), None, false)].into_iter().chain(tree)
+                })
                 .collect(),
         };
-        for (label, weights, threads) in variants {
+        for (label, weights, threads, no_subgroups) in variants {
             eprintln!("bench: {label}…");
-            let context = ContextArgs { threads, ..Default::default() };
+            let context = ContextArgs { threads, no_subgroups, ..Default::default() };
             let mut e = engine(checkpoint, backend, Matmul::Auto, weights.unwrap_or(Weights::F16), context)?;
-            if let Engine::Gpu(m) = &e {
-                adapter = m.context().summary().to_string();
-            }
+            let subgroups = match &e {
+                Engine::Gpu(m) => {
+                    adapter = m.context().summary().to_string();
+                    Some(m.uses_subgroups())
+                }
+                Engine::Cpu { .. } => None,
+            };
             let cpu_threads = e.cpu_threads();
             let f = measure_engine(&mut e, runs, vocab)?;
             let gemm = measure_gemm(&e, gemm_shape(checkpoint), runs)?;
@@ -341,6 +354,7 @@ pub fn run(
                 gemm,
                 record: f.record,
                 dispatch_times,
+                subgroups,
             });
         }
     }

@@ -28,6 +28,7 @@ pub(super) fn json(rows: &[Row], (model, gemm_shape): (Value, Value), adapter: &
         "record_us_per_dispatch": per(&|r| r.record.as_ref().map_or(Value::Null, |(us, _)| us.json())),
         "record_share_of_decode": per(&|r| r.record.as_ref().map_or(Value::Null, |(_, share)| share.json())),
         "dispatch_times": per(&|r| r.dispatch_times.as_ref().map_or(Value::Null, |d| d.json())),
+        "subgroups": per(&|r| r.subgroups.map_or(Value::Null, Value::from)),
         "backends": per(&|r| json!({
             "prefill_tok_s": prefill(r), "decode_tok_s": r.decode.json(),
             "decode_per_token_tok_s": r.decode_per_token.as_ref().map_or(Value::Null, Stat::json),
