@@ -263,13 +263,17 @@ impl Kernel {
     }
 }
 
-/// Dispatches recorded by this process so far (direct and indirect; every one goes through
-/// [`dispatch`] or [`dispatch_indirect`]): `bench --suite`'s `dispatches_per_token`.
-static DISPATCHES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+thread_local! {
+    /// Dispatches recorded by this thread so far (direct and indirect; every one goes through
+    /// [`dispatch`] or [`dispatch_indirect`]): `bench --suite`'s `dispatches_per_token`. Per
+    /// thread, so that tests running side by side in one process count only their own (a
+    /// model records on the thread that calls it).
+    static DISPATCHES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
 
-/// How many dispatches this process has recorded so far.
+/// How many dispatches this thread has recorded so far.
 pub fn dispatches_recorded() -> u64 {
-    DISPATCHES.load(std::sync::atomic::Ordering::Relaxed)
+    DISPATCHES.with(std::cell::Cell::get)
 }
 
 /// Records one dispatch of `pipeline` (kernel `name`) with `bind_group` over `groups`
@@ -313,7 +317,7 @@ fn record(
     if timed {
         profile::stamp_end(pass);
     }
-    DISPATCHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    DISPATCHES.with(|n| n.set(n.get() + 1));
 }
 
 /// Splits `n` workgroups over a 2-D grid whose dimensions stay within `max_per_dim`;
