@@ -162,6 +162,46 @@ dual_test! {
         }
     }
 
+    async fn the_capture_area_grows_to_the_checkpoints_of_a_chunk() {
+        // Loaded with room for one checkpoint (capture_bytes 0), a 128-token prefill that writes
+        // 8 ran as 8 forward chunks (each reading every weight again: on an H200 a 512-token
+        // prefill of 2.8B took 2.5x as long with its dense checkpoints). The area now grows to 8
+        // at the call: one chunk — the dispatches, logits and checkpoints of a model loaded with
+        // room for 8, bit for bit — the growth in the activations' bytes, made once.
+        let Some(ctx) = gpu("the_capture_area_grows_to_the_checkpoints_of_a_chunk").await else { return };
+        let f = fixtures::all().into_iter().find(|f| f.name == "medium-bf16").unwrap();
+        let options = GpuModelOptions { max_tokens: 128, weights: f.exact_format(), ..Default::default() };
+        let mut roomy = f.load_gpu(&ctx, options).await;
+        let mut small = f.load_gpu(&ctx, GpuModelOptions { capture_bytes: Some(0), ..options }).await;
+        let tokens = random_ids(5, 128, roomy.config().vocab_size);
+        let positions: Vec<usize> = (0..8).map(|i| 16 * i + 15).collect();
+        let loaded = small.memory().activations;
+        let mut runs = Vec::new();
+        for m in [&mut roomy, &mut small] {
+            let captures: Vec<(usize, usize)> = positions.iter().copied().zip(m.add_slots(8).unwrap()).collect();
+            let before = webmamba::gpu::dispatches_recorded();
+            let logits = m.forward_capturing(&tokens, Logits::Last, &captures).await.unwrap();
+            let dispatches = webmamba::gpu::dispatches_recorded() - before;
+            let mut states = Vec::new();
+            for &(_, slot) in &captures {
+                states.push(m.read_slot_fixed(slot).await.unwrap());
+            }
+            runs.push((logits, dispatches, states, captures));
+        }
+        let (roomy_run, small_run) = (&runs[0], &runs[1]);
+        assert_eq!(small_run.1, roomy_run.1, "dispatches of the prefill: one forward chunk each");
+        assert!(small_run.0 == roomy_run.0, "the logits, bit for bit");
+        assert!(small_run.2 == roomy_run.2, "the checkpoints, bit for bit");
+        let state_bytes = 4 * small_run.2[0].len() as u64;
+        assert_eq!(small.memory().activations, loaded + 7 * state_bytes, "grown by 7 states");
+        // At that size again: nothing more is made.
+        small.reset_state();
+        let objects = ctx.object_counts();
+        small.forward_capturing(&tokens, Logits::Last, &small_run.3).await.unwrap();
+        assert_eq!(ctx.object_counts().buffers, objects.buffers, "grown once");
+        assert_eq!(small.memory().activations, loaded + 7 * state_bytes);
+    }
+
     async fn decode_steps_create_no_gpu_objects() {
         let Some(ctx) = gpu("decode_steps_create_no_gpu_objects").await else { return };
         let f = &fixtures::all()[3];

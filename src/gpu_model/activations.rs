@@ -82,6 +82,12 @@ impl Scratch {
     }
 }
 
+/// Most checkpoints one forward chunk captures.
+pub(crate) const CAPTURES_MAX: usize = 64;
+
+/// The capture area's size at load unless asked otherwise (`GpuModelOptions::capture_bytes`).
+pub(crate) const CAPTURE_BYTES: u64 = 32 << 20;
+
 /// The capture buffer's layout, known here only: a (T_max) map from token position to
 /// checkpoint number + 1 (0: none; u32 bits in f32 slots), then `captures` areas of one whole
 /// state each in a checkpoint slot's layout — the [`StateLayout`]'s flat order: every layer's
@@ -105,8 +111,20 @@ impl CaptureLayout {
     }
 
     /// Floats of the whole buffer.
-    fn floats(&self) -> usize {
+    pub fn floats(&self) -> usize {
         self.map_len + self.captures * self.slot_len
+    }
+
+    /// The same layout with room for `captures` checkpoints.
+    pub fn with_captures(&self, captures: usize) -> Self {
+        Self { captures, ..self.clone() }
+    }
+
+    /// How many checkpoints (at most `CAPTURES_MAX`; 0 where not one) a buffer of `bytes`
+    /// holds after the map.
+    pub fn captures_within(&self, bytes: u64) -> usize {
+        let room = (bytes as usize).saturating_sub(4 * self.map_len);
+        (room / (4 * self.slot_len.max(1))).min(CAPTURES_MAX)
     }
 
     /// Where layer `layer`'s conv window sits in a state (in the state buffer and in an area).
@@ -144,13 +162,15 @@ pub(crate) struct StateBuffers {
 
 impl Activations {
     /// The buffers for chunks of `max_tokens` tokens, each scratch buffer as large as the
-    /// largest of the blocks' `needs` (for `max_tokens`), room for `max_picks` greedy picks.
+    /// largest of the blocks' `needs` (for `max_tokens`), room for `max_picks` greedy picks, and
+    /// a checkpoint capture area of about `capture_bytes` (at least one state, at most
+    /// `CAPTURES_MAX`, within one binding; it grows on demand: `GpuModel::reserve_captures`).
     pub fn new(
         ctx: &GpuContext,
         c: &Config,
         needs: &[Scratch],
-        max_tokens: usize,
-        max_picks: usize,
+        (max_tokens, max_picks): (usize, usize),
+        capture_bytes: u64,
     ) -> Result<Self> {
         let t = max_tokens;
         let most = |f: fn(&Scratch) -> usize| needs.iter().map(f).max().unwrap_or(1);
@@ -159,11 +179,11 @@ impl Activations {
         let plane = most(|s| s.plane);
         // All-position logits are computed in blocks of rows that fit one binding (≤ 64 MiB).
         let logits_rows = ((64 << 20).min(ctx.max_binding()) as usize / (4 * c.vocab_size)).clamp(1, t);
-        // Checkpoint captures per forward chunk: up to 64, within 32 MiB and one binding.
-        let room = (32usize << 20).min(ctx.max_binding() as usize).saturating_sub(4 * t);
+        // Checkpoint captures per forward chunk: within `capture_bytes` and one binding.
         let state = Arc::new(c.state_layout());
-        let captures = (room / (4 * state.fixed_floats())).clamp(1, 64);
-        let capture_layout = CaptureLayout::new(state, t, captures);
+        let capture_layout = CaptureLayout::new(state, t, 1);
+        let captures = capture_layout.captures_within(capture_bytes.min(ctx.max_binding())).max(1);
+        let capture_layout = capture_layout.with_captures(captures);
         let z = |label: &str, len: usize| ctx.storage_zeroed_f32(label, len);
         let picks_len = (1 + max_picks).max(top_k::words(top_k::CAPACITY));
         let slices_len = (argmax::slices(c.vocab_size) * argmax::SLICE_WORDS)

@@ -7,7 +7,7 @@
 use crate::blocks;
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
-use crate::gpu_model::activations::{Activations, StateBuffers};
+use crate::gpu_model::activations::{Activations, CAPTURE_BYTES, StateBuffers};
 use crate::gpu_model::checks;
 use crate::gpu_model::kv::{self, KvCaches};
 use crate::gpu_model::pipelines::Kernels;
@@ -75,7 +75,9 @@ impl GpuModel {
                     .iter()
                     .map(|b| blocks::gpu::scratch(&b.kind, config.d_model, options.max_tokens))
                     .collect();
-                let acts = Activations::new(ctx, config, &needs, options.max_tokens, MAX_GREEDY_STEPS)?;
+                let capture_bytes = options.capture_bytes.unwrap_or(CAPTURE_BYTES);
+                let sizes = (options.max_tokens, MAX_GREEDY_STEPS);
+                let acts = Activations::new(ctx, config, &needs, sizes, capture_bytes)?;
                 let state = StateBuffers::new(ctx, config)?;
                 let capacity =
                     if context::kv_bytes_per_position(config) > 0 { kv::PAGE.min(max_context) } else { 0 };

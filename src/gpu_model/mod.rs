@@ -178,6 +178,10 @@ impl GpuModel {
         self.config.check_forward(tokens, captures.iter().map(|c| c.0))?;
         self.ctx.check("before a forward pass")?;
         self.reserve(self.context + tokens.len())?;
+        // The most checkpoints one forward chunk of max_tokens tokens writes.
+        let t = self.acts.max_tokens;
+        let needed = captures.chunk_by(|a, b| a.0 / t == b.0 / t).map(<[_]>::len).max().unwrap_or(0);
+        self.reserve_captures(needed)?;
         for &(pos, slot) in captures {
             self.slots.locate_for_write(&self.ctx, slot)?;
             let end = self.context + pos + 1;

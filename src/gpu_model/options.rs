@@ -63,6 +63,13 @@ pub struct GpuModelOptions {
     /// adapters, a tree in workgroup memory. For comparisons: the results agree within
     /// rounding (`tests/gpu_subgroups.rs`); [`super::GpuModel::uses_subgroups`] says which ran.
     pub subgroups: bool,
+    /// Bytes of the checkpoint capture area at load (`None`: 32 MiB), where a prefill's scan
+    /// writes the states it checkpoints before they are copied to their slots: at least one
+    /// state, at most 64, within one binding. A forward call that asks for more checkpoints in
+    /// one chunk than it holds grows it to that many (within the same bounds; the plan is built
+    /// again, once per size) — before it did, such a prefill ran as one chunk per checkpoint
+    /// it could hold, each reading every weight again. [`GpuMemory::activations`] counts it.
+    pub capture_bytes: Option<u64>,
 }
 
 impl Default for GpuModelOptions {
@@ -76,6 +83,7 @@ impl Default for GpuModelOptions {
             kv_format: KvFormat::F32,
             fused: true,
             subgroups: true,
+            capture_bytes: None,
         }
     }
 }

@@ -43,6 +43,43 @@ impl GpuModel {
         Ok(())
     }
 
+    /// Makes the checkpoint capture area hold `needed` checkpoints per forward chunk where it
+    /// holds fewer — as many as fit, at most 64 and within one binding: a new
+    /// buffer, the plan built again. A device that refuses the buffer (out of memory) keeps the
+    /// smaller area: the forward call then splits its chunks at that room, as before.
+    pub(crate) fn reserve_captures(&mut self, needed: usize) -> Result<()> {
+        let layout = &self.acts.capture_layout;
+        let target = needed.min(layout.captures_within(self.ctx.max_binding()));
+        if target <= layout.captures {
+            return Ok(());
+        }
+        self.ctx.check("before growing the checkpoint capture area")?;
+        let layout = layout.with_captures(target);
+        let buffer = self.ctx.storage_zeroed_f32("checkpoint capture", layout.floats())?;
+        let old = (
+            std::mem::replace(&mut self.acts.capture, buffer),
+            std::mem::replace(&mut self.acts.capture_layout, layout),
+        );
+        let (state, kv) = (&self.state, &self.kv);
+        let grown = Plan::new(&self.ctx, &self.config, &self.kernels, &self.weights, &self.acts, (state, kv))
+            .and_then(|plan| self.ctx.check("growing the checkpoint capture area").map(|()| plan));
+        match grown {
+            Ok(plan) => {
+                self.plan = plan;
+                self.prepared = None; // recorded with the old plan's bind groups
+                self.memory.activations = self.acts.bytes();
+                Ok(())
+            }
+            Err(e) => {
+                (self.acts.capture, self.acts.capture_layout) = old;
+                match e {
+                    Error::OutOfMemory { .. } => Ok(()),
+                    e => Err(e),
+                }
+            }
+        }
+    }
+
     /// Records copying the live caches' rows that slot `slot` keeps (made ready by
     /// `Slots::kv_for_write`) into it.
     pub(crate) fn record_kv_save(&self, encoder: &mut wgpu::CommandEncoder, slot: usize) {

@@ -73,5 +73,6 @@ pub(crate) fn gpu_options(o: &LoadConfig) -> GpuModelOptions {
         fused: true,
         // Never used in a browser (wgpu's WebGPU backend does not request the feature).
         subgroups: true,
+        capture_bytes: None,
     }
 }
