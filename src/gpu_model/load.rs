@@ -158,7 +158,7 @@ impl Loading<'_> {
             adapter.driver,
             formats.iter().map(|f| f.name()).collect::<Vec<_>>().join("+"),
             kv.format.name(),
-            match (options.matmul.is_direct(ctx), kernels.subgroups) {
+            match (kernels.direct, kernels.subgroups) {
                 (true, _) => "direct",
                 (false, false) => "tiled",
                 (false, true) => "tiled+subgroups",

@@ -61,15 +61,20 @@ pub const KERNELS: [(&str, &str); 3] = [
 
 /// The tree block of `source` (from its first line to its last), where it has one.
 pub fn tree_block(source: &str) -> Option<&str> {
+    tree_span(source).map(|span| &source[span])
+}
+
+/// Where [`tree_block`] lies in `source`.
+fn tree_span(source: &str) -> Option<std::ops::Range<usize>> {
     let start = source.find(BEGIN)?;
     let end = start + source[start..].find(END)? + END.len();
-    Some(&source[start..end])
+    Some(start..end)
 }
 
 /// `source` with its tree block replaced by [`SUBGROUP_BLOCK`] (`None` without one).
 pub fn with_subgroups(source: &str) -> Option<String> {
-    let tree = tree_block(source)?;
-    Some(source.replacen(tree, SUBGROUP_BLOCK, 1))
+    let span = tree_span(source)?;
+    Some([&source[..span.start], SUBGROUP_BLOCK, &source[span.end..]].concat())
 }
 
 static SUBGROUP_SOURCES: LazyLock<Vec<(&str, String)>> = LazyLock::new(|| {
