@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // The benchmark suite in the browser (`npm run bench:browser`): the built npm package
-// (www/pkg, from `npm run build:demo`) in headless Chromium, on WebGPU (SwiftShader here) in
+// (www/pkg, from `npm run build:demo`) in headless Chromium (or --engine firefox|webkit: the
+// tests' engines, tests/browser/engines.mjs), on WebGPU (SwiftShader here) in
 // each weight format and on the wasm CPU fallback, through the public API only; then, in the
 // same run, the native CPU suite (`webmamba bench --suite --json --backends cpu`) on the same
 // model, for the wasm/native ratios. Medians of --runs with min and max; a table, or --json.
@@ -9,7 +10,9 @@
 //                                  [--threads 1,2] (the wasm CPU in worker mode in a cross-origin-isolated
 //                                  page on each count, the native CPU on the same counts: wasm-cpu-<n>t)
 //                                  [--simd128] (each wasm CPU row again on the plain module, not the
-//                                  relaxed-SIMD one Chromium starts: wasm-cpu[-<n>t]-simd128)
+//                                  relaxed-SIMD one Chromium starts: wasm-cpu[-<n>t]-simd128; Chromium only)
+//                                  [--engine chromium|firefox|webkit] (firefox/webkit through WebDriver;
+//                                  webkit needs a display: xvfb-run, and has no wasm threads)
 // Figures as in docs/BENCHMARKS.md, measured with the JS API:
 //   prefill_tok_s   appendTokens(n ids) on a new session (ids never seen by the cache);
 //   decode_tok_s    generate({ maxTokens: 128 }) after a 128-token prompt;
@@ -25,6 +28,7 @@ import { parseArgs } from 'node:util';
 import { chromium } from 'playwright-core';
 import { serve } from './serve.mjs';
 import { ARGS } from '../tests/browser/harness.mjs';
+import { ENGINES, launch } from '../tests/browser/engines.mjs';
 
 const { values: opt } = parseArgs({
   options: {
@@ -32,8 +36,11 @@ const { values: opt } = parseArgs({
     formats: { type: 'string', default: 'f32,f16,int8' }, json: { type: 'boolean', default: false },
     pkg: { type: 'string', default: 'www/pkg' }, 'no-native': { type: 'boolean', default: false },
     threads: { type: 'string' }, simd128: { type: 'boolean', default: false },
+    engine: { type: 'string', default: 'chromium' },
   },
 });
+if (!ENGINES.includes(opt.engine)) throw new Error(`--engine: one of ${ENGINES.join(', ')}`);
+if (opt.simd128 && opt.engine !== 'chromium') throw new Error('--simd128 compares the modules Chromium starts: Chromium only');
 const runs = Number(opt.runs);
 const threads = opt.threads?.split(',').map(Number) ?? null;
 if (!existsSync(`${opt.pkg}/index.js`)) throw new Error('run `npm run build:demo` first');
@@ -111,19 +118,34 @@ if (plainPkg) cpSync(opt.pkg, plainPkg, { recursive: true, filter: (f) => !f.end
 const servers = [opt.pkg, plainPkg].filter(Boolean)
   .map((pkg) => serve('tests/browser', 0, { mounts: { '/pkg/': pkg, '/model/': dir }, isolated: threads !== null }));
 const bases = (await Promise.all(servers)).map((s) => `http://127.0.0.1:${s.address().port}`);
-const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ARGS });
+// Chromium through Playwright as it always was; Firefox and WebKit as the tests drive them
+// (one window: --simd128's second page is Chromium's only)
+const browser = opt.engine === 'chromium'
+  ? await chromium.launch({ executablePath: '/usr/bin/chromium', args: ARGS })
+  : await launch(opt.engine);
+const version = opt.engine === 'chromium' ? browser.version() : browser.version;
 const rows = {};
 let adapter = '';
+let formats = opt.formats.split(',').filter(Boolean);
 try {
   const pages = [];
   for (const base of bases) {
+    if (opt.engine !== 'chromium') {
+      const { page, webgpu } = await browser.open(base);
+      if (webgpu !== true && formats.length) {
+        console.error(`bench:browser: no WebGPU rows in ${opt.engine}: ${webgpu}`);
+        formats = [];
+      }
+      pages.push(page);
+      continue;
+    }
     const page = await browser.newPage();
     await page.goto(`${base}/loading.html`);
     await page.evaluate(() => window.ready);
     pages.push(page);
   }
   const cpus = threads ? threads.map((t) => ['cpu', 'auto', t]) : [['cpu', 'auto', null]];
-  const variants = [...opt.formats.split(',').filter(Boolean).map((w) => ['gpu', w, null, 0]),
+  const variants = [...formats.map((w) => ['gpu', w, null, 0]),
     ...cpus.map((v) => [...v, 0]), ...(plainPkg ? cpus.map((v) => [...v, 1]) : [])];
   for (const [backend, weights, t, p] of variants) {
     const label = backend === 'gpu' ? `wasm-gpu-${weights}` : `wasm-cpu${t ? `-${t}t` : ''}${p ? '-simd128' : ''}`;
@@ -171,7 +193,7 @@ for (const t of threads ?? [null]) {
     }
   }
 }
-const report = { model: native.model, model_dir: dir, adapter, runs, ...Object.fromEntries(
+const report = { model: native.model, model_dir: dir, engine: opt.engine, browser: version, adapter, runs, ...Object.fromEntries(
   ['prefill_tok_s', 'decode_tok_s', 'scan_speedup_512', 'resume_speedup_2048', 'capture_overhead_512']
     .map((k) => [k, Object.fromEntries(Object.entries(rows).map(([l, r]) => [l, k === 'prefill_tok_s' ? r[k] : r[k]?.median ?? null]))])),
   ratios, backends: rows };
@@ -179,7 +201,7 @@ if (opt.json) {
   console.log(JSON.stringify(report, null, 2));
 } else {
   const cell = (s, d = 1) => (s ? `${s.median.toFixed(d)} (${s.min.toFixed(d)}–${s.max.toFixed(d)})` : '—');
-  console.log(`model ${JSON.stringify(native.model)} (${dir}); WebGPU adapter: ${adapter}; median (min–max) of ${runs} runs\n`);
+  console.log(`model ${JSON.stringify(native.model)} (${dir}); ${opt.engine} ${version}; WebGPU adapter: ${adapter}; median (min–max) of ${runs} runs\n`);
   console.log('| backend | module | prefill 128 tok/s | prefill 512 | prefill 2048 | decode tok/s | scan_speedup_512 | resume_speedup_2048 |');
   console.log('|---|---|---|---|---|---|---|---|');
   for (const [l, r] of Object.entries(rows)) {
