@@ -9,6 +9,7 @@ mod model;
 pub mod ops;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd128;
+mod spread;
 pub mod threads;
 
 pub use model::{CHUNK_TOKENS, CpuModel};

@@ -2,18 +2,20 @@
 //! rayon's global pool of Web Workers where the package's threaded build started one), and the
 //! forward pass runs inside it. The loops that split work — a GEMV's output rows, a GEMM's
 //! output columns, a scan's channels, attention's (row, head) pairs — ask [`for_chunks`] /
-//! [`map_chunks`], which run in parallel on the current pool and sequentially outside one.
+//! [`map_chunks`] / [`map_range`], which run in parallel on the current pool and sequentially
+//! outside one.
 //!
 //! Every split is of outputs, never of a sum: each output is computed by the same code in the
 //! same order whichever thread runs it and however the work is cut, so results are bitwise the
 //! same at any thread count (`tests/cpu_threads.rs` checks it).
 
 use std::cell::Cell;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use rayon::prelude::*;
 
+use crate::cpu::spread::{Pieces, spread};
 use crate::error::{Error, Result};
 
 /// Most threads a model's pool may have.
@@ -128,9 +130,13 @@ pub fn default_threads() -> usize {
 /// (natively yielding to the OS after a few idle rounds, so that an oversubscribed machine
 /// loses little; back to rayon's sleep after ~a millisecond with nothing to do).
 fn awake<R: Send>(f: impl FnOnce() -> R + Send) -> R {
-    /// Rounds a helper looks for work in vain before it goes back to rayon's sleep (~0.2–1 ms:
-    /// far longer than a decode step's gaps between loops).
-    const MAX_IDLE_ROUNDS: u32 = 1024;
+    /// Rounds a helper looks for work in vain before it goes back to rayon's sleep: natively
+    /// ~0.2–1 ms (each round after the 64th yields to the OS), far longer than a decode step's
+    /// gaps between loops. In wasm, where `yield_now` does nothing, a round is a fraction of a
+    /// microsecond: 1024 of them let a Web Worker fall asleep inside a decode step and wait to
+    /// be woken again (130M bf16, 2 threads, Chromium: 38.5 tok/s at 1024 rounds, 42.6 at
+    /// 2^14, 43.0 at 2^17).
+    const MAX_IDLE_ROUNDS: u32 = if cfg!(target_arch = "wasm32") { 1 << 14 } else { 1024 };
     if rayon::current_num_threads() < 2 {
         return f();
     }
@@ -196,8 +202,11 @@ pub fn min_elements(steps: usize) -> usize {
     MIN_PIECE / steps.max(1)
 }
 
-/// How many elements of `n` one piece of work takes: about four pieces per thread, at least
-/// `min` elements, a multiple of `align` (the whole of `n` outside a pool).
+/// How many elements of `n` one piece of work takes, a multiple of `align` (the whole of `n`
+/// outside a pool): about four pieces per thread; where `n` has fewer than that of `min`
+/// elements, as many pieces as it has but a multiple of the thread count, of equal size — a
+/// decode step's 1536 channels with 1024 at least are two pieces of 768 for two threads, not
+/// 1024 and 512 (the second thread idle for a third of the loop).
 pub fn chunk_len(n: usize, min: usize, align: usize) -> usize {
     let align = align.max(1);
     if !parallel() {
@@ -206,18 +215,24 @@ pub fn chunk_len(n: usize, min: usize, align: usize) -> usize {
     if FINEST.get() {
         return align;
     }
-    let pieces = 4 * rayon::current_num_threads();
-    n.div_ceil(pieces).max(min).max(1).next_multiple_of(align)
+    let threads = rayon::current_num_threads();
+    let pieces = match n.div_ceil(min.max(1)) {
+        0 | 1 => 1,
+        p => p.next_multiple_of(threads).min(4 * threads),
+    };
+    n.div_ceil(pieces).max(1).next_multiple_of(align)
 }
 
 /// `f(i, piece)` for the `chunk`-element pieces of `data` (the last may be shorter), in
 /// parallel on the current pool.
 pub fn for_chunks<T: Send>(data: &mut [T], chunk: usize, f: impl Fn(usize, &mut [T]) + Sync + Send) {
-    if parallel() {
-        data.par_chunks_mut(chunk).enumerate().for_each(|(i, c)| f(i, c));
-    } else {
+    if !parallel() {
         data.chunks_mut(chunk).enumerate().for_each(|(i, c)| f(i, c));
+        return;
     }
+    let pieces = Pieces::new(data, chunk);
+    // SAFETY: `spread` hands out each index once, and `data` stays borrowed until it returns
+    spread(pieces.count(), &|i| f(i, unsafe { pieces.get(i) }));
 }
 
 /// [`for_chunks`] returning each piece's result, in order.
@@ -226,14 +241,28 @@ pub fn map_chunks<T: Send, R: Send>(
     chunk: usize,
     f: impl Fn(usize, &mut [T]) -> R + Sync + Send,
 ) -> Vec<R> {
-    if parallel() {
-        data.par_chunks_mut(chunk).enumerate().map(|(i, c)| f(i, c)).collect()
-    } else {
-        data.chunks_mut(chunk).enumerate().map(|(i, c)| f(i, c)).collect()
+    if !parallel() {
+        return data.chunks_mut(chunk).enumerate().map(|(i, c)| f(i, c)).collect();
     }
+    let pieces = Pieces::new(data, chunk);
+    let slots: Vec<Mutex<Option<R>>> = (0..pieces.count()).map(|_| Mutex::new(None)).collect();
+    // SAFETY: as in `for_chunks`
+    spread(pieces.count(), &|i| {
+        let r = f(i, unsafe { pieces.get(i) });
+        *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+    });
+    slots
+        .into_iter()
+        .map(|s| s.into_inner().unwrap_or_else(|e| e.into_inner()).expect("every piece ran"))
+        .collect()
 }
 
-/// `f(i)` for `i` in `0..n`, in parallel on the current pool, results in order.
+/// `f(i)` for `i` in `0..n`, in parallel on the current pool, results in order: the prefill
+/// GEMM's pieces (≥ 1 Mi multiply-adds each). These stay on rayon's own splitting, whose
+/// end-of-loop sleep costs nothing at that size: taken one by one from [`spread`]'s counter —
+/// neighbouring column blocks of y on the two threads at once, where rayon's halves keep them
+/// on one — the wasm GEMM ran slower (130M bf16, 2 threads, Chromium, prefill 128: 141–198
+/// tok/s against 199–233 this way).
 pub fn map_range<R: Send>(n: usize, f: impl Fn(usize) -> R + Sync + Send) -> Vec<R> {
     if parallel() { (0..n).into_par_iter().map(f).collect() } else { (0..n).map(f).collect() }
 }
