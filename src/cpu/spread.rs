@@ -1,6 +1,7 @@
-//! The split loops' work sharing (`threads::for_chunks`, `map_chunks`, `map_range` run on it):
-//! the calling thread and one rayon job per other thread of the pool take piece indices from
-//! one counter, and the caller waits for the jobs' last pieces awake, never on a futex.
+//! The split loops' work sharing (`threads::for_chunks` and `map_chunks` run on it; the GEMM's
+//! `map_range` keeps rayon's halves): the calling thread and one rayon job per other thread of
+//! the pool take piece indices from one counter, and the caller waits for the jobs' last pieces
+//! awake, never on a futex.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
