@@ -50,13 +50,21 @@ pub(crate) fn spread(n: usize, f: &(dyn Fn(usize) + Sync)) {
             if rayon::yield_local() == Some(rayon::Yield::Executed) {
                 continue;
             }
-            idle = idle.saturating_add(1);
-            std::hint::spin_loop();
-            if idle > 64 {
-                std::thread::yield_now();
-            }
+            back_off(&mut idle);
         }
     });
+}
+
+/// One round of a thread waiting awake with nothing to do (`spread`'s caller, `awake`'s
+/// helpers): a spin hint, and after 64 such rounds in a row a yield to the OS as well, so that
+/// an oversubscribed machine's other threads get the core (in wasm `yield_now` does nothing).
+#[inline]
+pub(crate) fn back_off(idle: &mut u32) {
+    *idle = idle.saturating_add(1);
+    std::hint::spin_loop();
+    if *idle > 64 {
+        std::thread::yield_now();
+    }
 }
 
 /// `data` cut into `chunk`-element pieces that threads take by index.

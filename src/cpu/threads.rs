@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use rayon::prelude::*;
 
-use crate::cpu::spread::{Pieces, spread};
+use crate::cpu::spread::{Pieces, back_off, spread};
 use crate::error::{Error, Result};
 
 /// Most threads a model's pool may have.
@@ -164,11 +164,7 @@ fn awake<R: Send>(f: impl FnOnce() -> R + Send) -> R {
                 if rayon::yield_now() == Some(rayon::Yield::Executed) {
                     idle = 0;
                 } else {
-                    idle = idle.saturating_add(1);
-                    std::hint::spin_loop();
-                    if idle > 64 {
-                        std::thread::yield_now();
-                    }
+                    back_off(&mut idle);
                 }
             }
         });
