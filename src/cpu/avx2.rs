@@ -41,7 +41,7 @@ fn sum8(v: __m256) -> f32 {
 /// within noise).
 const PREFETCH_BYTES: usize = 1024;
 
-/// `dot4` for one weight type: `$load` turns a slice of 8 weights into a __m256.
+/// `dot4` for one weight type: `$load` turns the 8 weights at `$p` (a pointer) into a __m256.
 macro_rules! dot4 {
     ($(#[$doc:meta])* $name:ident, $t:ty, $widen:expr, |$p:ident| $load:expr) => {
         $(#[$doc])*
