@@ -3,7 +3,7 @@
 //! portable loop reached 3.6 GB/s of bf16 weights and 7 GB/s of f32 ones on the 130M shape:
 //! compute-bound on widening, while one core here reads ~10 GB/s. Each row's weights are loaded
 //! eight at a time, widened in registers (bf16: a shift; f16: `vcvtph2ps`) and multiplied into
-//! eight lanes of accumulators per row with fused multiply-adds, four rows per pass over x.
+//! eight lanes of accumulators per row with fused multiply-adds, several rows per pass over x.
 //! Also the selective scan's step ([`scan_step`]) with [`crate::cpu::ops::exp`] on eight lanes.
 
 use std::arch::x86_64::*;
@@ -33,24 +33,23 @@ fn sum8(v: __m256) -> f32 {
     lanes.iter().sum()
 }
 
-/// How far ahead of the multiply-adds each row's weights are prefetched. The four rows of a
-/// `dot4` are four short streams (a 130M row is 3 KiB of f32) that cross a 4 KiB page every few
-/// rows, where the CPU's own prefetcher stops and starts over. Asking for the lines 1 KiB ahead
-/// made the 130M decode 20–28% faster with bf16 weights and 2–7% with f32 ones, at one and two
-/// threads (2026-12-05, docs/BENCHMARKS.md "Prefetching the GEMV's rows"; 4 KiB gave the same
-/// within noise).
+/// How far ahead of the multiply-adds each row's weights are prefetched. Asking for the lines
+/// 1 KiB ahead made the 130M decode 20–28% faster with bf16 weights and 2–7% with f32 ones when
+/// a pass read neighbouring rows (2026-12-05, docs/BENCHMARKS.md "Prefetching the GEMV's rows";
+/// 4 KiB gave the same within noise), and still 1.09–1.20x (bf16) once the rows came from far
+/// apart ("Rows from far apart").
 const PREFETCH_BYTES: usize = 1024;
 
-/// `dot4` for one weight type: `$load` turns the 8 weights at `$p` (a pointer) into a __m256.
-macro_rules! dot4 {
+/// `dot_rows` for one weight type: `$load` turns the 8 weights at `$p` (a pointer) into a __m256.
+macro_rules! dot_rows {
     ($(#[$doc:meta])* $name:ident, $t:ty, $widen:expr, |$p:ident| $load:expr) => {
         $(#[$doc])*
         #[target_feature(enable = "avx2,fma,f16c")]
-        fn $name(x: &[f32], rows: [&[$t]; 4]) -> [f32; 4] {
+        fn $name<const N: usize>(x: &[f32], rows: [&[$t]; N]) -> [f32; N] {
             let n8 = x.len() / 8 * 8;
             // Checked once here rather than on every load in the loop.
             assert!(rows.iter().all(|r| r.len() >= x.len()), "a row is shorter than x");
-            let mut acc = [_mm256_setzero_ps(); 4];
+            let mut acc = [_mm256_setzero_ps(); N];
             // a cache line of weights at a time: one prefetch per row, then its 8-column steps
             let line = 64 / size_of::<$t>();
             for first in (0..n8).step_by(line) {
@@ -70,7 +69,7 @@ macro_rules! dot4 {
                     }
                 }
             }
-            let mut out = [0.0; 4];
+            let mut out = [0.0; N];
             for ((out, acc), row) in out.iter_mut().zip(acc).zip(&rows) {
                 let tail: f32 = x[n8..].iter().zip(&row[n8..]).map(|(&a, &b)| a * $widen(b)).sum();
                 *out = sum8(acc) + tail;
@@ -80,44 +79,44 @@ macro_rules! dot4 {
     };
 }
 
-dot4!(
-    /// Four dot products of x with four f32 rows.
-    dot4_f32_avx2, f32, |v: f32| v,
+dot_rows!(
+    /// N dot products of x with N f32 rows.
+    dot_rows_f32_avx2, f32, |v: f32| v,
     // SAFETY: `p` points at 8 readable f32 = 32 bytes; loadu needs no alignment.
     |p| unsafe { _mm256_loadu_ps(p) }
 );
-dot4!(
-    /// Four dot products of x with four bf16 rows.
-    dot4_bf16_avx2, bf16, bf16_to_f32,
+dot_rows!(
+    /// N dot products of x with N bf16 rows.
+    dot_rows_bf16_avx2, bf16, bf16_to_f32,
     // SAFETY: `p` points at 8 readable bf16 = 16 bytes; loadu needs no alignment.
     |p| _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(unsafe { _mm_loadu_si128(p.cast()) }), 16))
 );
-dot4!(
-    /// Four dot products of x with four f16 rows.
-    dot4_f16_avx2, f16, f16_to_f32,
+dot_rows!(
+    /// N dot products of x with N f16 rows.
+    dot_rows_f16_avx2, f16, f16_to_f32,
     // SAFETY: `p` points at 8 readable f16 = 16 bytes; loadu needs no alignment.
     |p| _mm256_cvtph_ps(unsafe { _mm_loadu_si128(p.cast()) })
 );
 
-/// Four dot products of x with four f32 rows. Only where [`available`].
-pub fn dot4_f32(x: &[f32], rows: [&[f32]; 4]) -> [f32; 4] {
+/// N dot products of x with N f32 rows. Only where [`available`].
+pub fn dot_rows_f32<const N: usize>(x: &[f32], rows: [&[f32]; N]) -> [f32; N] {
     debug_assert!(available());
     // SAFETY: the caller checked `available()`: the CPU has AVX2, FMA and F16C.
-    unsafe { dot4_f32_avx2(x, rows) }
+    unsafe { dot_rows_f32_avx2(x, rows) }
 }
 
-/// Four dot products of x with four f16 rows. Only where [`available`].
-pub fn dot4_f16(x: &[f32], rows: [&[f16]; 4]) -> [f32; 4] {
+/// N dot products of x with N f16 rows. Only where [`available`].
+pub fn dot_rows_f16<const N: usize>(x: &[f32], rows: [&[f16]; N]) -> [f32; N] {
     debug_assert!(available());
-    // SAFETY: as in `dot4_f32`.
-    unsafe { dot4_f16_avx2(x, rows) }
+    // SAFETY: as in `dot_rows_f32`.
+    unsafe { dot_rows_f16_avx2(x, rows) }
 }
 
-/// Four dot products of x with four bf16 rows. Only where [`available`].
-pub fn dot4_bf16(x: &[f32], rows: [&[bf16]; 4]) -> [f32; 4] {
+/// N dot products of x with N bf16 rows. Only where [`available`].
+pub fn dot_rows_bf16<const N: usize>(x: &[f32], rows: [&[bf16]; N]) -> [f32; N] {
     debug_assert!(available());
-    // SAFETY: as in `dot4_f32`.
-    unsafe { dot4_bf16_avx2(x, rows) }
+    // SAFETY: as in `dot_rows_f32`.
+    unsafe { dot_rows_bf16_avx2(x, rows) }
 }
 
 /// [`crate::cpu::ops::exp`] on eight lanes, its steps in the same order (multiply-adds fused).
@@ -164,7 +163,7 @@ fn scan_step_avx2(h: &mut [f32], a: &[f32], b: &[f32], c: &[f32], dt: f32, dt_u:
 /// where [`available`].
 pub fn scan_step(h: &mut [f32], a: &[f32], b: &[f32], c: &[f32], dt: f32, dt_u: f32) -> f32 {
     debug_assert!(available());
-    // SAFETY: as in `dot4_f32`.
+    // SAFETY: as in `dot_rows_f32`.
     unsafe { scan_step_avx2(h, a, b, c, dt, dt_u) }
 }
 

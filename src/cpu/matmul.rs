@@ -37,9 +37,9 @@ pub fn linear(x: &[f32], w: &Matrix, bias: Option<&[f32]>) -> Vec<f32> {
     };
     if t == 1 {
         match &w.data {
-            MatrixData::F32(d) => gemv(x, d, &mut y, |v| v, dot4_f32),
-            MatrixData::F16(d) => gemv(x, d, &mut y, f16_to_f32, dot4_f16),
-            MatrixData::BF16(d) => gemv(x, d, &mut y, bf16_to_f32, dot4_bf16),
+            MatrixData::F32(d) => gemv(x, d, &mut y, |v| v, dot_rows_f32),
+            MatrixData::F16(d) => gemv(x, d, &mut y, f16_to_f32, dot_rows_f16),
+            MatrixData::BF16(d) => gemv(x, d, &mut y, bf16_to_f32, dot_rows_bf16),
         }
         return y;
     }
@@ -123,76 +123,93 @@ fn gemm_panels<T: Copy>(
     }
 }
 
-/// Four dot products of x with four rows of W in its stored type.
-type Dot4<T> = fn(&[f32], [&[T]; 4]) -> [f32; 4];
+/// Rows per pass over x in the decode GEMV, each with eight lanes of accumulators (AVX2: one
+/// __m256; SIMD128: two f32x4) beside x's 8 columns. Eight rows (from eight parts of the piece)
+/// ran 1–6% faster natively and 3% in wasm at one thread, but the wasm decode at two threads fell
+/// from 65 to 55 tok/s (docs/BENCHMARKS.md, "Rows from far apart"): four.
+pub(crate) const DOT_ROWS: usize = 4;
+
+/// `DOT_ROWS` dot products of x with `DOT_ROWS` rows of W in its stored type.
+type DotRows<T> = fn(&[f32], [&[T]; DOT_ROWS]) -> [f32; DOT_ROWS];
 
 /// `y += W · x` for one x (in): w (out, in) in its stored type, y (out); pieces of rows (a
-/// multiple of four, [`MIN_PIECE`](crate::cpu::threads::MIN_PIECE) weights at least) split across the model's threads.
-fn gemv<T: Copy + Sync>(x: &[f32], w: &[T], y: &mut [f32], widen: impl Fn(T) -> f32 + Sync, dot4: Dot4<T>) {
+/// multiple of [`DOT_ROWS`], [`MIN_PIECE`](crate::cpu::threads::MIN_PIECE) weights at least)
+/// split across the model's threads.
+fn gemv<T: Copy + Sync>(
+    x: &[f32],
+    w: &[T],
+    y: &mut [f32],
+    widen: impl Fn(T) -> f32 + Sync,
+    dot_rows: DotRows<T>,
+) {
     let n_in = x.len();
-    let rows = chunk_len(y.len(), min_elements(n_in), 4);
+    let rows = chunk_len(y.len(), min_elements(n_in), DOT_ROWS);
     for_chunks(y, rows, |i, ys| {
         let first = i * rows;
-        gemv_rows(x, &w[first * n_in..(first + ys.len()) * n_in], ys, &widen, dot4);
+        gemv_rows(x, &w[first * n_in..(first + ys.len()) * n_in], ys, &widen, dot_rows);
     });
 }
 
-/// [`gemv`] on one piece of rows: four rows at a time by `dot4`, the rest one by one.
-fn gemv_rows<T: Copy>(x: &[f32], w: &[T], y: &mut [f32], widen: impl Fn(T) -> f32, dot4: Dot4<T>) {
+/// [`gemv`] on one piece of rows: [`DOT_ROWS`] rows at a time by `dot_rows`, one from each
+/// of the piece's parts (q rows each: rows i, q + i, 2q + i, 3q + i), the rest one by one. Each
+/// row of a pass then reads on through its part — long sequential streams, which the CPU's
+/// prefetcher follows, where neighbouring rows would each jump ahead every few KiB (the 130M
+/// decode ran 1.4–1.6x faster this way, natively and in wasm: docs/BENCHMARKS.md, "Rows from far
+/// apart"; `tools/bench/gemv-order`). Each row's sum is the same either way.
+fn gemv_rows<T: Copy>(x: &[f32], w: &[T], y: &mut [f32], widen: impl Fn(T) -> f32, dot_rows: DotRows<T>) {
     let n_in = x.len();
-    let mut rows4 = w.chunks_exact(4 * n_in);
-    let mut ys4 = y.chunks_exact_mut(4);
-    for (rows, ys) in (&mut rows4).zip(&mut ys4) {
-        let (r0, rest) = rows.split_at(n_in);
-        let (r1, rest) = rest.split_at(n_in);
-        let (r2, r3) = rest.split_at(n_in);
-        let sums = dot4(x, [r0, r1, r2, r3]);
-        ys.iter_mut().zip(sums).for_each(|(y, s)| *y += s);
+    let q = y.len() / DOT_ROWS;
+    let row = |r: usize| &w[r * n_in..(r + 1) * n_in];
+    for i in 0..q {
+        let sums = dot_rows(x, std::array::from_fn(|k| row(k * q + i)));
+        for (k, s) in sums.into_iter().enumerate() {
+            y[k * q + i] += s;
+        }
     }
-    for (row, y) in rows4.remainder().chunks_exact(n_in).zip(ys4.into_remainder()) {
-        *y += dot_widening(x, row, &widen);
+    for (r, y) in y.iter_mut().enumerate().skip(DOT_ROWS * q) {
+        *y += dot_widening(x, row(r), &widen);
     }
 }
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-use crate::cpu::simd128::{dot4_bf16, dot4_f16, dot4_f32};
+use crate::cpu::simd128::{dot_rows_bf16, dot_rows_f16, dot_rows_f32};
 
-// The four-row dot products by target: SIMD128 intrinsics in wasm, AVX2/FMA/F16C on x86-64
+// The several-row dot products by target: SIMD128 intrinsics in wasm, AVX2/FMA/F16C on x86-64
 // CPUs that have them (checked at run time), else the portable loop.
 
 #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
-fn dot4_f32(x: &[f32], rows: [&[f32]; 4]) -> [f32; 4] {
+fn dot_rows_f32(x: &[f32], rows: [&[f32]; DOT_ROWS]) -> [f32; DOT_ROWS] {
     #[cfg(target_arch = "x86_64")]
     if crate::cpu::avx2::available() {
-        return crate::cpu::avx2::dot4_f32(x, rows);
+        return crate::cpu::avx2::dot_rows_f32(x, rows);
     }
-    dot4(x, rows, |v| v)
+    dot_rows(x, rows, |v| v)
 }
 
 #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
-fn dot4_f16(x: &[f32], rows: [&[half::f16]; 4]) -> [f32; 4] {
+fn dot_rows_f16(x: &[f32], rows: [&[half::f16]; DOT_ROWS]) -> [f32; DOT_ROWS] {
     #[cfg(target_arch = "x86_64")]
     if crate::cpu::avx2::available() {
-        return crate::cpu::avx2::dot4_f16(x, rows);
+        return crate::cpu::avx2::dot_rows_f16(x, rows);
     }
-    dot4(x, rows, f16_to_f32)
+    dot_rows(x, rows, f16_to_f32)
 }
 
 #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
-fn dot4_bf16(x: &[f32], rows: [&[half::bf16]; 4]) -> [f32; 4] {
+fn dot_rows_bf16(x: &[f32], rows: [&[half::bf16]; DOT_ROWS]) -> [f32; DOT_ROWS] {
     #[cfg(target_arch = "x86_64")]
     if crate::cpu::avx2::available() {
-        return crate::cpu::avx2::dot4_bf16(x, rows);
+        return crate::cpu::avx2::dot_rows_bf16(x, rows);
     }
-    dot4(x, rows, bf16_to_f32)
+    dot_rows(x, rows, bf16_to_f32)
 }
 
-/// Four dot products of x with four rows at once: x is loaded once per eight columns for all
-/// four (eight lanes of accumulators per row). Portable; wasm32 uses [`crate::cpu::simd128`].
+/// [`DOT_ROWS`] dot products of x with as many rows at once: x is loaded once per eight
+/// columns for all of them (eight lanes of accumulators per row). Portable; wasm32 uses [`crate::cpu::simd128`].
 #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
-fn dot4<T: Copy>(x: &[f32], rows: [&[T]; 4], widen: impl Fn(T) -> f32) -> [f32; 4] {
+fn dot_rows<T: Copy>(x: &[f32], rows: [&[T]; DOT_ROWS], widen: impl Fn(T) -> f32) -> [f32; DOT_ROWS] {
     let n8 = x.len() / 8 * 8;
-    let mut acc = [[0.0f32; 8]; 4];
+    let mut acc = [[0.0f32; 8]; DOT_ROWS];
     for (c, xs) in x[..n8].chunks_exact(8).enumerate() {
         for (acc, row) in acc.iter_mut().zip(&rows) {
             let ws = &row[c * 8..c * 8 + 8];
@@ -201,7 +218,7 @@ fn dot4<T: Copy>(x: &[f32], rows: [&[T]; 4], widen: impl Fn(T) -> f32) -> [f32; 
             }
         }
     }
-    let mut out = [0.0; 4];
+    let mut out = [0.0; DOT_ROWS];
     for ((out, acc), row) in out.iter_mut().zip(&acc).zip(&rows) {
         let tail: f32 = x[n8..].iter().zip(&row[n8..]).map(|(&a, &b)| a * widen(b)).sum();
         *out = acc.iter().sum::<f32>() + tail;

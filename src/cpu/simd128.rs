@@ -3,7 +3,7 @@
 //! lanes across four rows (one 2-byte lane load per weight), which ran a bf16 decode at 0.4x of
 //! native. Here each row's weights are loaded eight at a time, widened in registers (bf16: a
 //! shift; f16: the same branchless bit moves as [`crate::model::matrix::f16_to_f32`]) and
-//! multiplied with x as two f32x4 — for every weight format, four rows per pass over x. In the
+//! multiplied with x as two f32x4 — for every weight format, several rows per pass over x. In the
 //! relaxed-SIMD module (`+relaxed-simd`, scripts/build-relaxed) the multiply-adds are
 //! `f32x4.relaxed_madd`: fused where the CPU has FMA. Also the selective scan's step
 //! ([`scan_step`]) with [`crate::cpu::ops::exp`] on four lanes.
@@ -83,26 +83,26 @@ pub fn madd(a: v128, b: v128, c: v128) -> v128 {
     f32x4_add(f32x4_mul(a, b), c)
 }
 
-/// Four dot products of x with four rows at once (each row as long as x).
+/// N dot products of x with N rows at once (each row as long as x).
 #[inline(always)]
-fn dot4<T: Load8>(x: &[f32], rows: [&[T]; 4]) -> [f32; 4] {
+fn dot_rows<T: Load8, const N: usize>(x: &[f32], rows: [&[T]; N]) -> [f32; N] {
     let n8 = x.len() / 8 * 8;
     // Checked once here rather than on every load in the loop.
     assert!(rows.iter().all(|r| r.len() >= x.len()), "a row is shorter than x");
-    let mut acc = [f32x4_splat(0.0); 8]; // two per row
+    let mut acc = [[f32x4_splat(0.0); 2]; N]; // two per row
     for c in (0..n8).step_by(8) {
         // SAFETY: c + 8 ≤ n8 ≤ x.len() ≤ every row's length (asserted above).
         let (x0, x1) = unsafe { f32::load8(x.as_ptr().add(c)) };
         for (r, row) in rows.iter().enumerate() {
             // SAFETY: as for x.
             let (w0, w1) = unsafe { T::load8(row.as_ptr().add(c)) };
-            acc[2 * r] = madd(x0, w0, acc[2 * r]);
-            acc[2 * r + 1] = madd(x1, w1, acc[2 * r + 1]);
+            acc[r][0] = madd(x0, w0, acc[r][0]);
+            acc[r][1] = madd(x1, w1, acc[r][1]);
         }
     }
-    let mut out = [0.0; 4];
+    let mut out = [0.0; N];
     for (r, (out, row)) in out.iter_mut().zip(&rows).enumerate() {
-        let v = f32x4_add(acc[2 * r], acc[2 * r + 1]);
+        let v = f32x4_add(acc[r][0], acc[r][1]);
         let lanes = f32x4_extract_lane::<0>(v)
             + f32x4_extract_lane::<1>(v)
             + f32x4_extract_lane::<2>(v)
@@ -113,19 +113,19 @@ fn dot4<T: Load8>(x: &[f32], rows: [&[T]; 4]) -> [f32; 4] {
     out
 }
 
-/// [`dot4`] over f32 rows.
-pub fn dot4_f32(x: &[f32], rows: [&[f32]; 4]) -> [f32; 4] {
-    dot4(x, rows)
+/// [`dot_rows`] over f32 rows.
+pub fn dot_rows_f32<const N: usize>(x: &[f32], rows: [&[f32]; N]) -> [f32; N] {
+    dot_rows(x, rows)
 }
 
-/// [`dot4`] over f16 rows.
-pub fn dot4_f16(x: &[f32], rows: [&[f16]; 4]) -> [f32; 4] {
-    dot4(x, rows)
+/// [`dot_rows`] over f16 rows.
+pub fn dot_rows_f16<const N: usize>(x: &[f32], rows: [&[f16]; N]) -> [f32; N] {
+    dot_rows(x, rows)
 }
 
-/// [`dot4`] over bf16 rows.
-pub fn dot4_bf16(x: &[f32], rows: [&[bf16]; 4]) -> [f32; 4] {
-    dot4(x, rows)
+/// [`dot_rows`] over bf16 rows.
+pub fn dot_rows_bf16<const N: usize>(x: &[f32], rows: [&[bf16]; N]) -> [f32; N] {
+    dot_rows(x, rows)
 }
 
 /// [`crate::cpu::ops::exp`] on four lanes, its steps in the same order.
