@@ -205,7 +205,8 @@ fn dot_rows_bf16(x: &[f32], rows: [&[half::bf16]; DOT_ROWS]) -> [f32; DOT_ROWS] 
 }
 
 /// [`DOT_ROWS`] dot products of x with as many rows at once: x is loaded once per eight
-/// columns for all of them (eight lanes of accumulators per row). Portable; wasm32 uses [`crate::cpu::simd128`].
+/// columns for all of them (eight lanes of accumulators per row). Portable; wasm32 uses
+/// [`crate::cpu::simd128`].
 #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
 fn dot_rows<T: Copy>(x: &[f32], rows: [&[T]; DOT_ROWS], widen: impl Fn(T) -> f32) -> [f32; DOT_ROWS] {
     let n8 = x.len() / 8 * 8;
