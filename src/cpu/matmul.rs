@@ -6,10 +6,10 @@
 //!   wasm32 built with `+simd128`). Weights stored as f16/bf16 are widened into a scratch
 //!   panel of up to 4 MiB first.
 //! - **One row of x** (a decode step): a GEMV, memory-bound — every weight is read once,
-//!   widened in registers as it is read (no scratch row), four rows at a time against one pass
-//!   over x, eight lanes of accumulators per row: AVX2/FMA/F16C intrinsics natively where the CPU
-//!   has them (`cpu/avx2.rs`), SIMD128 intrinsics in wasm (`cpu/simd128.rs`), else a portable
-//!   loop.
+//!   widened in registers as it is read (no scratch row), [`DOT_ROWS`] rows at a time against one
+//!   pass over x: AVX2/FMA/F16C intrinsics natively where the CPU has them (`cpu/avx2.rs`, eight
+//!   lanes of accumulators per row), SIMD128 intrinsics in wasm (`cpu/simd128.rs`, four), else a
+//!   portable loop.
 //!
 //! Both sum in f32; the order differs between them (and from a plain loop) by rounding only.
 //! On the model's threads the GEMV splits its output rows and the GEMM its output columns: each
@@ -123,11 +123,12 @@ fn gemm_panels<T: Copy>(
     }
 }
 
-/// Rows per pass over x in the decode GEMV, each with eight lanes of accumulators (AVX2: one
-/// __m256; SIMD128: two f32x4) beside x's 8 columns. Eight rows (from eight parts of the piece)
-/// ran 1–6% faster natively and 3% in wasm at one thread, but the wasm decode at two threads fell
-/// from 65 to 55 tok/s (docs/BENCHMARKS.md, "Rows from far apart"): four.
-pub(crate) const DOT_ROWS: usize = 4;
+/// Rows per pass over x in the decode GEMV. Natively four, each with one __m256 of
+/// accumulators: eight rows gained nothing measurable there. In wasm eight, each with one f32x4
+/// (both halves of x's 8 columns added into it): 3–6% faster decode than four rows at one and
+/// two threads. Eight rows with two f32x4 each (sixteen accumulators, more than V8 keeps in
+/// registers) made the 2-thread decode slower (docs/BENCHMARKS.md, "Eight rows in wasm").
+pub(crate) const DOT_ROWS: usize = if cfg!(target_arch = "wasm32") { 8 } else { 4 };
 
 /// `DOT_ROWS` dot products of x with `DOT_ROWS` rows of W in its stored type.
 type DotRows<T> = fn(&[f32], [&[T]; DOT_ROWS]) -> [f32; DOT_ROWS];
@@ -151,7 +152,7 @@ fn gemv<T: Copy + Sync>(
 }
 
 /// [`gemv`] on one piece of rows: [`DOT_ROWS`] rows at a time by `dot_rows`, one from each
-/// of the piece's parts (q rows each: rows i, q + i, 2q + i, 3q + i), the rest one by one. Each
+/// of the piece's parts (q rows each: rows i, q + i, 2q + i, …), the rest one by one. Each
 /// row of a pass then reads on through its part — long sequential streams, which the CPU's
 /// prefetcher follows, where neighbouring rows would each jump ahead every few KiB (the 130M
 /// decode ran 1.4–1.6x faster this way, natively and in wasm: docs/BENCHMARKS.md, "Rows from far

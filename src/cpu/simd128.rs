@@ -3,10 +3,11 @@
 //! lanes across four rows (one 2-byte lane load per weight), which ran a bf16 decode at 0.4x of
 //! native. Here each row's weights are loaded eight at a time, widened in registers (bf16: a
 //! shift; f16: the same branchless bit moves as [`crate::model::matrix::f16_to_f32`]) and
-//! multiplied with x as two f32x4 — for every weight format, several rows per pass over x. In the
-//! relaxed-SIMD module (`+relaxed-simd`, scripts/build-relaxed) the multiply-adds are
-//! `f32x4.relaxed_madd`: fused where the CPU has FMA. Also the selective scan's step
-//! ([`scan_step`]) with [`crate::cpu::ops::exp`] on four lanes.
+//! multiplied with x as two f32x4, both added into the row's one f32x4 of sums — for every
+//! weight format, several rows per pass over x. In the relaxed-SIMD module (`+relaxed-simd`,
+//! scripts/build-relaxed) the multiply-adds are `f32x4.relaxed_madd`: fused where the CPU has
+//! FMA. Also the selective scan's step ([`scan_step`]) with [`crate::cpu::ops::exp`] on four
+//! lanes.
 
 use core::arch::wasm32::*;
 
@@ -83,26 +84,29 @@ pub fn madd(a: v128, b: v128, c: v128) -> v128 {
     f32x4_add(f32x4_mul(a, b), c)
 }
 
-/// N dot products of x with N rows at once (each row as long as x).
+/// N dot products of x with N rows at once (each row as long as x): one f32x4 of
+/// accumulators per row, into which both halves of each eight columns are added (x[c..c+4]·w,
+/// then x[c+4..c+8]·w), so that eight rows' accumulators, x and the loaded weights fit in the 16
+/// vector registers V8 has on x86-64. The lanes are summed in a different order than AVX2's
+/// eight natively: the two targets' sums may differ in the last bits.
 #[inline(always)]
 fn dot_rows<T: Load8, const N: usize>(x: &[f32], rows: [&[T]; N]) -> [f32; N] {
     let n8 = x.len() / 8 * 8;
     // Checked once here rather than on every load in the loop.
     assert!(rows.iter().all(|r| r.len() >= x.len()), "a row is shorter than x");
-    let mut acc = [[f32x4_splat(0.0); 2]; N]; // two per row
+    let mut acc = [f32x4_splat(0.0); N]; // one per row
     for c in (0..n8).step_by(8) {
         // SAFETY: c + 8 ≤ n8 ≤ x.len() ≤ every row's length (asserted above).
         let (x0, x1) = unsafe { f32::load8(x.as_ptr().add(c)) };
         for (r, row) in rows.iter().enumerate() {
             // SAFETY: as for x.
             let (w0, w1) = unsafe { T::load8(row.as_ptr().add(c)) };
-            acc[r][0] = madd(x0, w0, acc[r][0]);
-            acc[r][1] = madd(x1, w1, acc[r][1]);
+            acc[r] = madd(x1, w1, madd(x0, w0, acc[r]));
         }
     }
     let mut out = [0.0; N];
     for (r, (out, row)) in out.iter_mut().zip(&rows).enumerate() {
-        let v = f32x4_add(acc[r][0], acc[r][1]);
+        let v = acc[r];
         let lanes = f32x4_extract_lane::<0>(v)
             + f32x4_extract_lane::<1>(v)
             + f32x4_extract_lane::<2>(v)

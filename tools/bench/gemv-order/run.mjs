@@ -4,7 +4,7 @@ const { instance } = await WebAssembly.instantiate(readFileSync(process.argv[2])
 const e = instance.exports;
 e.setup();
 const passes = 5;
-const rates = { neighbours: [], quarters: [], eighths: [] };
+const rates = { neighbours: [], quarters: [], quarters_one: [], eighths: [], eighths_one: [] };
 for (let round = 0; round < 4; round++) {
   for (const order of Object.keys(rates)) {
     const t0 = performance.now();

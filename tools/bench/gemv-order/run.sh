@@ -3,8 +3,9 @@
 # memory (docs/BENCHMARKS.md, "Rows from far apart"):
 #   tools/bench/gemv-order/run.sh
 # `neighbours`: rows 4i … 4i+3 per dot (webmamba before 2026-12-05); `quarters`: rows i, q+i,
-# 2q+i, 3q+i; `eighths`: eight rows, one from each eighth (src/cpu/matmul.rs's gemv_rows now,
-# DOT_ROWS = 8). Same instructions per weight, same sums.
+# 2q+i, 3q+i (native webmamba); `eighths`: eight rows, one from each eighth. Two f32x4 of
+# accumulators per row, or one (`_one`: both halves of each eight columns added into it;
+# `eighths_one` is src/cpu/simd128.rs's dot now, DOT_ROWS = 8 in wasm).
 set -euo pipefail
 cd "$(dirname "$0")"
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}

@@ -1,8 +1,9 @@
 //! `y = W · x` over bf16 matrices of the 130M model's in_proj shape (3072 × 768), 40 of them
 //! (180 MiB: more than the caches hold, as a decode step's weights), with the SIMD128 dot of
-//! webmamba's `cpu/simd128.rs` (eight lanes of accumulators per row); exported for node (no imports: run.mjs times the calls).
-//! Only which rows a dot reads side by side differs between `neighbours`, `quarters` and
-//! `eighths`; each row's sum is the same in all three.
+//! webmamba's `cpu/simd128.rs`; exported for node (no imports: run.mjs times the calls). Only
+//! which rows a dot reads side by side differs between `neighbours`, `quarters` and `eighths`
+//! (each row's sum the same in all three); the `_one` variants keep one f32x4 of sums per row
+//! instead of two (webmamba's dot since 2026-12-05: eight rows, one f32x4 each).
 
 use core::arch::wasm32::*;
 use std::sync::Mutex;
@@ -39,8 +40,10 @@ unsafe fn load8(p: *const u16) -> (v128, v128) {
     (i32x4_shl(u32x4_extend_low_u16x8(v), 16), i32x4_shl(u32x4_extend_high_u16x8(v), 16))
 }
 
-/// `passes` GEMVs over every matrix, G rows per dot: row `order(i, k)` as the k-th of the i-th.
-fn gemv<const G: usize>(passes: usize, order: impl Fn(usize, usize) -> usize) -> f32 {
+/// `passes` GEMVs over every matrix, G rows per dot: row `order(i, k)` as the k-th of the i-th;
+/// A accumulators per row (2: eight lanes, as webmamba's dot; 1: four lanes, both halves of
+/// every eight columns added into one — fewer registers, another order of the additions).
+fn gemv<const G: usize, const A: usize>(passes: usize, order: impl Fn(usize, usize) -> usize) -> f32 {
     let mut buffers = BUFFERS.lock().unwrap();
     let (w, x, y) = &mut *buffers;
     assert!(w.len() == MATRICES * ROWS * COLS && x.len() == COLS, "call setup first");
@@ -48,7 +51,7 @@ fn gemv<const G: usize>(passes: usize, order: impl Fn(usize, usize) -> usize) ->
         for m in w.chunks_exact(ROWS * COLS) {
             for i in 0..ROWS / G {
                 let rows: [&[u16]; G] = core::array::from_fn(|k| &m[order(i, k) * COLS..][..COLS]);
-                let mut acc = [[f32x4_splat(0.0); 2]; G];
+                let mut acc = [[f32x4_splat(0.0); A]; G];
                 for c in (0..COLS).step_by(8) {
                     // SAFETY: c + 8 ≤ COLS = x's and every row's length.
                     let (x0, x1) = unsafe {
@@ -58,11 +61,11 @@ fn gemv<const G: usize>(passes: usize, order: impl Fn(usize, usize) -> usize) ->
                         // SAFETY: as for x.
                         let (w0, w1) = unsafe { load8(row.as_ptr().add(c)) };
                         acc[k][0] = f32x4_add(f32x4_mul(x0, w0), acc[k][0]);
-                        acc[k][1] = f32x4_add(f32x4_mul(x1, w1), acc[k][1]);
+                        acc[k][A - 1] = f32x4_add(f32x4_mul(x1, w1), acc[k][A - 1]);
                     }
                 }
-                for (k, [a0, a1]) in acc.into_iter().enumerate() {
-                    let v = f32x4_add(a0, a1);
+                for (k, a) in acc.into_iter().enumerate() {
+                    let v = if A == 2 { f32x4_add(a[0], a[A - 1]) } else { a[0] };
                     y[order(i, k)] += f32x4_extract_lane::<0>(v)
                         + f32x4_extract_lane::<1>(v)
                         + f32x4_extract_lane::<2>(v)
@@ -77,17 +80,29 @@ fn gemv<const G: usize>(passes: usize, order: impl Fn(usize, usize) -> usize) ->
 /// Rows 4i … 4i + 3 side by side (webmamba before 2026-12-05).
 #[unsafe(no_mangle)]
 pub extern "C" fn neighbours(passes: usize) -> f32 {
-    gemv::<4>(passes, |i, k| 4 * i + k)
+    gemv::<4, 2>(passes, |i, k| 4 * i + k)
 }
 
 /// Rows i, q + i, 2q + i, 3q + i side by side (q = ROWS / 4).
 #[unsafe(no_mangle)]
 pub extern "C" fn quarters(passes: usize) -> f32 {
-    gemv::<4>(passes, |i, k| k * (ROWS / 4) + i)
+    gemv::<4, 2>(passes, |i, k| k * (ROWS / 4) + i)
 }
 
-/// Rows i, q + i, …, 7q + i side by side (q = ROWS / 8; webmamba's `gemv_rows` now).
+/// Rows i, q + i, …, 7q + i side by side (q = ROWS / 8).
 #[unsafe(no_mangle)]
 pub extern "C" fn eighths(passes: usize) -> f32 {
-    gemv::<8>(passes, |i, k| k * (ROWS / 8) + i)
+    gemv::<8, 2>(passes, |i, k| k * (ROWS / 8) + i)
+}
+
+/// [`eighths`] with one accumulator per row (eight in all, not sixteen).
+#[unsafe(no_mangle)]
+pub extern "C" fn eighths_one(passes: usize) -> f32 {
+    gemv::<8, 1>(passes, |i, k| k * (ROWS / 8) + i)
+}
+
+/// [`quarters`] with one accumulator per row.
+#[unsafe(no_mangle)]
+pub extern "C" fn quarters_one(passes: usize) -> f32 {
+    gemv::<4, 1>(passes, |i, k| k * (ROWS / 4) + i)
 }
