@@ -8,8 +8,8 @@
 //! - **One row of x** (a decode step): a GEMV, memory-bound — every weight is read once,
 //!   widened in registers as it is read (no scratch row), [`DOT_ROWS`] rows at a time against one
 //!   pass over x: AVX2/FMA/F16C intrinsics natively where the CPU has them (`cpu/avx2.rs`, eight
-//!   lanes of accumulators per row), SIMD128 intrinsics in wasm (`cpu/simd128.rs`, four), else a
-//!   portable loop.
+//!   lanes of accumulators per row), SIMD128 intrinsics in wasm (`cpu/simd128.rs`, four lanes
+//!   per row), else a portable loop.
 //!
 //! Both sum in f32; the order differs between them (and from a plain loop) by rounding only.
 //! On the model's threads the GEMV splits its output rows and the GEMM its output columns: each
