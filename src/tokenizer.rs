@@ -5,6 +5,7 @@
 use serde_json::Value;
 
 use crate::error::{Error, Result};
+use crate::load::json_shape::JsonShape;
 
 /// A loaded `tokenizer.json`.
 pub struct Tokenizer {
@@ -19,11 +20,11 @@ impl Tokenizer {
     /// Parses `tokenizer.json` bytes.
     pub fn from_bytes(json: &[u8]) -> Result<Self> {
         // `tokenizers` 0.23 panics (`expect("Helper")` in its decoder deserializer) on any JSON
-        // error inside the `decoder` value (bad syntax, invalid UTF-8, a lone surrogate): parse
+        // error inside the `decoder` value (bad syntax, invalid UTF-8, a lone surrogate): read
         // the whole document first (skipping values does not check strings), so bad bytes are
-        // an error.
-        serde_json::from_slice::<serde_json::Value>(json)
-            .map_err(|e| Error::Tokenizer(format!("tokenizer.json is not valid JSON: {e}")))?;
+        // an error — counting its values and tables without building it, so a file of millions
+        // of added tokens or merges is refused before `tokenizers` builds them.
+        JsonShape::check_tokenizer(json)?;
         let inner = tokenizers::Tokenizer::from_bytes(json).map_err(tok_err)?;
         if let Some(processor) = inner.get_post_processor() {
             check_post_processor(&serde_json::to_value(processor).map_err(tok_err)?)?;

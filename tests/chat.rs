@@ -127,6 +127,15 @@ both! {
         for bad in [&br#"{"eos_token_id": -1}"#[..], br#"{"eos_token_id": "x"}"#, b"{"] {
             assert_eq!(ChatConfig::from_files(None, None, Some(bad), None).unwrap_err().code(), "Config");
         }
+        // A list of end ids longer than any checkpoint's, and a file of a million values, are
+        // refused before they are built (issue 54).
+        let many = format!(r#"{{"eos_token_id": [{}]}}"#, vec!["2"; 2000].join(","));
+        let err = ChatConfig::from_files(None, None, Some(many.as_bytes()), None).unwrap_err();
+        assert!(err.to_string().contains("2000 ids; at most 1024"), "{err}");
+        let huge = format!(r#"{{"temperature": 0.7, "x": [{}]}}"#, vec!["0"; 1_100_000].join(","));
+        let err = ChatConfig::from_files(None, None, Some(huge.as_bytes()), None).unwrap_err();
+        assert_eq!(err.code(), "Config");
+        assert!(err.to_string().contains("more than 1048576 JSON values"), "{err}");
         let bad_template = br#"{"chat_template": 5}"#;
         assert_eq!(ChatConfig::from_files(Some(bad_template), None, None, None).unwrap_err().code(), "Config");
     }

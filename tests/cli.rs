@@ -568,3 +568,43 @@ fn chat_command_reads_only_each_turns_new_tokens() {
     assert!(with_tools[0][0] > first[0] + 50, "the tools are in the prompt: {stderr}");
     assert_eq!(with_tools[1][1], answer.len(), "/tool reads only its glue and result: {stderr}");
 }
+
+/// `webmamba chat --template` with a template that doubles a string forty times when the
+/// message is "bomb" (issue 54), under a 1 GB address-space cap: that turn is a `Template`
+/// error naming the memory limit (not an allocation failure, exit 134), the conversation goes
+/// on and the next message gets its reply; the run ends with a clear error, within seconds.
+#[cfg(target_os = "linux")]
+#[test]
+fn chat_template_memory_bomb_costs_one_message_under_a_1_gb_cap() {
+    use std::io::Write;
+    let chatml = include_str!("fixtures/chat/chatml-qwen2.5-instruct.jinja");
+    let bomb = "{% if messages[-1].content == 'bomb' %}{% set ns = namespace(s='xxxxxxxx') %}\
+                {% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}{% endif %}";
+    let template = std::env::temp_dir().join(format!("webmamba-bomb-{}.jinja", std::process::id()));
+    std::fs::write(&template, format!("{bomb}{chatml}")).unwrap();
+    let started = std::time::Instant::now();
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -v 1000000 && exec \"$0\" chat --template \"$1\" --max-tokens 4")
+        .arg(env!("CARGO_BIN_EXE_webmamba"))
+        .arg(&template)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"bomb\nGood morrow.\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    std::fs::remove_file(&template).unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "a clean error exit, not an abort: {stderr}");
+    assert!(stderr.contains("chat template line 1: template memory limit of "), "{stderr}");
+    assert!(stderr.contains("the chat template refused 1 message(s)"), "{stderr}");
+    assert_eq!(
+        stderr.lines().filter(|l| l.starts_with('[')).count(),
+        1,
+        "the next message's turn ran: {stderr}"
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).trim().is_empty(), "its reply is printed");
+    assert!(started.elapsed().as_secs() < 30, "{:?}", started.elapsed());
+}

@@ -73,6 +73,37 @@ dual_test! {
         }
     }
 
+    // A model folder is untrusted (issue 54): a tokenizer.json of millions of added tokens,
+    // merges or vocabulary entries is refused, naming the count, before `tokenizers` builds
+    // tables for them (the file itself is within the 128 MiB cap).
+    async fn a_tokenizer_of_millions_of_entries_is_refused_before_it_is_built() {
+        let added: Vec<String> = (0..200_000).map(|i| format!(r#"{{"id": {i}, "content": "<t{i}>", "special": true}}"#)).collect();
+        let json = format!(
+            r#"{{"version": "1.0", "added_tokens": [{}], "model": {{"type": "WordLevel", "vocab": {{"t0": 0}}, "unk_token": "t0"}}}}"#,
+            added.join(",")
+        );
+        let err = Tokenizer::from_bytes(json.as_bytes()).err().expect("refused");
+        assert_eq!(err.code(), "Tokenizer");
+        assert!(err.to_string().contains("added_tokens has 200000 entries; at most 131072"), "{err}");
+        let merges: Vec<String> = (0..1_100_000).map(|i| format!(r#""a{i} b""#)).collect();
+        let json = format!(
+            r#"{{"version": "1.0", "added_tokens": [], "model": {{"type": "BPE", "vocab": {{"a": 0, "b": 1}}, "merges": [{}]}}}}"#,
+            merges.join(",")
+        );
+        let err = Tokenizer::from_bytes(json.as_bytes()).err().expect("refused");
+        assert!(err.to_string().contains("model.merges has 1100000 entries"), "{err}");
+        let vocab: Vec<String> = (0..1_100_000).map(|i| format!(r#""t{i}": {i}"#)).collect();
+        let json = format!(
+            r#"{{"version": "1.0", "added_tokens": [], "model": {{"type": "WordLevel", "vocab": {{{}}}, "unk_token": "t0"}}}}"#,
+            vocab.join(",")
+        );
+        let err = Tokenizer::from_bytes(json.as_bytes()).err().expect("refused");
+        assert!(err.to_string().contains("model.vocab has 1100000 entries"), "{err}");
+        // The published tokenizer still loads (its tables counted, far below the limits).
+        let shape = webmamba::load::json_shape::JsonShape::check_tokenizer(fixtures::all()[0].tokenizer).unwrap();
+        assert!(shape.vocab > 0 && shape.vocab < webmamba::load::json_shape::MAX_VOCAB);
+    }
+
     // Found by `fuzz/` (tokenizer_json): `tokenizers` loads a post-processor template that
     // names an undefined special token (or `$B` in the single template) and panics encoding.
     async fn broken_post_processor_template_is_a_typed_error() {

@@ -7,6 +7,7 @@
 use serde_json::Value as Json;
 
 use crate::error::{Error, Result};
+use crate::load::json_shape::{JsonShape, MAX_SMALL_JSON_VALUES};
 
 /// The chat-related contents of a checkpoint's small files (all optional).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -24,8 +25,13 @@ pub struct ChatConfig {
     pub generation: serde_json::Map<String, Json>,
 }
 
-/// A small JSON file's text, parsed; `what` names it in errors.
+/// The most ids a list of end-of-turn tokens may hold (published: a handful).
+pub const MAX_END_IDS: usize = 1024;
+
+/// A small JSON file's text, parsed — once its values are counted ([`JsonShape`]); `what` names
+/// it in errors.
 fn parse(what: &str, bytes: &[u8]) -> Result<Json> {
+    JsonShape::of(what, bytes, MAX_SMALL_JSON_VALUES)?;
     serde_json::from_slice(bytes).map_err(|e| Error::Config(format!("{what}: {e}")))
 }
 
@@ -38,6 +44,9 @@ fn ids(what: &str, v: &Json) -> Result<Vec<u32>> {
     };
     match v {
         Json::Null => Ok(Vec::new()),
+        Json::Array(list) if list.len() > MAX_END_IDS => {
+            Err(Error::Config(format!("{what}: {} ids; at most {MAX_END_IDS} are accepted", list.len())))
+        }
         Json::Array(list) => list.iter().map(one).collect(),
         x => Ok(vec![one(x)?]),
     }
@@ -49,6 +58,10 @@ fn ids(what: &str, v: &Json) -> Result<Vec<u32>> {
 /// browser every missing file is a failed request the console shows.
 pub fn wants_template_file(tokenizer_config: Option<&[u8]>) -> bool {
     tokenizer_config.is_some_and(|bytes| {
+        // A file too large to parse is refused when it is parsed; no template file is needed.
+        if JsonShape::of("tokenizer_config.json", bytes, MAX_SMALL_JSON_VALUES).is_err() {
+            return false;
+        }
         serde_json::from_slice::<Json>(bytes)
             .map_or(true, |v| v.get("chat_template").is_none_or(Json::is_null))
     })

@@ -9,10 +9,12 @@ mod config;
 pub mod constraint;
 mod pyjson;
 mod template;
+pub mod template_memory;
 mod tools;
 mod turn;
 
 pub use config::{ChatConfig, wants_template_file};
 pub use template::ChatTemplate;
+pub use template_memory::{TEMPLATE_MEMORY, TemplateUsage};
 pub use tools::{ToolCall, ToolReply, ToolSyntax};
 pub use turn::{ChatHistory, TurnTokens};

@@ -24,23 +24,35 @@ impl Style {
     }
 }
 
-/// `v` as Python's `json.dumps` prints it.
+/// `v` as Python's `json.dumps` prints it. Under a template memory limit
+/// (`minijinja::memory`) the text stops with the limit's error as soon as it is longer.
 pub fn dumps(v: &Value, style: &Style) -> Result<String, Error> {
     let mut out = String::new();
     write(v, style, 0, &mut out)?;
     Ok(out)
 }
 
-fn newline(style: &Style, level: usize, out: &mut String) {
+/// Whether `out` is still within the template memory limit.
+fn within(out: &str) -> Result<(), Error> {
+    match minijinja::memory::limit() {
+        Some(limit) if out.len() > limit => minijinja::memory::check_result_len(out.len()),
+        _ => Ok(()),
+    }
+}
+
+fn newline(style: &Style, level: usize, out: &mut String) -> Result<(), Error> {
     if let Some(indent) = &style.indent {
         out.push('\n');
         for _ in 0..level {
             out.push_str(indent);
+            within(out)?;
         }
     }
+    Ok(())
 }
 
 fn write(v: &Value, style: &Style, level: usize, out: &mut String) -> Result<(), Error> {
+    within(out)?;
     match v.kind() {
         ValueKind::Undefined | ValueKind::None => out.push_str("null"),
         ValueKind::Bool => out.push_str(if v.is_true() { "true" } else { "false" }),
@@ -57,10 +69,10 @@ fn write(v: &Value, style: &Style, level: usize, out: &mut String) -> Result<(),
                 if i > 0 {
                     out.push_str(&style.item);
                 }
-                newline(style, level + 1, out);
+                newline(style, level + 1, out)?;
                 write(item, style, level + 1, out)?;
             }
-            newline(style, level, out);
+            newline(style, level, out)?;
             out.push(']');
         }
         ValueKind::Map => {
@@ -77,7 +89,7 @@ fn write(v: &Value, style: &Style, level: usize, out: &mut String) -> Result<(),
                 if i > 0 {
                     out.push_str(&style.item);
                 }
-                newline(style, level + 1, out);
+                newline(style, level + 1, out)?;
                 match key.kind() {
                     ValueKind::String => string(key.as_str().unwrap_or_default(), out),
                     // Python turns number, bool and None keys into strings.
@@ -94,7 +106,7 @@ fn write(v: &Value, style: &Style, level: usize, out: &mut String) -> Result<(),
                 out.push_str(&style.key);
                 write(&v.get_item(key)?, style, level + 1, out)?;
             }
-            newline(style, level, out);
+            newline(style, level, out)?;
             out.push('}');
         }
         other => {

@@ -9,10 +9,14 @@ use minijinja::value::{Kwargs, Value};
 use minijinja::{Environment, ErrorKind};
 
 use super::pyjson::{Style, dumps};
+use super::template_memory::{TemplateUsage, guard_method, limit_for};
 use crate::error::{Error, Result};
 
 /// The VM instructions one rendering may run (minijinja's fuel).
 const FUEL: u64 = 10_000_000;
+
+/// The most of a template's own error message (`raise_exception`) an error keeps.
+const MESSAGE_CHARS: usize = 500;
 
 /// A compiled chat template.
 pub struct ChatTemplate {
@@ -33,6 +37,14 @@ fn template_error(e: minijinja::Error) -> Error {
     while let Some(inner) = source {
         message.push_str(&format!(": {inner}"));
         source = inner.source();
+    }
+    if message.starts_with("template memory limit") {
+        message.push_str(" (a template may make 4 MiB plus twice its conversation's size)");
+    }
+    // A template's message can be as long as its memory limit: keep its start.
+    if let Some((cut, _)) = message.char_indices().nth(MESSAGE_CHARS) {
+        message.truncate(cut);
+        message.push('…');
     }
     Error::Template { line: e.line(), message }
 }
@@ -58,7 +70,12 @@ impl ChatTemplate {
         env.set_fuel(Some(FUEL));
         env.set_trim_blocks(true);
         env.set_lstrip_blocks(true);
-        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        // Python's str/dict/list methods, `join` and `replace` sized first (minijinja-contrib
+        // builds them unchecked; the rest make at most a few times what they are given).
+        env.set_unknown_method_callback(|state, value, method, args| {
+            guard_method(value, method, args)?;
+            minijinja_contrib::pycompat::unknown_method_callback(state, value, method, args)
+        });
         env.add_function("raise_exception", |message: String| -> Result<Value, minijinja::Error> {
             Err(minijinja::Error::new(ErrorKind::InvalidOperation, message))
         });
@@ -85,7 +102,11 @@ impl ChatTemplate {
                 Some(v) if v.is_none() => None,
                 Some(v) => match v.as_str() {
                     Some(s) => Some(s.to_string()),
-                    None => Some(" ".repeat(usize::try_from(v)?)),
+                    None => {
+                        let n = usize::try_from(v)?;
+                        minijinja::memory::check_result_len(n)?;
+                        Some(" ".repeat(n))
+                    }
                 },
             };
             let separators = match separators.as_deref() {
@@ -100,7 +121,11 @@ impl ChatTemplate {
             };
             dumps(&v, &Style::new(indent, separators, sort_keys.unwrap_or(false)))
         });
-        env.add_template_owned(NAME, source.to_string()).map_err(template_error)?;
+        // Compiling folds constant expressions (`'x' * 10**9`): under the limit too.
+        let (compiled, _) = minijinja::memory::with_limit(limit_for(source.len()), || {
+            env.add_template_owned(NAME, source.to_string())
+        });
+        compiled.map_err(template_error)?;
         Ok(Self { env, special })
     }
 
@@ -118,7 +143,22 @@ impl ChatTemplate {
         self.render_defaulting(context, true)
     }
 
+    /// Like [`ChatTemplate::render`] (`generation_prompt`: [`ChatTemplate::render_prompt`]),
+    /// with what the rendering used of its memory budget (see [`super::template_memory`]).
+    pub fn render_measured(&self, context: &str, generation_prompt: bool) -> (Result<String>, TemplateUsage) {
+        let (rendered, usage) = minijinja::memory::with_limit(limit_for(context.len()), || {
+            self.render_unlimited(context, generation_prompt)
+        });
+        (rendered, TemplateUsage::from(usage))
+    }
+
+    /// Every rendering runs under the memory limit: a template cannot make more than
+    /// [`super::template_memory::TEMPLATE_MEMORY`] bytes plus twice its conversation's size.
     fn render_defaulting(&self, context: &str, generation_prompt: bool) -> Result<String> {
+        self.render_measured(context, generation_prompt).0
+    }
+
+    fn render_unlimited(&self, context: &str, generation_prompt: bool) -> Result<String> {
         let ctx: Value = serde_json::from_str(context)
             .map_err(|e| Error::InvalidInput(format!("the chat context is not a JSON object: {e}")))?;
         if ctx.kind() != minijinja::value::ValueKind::Map {

@@ -7,12 +7,14 @@
 //! - [`stream`]: bytes → pieces of whole rows of each tensor → a [`stream::Sink`];
 //! - [`files`]: the synchronous sources (memory, a folder);
 //! - [`host`]: the CPU backend's sink;
-//! - [`progress`]: progress events (download / upload / compile) and warnings.
+//! - [`progress`]: progress events (download / upload / compile) and warnings;
+//! - [`json_shape`]: a small JSON file's size in values, counted before it is built.
 //!
 //! The GPU's sink is `crate::gpu_model::upload`; the browser's sources are in `crate::wasm`.
 
 pub(crate) mod files;
 pub(crate) mod host;
+pub mod json_shape;
 pub mod progress;
 pub(crate) mod stream;
 

@@ -5,6 +5,7 @@
 use serde_json::Value;
 
 use crate::error::{Error, Result};
+use crate::load::json_shape::{JsonShape, MAX_SMALL_JSON_VALUES};
 use crate::model::config::Config;
 use crate::model::config_formats;
 
@@ -12,7 +13,9 @@ impl Config {
     /// Parses `config.json` bytes in any known format and checks the result.
     pub fn from_json(bytes: &[u8]) -> Result<Self> {
         // HF writes an unbounded `time_step_limit` as Python's bare `Infinity` (not JSON).
-        let value: Value = serde_json::from_slice(&quote_non_finite(bytes))
+        let bytes = quote_non_finite(bytes);
+        JsonShape::of("config.json", &bytes, MAX_SMALL_JSON_VALUES)?;
+        let value: Value = serde_json::from_slice(&bytes)
             .map_err(|e| Error::Config(format!("config.json is not valid JSON: {e}")))?;
         config_formats::parse(value)
     }

@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use safetensors::Dtype;
 
 use crate::error::{Error, Result};
+use crate::load::json_shape::{JsonShape, MAX_SMALL_JSON_VALUES};
 
 /// Largest header accepted (the `safetensors` crate's limit).
 pub const MAX_HEADER_BYTES: u64 = 100_000_000;
@@ -87,6 +88,7 @@ impl FileHeader {
             shape: Vec<usize>,
             data_offsets: (u64, u64),
         }
+        JsonShape::counted("the header", json, MAX_SMALL_JSON_VALUES).map_err(fail)?;
         let table: HashMap<String, serde_json::Value> =
             serde_json::from_slice(json).map_err(|e| fail(format!("invalid safetensors header: {e}")))?;
         let mut tensors = Vec::with_capacity(table.len());
@@ -136,6 +138,7 @@ pub fn parse_index(index_json: &[u8]) -> Result<BTreeMap<String, String>> {
         weight_map: BTreeMap<String, String>,
     }
     let fail = |reason: String| Error::Safetensors { file: "model.safetensors.index.json".into(), reason };
+    JsonShape::counted("the index", index_json, MAX_SMALL_JSON_VALUES).map_err(fail)?;
     let map = serde_json::from_slice::<Index>(index_json)
         .map_err(|e| fail(format!("invalid index: {e}")))?
         .weight_map;

@@ -15,7 +15,10 @@
 //     with a Tokenizer error, the tokens generated staying in the history, the stream done after;
 //   - a lost GPU device (the page destroys the model's GPUDevice): every call is DeviceLost, and
 //     the documented recovery — load the model again, importState the exported bytes —
-//     continues with the uninterrupted run's tokens.
+//     continues with the uninterrupted run's tokens;
+//   - chat templates that grow a string, list or map without end (tests/fixtures/chat/
+//     memory-bombs.json, issue 54), through chat() and renderChat(): each a Template error naming
+//     the memory limit within 5 s, and the session's next chat turn works.
 import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { serve } from '../../scripts/serve.mjs';
 import { runEngines } from './harness.mjs';
@@ -281,6 +284,35 @@ async function matrix(page, base, backend, worker) {
   }, { base, backend, worker });
 }
 
+/** In the page (or a worker): each memory-bomb template through `chat()` on one session and
+ *  through `renderChat()`; the time each took to fail, and a chat turn with a working template
+ *  on the same session after each. */
+async function templateBombs(page, base, backend, worker, bombs) {
+  return page.evaluate(async ({ base, backend, worker, bombs }) => {
+    const { Model } = window.webmamba;
+    const model = await Model.fromUrl(`${base}/fixtures/tiny-f32/`, { backend, cache: false, worker });
+    const s = model.newSession();
+    const chatml = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}<|im_start|>assistant\n";
+    const messages = [{ role: 'user', content: 'Good morrow.' }];
+    const outcome = async (f) => {
+      const t0 = performance.now();
+      try { await f(); return { got: 'accepted', ms: performance.now() - t0 }; } catch (e) {
+        return { got: e?.name === 'WebMambaError' ? e.code : `${e?.name}`, message: String(e?.message ?? e), ms: performance.now() - t0 };
+      }
+    };
+    const results = [];
+    for (const bomb of bombs) {
+      window.__step = `template bomb: ${bomb.name}`;
+      const chat = await outcome(() => s.chat({ messages, chatTemplate: bomb.template, maxTokens: 2 }));
+      const render = await outcome(() => model.renderChat({ messages, chatTemplate: bomb.template }));
+      const next = await outcome(() => s.chat({ messages, chatTemplate: chatml, maxTokens: 2, temperature: 0 }));
+      results.push({ name: bomb.name, chat, render, next });
+    }
+    model.free();
+    return results;
+  }, { base, backend, worker, bombs });
+}
+
 /** In the page (or a worker): the model that overflows from token 7 on. Generation reaches 7
  *  and rejects with NonFiniteOutput at its position; logits() refuses; a rewind before it goes
  *  on exactly; feeding 7 again refuses again. */
@@ -377,6 +409,7 @@ async function deviceLoss(page, base) {
   }, { base });
 }
 
+const BOMBS = JSON.parse(readFileSync('tests/fixtures/chat/memory-bombs.json', 'utf8')).bombs;
 writeDamagedFolders('target/browser-test/damaged');
 const server = await serve('tests/browser', 0, {
   mounts: { '/pkg/': process.env.WEBMAMBA_PKG ?? 'www/pkg', '/fixtures/': 'tests/fixtures', '/damaged/': 'target/browser-test/damaged' },
@@ -402,6 +435,18 @@ try {
       check(nf.prefilled === 0 && JSON.stringify(nf.after) === '[210,28]' && nf.finite,
         `${b}: rewind(6) resumes from its checkpoint (prefilled ${nf.prefilled}) and generates ${JSON.stringify(nf.after)} with finite logits`);
       check(/^NonFiniteOutput/.test(nf.again), `${b}: feeding token 7 again: ${nf.again}`);
+      if (backend === 'cpu') {
+        const bombs = await templateBombs(page, base, backend, worker, BOMBS);
+        for (const r of bombs) {
+          for (const [call, o] of [['chat', r.chat], ['renderChat', r.render]]) {
+            check(o.got === 'Template' && /template memory limit of \d+ bytes/.test(o.message) && o.ms < 5000,
+              `${b}: template "${r.name}" through ${call}: ${o.got} in ${Math.round(o.ms)} ms (${o.message})`);
+          }
+          check(r.next.got === 'accepted', `${b}: after template "${r.name}" the session's next chat turn works: ${r.next.got} ${r.next.message ?? ''}`);
+        }
+        const slowest = Math.max(...bombs.flatMap((r) => [r.chat.ms, r.render.ms]));
+        console.log(`robustness: ${b}: ${bombs.length} memory-bomb templates, each a Template error (slowest ${Math.round(slowest)} ms), the next turn working`);
+      }
       const u = await unstreamable(page, base, backend, worker);
       const same = (x, y) => JSON.stringify(x) === JSON.stringify(y);
       check(/^Tokenizer: /.test(u.generate) && u.generated.length > 0 && u.end,

@@ -104,6 +104,7 @@ pub fn run(a: ChatArgs) -> Result<()> {
     let interactive = std::io::stdin().is_terminal();
     let mut stdout = std::io::stdout().lock();
     let mut lines = std::io::stdin().lock().lines();
+    let mut refused = 0;
     loop {
         if interactive {
             eprint!("> ");
@@ -129,7 +130,17 @@ pub fn run(a: ChatArgs) -> Result<()> {
         if let Some(t) = &tools {
             context["tools"] = t.clone();
         }
-        let rendered = template.render_prompt(&context.to_string())?;
+        // A template that refuses this conversation (its own raise_exception, its memory or
+        // fuel limit) costs this message, not the conversation.
+        let rendered = match template.render_prompt(&context.to_string()) {
+            Ok(rendered) => rendered,
+            Err(e) => {
+                eprintln!("error: {e} (the message was not sent; the conversation goes on)");
+                messages.pop();
+                refused += 1;
+                continue;
+            }
+        };
         let before = rt.history(session)?.to_vec();
         let target = history.target(&before, &rendered, &tokenizer)?;
         let outcome = pollster::block_on(rt.edit(session, &target.tokens))?;
@@ -171,6 +182,9 @@ pub fn run(a: ChatArgs) -> Result<()> {
                 messages.push(json!({ "role": "assistant", "content": r.content, "tool_calls": calls }));
             }
         }
+    }
+    if refused > 0 {
+        bail!("the chat template refused {refused} message(s)");
     }
     Ok(())
 }
