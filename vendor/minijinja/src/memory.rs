@@ -214,7 +214,7 @@ fn holds(value: &Value, target: &Value, depth: usize) -> bool {
     if obj.is_same_object(t) {
         return true;
     }
-    if depth >= MAX_DEPTH || !matches!(obj.repr(), ObjectRepr::Map | ObjectRepr::Seq) {
+    if depth >= MAX_DEPTH || !matches!(obj.repr(), ObjectRepr::Map | ObjectRepr::Seq | ObjectRepr::Iterable) {
         return false;
     }
     match value.try_iter() {
