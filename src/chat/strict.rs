@@ -14,8 +14,10 @@
 //! The rewrite walks every subschema that describes a value — `properties`,
 //! `patternProperties`, `additionalProperties`, `items`, `prefixItems`, `anyOf`, `oneOf`,
 //! `$defs` and `definitions` — so nested objects, arrays of objects and referenced definitions
-//! are held alike. An `allOf`'s members are walked but not closed themselves (each closed alone
-//! would forbid the others' properties), and neither is the object holding the `allOf`.
+//! are held alike. An `allOf`'s members are walked but not closed themselves (llguidance
+//! intersects them key by key, so each closed alone would forbid the others' properties), and
+//! neither is a schema holding an `allOf` or a `$ref` beside its own keywords (the same
+//! intersection; the referenced definition is closed where it is defined).
 
 use serde_json::{Map, Value};
 
@@ -55,7 +57,8 @@ fn is_object(o: &Map<String, Value>) -> bool {
 /// member.
 fn walk(node: &mut Value, openai: bool, closable: bool, path: &mut String) -> Result<(), Open> {
     let Some(o) = node.as_object_mut() else { return Ok(()) };
-    let closable = closable && !o.contains_key("allOf");
+    // An `allOf` or a `$ref` beside other keywords is an intersection (see the module doc).
+    let closable = closable && !o.contains_key("allOf") && !o.contains_key("$ref");
     if closable && is_object(o) {
         close_object(o, openai, path)?;
     }

@@ -125,7 +125,7 @@ fn strict_false_is_the_schema_as_written() {
 }
 
 #[test]
-fn all_of_members_stay_open_and_their_children_are_walked() {
+fn intersections_stay_open_and_their_children_are_walked() {
     let schema = json!({ "allOf": [
         { "properties": { "a": { "type": "integer" } } },
         { "properties": { "b": { "type": "object", "properties": { "c": { "type": "string" } } } } }
@@ -137,4 +137,10 @@ fn all_of_members_stay_open_and_their_children_are_walked() {
         assert_eq!(got.pointer("/allOf/1/additionalProperties"), None);
         assert_eq!(got.pointer("/allOf/1/properties/b/additionalProperties"), Some(&json!(false)));
     }
+    // A `$ref` beside properties is the same intersection: left open; its target is closed.
+    let schema = json!({ "$ref": "#/$defs/base", "properties": { "extra": { "type": "integer" } },
+        "$defs": { "base": { "properties": { "id": { "type": "integer" } } } } });
+    let got = apply(&schema, Some(true), W).unwrap();
+    assert_eq!(got.get("additionalProperties"), None);
+    assert_eq!(got.pointer("/$defs/base/additionalProperties"), Some(&json!(false)));
 }
