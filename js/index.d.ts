@@ -124,7 +124,8 @@ export interface ChatRequest extends GenerateOptions {
   addGenerationPrompt?: boolean;
   /** With tools: 'auto' (default: calls in the reply are read back into `toolCalls`), 'none'
    *  (not read), 'required' or one named function (the reply is constrained to calls in the
-   *  template's own format, arguments valid under the tool's parameters schema). */
+   *  template's own format, arguments valid under the tool's parameters schema, held to the
+   *  function's `strict` as a response_format's schema is). */
   toolChoice?: ToolChoice;
   /** With a required call: several calls in one reply (default true) or exactly one. */
   parallelToolCalls?: boolean;
@@ -144,6 +145,9 @@ export interface ToolCall {
 export type ResponseFormat =
   | { type: 'text' }
   | { type: 'json_object' }
+  /** `strict: true`: OpenAI's contract (every object holds exactly the properties it names, all
+   *  required); absent: an object naming properties holds no others; `false`: JSON Schema's
+   *  reading (other properties allowed). */
   | { type: 'json_schema'; json_schema: { name?: string; schema: object | boolean; strict?: boolean } }
   | { type: 'regex'; regex: string };
 
@@ -381,6 +385,9 @@ export interface WebMambaError extends Error {
     | 'UnsupportedDtype' | 'NonFiniteWeight' | 'NonFiniteOutput' | 'Tokenizer' | 'Template' | 'Io' | 'CacheBudget'
     | 'StateMismatch' | 'CorruptState' | 'Storage' | 'Busy' | 'NoSession' | 'InvalidInput'
     | 'Readback' | 'Aborted' | 'Worker' | 'Internal';
+  /** What the message leaves out, where there is more: a structured-output format the grammar
+   *  engine refused (code `InvalidInput`) keeps the engine's own text here, for a bug report. */
+  detail?: string;
 }
 
 type Bytes = Uint8Array | ArrayBuffer;

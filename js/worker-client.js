@@ -6,9 +6,9 @@
 // AbortSignals cross as events; every call settles — if the worker dies, with an error.
 // The worker keys its stand-in AbortControllers `call N` (a load or generate) and `stream N`.
 
-/** Rebuilds the error the worker sent: same name, code and message as in-page. */
-function rebuild({ name, code, message }) {
-  return Object.assign(new Error(message), { name, code });
+/** Rebuilds the error the worker sent: same name, code, message (and detail) as in-page. */
+function rebuild({ name, code, message, detail }) {
+  return Object.assign(new Error(message), { name, code }, detail === undefined ? {} : { detail });
 }
 
 /** The page's options as a message can carry them: its functions and AbortSignal stay here,

@@ -135,7 +135,7 @@ self.onmessage = async ({ data }) => {
     const [value, transfer = []] = await run(data);
     postMessage({ call: data.call, ok: true, value }, transfer);
   } catch (e) {
-    const error = { name: e?.name ?? 'Error', code: e?.code, message: String(e?.message ?? e) };
+    const error = { name: e?.name ?? 'Error', code: e?.code, message: String(e?.message ?? e), detail: e?.detail };
     postMessage({ call: data.call, ok: false, error });
   } finally {
     controllers.delete(`call ${data.call}`);

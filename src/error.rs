@@ -186,6 +186,18 @@ pub enum Error {
     #[error("invalid input: {0}")]
     InvalidInput(String),
 
+    /// A structured-output format the grammar engine (llguidance) refused — a JSON schema, a
+    /// regex, a tool's parameters — or one that allows no further token in the middle of a
+    /// generation. Its code is `InvalidInput`, as every unusable argument's.
+    #[error("invalid input: {message}")]
+    Grammar {
+        /// What was wrong and where, in a sentence for the page's developer.
+        message: String,
+        /// The engine's own text (its first lines, without its state dump), for a bug report;
+        /// not part of the message ([`Error::detail`], `error.detail` in JavaScript).
+        detail: String,
+    },
+
     /// A model does not fit in the memory it must go into (wasm32's 4 GiB, the GPU's memory).
     #[error("{what} need {} ({needed} bytes), but {limit}", gb(*needed))]
     OutOfMemory {
@@ -256,11 +268,20 @@ impl Error {
             Error::Internal(_) => "Internal",
             Error::Aborted(_) => "Aborted",
             Error::Storage { .. } => "Storage",
-            Error::InvalidInput(_) => "InvalidInput",
+            Error::InvalidInput(_) | Error::Grammar { .. } => "InvalidInput",
             Error::ContextFull { .. } => "ContextFull",
             Error::LimitExceeded { .. } => "LimitExceeded",
             Error::OutOfMemory { .. } => "OutOfMemory",
             Error::DeviceLost { .. } => "DeviceLost",
+        }
+    }
+
+    /// What the error keeps beyond its message (the grammar engine's own text), when it keeps
+    /// anything: JavaScript's `error.detail`.
+    pub fn detail(&self) -> Option<&str> {
+        match self {
+            Error::Grammar { detail, .. } if !detail.is_empty() => Some(detail),
+            _ => None,
         }
     }
 }

@@ -265,7 +265,7 @@ async fn structured_output_is_valid_json_and_survives_a_stop() {
     let prompt = tokenizer.encode("The record of the player:", false).unwrap();
     rt.append(id, &prompt).await.unwrap();
     let sampling = SamplingOptions { temperature: 1.0, top_k: 0, top_p: 1.0, repetition_penalty: 1.0 };
-    let format = Format::JsonSchema(schema);
+    let format = Format::JsonSchema { schema, strict: None };
     for seed in 0..20 {
         rt.rewind(id, prompt.len()).await.unwrap();
         let mut sampler = Sampler::new(sampling, seed).unwrap();
@@ -324,7 +324,10 @@ async fn structured_output_is_valid_json_and_survives_a_stop() {
         out.text
     );
     // A schema llguidance refuses is InvalidInput.
-    let bad = grammars.constraint(&Format::JsonSchema(serde_json::json!({ "type": "no-such-type" })));
+    let bad = grammars.constraint(&Format::JsonSchema {
+        schema: serde_json::json!({ "type": "no-such-type" }),
+        strict: None,
+    });
     assert_eq!(bad.err().map(|e| e.code()), Some("InvalidInput"));
 }
 

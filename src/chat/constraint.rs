@@ -10,6 +10,7 @@ use llguidance::api::TopLevelGrammar;
 use llguidance::toktrie::{ApproximateTokEnv, InferenceCapabilities, TokEnv, TokRxInfo, TokTrie};
 use llguidance::{Matcher, ParserFactory};
 
+use crate::chat::grammar_error;
 use crate::error::{Error, Result};
 use crate::sampling::TokenMask;
 use crate::session::{Decoding, GenerateOptions, Pace};
@@ -17,8 +18,18 @@ use crate::session::{Decoding, GenerateOptions, Pace};
 /// What the generated text must match.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Format {
-    /// A JSON document valid under this JSON schema (`{}`: any JSON object... any value).
-    JsonSchema(serde_json::Value),
+    /// A JSON document valid under this JSON schema, its objects held to `strict` (OpenAI's
+    /// `json_schema.strict`; `None` when absent): `Some(true)` — only the properties an object
+    /// names, every one required (OpenAI's contract; an object that allows others is refused);
+    /// `None` — no property an object does not name where it says nothing of
+    /// `additionalProperties` (XGrammar's default); `Some(false)` — the schema as JSON Schema
+    /// reads it.
+    JsonSchema {
+        /// The schema.
+        schema: serde_json::Value,
+        /// `strict`, when given.
+        strict: Option<bool>,
+    },
     /// Any JSON object (OpenAI's `json_object`).
     JsonObject,
     /// A regular expression (Rust `regex` syntax) matching the whole text.
@@ -28,14 +39,23 @@ pub enum Format {
     Lark(String),
 }
 
+/// `schema` as it is compiled: rewritten for `strict`, and refused (`InvalidInput`, the
+/// message starting with `what`) when `strict: true` meets an open object or a `$ref` recurses
+/// without a base case.
+pub(crate) fn prepare(
+    schema: &serde_json::Value,
+    strict: Option<bool>,
+    what: &str,
+) -> Result<serde_json::Value> {
+    let schema = super::strict::apply(schema, strict, what)?;
+    super::endless::check(&schema, what)?;
+    Ok(schema)
+}
+
 /// llguidance's view of a tokenizer: every token's bytes, built once per model.
 #[derive(Clone)]
 pub struct Grammars {
     factory: Arc<ParserFactory>,
-}
-
-fn err(what: &str, e: impl std::fmt::Display) -> Error {
-    Error::InvalidInput(format!("{what}: {e}"))
 }
 
 impl Grammars {
@@ -53,12 +73,16 @@ impl Grammars {
             InferenceCapabilities::default(),
             &llguidance::earley::SlicedBiasComputer::general_slices(),
         )
-        .map_err(|e| err("structured output", e))?;
+        .map_err(|e| Error::InvalidInput(format!("structured output: {e}")))?;
         factory.set_stderr_log_level(0);
+        // An error's text without the parser's state dump (the message never shows it).
+        factory.limits_mut().verbose_errors = false;
         Ok(Self { factory: Arc::new(factory) })
     }
 
-    /// A fresh matcher for `format`; a schema or regex llguidance refuses is `InvalidInput`.
+    /// A fresh matcher for `format`. A format llguidance refuses, or that allows no text at
+    /// all, is `InvalidInput` ([`Error::Grammar`]: a sentence naming what and where, the
+    /// engine's text in `detail`); so is a schema [`prepare`] refuses.
     pub fn constraint(&self, format: &Format) -> Result<Constraint> {
         // JSON without free whitespace (llguidance's default lets a model pad it forever):
         // `x-guidance` in the schema overrides it.
@@ -68,41 +92,79 @@ impl Grammars {
             }
             TopLevelGrammar::from_json_schema(schema)
         };
-        let grammar = match format {
-            Format::JsonSchema(schema) => compact(schema.clone()),
-            Format::JsonObject => compact(serde_json::json!({ "type": "object" })),
-            Format::Regex(rx) => TopLevelGrammar::from_regex(rx),
-            Format::Lark(lark) => TopLevelGrammar::from_lark(lark.clone()),
+        let (what, schema, grammar) = match format {
+            Format::JsonSchema { schema, strict } => {
+                let what = "response_format: the JSON schema";
+                let schema = prepare(schema, *strict, what)?;
+                (what.to_string(), Some(schema.clone()), compact(schema))
+            }
+            Format::JsonObject => (
+                "response_format: json_object".into(),
+                None,
+                compact(serde_json::json!({ "type": "object" })),
+            ),
+            Format::Regex(rx) => ("response_format: the regex".into(), None, TopLevelGrammar::from_regex(rx)),
+            Format::Lark(lark) => {
+                ("tools: the tool-call grammar".into(), None, TopLevelGrammar::from_lark(lark.clone()))
+            }
         };
-        let parser = self.factory.create_parser(grammar).map_err(|e| err("response_format", e))?;
-        let matcher = Matcher::new(Ok(parser));
+        // A tool-call grammar's error names a line: the tool whose parameters it compiles.
+        let refused = |raw: String| {
+            let tool = match format {
+                Format::Lark(lark) => super::tools::tool_at(lark, &raw),
+                _ => None,
+            };
+            match tool {
+                Some((name, params)) => grammar_error::refused(
+                    &format!("tools: {}'s parameters", grammar_error::cap(&name, 40)),
+                    &raw,
+                    Some(&params),
+                ),
+                None => grammar_error::refused(&what, &raw, schema.as_ref()),
+            }
+        };
+        let parser = self.factory.create_parser(grammar).map_err(|e| refused(e.to_string()))?;
+        let mut matcher = Matcher::new(Ok(parser));
         if let Some(e) = matcher.get_error() {
-            return Err(err("response_format", e));
+            return Err(refused(e));
         }
-        Ok(Constraint { matcher })
+        // The first mask now: a format no token can begin is refused here, not mid-generation.
+        let first = matcher.compute_mask().map_err(|e| grammar_error::empty(&what, &e.to_string()))?;
+        Ok(Constraint { matcher, fed: 0, first: Some(TokenMask { words: first.as_slice().to_vec() }) })
     }
 }
 
 /// One generation's matcher.
 pub struct Constraint {
     matcher: Matcher,
+    /// Tokens taken so far.
+    fed: usize,
+    /// The mask computed when the matcher was made, until a token is taken.
+    first: Option<TokenMask>,
 }
 
 impl Constraint {
     /// The tokens that may come next.
     pub fn allowed(&mut self) -> Result<TokenMask> {
-        let allowed = self.matcher.compute_mask().map_err(|e| err("structured output", e))?;
+        if let Some(first) = self.first.take() {
+            return Ok(first);
+        }
+        let allowed =
+            self.matcher.compute_mask().map_err(|e| grammar_error::stuck(&e.to_string(), self.fed))?;
         Ok(TokenMask { words: allowed.as_slice().to_vec() })
     }
 
     /// Takes `token` as the next one.
     pub fn commit(&mut self, token: u32) -> Result<()> {
-        self.matcher.consume_token(token).map_err(|e| err("structured output", e))
+        self.first = None;
+        self.matcher.consume_token(token).map_err(|e| grammar_error::stuck(&e.to_string(), self.fed))?;
+        self.fed += 1;
+        Ok(())
     }
 
     /// Takes `tokens` in order (a replay after a rewind).
     pub fn replay(&mut self, tokens: &[u32]) -> Result<()> {
-        self.matcher.consume_tokens(tokens).map_err(|e| err("structured output", e))
+        tokens.iter().try_for_each(|&t| self.commit(t))
     }
 
     /// Whether the text is complete (nothing but the end token may come).

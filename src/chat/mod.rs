@@ -2,12 +2,16 @@
 //! `tokenizer_config.json`, `chat_template.jinja` and `generation_config.json`), rendered as
 //! Hugging Face transformers renders them ([`ChatTemplate`], minijinja with HF's additions);
 //! turns that read only their new tokens ([`ChatHistory`]); structured output
-//! ([`constraint`]: JSON schemas and regexes as token masks, llguidance); tool calls in the
-//! template's own format ([`ToolSyntax`]).
+//! ([`constraint`]: JSON schemas and regexes as token masks, llguidance; `strict` as a
+//! rewrite of the schema, its errors as sentences); tool calls in the template's own format
+//! ([`ToolSyntax`]).
 
 mod config;
 pub mod constraint;
+mod endless;
+mod grammar_error;
 mod pyjson;
+mod strict;
 mod template;
 pub mod template_memory;
 mod tools;

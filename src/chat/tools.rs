@@ -13,6 +13,8 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::ChatTemplate;
+use super::constraint::prepare;
+use super::grammar_error::cap;
 use crate::error::{Error, Result};
 
 /// How a template writes an assistant message's tool calls: each call as `before_name` NAME
@@ -169,8 +171,9 @@ impl ToolSyntax {
 
     /// A Lark grammar (llguidance's) for replies that are calls and nothing else: one call
     /// (`parallel` false) or calls joined by the separator, each of a tool in `tools` (HF's
-    /// `[{ type: "function", function: { name, parameters } }]`, or the flat `{ name,
-    /// parameters }`) — only `only` when given — with arguments valid under its parameters.
+    /// `[{ type: "function", function: { name, parameters, strict? } }]`, or the flat `{ name,
+    /// parameters }`) — only `only` when given — with arguments valid under its parameters,
+    /// held to its `strict` as a response_format's schema is ([`super::constraint::Format`]).
     pub fn grammar(&self, tools: &Value, only: Option<&str>, parallel: bool) -> Result<String> {
         let bad = |why: String| Error::InvalidInput(format!("tools: {why}"));
         let list = tools.as_array().ok_or_else(|| bad("not a list".into()))?;
@@ -184,13 +187,16 @@ impl ToolSyntax {
             if only.is_some_and(|o| o != name) {
                 continue;
             }
-            let mut schema =
+            let parameters =
                 f.get("parameters").cloned().unwrap_or_else(|| serde_json::json!({ "type": "object" }));
-            match schema.as_object_mut() {
-                Some(o) => {
-                    o.entry("x-guidance").or_insert_with(tojson_spacing);
-                }
-                None => return Err(bad(format!("{name}'s parameters are not a JSON schema object"))),
+            if !parameters.is_object() {
+                return Err(bad(format!("{name}'s parameters are not a JSON schema object")));
+            }
+            // OpenAI's `function.strict`, as `json_schema.strict` in a response_format.
+            let strict = f.get("strict").and_then(Value::as_bool);
+            let mut schema = prepare(&parameters, strict, &format!("tools: {}'s parameters", cap(name, 40)))?;
+            if let Some(o) = schema.as_object_mut() {
+                o.entry("x-guidance").or_insert_with(tojson_spacing);
             }
             rules.push_str(&format!(
                 "call_{i}: {} {} {} args_{i} {}\nargs_{i}: %json {schema}\n",
@@ -215,6 +221,18 @@ impl ToolSyntax {
         let start = format!("start: {} {calls} {}\n", around(&self.block_open), around(&self.block_close));
         Ok(format!("{start}call: {}\n{rules}", names.join(" | ")))
     }
+}
+
+/// The tool whose parameters line `L` of a [`ToolSyntax::grammar`] compiles, when llguidance's
+/// `error` names that line ("at L(C): …"): its name and its parameters schema as compiled.
+pub(crate) fn tool_at(grammar: &str, error: &str) -> Option<(String, Value)> {
+    let line: usize = error.strip_prefix("at ")?.split_once('(')?.0.parse().ok()?;
+    let (rule, schema) = grammar.lines().nth(line.checked_sub(1)?)?.split_once(": %json ")?;
+    let i = rule.strip_prefix("args_")?;
+    let call = grammar.lines().find_map(|l| l.strip_prefix(&format!("call_{i}: ")))?;
+    // `call_i: "before name" "name" "before arguments" args_i "after"`.
+    let name = serde_json::Deserializer::from_str(call).into_iter::<String>().nth(1)?.ok()?;
+    Some((name, serde_json::from_str(schema).ok()?))
 }
 
 #[derive(Deserialize)]

@@ -26,8 +26,9 @@ pub(crate) struct Unfinished {
     history: Vec<u32>,
 }
 
-/// `options.responseFormat`: `{ type: "json_schema", json_schema: { schema } }` (OpenAI's
-/// shape), `{ type: "json_object" }`, `{ type: "regex", regex }`, or `{ type: "text" }` / none.
+/// `options.responseFormat`: `{ type: "json_schema", json_schema: { schema, strict? } }`
+/// (OpenAI's shape; `strict` as [`Format::JsonSchema`] reads it), `{ type: "json_object" }`,
+/// `{ type: "regex", regex }`, or `{ type: "text" }` / none.
 pub(crate) fn response_format(options: &JsValue) -> Result<Option<Format>> {
     let Some(v) = field(options, "responseFormat", "the options")? else { return Ok(None) };
     let text = js_sys::JSON::stringify(&v)
@@ -40,12 +41,20 @@ pub(crate) fn response_format(options: &JsValue) -> Result<Option<Format>> {
     match value.get("type").and_then(serde_json::Value::as_str) {
         Some("text") => Ok(None),
         Some("json_object") => Ok(Some(Format::JsonObject)),
-        Some("json_schema") => match value.get("json_schema").and_then(|j| j.get("schema")) {
-            Some(schema @ (serde_json::Value::Object(_) | serde_json::Value::Bool(_))) => {
-                Ok(Some(Format::JsonSchema(schema.clone())))
+        Some("json_schema") => {
+            let json_schema = value.get("json_schema");
+            let strict = match json_schema.and_then(|j| j.get("strict")) {
+                None | Some(serde_json::Value::Null) => None,
+                Some(serde_json::Value::Bool(b)) => Some(*b),
+                Some(_) => return Err(wrong("json_schema.strict must be true or false")),
+            };
+            match json_schema.and_then(|j| j.get("schema")) {
+                Some(schema @ (serde_json::Value::Object(_) | serde_json::Value::Bool(_))) => {
+                    Ok(Some(Format::JsonSchema { schema: schema.clone(), strict }))
+                }
+                _ => Err(wrong("json_schema needs { schema: {...} }")),
             }
-            _ => Err(wrong("json_schema needs { schema: {...} }")),
-        },
+        }
         Some("regex") => match value.get("regex").and_then(serde_json::Value::as_str) {
             Some(rx) => Ok(Some(Format::Regex(rx.to_string()))),
             None => Err(wrong("regex needs { regex: \"...\" }")),

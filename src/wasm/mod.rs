@@ -38,12 +38,17 @@ pub fn start() {
     console_error_panic_hook::set_once();
 }
 
-/// Converts a crate error to a catchable JS `Error` (`name = "WebMambaError"`, `code` = kind).
+/// Converts a crate error to a catchable JS `Error` (`name = "WebMambaError"`, `code` = kind,
+/// `detail` where [`Error::detail`] has one).
 pub fn to_js(e: Error) -> JsValue {
     let js = js_sys::Error::new(&e.to_string());
     // An abort reads as the web's (fetch's) AbortError; every other error is a WebMambaError.
     js.set_name(if matches!(e, Error::Aborted(_)) { "AbortError" } else { "WebMambaError" });
     // Setting a property on a fresh Error object cannot fail.
     let _ = js_sys::Reflect::set(&js, &"code".into(), &e.code().into());
+    // What the message leaves out (the grammar engine's own text), when the error keeps any.
+    if let Some(detail) = e.detail() {
+        let _ = js_sys::Reflect::set(&js, &"detail".into(), &detail.into());
+    }
     js.into()
 }

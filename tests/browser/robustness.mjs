@@ -19,6 +19,9 @@
 //   - chat templates that grow a string, list or map without end (tests/fixtures/chat/
 //     memory-bombs.json, issue 54), through chat() and renderChat(): each a Template error naming
 //     the memory limit within 5 s, and the session's next chat turn works.
+//   - structured-output grammar errors (a recursive or dangling $ref, a bad pattern or regex, an
+//     unsupported keyword, strict: true on an open object, a tool's bad parameters): InvalidInput
+//     in one line under 300 characters saying what and where, no engine state, `detail` kept.
 import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { serve } from '../../scripts/serve.mjs';
 import { runEngines } from './harness.mjs';
@@ -409,6 +412,88 @@ async function deviceLoss(page, base) {
   }, { base });
 }
 
+// ---- Grammar errors (issue 54 item 2) -------------------------------------------------------
+/** In the page (or a worker): structured-output formats the grammar engine refuses, or that no
+ *  finite text matches, through generate and chat (a response format, a tool's parameters).
+ *  Each must be an InvalidInput WebMambaError whose message is one line under 300 characters
+ *  naming what and where, never the engine's state dump (its own text, where kept, is
+ *  `error.detail`); after each, a session that worked before generates the same tokens. */
+async function grammarErrors(page, base, backend, worker) {
+  return page.evaluate(async ({ base, backend, worker }) => {
+    const { Model } = window.webmamba;
+    const model = await Model.fromUrl(`${base}/fixtures/tiny-f32/`, { backend, cache: false, worker });
+    const s = model.newSession();
+    const prompt = [5, 17, 3, 99, 42, 7, 7, 64, 1, 250, 12];
+    await s.appendTokens(prompt);
+    const greedy = { maxTokens: 8, stopAtEos: false };
+    await s.generate(greedy);
+    const want = JSON.stringify(Array.from(await s.tokens()).slice(prompt.length));
+    const qwen = await (await fetch(`${base}/fixtures/chat/chatml-qwen2.5-instruct.jinja`)).text();
+    const schema = (schema, strict) => ({ responseFormat: { type: 'json_schema', json_schema: strict === undefined ? { schema } : { schema, strict } } });
+    const gen = (format) => () => s.generate({ maxTokens: 4, ...format });
+    const tool = (parameters) => () => s.chat({ messages: [{ role: 'user', content: 'a' }], chatTemplate: qwen, maxTokens: 4,
+      tools: [{ type: 'function', function: { name: 'lookup', parameters } }], toolChoice: 'required' });
+    const cases = [
+      // [label, call, what the message must say, whether the engine's text is kept in detail]
+      ['a $ref to the root, recursive without a base case', gen(schema({ $ref: '#' })), '`$ref` "#" is recursive without a base case (at the root)', false],
+      ['a required property whose $ref comes back', gen(schema({ type: 'object', properties: { a: { $ref: '#/$defs/x' } }, required: ['a'],
+        $defs: { x: { type: 'object', properties: { y: { $ref: '#/$defs/x' } }, required: ['y'] } } })), 'is recursive without a base case (at /properties/a)', false],
+      ['a $ref to nothing', gen(schema({ type: 'object', properties: { a: { $ref: '#/definitions/nope' } } })), '`$ref` "#/definitions/nope" points to nothing in the schema (at /properties/a)', true],
+      ['a pattern that is no regex', gen(schema({ properties: { a: { type: 'string', pattern: '(ab' } } })), '`pattern` is not a valid regex: unclosed group at `(` (at /properties/a)', true],
+      ['a regex that does not parse', gen({ responseFormat: { type: 'regex', regex: 'a{5,2}' } }), 'the regex cannot be used: invalid repetition count range', true],
+      ['a schema that is not an object', gen(schema(5)), 'json_schema needs { schema: {...} }', false],
+      ['an unsupported keyword', gen(schema({ properties: { a: { not: { type: 'string' } } } })), 'it uses `not`, which structured output does not support (at /properties/a)', true],
+      ['an unknown type', gen(schema({ properties: { a: { type: 'text' } } })), '`type` "text" is not a JSON Schema type (at /properties/a)', true],
+      ['strict: true on an open object', gen(schema({ type: 'object', properties: { m: { type: 'object', additionalProperties: true } } }, true)),
+        'cannot be used with strict: true: the object at /properties/m allows properties it does not name', false],
+      ['strict: "yes"', gen(schema({ type: 'object' }, 'yes')), 'json_schema.strict must be true or false', false],
+      ['a tool\'s parameters with an unknown type', tool({ type: 'object', properties: { q: { type: 'str' } } }),
+        'tools: lookup\'s parameters cannot be used: `type` "str" is not a JSON Schema type (at /properties/q)', true],
+      ['a tool\'s parameters recursive without a base case', tool({ type: 'object', properties: { q: { $ref: '#' } }, required: ['q'] }),
+        'tools: lookup\'s parameters cannot be used: `$ref` "#" is recursive', false],
+      ['chat with a recursive response_format', () => s.chat({ messages: [{ role: 'user', content: 'a' }], chatTemplate: qwen, maxTokens: 4,
+        responseFormat: { type: 'json_schema', json_schema: { name: 'x', schema: { $ref: '#' }, strict: true } } }), 'is recursive without a base case', false],
+    ];
+    const results = [];
+    for (const [label, call, says, kept] of cases) {
+      const r = { label, says, kept };
+      try {
+        await call();
+        r.got = 'accepted';
+      } catch (e) {
+        r.got = e?.name === 'WebMambaError' ? e.code : `${e?.name}: ${e?.message ?? e}`;
+        r.message = String(e?.message ?? e);
+        r.detail = e?.detail ?? null; // (WebDriver returns undefined as null)
+      }
+      try {
+        await s.rewind(prompt.length);
+        await s.generate(greedy);
+        r.after = JSON.stringify(Array.from(await s.tokens()).slice(prompt.length)) === want;
+      } catch (e) {
+        r.after = `${e?.name}: ${e?.message ?? e}`;
+      }
+      results.push(r);
+    }
+    model.free();
+    return results;
+  }, { base, backend, worker });
+}
+
+/** The checks on {@link grammarErrors}' results. */
+function checkGrammarErrors(results, b, check) {
+  const internal = /\n|Parser:|Tokens:|compute_time|<state>|grm_prefix|NoExtension|Stop:/;
+  for (const r of results) {
+    const m = r.message ?? '';
+    check(r.got === 'InvalidInput' && m.length < 300 && !internal.test(m) && m.includes(r.says),
+      `${b}: grammar error, ${r.label}: wanted InvalidInput saying ${JSON.stringify(r.says)} in one line under 300 characters, got ${r.got}: ${JSON.stringify(m)} (${m.length} characters)`);
+    check(r.kept ? typeof r.detail === 'string' && r.detail.length > 0 && !r.detail.includes('<state>') : r.detail === null,
+      `${b}: grammar error, ${r.label}: error.detail ${r.kept ? 'keeps the engine\'s text' : 'is absent'}: ${JSON.stringify(r.detail)}`);
+    check(r.after === true, `${b}: after the grammar error "${r.label}" the working session generates the same tokens: ${r.after}`);
+  }
+  console.log(`robustness: ${b}: ${results.length} grammar errors, each InvalidInput in one line under 300 characters, the session intact after each`);
+}
+// ---- end of grammar errors ------------------------------------------------------------------
+
 const BOMBS = JSON.parse(readFileSync('tests/fixtures/chat/memory-bombs.json', 'utf8')).bombs;
 writeDamagedFolders('target/browser-test/damaged');
 const server = await serve('tests/browser', 0, {
@@ -453,6 +538,7 @@ try {
         `${b}: an unstreamable tokenizer: generate rejects with ${u.generate}, keeping ${JSON.stringify(u.generated)} and its end (${u.end})`);
       check(/^Tokenizer: /.test(u.streamed) && same(u.pulled, u.generated.slice(0, -1)) && u.afterDone && same(u.history, u.generated),
         `${b}: an unstreamable tokenizer: a stream yields ${JSON.stringify(u.pulled)}, rejects with ${u.streamed}, then is done (${u.afterDone}), keeping ${JSON.stringify(u.history)}`);
+      checkGrammarErrors(await grammarErrors(page, base, backend, worker), b, check); // issue 54 item 2
     }
     if (!webgpu) return { worker: true };
     const lost = await deviceLoss(page, base);
