@@ -297,9 +297,11 @@ async function templateBombs(page, base, backend, worker, bombs) {
     const s = model.newSession();
     const chatml = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}<|im_start|>assistant\n";
     const messages = [{ role: 'user', content: 'Good morrow.' }];
+    // A call that never settles is a failure named here, not a run that waits for ever.
+    const timeout = () => new Promise((_, reject) => setTimeout(() => reject(new Error('no answer in 60 s')), 60000));
     const outcome = async (f) => {
       const t0 = performance.now();
-      try { await f(); return { got: 'accepted', ms: performance.now() - t0 }; } catch (e) {
+      try { await Promise.race([f(), timeout()]); return { got: 'accepted', ms: performance.now() - t0 }; } catch (e) {
         return { got: e?.name === 'WebMambaError' ? e.code : `${e?.name}`, message: String(e?.message ?? e), ms: performance.now() - t0 };
       }
     };
