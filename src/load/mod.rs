@@ -7,12 +7,14 @@
 //! - [`stream`]: bytes → pieces of whole rows of each tensor → a [`stream::Sink`];
 //! - [`files`]: the synchronous sources (memory, a folder);
 //! - [`host`]: the CPU backend's sink;
+//! - [`integrity`]: digests of the files read (SRI, the Hub's), checked as the bytes stream;
 //! - [`progress`]: progress events (download / upload / compile) and warnings.
 //!
 //! The GPU's sink is `crate::gpu_model::upload`; the browser's sources are in `crate::wasm`.
 
 pub(crate) mod files;
 pub(crate) mod host;
+pub mod integrity;
 pub mod progress;
 pub(crate) mod stream;
 
