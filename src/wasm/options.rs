@@ -212,11 +212,18 @@ fn store(v: Option<JsValue>) -> Result<Option<StoreConfig>> {
     Ok(Some(config))
 }
 
-/// `integrity`: an object of file name → SRI metadata (`"sha256-<base64>"`), read through its
-/// own enumerable string keys (symbol keys are not names); anything else is `InvalidInput`.
+/// `integrity`: a plain object of file name → SRI metadata (`"sha256-<base64>"`), read through
+/// its own enumerable string keys (symbol keys are not names); anything else is `InvalidInput`.
+/// "Plain" is told by its prototype chain (`Object.prototype`, then null; or null), not by
+/// `instanceof`, so an object of another realm (an iframe, Firefox's WebDriver sandbox) counts,
+/// and a `Map` (whose entries are no properties: it would check nothing) of any realm does not.
 fn integrity(v: &JsValue) -> Result<Integrity> {
-    let what = "an object of file name → SRI digest ({ 'model.safetensors': 'sha256-…' })";
-    if !v.is_object() || v.is_function() || js_sys::Array::is_array(v) || v.is_instance_of::<js_sys::Map>() {
+    let what = "a plain object of file name → SRI digest ({ 'model.safetensors': 'sha256-…' })";
+    let plain = v.is_object()
+        && !v.is_function()
+        && Reflect::get_prototype_of(v)
+            .is_ok_and(|p| p.is_null() || Reflect::get_prototype_of(&p).is_ok_and(|pp| pp.is_null()));
+    if !plain {
         return Err(args::wrong("options.integrity", what, v));
     }
     let unreadable = || Error::InvalidInput("options.integrity could not be read".into());
