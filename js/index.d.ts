@@ -65,6 +65,14 @@ export interface LoadOptions {
    *  from 1 to 2147483647) fails with code `Io`, naming the file, the bytes read of the total
    *  and "stalled". Also bounds the wait for a server's answer. */
   stallTimeoutMs?: number;
+  /** What files must hash to, by file name, in Subresource Integrity syntax:
+   *  `{ 'model.safetensors': 'sha256-<base64>' }` (sha256, sha384 or sha512; several
+   *  space-separated digests: the strongest algorithm's, any one matches). Checked as the bytes
+   *  stream (every loader: a URL, picked files, bytes); a file that does not match fails the
+   *  load with code `Integrity` and is not kept in the offline cache. A name the load does not
+   *  read, an unknown algorithm or a malformed digest is `InvalidInput`. From a URL in the Hub's
+   *  layout the host's SHA-256 of each LFS file is checked as well, with or without this. */
+  integrity?: Record<string, string>;
 }
 
 /** Options of Session.generate and Session.stream; every field is optional. */
@@ -382,7 +390,7 @@ export interface WebMambaError extends Error {
   code:
     | 'NoAdapter' | 'DeviceRequest' | 'Gpu' | 'DeviceLost' | 'OutOfMemory' | 'LimitExceeded' | 'ContextFull'
     | 'UnsupportedModel' | 'Config' | 'Safetensors' | 'MissingTensor' | 'ShapeMismatch'
-    | 'UnsupportedDtype' | 'NonFiniteWeight' | 'NonFiniteOutput' | 'Tokenizer' | 'Template' | 'Io' | 'CacheBudget'
+    | 'UnsupportedDtype' | 'NonFiniteWeight' | 'NonFiniteOutput' | 'Tokenizer' | 'Template' | 'Io' | 'Integrity' | 'CacheBudget'
     | 'StateMismatch' | 'CorruptState' | 'Storage' | 'Busy' | 'NoSession' | 'InvalidInput'
     | 'Readback' | 'Aborted' | 'Worker' | 'Internal';
   /** What the message leaves out, where there is more: a structured-output format the grammar

@@ -133,6 +133,19 @@ pub enum Error {
         reason: String,
     },
 
+    /// A downloaded (or cached, or given) file does not hash to the digest published for it —
+    /// by the caller's `integrity` option or by its host (the Hub's SHA-256 of an LFS file): the
+    /// bytes are damaged, or not the published file. Nothing of it was kept in the offline cache.
+    #[error("{file}: integrity check failed: expected {expected}, the bytes read hash to {got}")]
+    Integrity {
+        /// The file's name.
+        file: String,
+        /// What was expected and who published it ("sha256-… (the integrity option)").
+        expected: String,
+        /// What the bytes hash to (SRI form).
+        got: String,
+    },
+
     /// The checkpoint cache cannot hold a checkpoint that must be kept.
     #[error("checkpoint cache budget of {budget} bytes cannot fit {needed} more: {reason}")]
     CacheBudget {
@@ -260,6 +273,7 @@ impl Error {
             Error::Tokenizer(_) => "Tokenizer",
             Error::Template { .. } => "Template",
             Error::Io { .. } => "Io",
+            Error::Integrity { .. } => "Integrity",
             Error::CacheBudget { .. } => "CacheBudget",
             Error::StateMismatch(_) => "StateMismatch",
             Error::CorruptState(_) => "CorruptState",

@@ -7,6 +7,7 @@
 //! - [`stream`]: bytes → pieces of whole rows of each tensor → a [`stream::Sink`];
 //! - [`files`]: the synchronous sources (memory, a folder);
 //! - [`host`]: the CPU backend's sink;
+//! - [`integrity`]: digests of the files read (SRI, the Hub's), checked as the bytes stream;
 //! - [`progress`]: progress events (download / upload / compile) and warnings;
 //! - [`json_shape`]: a small JSON file's size in values, counted before it is built.
 //!
@@ -14,6 +15,7 @@
 
 pub(crate) mod files;
 pub(crate) mod host;
+pub mod integrity;
 pub mod json_shape;
 pub mod progress;
 pub(crate) mod stream;

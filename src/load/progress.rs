@@ -86,6 +86,11 @@ impl Reporter {
         self.send(Progress { phase, file: file.to_string(), loaded, total, warning: Some(message) });
     }
 
+    /// The `loaded` of the last event sent for (`phase`, `file`); 0 before any.
+    pub fn loaded(&self, phase: Phase, file: &str) -> u64 {
+        self.last.get(&(phase, file.to_string())).copied().unwrap_or(0)
+    }
+
     /// The warnings so far.
     pub fn warnings(&self) -> &[String] {
         &self.warnings

@@ -158,7 +158,7 @@ pub fn shard_names(weight_map: &BTreeMap<String, String>) -> Vec<String> {
 
 /// Fails unless `name` is a plain file name: not empty, no directory separators, not `.`/`..`,
 /// no control characters, no URL syntax.
-fn check_file_name(name: &str) -> std::result::Result<(), &'static str> {
+pub(crate) fn check_file_name(name: &str) -> std::result::Result<(), &'static str> {
     if name.is_empty() || name == "." || name == ".." {
         return Err("is not a file name");
     }

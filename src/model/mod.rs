@@ -69,6 +69,7 @@ mod weights;
 
 pub use checkpoint::Checkpoint;
 pub use config::{Arch, Config, Names, Scales};
+pub(crate) use header::check_file_name;
 pub use header::{FileHeader, TensorEntry, parse_index, shard_names};
 pub use layout::{Layout, Planned, Role, tensor_sizes};
 pub use logits::Logits;

@@ -8,7 +8,9 @@
 //! fed each chunk as the loader reads it (`cache.put(url, new Response(stream))`). Unlike a
 //! `response.clone()` (a tee, whose unread half buffers whatever the other half reads), the
 //! cache gets exactly what was read, when it was read: a file whose head was read while the
-//! load checked its headers can go on from where it stopped, into the same cache entry.
+//! load checked its headers can go on from where it stopped, into the same cache entry. The
+//! copy is closed (and so kept) only when the loader commits it, after the file passed its
+//! integrity check: a damaged download is never stored.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -77,10 +79,8 @@ impl Body {
         };
         let done = Reflect::get(&result, &"done".into()).ok().and_then(|d| d.as_bool()).unwrap_or(true);
         if done {
+            // The cache's copy stays open until the file passed its checks (`commit`).
             self.ended = true;
-            if let Some(tap) = self.tap.take() {
-                tap.close();
-            }
             return Ok(None);
         }
         let value = Reflect::get(&result, &"value".into()).map_err(|e| io(name, &e))?;
@@ -93,6 +93,16 @@ impl Body {
             self.tap = None;
         }
         Ok(Some(value))
+    }
+
+    /// The body was read to its end and its file passed its checks: the offline cache's copy
+    /// is closed, so `cache.put` keeps it. Before the end, nothing happens.
+    pub fn commit(&mut self) {
+        if self.ended
+            && let Some(tap) = self.tap.take()
+        {
+            tap.close();
+        }
     }
 
     /// Waits while the offline cache's copy is more than [`TAP_LAG_BYTES`] behind the download
@@ -149,9 +159,15 @@ impl Drop for Body {
     fn drop(&mut self) {
         if !self.ended {
             ignore_rejection(&self.reader.cancel());
-            if let Some(tap) = self.tap.take() {
-                tap.fail("the download was not read to its end");
-            }
+        }
+        // A copy never committed (a download given up, or one that failed its integrity check)
+        // is errored: `cache.put` rejects and keeps nothing.
+        if let Some(tap) = self.tap.take() {
+            tap.fail(if self.ended {
+                "the download failed its checks"
+            } else {
+                "the download was not read to its end"
+            });
         }
         // The fetch is aborted too (which does nothing after its end).
         drop(self.abort.take());

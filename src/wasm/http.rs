@@ -3,7 +3,7 @@
 //! no answer comes for the stall timeout), its failures as `Io` errors (a status, an HTML page
 //! standing in for a missing file, or — for the bare "Failed to fetch" a browser gives — what
 //! follow-up requests tell: a redirect loop, a CORS block, an unreachable server), and the
-//! headers the offline cache compares.
+//! headers the offline cache compares and the integrity check reads.
 
 use js_sys::Promise;
 use wasm_bindgen::prelude::*;
@@ -162,6 +162,15 @@ pub(crate) fn range_total(response: &Response, name: &str) -> Result<Option<u64>
             "the server answered the request for the file's first bytes with Content-Range {range:?}"
         ),
     })
+}
+
+/// The SHA-256 a response's `X-Linked-Etag` (the Hub's, for LFS files) or else `ETag` carries,
+/// when it is one ([`crate::load::integrity::sri::etag_sha256`]: 64 hex digits, not weak).
+/// Cross-origin, only headers the server exposes can be read (the Hub exposes both).
+pub(crate) fn etag_sha256(response: &Response) -> Option<[u8; 32]> {
+    let get = |h: &str| response.headers().get(h).ok().flatten();
+    let linked = get("x-linked-etag").and_then(|v| crate::load::integrity::sri::etag_sha256(&v));
+    linked.or_else(|| get("etag").and_then(|v| crate::load::integrity::sri::etag_sha256(&v)))
 }
 
 pub(crate) fn header_u64(response: &Response, name: &str) -> Option<u64> {

@@ -6,11 +6,22 @@
 //! With a GPU, the queue is awaited every [`FLUSH_BYTES`] so written pieces never pile up.
 //! Whatever ends a load early (an error, a stall, its AbortSignal) drops the file being read,
 //! which cancels its download.
+//!
+//! Integrity: each file is hashed as it streams, from its first byte
+//! ([`crate::wasm::verify::Digests::check`]). The data pass reads every weight file from byte
+//! 0 (the header again, 64 KiB or so, then the data), so one pass covers the whole file in
+//! order, and the SHA-256 of the header bytes the layout was built from (read apart, by a Range
+//! request) must be the verified stream's own. A file that fails is an `Integrity` error before
+//! its cache copy is committed; an error on a file read from the offline cache marks that copy
+//! damaged ([`WebSource::suspect`]).
+
+use std::collections::HashMap;
 
 use crate::chat::{ChatConfig, wants_template_file};
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 use crate::gpu_model::FLUSH_BYTES;
+use crate::load::integrity::sha256;
 use crate::load::stream::{Sink, TensorStream};
 use crate::load::{Phase, Reporter};
 use crate::model::{Config, FileHeader, Layout, parse_index, shard_names};
@@ -28,12 +39,25 @@ pub(crate) struct Opened {
     /// `generation_config.json`, each when the folder has it).
     pub chat: ChatConfig,
     pub layout: Layout,
+    /// Each weight file's header length (8 + JSON) and that header's SHA-256 as read, by name.
+    pub heads: HashMap<String, (u64, [u8; 32])>,
 }
 
-/// Reads the small files and every header of the folder `source`.
+/// Reads the small files and every header of the folder `source`; every file named by the
+/// `integrity` option must be among those read. An error in a file read from the offline
+/// cache is reported to [`WebSource::suspect`].
 pub(crate) async fn open(source: &WebSource, reporter: &mut Reporter) -> Result<Opened> {
+    if let Some((url, w)) = source.digests.fetch_listing().await {
+        reporter.warn(Phase::Download, &url, 0, w);
+    }
+    let mut read: Vec<String> = Vec::new();
     let mut small = async |name: &str| -> Result<Option<Vec<u8>>> {
-        let Some((bytes, warning)) = source.read_small(name).await? else { return Ok(None) };
+        let got = match source.read_small(name).await {
+            Err(e) => return Err(suspect(source, name, e).await),
+            Ok(got) => got,
+        };
+        let Some((bytes, warning)) = got else { return Ok(None) };
+        read.push(name.to_string());
         let len = bytes.len() as u64;
         reporter.report(Phase::Download, name, len, len);
         if let Some(w) = warning {
@@ -45,7 +69,10 @@ pub(crate) async fn open(source: &WebSource, reporter: &mut Reporter) -> Result<
         path: "config.json".into(),
         reason: "the model folder has no config.json".into(),
     })?;
-    let config = Config::from_json(&config_json)?;
+    let config = match Config::from_json(&config_json) {
+        Ok(config) => config,
+        Err(e) => return Err(suspect(source, "config.json", e).await),
+    };
     let tokenizer_json = small("tokenizer.json").await?;
     let tokenizer_config = small("tokenizer_config.json").await?;
     let chat_template = match wants_template_file(tokenizer_config.as_deref()) {
@@ -61,7 +88,10 @@ pub(crate) async fn open(source: &WebSource, reporter: &mut Reporter) -> Result<
     )?;
     // `model.safetensors` first, as natively: asking a single-file folder for an index it does
     // not have would be a failed request (a red line in the page's console) on every load.
-    let mut single = source.read_head_if_any("model.safetensors", HEAD_BYTES).await?;
+    let mut single = match source.read_head_if_any("model.safetensors", HEAD_BYTES).await {
+        Ok(single) => single,
+        Err(e) => return Err(suspect(source, "model.safetensors", e).await),
+    };
     let index = if single.is_some() { None } else { small("model.safetensors.index.json").await? };
     let (names, weight_map) = match index {
         Some(index) => {
@@ -71,27 +101,55 @@ pub(crate) async fn open(source: &WebSource, reporter: &mut Reporter) -> Result<
         None => (vec!["model.safetensors".to_string()], None),
     };
     let mut headers = Vec::with_capacity(names.len());
+    let mut heads = HashMap::with_capacity(names.len());
     for name in &names {
-        let (mut head, size) = match single.take() {
-            Some(head) => head,
-            None => source.read_head(name, HEAD_BYTES).await?,
+        let (header, head) = match read_header(source, name, single.take()).await {
+            Ok(read) => read,
+            Err(e) => return Err(suspect(source, name, e).await),
         };
-        let len = FileHeader::header_len(name, &head[..head.len().min(8)], size)?;
-        if (head.len() as u64) < 8 + len {
-            head = source.read_head(name, 8 + len).await?.0;
-        }
-        let json = head.get(8..8 + len as usize).ok_or_else(|| Error::Safetensors {
-            file: name.clone(),
-            reason: format!("file is truncated inside its {len}-byte header"),
-        })?;
-        headers.push(FileHeader::parse(name, json, size)?);
+        headers.push(header);
+        heads.insert(name.clone(), head);
     }
+    source
+        .digests
+        .option
+        .check_names(read.iter().map(String::as_str).chain(names.iter().map(String::as_str)))?;
     // Every weight file's size before its first byte: a progress bar knows the whole from here.
     for h in &headers {
         reporter.report(Phase::Download, &h.name, 0, h.size);
     }
     let layout = Layout::new(&config, headers, weight_map.as_ref())?;
-    Ok(Opened { config, tokenizer_json, chat, layout })
+    Ok(Opened { config, tokenizer_json, chat, layout, heads })
+}
+
+/// The header of weight file `name` (from `first`, its first bytes if already read), with its
+/// length and SHA-256 as read.
+async fn read_header(
+    source: &WebSource,
+    name: &str,
+    first: Option<(Vec<u8>, Option<u64>)>,
+) -> Result<(FileHeader, (u64, [u8; 32]))> {
+    let (mut head, size) = match first {
+        Some(head) => head,
+        None => source.read_head(name, HEAD_BYTES).await?,
+    };
+    let len = FileHeader::header_len(name, &head[..head.len().min(8)], size)?;
+    if (head.len() as u64) < 8 + len {
+        head = source.read_head(name, 8 + len).await?.0;
+    }
+    let json = head.get(8..8 + len as usize).ok_or_else(|| Error::Safetensors {
+        file: name.into(),
+        reason: format!("file is truncated inside its {len}-byte header"),
+    })?;
+    let header = FileHeader::parse(name, json, size)?;
+    Ok((header, (8 + len, sha256(&head[..8 + len as usize]))))
+}
+
+/// `e`, after telling `source` it happened while reading `name` (a damaged cached copy is
+/// dropped: [`WebSource::suspect`]).
+async fn suspect(source: &WebSource, name: &str, e: Error) -> Error {
+    source.suspect(name, &e).await;
+    e
 }
 
 /// Streams every file of `opened` into `sink`; with `ctx`, waits for the GPU queue every
@@ -110,34 +168,9 @@ pub(crate) async fn stream(
         let mut since_flush = 0u64;
         for (f, header) in layout.files.iter().enumerate() {
             let name = &header.name;
-            let mut file = source
-                .open(name)
-                .await?
-                .ok_or_else(|| Error::Io { path: name.clone(), reason: "the file disappeared".into() })?;
-            if let Some(size) = file.size.filter(|&s| s != header.size) {
-                return Err(Error::Safetensors {
-                    file: name.clone(),
-                    reason: format!("the file has {size} bytes now, its header described {}", header.size),
-                });
-            }
-            stream.begin_file(f);
-            let mut at = 0u64;
-            while let Some(piece) = file.reader.next(name).await? {
-                let start = at;
-                at += piece.len() as u64;
-                stream.reporter().report(Phase::Download, name, at.min(header.size), header.size);
-                let skip = (header.data_start.saturating_sub(start) as usize).min(piece.len());
-                // On any error, `file` drops here: its download is cancelled.
-                stream.feed(sink, &piece[skip..])?;
-                since_flush += piece.len() as u64;
-                if let Some(ctx) = ctx.filter(|_| since_flush >= FLUSH_BYTES) {
-                    ctx.flush().await?;
-                    since_flush = 0;
-                }
-            }
-            stream.end_file()?;
-            if let Some(w) = source.finish_cache_write(name, file.cache_write).await {
-                warnings.push((name.clone(), header.size, w));
+            match stream_file(source, opened, f, &mut stream, sink, ctx, &mut since_flush).await {
+                Ok(warning) => warnings.extend(warning.map(|w| (name.clone(), header.size, w))),
+                Err(e) => return Err(suspect(source, name, e).await),
             }
         }
         stream.fingerprint(&opened.config)
@@ -146,4 +179,57 @@ pub(crate) async fn stream(
         reporter.warn(Phase::Download, &name, size, format!("{name}: {warning}"));
     }
     Ok(fingerprint)
+}
+
+/// Streams weight file `f` of `opened` into `stream`, checking it as it goes; returns the
+/// warning of its cache write, if that failed.
+async fn stream_file(
+    source: &WebSource,
+    opened: &Opened,
+    f: usize,
+    stream: &mut TensorStream<'_>,
+    sink: &mut dyn Sink,
+    ctx: Option<&GpuContext>,
+    since_flush: &mut u64,
+) -> Result<Option<String>> {
+    let header = &opened.layout.files[f];
+    let name = &header.name;
+    let mut file = source
+        .open(name)
+        .await?
+        .ok_or_else(|| Error::Io { path: name.clone(), reason: "the file disappeared".into() })?;
+    if let Some(size) = file.size.filter(|&s| s != header.size) {
+        return Err(Error::Safetensors {
+            file: name.clone(),
+            reason: format!("the file has {size} bytes now, its header described {}", header.size),
+        });
+    }
+    let mut check = source.digests.check(name, &file);
+    if let (Some(check), Some(&(len, digest))) = (&mut check, opened.heads.get(name)) {
+        check.expect_head(len, digest);
+    }
+    stream.begin_file(f);
+    let mut at = 0u64;
+    while let Some(piece) = file.reader.next(name).await? {
+        if let Some(check) = &mut check {
+            check.update(&piece)?;
+        }
+        let start = at;
+        at += piece.len() as u64;
+        stream.reporter().report(Phase::Download, name, at.min(header.size), header.size);
+        let skip = (header.data_start.saturating_sub(start) as usize).min(piece.len());
+        // On any error, `file` drops here: its download is cancelled, its cache copy given up.
+        stream.feed(sink, &piece[skip..])?;
+        *since_flush += piece.len() as u64;
+        if let Some(ctx) = ctx.filter(|_| *since_flush >= FLUSH_BYTES) {
+            ctx.flush().await?;
+            *since_flush = 0;
+        }
+    }
+    stream.end_file()?;
+    if let Some(check) = check {
+        check.finish()?;
+    }
+    file.reader.commit();
+    Ok(source.finish_cache_write(name, file.cache_write).await)
 }

@@ -5,6 +5,7 @@
 mod args;
 mod backend;
 mod body;
+mod build;
 mod chat;
 mod chat_tools;
 mod constrained;
@@ -15,9 +16,11 @@ mod loader;
 mod model;
 mod opfs;
 mod options;
+mod reader;
 mod saved;
 mod session;
 mod stream;
+mod verify;
 mod watch;
 mod web_source;
 

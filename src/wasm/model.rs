@@ -8,16 +8,12 @@ use wasm_bindgen::prelude::*;
 
 use crate::engine::Engine;
 use crate::error::Result;
-use crate::gpu_model::GpuModel;
-use crate::load::host::HostSink;
-use crate::model::{Checkpoint, ModelWeights};
 use crate::session::Runtime;
 use crate::store::StoreConfig;
 use crate::tokenizer::Tokenizer;
-use crate::wasm::backend::{Provisional, fallback, gpu_context, gpu_options};
+use crate::wasm::build::TextFiles;
 use crate::wasm::info::{CacheInfo, ModelInfo};
 use crate::wasm::lease::{Lease, Shared};
-use crate::wasm::loader;
 use crate::wasm::opfs::Opfs;
 use crate::wasm::options::LoadConfig;
 use crate::wasm::session::Session;
@@ -25,8 +21,6 @@ use crate::wasm::watch::abortable;
 use crate::wasm::web_source::{self, WebSource};
 use crate::wasm::{args, saved, to_js};
 
-/// `tokenizer.json`'s bytes and the chat files' settings, as a loader found them.
-type TextFiles<'a> = (Option<&'a [u8]>, &'a crate::chat::ChatConfig);
 /// A loaded model.
 #[wasm_bindgen]
 pub struct Model {
@@ -60,7 +54,7 @@ impl Model {
             let o = LoadConfig::parse(&options).map_err(to_js)?;
             let store = o.store;
             let model = abortable(o.signal.clone(), async {
-                let source = WebSource::url(&base_url, o.cache, o.stall_ms).await?;
+                let source = WebSource::url(&base_url, o.cache, o.stall_ms, o.integrity.clone()).await?;
                 Self::load_source(source, o).await
             })
             .await
@@ -78,7 +72,7 @@ impl Model {
     ) -> js_sys::Promise {
         wasm_bindgen_futures::future_to_promise(async move {
             let o = LoadConfig::parse(&options).map_err(to_js)?;
-            let source = WebSource::files(&files).map_err(to_js)?;
+            let source = WebSource::files(&files, o.integrity.clone()).map_err(to_js)?;
             let store = o.store;
             let model = abortable(o.signal.clone(), Self::load_source(source, o)).await.map_err(to_js)?;
             Ok(model.with_store(store).await.into())
@@ -118,95 +112,6 @@ impl Model {
         })
     }
 
-    async fn load_bytes(
-        config: Vec<u8>,
-        weights: Vec<u8>,
-        tokenizer: Option<Vec<u8>>,
-        o: LoadConfig,
-    ) -> Result<Model> {
-        let checkpoint =
-            Checkpoint::from_bytes(&config, vec![("model.safetensors".into(), weights)], None, tokenizer)?;
-        let mut reporter = o.reporter();
-        let why = match gpu_context(&o.backend).await? {
-            Ok(ctx) => {
-                let ctx = Provisional::new(ctx);
-                match GpuModel::load_reporting(&ctx, &checkpoint, gpu_options(&o), &mut reporter).await {
-                    Ok(m) => {
-                        let text = (checkpoint.tokenizer_json.as_deref(), &checkpoint.chat);
-                        return Self::on_gpu(m, ctx, text, o, reporter.warnings().to_vec());
-                    }
-                    Err(e) => fallback(&o, e)?,
-                }
-            }
-            Err(why) => why,
-        };
-        let weights = checkpoint.weights_reporting(&mut reporter)?;
-        Self::on_cpu(
-            weights,
-            why,
-            (checkpoint.tokenizer_json.as_deref(), &checkpoint.chat),
-            o,
-            reporter.warnings(),
-        )
-    }
-
-    async fn load_source(source: WebSource, o: LoadConfig) -> Result<Model> {
-        let mut reporter = o.reporter();
-        let opened = loader::open(&source, &mut reporter).await?;
-        let why = match gpu_context(&o.backend).await? {
-            // Everything a GPU can refuse is refused here, before any weight byte is read.
-            Ok(ctx) => {
-                let ctx = Provisional::new(ctx);
-                match GpuModel::begin(&ctx, &opened.config, &opened.layout, gpu_options(&o)).await {
-                    Ok(mut loading) => {
-                        let fingerprint =
-                            loader::stream(&source, &opened, &mut loading.sink, Some(&*ctx), &mut reporter)
-                                .await?;
-                        let m = loading.finish(fingerprint, &mut reporter).await?;
-                        let text = (opened.tokenizer_json.as_deref(), &opened.chat);
-                        return Self::on_gpu(m, ctx, text, o, reporter.warnings().to_vec());
-                    }
-                    Err(e) => fallback(&o, e)?,
-                }
-            }
-            Err(why) => why,
-        };
-        let mut sink = HostSink::new(&opened.layout)?;
-        let fingerprint = loader::stream(&source, &opened, &mut sink, None, &mut reporter).await?;
-        let weights = sink.finish(&opened.config, &opened.layout, fingerprint)?;
-        Self::on_cpu(weights, why, (opened.tokenizer_json.as_deref(), &opened.chat), o, reporter.warnings())
-    }
-
-    /// The model on the CPU (`why`: the reason it is not on a GPU), on the threads it gets,
-    /// with a warning where it got fewer than asked for.
-    fn on_cpu(
-        weights: ModelWeights,
-        why: String,
-        text: TextFiles<'_>,
-        o: LoadConfig,
-        warnings: &[String],
-    ) -> Result<Model> {
-        let (threads, warning) = o.cpu_threads();
-        let engine = Engine::cpu_with(weights, o.max_context, threads)?;
-        let warnings = warnings.iter().cloned().chain(warning).collect();
-        Self::assemble(engine, why, text, o, warnings)
-    }
-
-    /// The model on the GPU: `ctx`'s device is kept only once the model exists (an error in
-    /// between destroys it, as any failed load does).
-    fn on_gpu(
-        m: GpuModel,
-        ctx: Provisional,
-        text: TextFiles<'_>,
-        o: LoadConfig,
-        warnings: Vec<String>,
-    ) -> Result<Model> {
-        let adapter = ctx.summary().to_string();
-        let model = Self::assemble(Engine::Gpu(Box::new(m)), adapter, text, o, warnings)?;
-        ctx.keep();
-        Ok(model)
-    }
-
     /// Puts the persistent state store under the model's cache (`store` load option). A store
     /// that cannot open is a warning in `info.warnings`: the model works from memory.
     async fn with_store(mut self, config: Option<StoreConfig>) -> Model {
@@ -229,7 +134,7 @@ impl Model {
         self
     }
 
-    fn assemble(
+    pub(super) fn assemble(
         engine: Engine,
         adapter: String,
         (tokenizer_json, chat): TextFiles<'_>,

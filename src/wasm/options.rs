@@ -1,5 +1,5 @@
 //! Options as JavaScript passes them: plain objects, every field optional — load options
-//! (`{ backend: "gpu", weights: "int8", onProgress, signal, stallTimeoutMs }`) and generate
+//! (`{ backend: "gpu", weights: "int8", onProgress, signal, stallTimeoutMs, integrity }`) and generate
 //! options (`{ maxTokens: 40, temperature: 0.8, seed: 1 }`). Wrong types are `InvalidInput`
 //! errors naming the field.
 
@@ -10,6 +10,7 @@ use crate::cache::{CacheConfig, Retention};
 use crate::cpu::threads::Threads;
 use crate::error::{Error, Result};
 use crate::gpu_model::{GpuModelOptions, KvFormat, WeightFormat};
+use crate::load::integrity::Integrity;
 use crate::load::{Progress, Reporter};
 use crate::model::Config;
 use crate::sampling::{Sampler, SamplingOptions};
@@ -43,6 +44,8 @@ pub(crate) struct LoadConfig {
     pub store: Option<StoreConfig>,
     /// The CPU backend's threads (`threads`; `None`: every core where threads can run).
     pub threads: Option<usize>,
+    /// What files must hash to (`integrity: { "model.safetensors": "sha256-…" }`).
+    pub integrity: Integrity,
 }
 
 impl LoadConfig {
@@ -126,7 +129,12 @@ impl LoadConfig {
                     )? as usize)
                 }
             };
+        let integrity = match field("integrity")? {
+            None => Integrity::default(),
+            Some(v) => integrity(&v)?,
+        };
         Ok(Self {
+            integrity,
             threads,
             store,
             backend,
@@ -202,6 +210,43 @@ fn store(v: Option<JsValue>) -> Result<Option<StoreConfig>> {
             as usize;
     }
     Ok(Some(config))
+}
+
+/// `integrity`: a plain object of file name → SRI metadata (`"sha256-<base64>"`), read through
+/// its own enumerable string keys (symbol keys are not names); anything else is `InvalidInput`.
+/// "Plain" is told by its prototype chain (`Object.prototype`, then null; or null), not by
+/// `instanceof`, so an object of another realm (an iframe, Firefox's WebDriver sandbox) counts,
+/// and a `Map` (whose entries are no properties: it would check nothing) of any realm does not.
+fn integrity(v: &JsValue) -> Result<Integrity> {
+    let what = "a plain object of file name → SRI digest ({ 'model.safetensors': 'sha256-…' })";
+    let plain = v.is_object()
+        && !v.is_function()
+        && Reflect::get_prototype_of(v)
+            .is_ok_and(|p| p.is_null() || Reflect::get_prototype_of(&p).is_ok_and(|pp| pp.is_null()));
+    if !plain {
+        return Err(args::wrong("options.integrity", what, v));
+    }
+    let unreadable = || Error::InvalidInput("options.integrity could not be read".into());
+    let object: &Object = v.unchecked_ref();
+    let keys = Reflect::own_keys(object).map_err(|_| unreadable())?;
+    let mut entries = Vec::new();
+    for key in keys.iter() {
+        let Some(name) = key.as_string() else { continue };
+        // Only enumerable own properties, as `Object.entries` reads them.
+        let descriptor = Reflect::get_own_property_descriptor(object, &key).map_err(|_| unreadable())?;
+        if !Reflect::get(&descriptor, &"enumerable".into()).is_ok_and(|e| e.is_truthy()) {
+            continue;
+        }
+        if entries.len() > crate::load::integrity::MAX_INTEGRITY_ENTRIES {
+            break; // `Integrity::parse` says there are too many
+        }
+        let value = Reflect::get(object, &key).map_err(|_| unreadable())?;
+        let sri = value.as_string().ok_or_else(|| {
+            args::wrong(&format!("options.integrity[{name:?}]"), "an SRI string such as 'sha256-…'", &value)
+        })?;
+        entries.push((name, sri));
+    }
+    Integrity::parse(entries)
 }
 
 /// The JS object of a progress event.

@@ -12,35 +12,54 @@
 //! there with no body bytes over the network, after a `HEAD` request checks its ETag and size
 //! (offline, the cached copy is used as is). A failed cache write is a warning, never a failed
 //! load.
+//!
+//! Every file is checked as it streams against the digests known for it ([`Digests`]); its
+//! cache copy is kept only once it passed. A file read from the offline cache that turns out
+//! damaged (its check, or its header or weights, fail) is [`WebSource::suspect`]ed: its entry is
+//! deleted, and the load may start again once ([`WebSource::start_again`]), reading it from the
+//! network.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, HashSet};
 
-use js_sys::{Promise, Reflect, Uint8Array};
+use js_sys::{Promise, Reflect};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
-use web_sys::{Blob, Cache, File, Request, Response};
+use web_sys::{Cache, File, Request, Response};
 
 use crate::error::{Error, Result};
 use crate::load::files::max_small_bytes;
+use crate::load::integrity::{FileCheck, Integrity};
 use crate::wasm::body::{Body, Tap};
 use crate::wasm::http::{
-    Fetched, fetch, header_u64, io, is_missing_marker, message, missing, range_total, remember_missing,
-    same_file,
+    Fetched, etag_sha256, fetch, header_u64, io, is_missing_marker, message, missing, range_total,
+    remember_missing, same_file,
 };
+use crate::wasm::reader::{Opened, Reader, blob_bytes, first_bytes};
+use crate::wasm::verify::Digests;
 use crate::wasm::watch::{Waited, within};
 
 /// The Cache API cache that holds downloaded model files.
 pub const CACHE_NAME: &str = "webmamba-v1";
 
-/// Bytes read from a picked file at a time.
-const BLOB_PIECE: f64 = (4 << 20) as f64;
-
 /// The reason of a picked folder's missing file.
 const NOT_PICKED: &str = "not among the picked files";
 
+/// A model folder, with what its files must hash to and which were read from the offline cache.
+pub(crate) struct WebSource {
+    place: Place,
+    /// What each file must hash to.
+    pub digests: Digests,
+    /// Files whose bytes were last opened from the offline cache.
+    from_cache: RefCell<HashSet<String>>,
+    /// Files whose cached copy was found damaged and deleted in this load.
+    distrusted: RefCell<Vec<String>>,
+    /// Whether the load already started again.
+    again: Cell<bool>,
+}
+
 /// Where a model folder is.
-pub(crate) enum WebSource {
+enum Place {
     /// A folder URL (ending in `/`), with the offline cache when it is on and available.
     Url {
         base: String,
@@ -51,40 +70,31 @@ pub(crate) enum WebSource {
         /// A whole-file answer to a header's Range request, by file name, kept for the data
         /// pass (at most one: each open response holds one of the browser's few connections
         /// to a host).
-        kept: RefCell<Option<(String, Opened)>>,
+        kept: RefCell<Option<Box<(String, Opened)>>>,
     },
     /// Picked files, by name.
     Files(Vec<File>),
 }
 
-/// A file being read from its start.
-pub(crate) enum Reader {
-    /// A response body (network or cache), after `head`: bytes already read from it (by a
-    /// header read), given first.
-    Stream { body: Body, head: Vec<u8> },
-    /// A picked file, `BLOB_PIECE` bytes at a time.
-    Blob { blob: Blob, at: f64 },
-}
-
-/// An opened file: its reader, its size when known, and the pending cache write.
-pub(crate) struct Opened {
-    pub reader: Reader,
-    pub size: Option<u64>,
-    pub cache_write: Option<Promise>,
-}
-
 impl WebSource {
+    fn new(place: Place, digests: Digests) -> Self {
+        let (from_cache, distrusted, again) = Default::default();
+        WebSource { place, digests, from_cache, distrusted, again }
+    }
+
     /// A folder at `base` (relative URLs resolve against the page); `cache`: use the Cache API;
-    /// no bytes for `stall_ms` is a stalled download.
-    pub async fn url(base: &str, cache: bool, stall_ms: u32) -> Result<Self> {
+    /// no bytes for `stall_ms` is a stalled download; `integrity`: the caller's digests.
+    pub async fn url(base: &str, cache: bool, stall_ms: u32, integrity: Integrity) -> Result<Self> {
         let base = if base.ends_with('/') { base.to_string() } else { format!("{base}/") };
         let cache = if cache { open_cache().await } else { None };
-        Ok(WebSource::Url { base, cache, fresh: RefCell::default(), stall_ms, kept: RefCell::default() })
+        let digests = Digests::new(integrity, Some(&absolute(base.clone())), stall_ms);
+        let place = Place::Url { base, cache, fresh: RefCell::default(), stall_ms, kept: RefCell::default() };
+        Ok(Self::new(place, digests))
     }
 
     /// Picked files: a `FileList` or an array of `File`s. Where two have the same name (a
     /// folder with subfolders), the one nearest the top wins.
-    pub fn files(files: &JsValue) -> Result<Self> {
+    pub fn files(files: &JsValue, integrity: Integrity) -> Result<Self> {
         let bad = || Error::InvalidInput("fromFiles takes a FileList or an array of File objects".into());
         if !files.is_object() {
             return Err(bad());
@@ -107,7 +117,7 @@ impl WebSource {
         if picked.is_empty() {
             return Err(bad());
         }
-        Ok(WebSource::Files(picked))
+        Ok(Self::new(Place::Files(picked), Digests::new(integrity, None, 0)))
     }
 
     /// A whole small file (config, tokenizer, index) and the warning of its cache write, if it
@@ -124,21 +134,27 @@ impl WebSource {
         if let Some(size) = opened.size.filter(|&s| s > cap) {
             return Err(too_big(size));
         }
+        let mut check = self.digests.check(name, &opened);
         let mut out = Vec::with_capacity(opened.size.unwrap_or(0) as usize);
         while let Some(piece) = opened.reader.next(name).await? {
             if (out.len() + piece.len()) as u64 > cap {
                 return Err(too_big((out.len() + piece.len()) as u64));
             }
+            if let Some(c) = &mut check {
+                c.update(&piece)?;
+            }
             out.extend(piece);
         }
+        check.map(FileCheck::finish).transpose()?;
+        opened.reader.commit();
         let warning = self.finish_cache_write(name, opened.cache_write).await;
         Ok(Some((out, warning)))
     }
 
     /// The first `len` bytes of `name` (fewer if it is shorter) and its size when known.
     pub async fn read_head(&self, name: &str, len: u64) -> Result<(Vec<u8>, Option<u64>)> {
-        match self {
-            WebSource::Files(_) => {
+        match &self.place {
+            Place::Files(_) => {
                 let file = self.file(name)?;
                 let end = (len as f64).min(file.size());
                 let head =
@@ -146,18 +162,19 @@ impl WebSource {
                         .await?;
                 Ok((head, Some(file.size() as u64)))
             }
-            WebSource::Url { base, cache, stall_ms, kept, .. } => {
+            Place::Url { base, cache, stall_ms, kept, .. } => {
                 if let Some(Some(mut cached)) = self.open_cached(name).await? {
                     return Ok((first_bytes(&mut cached.reader, len, name).await?, cached.size));
                 }
                 // Going on from this file's whole-file answer, if an earlier read kept it.
-                let again = kept.borrow_mut().take_if(|(file, _)| *file == name).map(|(_, o)| o);
+                let again = kept.borrow_mut().take_if(|k| k.0 == name).map(|k| k.1);
                 let mut opened = match again {
                     Some(opened) => opened,
                     None => {
                         let url = format!("{base}{name}");
                         let fetched = fetch(&url, "GET", Some(len), *stall_ms).await?;
                         let response = &fetched.response;
+                        self.from_cache.borrow_mut().remove(name);
                         if response.status() == 206 {
                             let size = range_total(response, name)?;
                             let body = Body::new(response, Some(fetched.abort), *stall_ms, name)?;
@@ -172,7 +189,7 @@ impl WebSource {
                 let size = opened.size;
                 let mut slot = kept.borrow_mut();
                 if slot.is_none() {
-                    *slot = Some((name.to_string(), opened));
+                    *slot = Some(Box::new((name.to_string(), opened)));
                 }
                 Ok((first, size))
             }
@@ -190,15 +207,16 @@ impl WebSource {
 
     /// Opens `name` for reading from its start; `None` when the folder has no such file.
     pub async fn open(&self, name: &str) -> Result<Option<Opened>> {
-        match self {
-            WebSource::Files(files) => Ok(files.iter().find(|f| f.name() == name).map(|f| Opened {
+        match &self.place {
+            Place::Files(files) => Ok(files.iter().find(|f| f.name() == name).map(|f| Opened {
                 reader: Reader::Blob { blob: f.clone().into(), at: 0.0 },
                 size: Some(f.size() as u64),
                 cache_write: None,
+                etag: None,
             })),
-            WebSource::Url { base, cache, stall_ms, kept, .. } => {
-                if let Some((_, opened)) = kept.borrow_mut().take_if(|(file, _)| *file == name) {
-                    return Ok(Some(opened));
+            Place::Url { base, cache, stall_ms, kept, .. } => {
+                if let Some(kept) = kept.borrow_mut().take_if(|k| k.0 == name) {
+                    return Ok(Some(kept.1));
                 }
                 if let Some(cached) = self.open_cached(name).await? {
                     return Ok(cached);
@@ -214,6 +232,7 @@ impl WebSource {
                     }
                     other => other?,
                 };
+                self.from_cache.borrow_mut().remove(name);
                 whole(cache.as_ref(), &url, fetched, *stall_ms, name).map(Some)
             }
         }
@@ -221,16 +240,16 @@ impl WebSource {
 
     /// Waits for a cache write to end; a failure (quota, private mode) is returned as a warning.
     pub async fn finish_cache_write(&self, name: &str, write: Option<Promise>) -> Option<String> {
-        let stall_ms = match self {
-            WebSource::Url { stall_ms, .. } => *stall_ms,
-            WebSource::Files(_) => return None,
+        let stall_ms = match &self.place {
+            Place::Url { stall_ms, .. } => *stall_ms,
+            Place::Files(_) => return None,
         };
         let e = match within(&write?, stall_ms).await {
             Waited::Done(_) => return None,
             Waited::Failed(e) => e,
             Waited::Stalled => format!("no answer for {stall_ms} ms").into(),
         };
-        if let WebSource::Url { base, cache: Some(cache), .. } = self {
+        if let Place::Url { base, cache: Some(cache), .. } = &self.place {
             // A partial entry must not be served later.
             let _ = JsFuture::from(cache.delete_with_str(&format!("{base}{name}"))).await;
         }
@@ -240,10 +259,41 @@ impl WebSource {
         ))
     }
 
+    /// After `e` while reading `name`: when its bytes came from the offline cache and `e` is
+    /// what a damaged copy causes (a failed integrity check, a malformed header or config, a
+    /// non-finite weight, a failed read), the copy is deleted, the rest of this load reads the
+    /// file from the network, and the load may start again ([`Self::start_again`]).
+    pub async fn suspect(&self, name: &str, e: &Error) {
+        let damage = matches!(
+            e,
+            Error::Integrity { .. }
+                | Error::Safetensors { .. }
+                | Error::Config(_)
+                | Error::NonFiniteWeight { .. }
+                | Error::Io { .. }
+        );
+        if !damage || !self.from_cache.borrow_mut().remove(name) {
+            return;
+        }
+        if let Place::Url { base, cache: Some(cache), fresh, .. } = &self.place {
+            fresh.borrow_mut().insert(name.to_string(), false);
+            let _ = JsFuture::from(cache.delete_with_str(&format!("{base}{name}"))).await;
+            self.distrusted.borrow_mut().push(name.to_string());
+        }
+    }
+
+    /// The files whose damaged cached copies were deleted, once per load: the load should start
+    /// again (their bytes now come from the network). `None` when there are none, or the load
+    /// already started again.
+    pub fn start_again(&self) -> Option<Vec<String>> {
+        let names = self.distrusted.take();
+        (!names.is_empty() && !self.again.replace(true)).then_some(names)
+    }
+
     fn file(&self, name: &str) -> Result<&File> {
-        match self {
-            WebSource::Files(files) => files.iter().find(|f| f.name() == name),
-            WebSource::Url { .. } => None,
+        match &self.place {
+            Place::Files(files) => files.iter().find(|f| f.name() == name),
+            Place::Url { .. } => None,
         }
         .ok_or_else(|| Error::Io { path: name.into(), reason: NOT_PICKED.into() })
     }
@@ -251,20 +301,24 @@ impl WebSource {
     /// The offline cache's copy of `name`, opened, if there is a valid one ([`Self::cached`]):
     /// `Some(None)` where the cache remembers that the folder has no such file.
     async fn open_cached(&self, name: &str) -> Result<Option<Option<Opened>>> {
-        let WebSource::Url { stall_ms, .. } = self else { return Ok(None) };
+        let Place::Url { stall_ms, .. } = &self.place else { return Ok(None) };
         let Some(cached) = self.cached(name).await? else { return Ok(None) };
         if is_missing_marker(&cached) {
             return Ok(Some(None));
         }
         let size = header_u64(&cached, "content-length");
         let body = Body::new(&cached, None, *stall_ms, name)?;
-        Ok(Some(Some(Opened { reader: Reader::Stream { body, head: Vec::new() }, size, cache_write: None })))
+        self.from_cache.borrow_mut().insert(name.to_string());
+        let reader = Reader::Stream { body, head: Vec::new() };
+        Ok(Some(Some(Opened { reader, size, cache_write: None, etag: etag_sha256(&cached) })))
     }
 
     /// The cached response for `name`, if there is one and the server (when reachable) agrees
     /// on its ETag and size.
     async fn cached(&self, name: &str) -> Result<Option<Response>> {
-        let WebSource::Url { base, cache: Some(cache), fresh, stall_ms, .. } = self else { return Ok(None) };
+        let Place::Url { base, cache: Some(cache), fresh, stall_ms, .. } = &self.place else {
+            return Ok(None);
+        };
         let url = format!("{base}{name}");
         let found = JsFuture::from(cache.match_with_str(&url)).await.ok().filter(|v| !v.is_undefined());
         let Some(cached) = found.and_then(|v| v.dyn_into::<Response>().ok()) else { return Ok(None) };
@@ -292,35 +346,6 @@ impl WebSource {
     }
 }
 
-impl Reader {
-    /// The next bytes of the file, `None` at its end.
-    pub async fn next(&mut self, name: &str) -> Result<Option<Vec<u8>>> {
-        match self {
-            Reader::Stream { body, head } => {
-                if !head.is_empty() {
-                    return Ok(Some(std::mem::take(head)));
-                }
-                let Some(value) = body.chunk(name).await? else { return Ok(None) };
-                // Any realm's Uint8Array: Firefox's body chunks are not always this realm's.
-                let bytes = crate::wasm::args::uint8_array(&value).ok_or_else(|| Error::Io {
-                    path: name.into(),
-                    reason: "the response body gave something other than bytes".into(),
-                })?;
-                Ok(Some(bytes.to_vec()))
-            }
-            Reader::Blob { blob, at } => {
-                if *at >= blob.size() {
-                    return Ok(None);
-                }
-                let end = (*at + BLOB_PIECE).min(blob.size());
-                let piece = blob.slice_with_f64_and_f64(*at, end).map_err(|e| io(name, &e))?;
-                *at = end;
-                blob_bytes(&piece, name).await.map(Some)
-            }
-        }
-    }
-}
-
 /// A whole-file answer, opened: its body (fed to the offline cache when it is on) and size.
 fn whole(cache: Option<&Cache>, url: &str, fetched: Fetched, stall_ms: u32, name: &str) -> Result<Opened> {
     let size = header_u64(&fetched.response, "content-length");
@@ -329,7 +354,8 @@ fn whole(cache: Option<&Cache>, url: &str, fetched: Fetched, stall_ms: u32, name
         body.tap(tap);
         put
     });
-    Ok(Opened { reader: Reader::Stream { body, head: Vec::new() }, size, cache_write })
+    let etag = etag_sha256(&fetched.response);
+    Ok(Opened { reader: Reader::Stream { body, head: Vec::new() }, size, cache_write, etag })
 }
 
 /// Deletes every cached file under `base` (and the 404s remembered there); resolves to how many
@@ -367,26 +393,4 @@ fn absolute(url: String) -> String {
         .ok()
         .and_then(|h| h.as_string());
     href.and_then(|h| web_sys::Url::new_with_base(&url, &h).ok()).map_or(url, |u| u.href())
-}
-
-/// The first `len` bytes of `reader` (fewer if the file is shorter). Everything read stays in
-/// a stream's `head`, to be given again by the next reads: the data pass can go on from here.
-async fn first_bytes(reader: &mut Reader, len: u64, name: &str) -> Result<Vec<u8>> {
-    let mut read = Vec::new();
-    while (read.len() as u64) < len {
-        match reader.next(name).await? {
-            Some(piece) => read.extend(piece),
-            None => break,
-        }
-    }
-    let first = read[..read.len().min(len as usize)].to_vec();
-    if let Reader::Stream { head, .. } = reader {
-        *head = read;
-    }
-    Ok(first)
-}
-
-async fn blob_bytes(blob: &Blob, name: &str) -> Result<Vec<u8>> {
-    let buffer = JsFuture::from(blob.array_buffer()).await.map_err(|e| io(name, &e))?;
-    Ok(Uint8Array::new(&buffer).to_vec())
 }

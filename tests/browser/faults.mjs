@@ -11,7 +11,9 @@
 //   offset / with the wrong total · an oversized config.json (600 MB, with and without a
 //   Content-Length) · an abort before any answer and during a 790M-shaped load (1.6 GB of bf16,
 //   synthesized on the fly, nothing on disk): it settles at once with AbortError and the next
-//   load works.
+//   load works · verified downloads (faults-integrity.mjs, on a Hub-like server of two origins:
+//   hub-server.mjs): a flipped bit is `Integrity` and nothing is cached, a damaged cache entry
+//   is fetched again once and heals, the `integrity` option right and wrong on every loader.
 // Server-side, every refused, stalled or aborted response must be closed by the client (its
 // reader cancelled, not left to buffer): what the server saw is printed. So are the bytes a
 // model costs with and without Range support.
@@ -25,6 +27,8 @@ import { existsSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { serve } from '../../scripts/serve.mjs';
 import { big, corsless, fault, file, seen } from './fault-server.mjs';
+import { integrityCases } from './faults-integrity.mjs';
+import { cdn, hub } from './hub-server.mjs';
 import { runEngines } from './harness.mjs';
 
 const PKG = process.env.WEBMAMBA_PKG ?? 'www/pkg';
@@ -65,6 +69,7 @@ async function tryLoad(page, url, options, { limitMs = LIMIT_MS, abortAfterMs, a
         await s.generate({ maxTokens: 8, stopAtEos: false });
         out.tokens = Array.from(await s.tokens()).slice(8);
         out.backend = r.model.info.backend;
+        out.warnings = r.model.info.warnings;
       } catch (e) {
         out.generateError = `${e.code}: ${e.message}`;
       }
@@ -293,12 +298,16 @@ if (!existsSync(`${PKG}/webmamba.js`)) throw new Error(`no package at ${PKG}: bu
 const server = await serve('tests/browser', 0, { mounts: { '/pkg/': PKG, '/fixtures/': 'tests/fixtures' } });
 const cors = http.createServer(corsless);
 await new Promise((ok) => cors.listen(0, '127.0.0.1', ok));
+const cdnServer = http.createServer(cdn);
+await new Promise((ok) => cdnServer.listen(0, '127.0.0.1', ok));
 const BASE = `http://127.0.0.1:${server.address().port}`;
 const CROSS = `http://127.0.0.1:${cors.address().port}`;
+const CDN = `http://127.0.0.1:${cdnServer.address().port}`;
 // The fault routes on the page's own origin; everything else is the static server.
 const statics = server.listeners('request')[0];
 server.removeAllListeners('request');
-server.on('request', (req, res) => (req.url.startsWith('/fault/') ? fault(req, res, CROSS) : statics(req, res)));
+server.on('request', (req, res) => (req.url.startsWith('/fault/') ? fault(req, res, CROSS)
+  : hub(req, res, CDN) || statics(req, res)));
 try {
   await runEngines('faults', BASE, async ({ engine, page, webgpu, check: engineCheck }) => {
     check = engineCheck;
@@ -311,6 +320,10 @@ try {
     for (const worker of [false, true]) await optionsAndLoaders(page, worker);
     await faultCases(page, false, want, sharded.tokens, engine);
     await faultCases(page, true, want, sharded.tokens, engine);
+    for (const worker of [false, true]) {
+      await integrityCases(page, { base: BASE, worker, want, check, tryLoad, short });
+      await valid(page, { worker }, `${worker ? 'worker' : 'in-page'}: after the integrity cases`, want);
+    }
     await rangeCost(page, want);
     await aborts(page, false, want, webgpu);
     await aborts(page, true, want, webgpu);
@@ -321,4 +334,6 @@ try {
   server.close();
   cors.closeAllConnections();
   cors.close();
+  cdnServer.closeAllConnections();
+  cdnServer.close();
 }

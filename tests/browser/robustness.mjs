@@ -3,7 +3,8 @@
 // through the npm package (www/pkg, built by `npm run build:demo`), on the CPU backend in the
 // page and in a Web Worker (`worker: true`), and on WebGPU (page and worker) where the engine has
 // an adapter (Chromium's SwiftShader):
-//   - every API entry (chat's too) called with wrong-typed and out-of-range arguments, damaged model folders
+//   - every API entry (chat's too) called with wrong-typed and out-of-range arguments (the
+//     `integrity` option's malformed values among them), damaged model folders
 //     (written here from the tiny-f32 fixture) and damaged or foreign exported states;
 //   - each case must fail with a WebMambaError of the expected `code` — not a TypeError from the
 //     bindings, not a silent coercion, not a trap, and within 60 s (no promise left unsettled);
@@ -131,6 +132,8 @@ async function matrix(page, base, backend, worker) {
     closed.close();
     const empty = model.newSession();
     const damaged = (name) => Model.fromUrl(`${base}/damaged/${name}/`, opts);
+    const ZERO = `sha256-${'A'.repeat(43)}=`; // valid SRI: 32 zero bytes
+    const integrity = (i) => ({ ...w, integrity: i });
 
     const cases = [
       // Model.fromUrl / fromFiles / load / clearCache
@@ -155,6 +158,25 @@ async function matrix(page, base, backend, worker) {
       ['fromUrl store: { sparseEvery: 0 }', () => Model.fromUrl(url, { ...w, store: { sparseEvery: 0 } }), 'InvalidInput'],
       ['fromUrl store: { budgetBytes: -1 }', () => Model.fromUrl(url, { ...w, store: { budgetBytes: -1 } }), 'InvalidInput'],
       ['fromUrl of a missing folder', () => Model.fromUrl(`${base}/fixtures/nothing-here/`, opts), 'Io'],
+      // The integrity option: the value's shape at once, a name the load does not read once the
+      // headers tell, a wrong digest as the bytes stream (a valid SRI of 32 zero bytes).
+      ['fromUrl integrity: "sha256-…"', () => Model.fromUrl(url, { ...w, integrity: ZERO }), 'InvalidInput'],
+      ['fromUrl integrity: [sri]', () => Model.fromUrl(url, { ...w, integrity: [ZERO] }), 'InvalidInput'],
+      ['fromUrl integrity: a Map', () => Model.fromUrl(url, { ...w, integrity: new Map([['model.safetensors', ZERO]]) }), 'InvalidInput'],
+      ['fromUrl integrity value 5', () => Model.fromUrl(url, integrity({ 'model.safetensors': 5 })), 'InvalidInput'],
+      ['fromUrl integrity md5-…', () => Model.fromUrl(url, integrity({ 'model.safetensors': 'md5-1B2M2Y8AsgTpgAmY7PhCfg==' })), 'InvalidInput'],
+      ['fromUrl integrity sha1-…', () => Model.fromUrl(url, integrity({ 'model.safetensors': 'sha1-2jmj7l5rSw0yVb/vlWAYkK/YBwk=' })), 'InvalidInput'],
+      ['fromUrl integrity not base64', () => Model.fromUrl(url, integrity({ 'model.safetensors': 'sha256-%%%%' })), 'InvalidInput'],
+      ['fromUrl integrity a short digest', () => Model.fromUrl(url, integrity({ 'model.safetensors': 'sha256-AAAA' })), 'InvalidInput'],
+      ['fromUrl integrity no algorithm', () => Model.fromUrl(url, integrity({ 'model.safetensors': ZERO.slice(7) })), 'InvalidInput'],
+      ['fromUrl integrity SRI options', () => Model.fromUrl(url, integrity({ 'model.safetensors': `${ZERO}?ct=x` })), 'InvalidInput'],
+      ['fromUrl integrity ""', () => Model.fromUrl(url, integrity({ 'model.safetensors': '' })), 'InvalidInput'],
+      ['fromUrl integrity key a path', () => Model.fromUrl(url, integrity({ '../model.safetensors': ZERO })), 'InvalidInput'],
+      ['fromUrl integrity names a file not read', () => Model.fromUrl(url, { ...opts, integrity: { 'model.safetensor': ZERO } }), 'InvalidInput'],
+      ['fromUrl integrity a wrong digest', () => Model.fromUrl(url, { ...opts, integrity: { 'model.safetensors': ZERO } }), 'Integrity'],
+      ['load integrity names tokenizer.json, not given', () => Model.load(new Uint8Array(3), new Uint8Array(3), undefined, { ...opts, integrity: { 'tokenizer.json': ZERO } }), 'InvalidInput'],
+      ['load integrity a wrong digest', () => Model.load(new Uint8Array(3), new Uint8Array(3), undefined, { ...opts, integrity: { 'config.json': ZERO } }), 'Integrity'],
+      ...(worker ? [] : [['fromUrl integrity a getter that throws', () => Model.fromUrl(url, integrity({ get 'model.safetensors'() { throw new Error('no'); } })), 'InvalidInput']]),
       ['fromFiles("x")', () => Model.fromFiles('x', w), 'InvalidInput'],
       ['fromFiles([1, 2])', () => Model.fromFiles([1, 2], w), 'InvalidInput'],
       ['fromFiles([])', () => Model.fromFiles([], opts), 'InvalidInput'],
