@@ -12,12 +12,9 @@ use crate::load::{Phase, Reporter};
 use crate::model::{Checkpoint, ModelWeights};
 use crate::wasm::backend::{Provisional, fallback, gpu_context, gpu_options};
 use crate::wasm::loader;
-use crate::wasm::model::Model;
+use crate::wasm::model::{Model, TextFiles};
 use crate::wasm::options::LoadConfig;
 use crate::wasm::web_source::WebSource;
-
-/// `tokenizer.json`'s bytes and the chat files' settings, as a loader found them.
-pub(super) type TextFiles<'a> = (Option<&'a [u8]>, &'a crate::chat::ChatConfig);
 
 /// A model built from a source: on a GPU (its device kept only once the model exists), or
 /// in memory with the reason it is not on a GPU; and the files it was read from.

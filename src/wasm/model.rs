@@ -11,7 +11,6 @@ use crate::error::Result;
 use crate::session::Runtime;
 use crate::store::StoreConfig;
 use crate::tokenizer::Tokenizer;
-use crate::wasm::build::TextFiles;
 use crate::wasm::info::{CacheInfo, ModelInfo};
 use crate::wasm::lease::{Lease, Shared};
 use crate::wasm::opfs::Opfs;
@@ -20,6 +19,9 @@ use crate::wasm::session::Session;
 use crate::wasm::watch::abortable;
 use crate::wasm::web_source::{self, WebSource};
 use crate::wasm::{args, saved, to_js};
+
+/// `tokenizer.json`'s bytes and the chat files' settings, as a loader found them.
+pub(super) type TextFiles<'a> = (Option<&'a [u8]>, &'a crate::chat::ChatConfig);
 
 /// A loaded model.
 #[wasm_bindgen]
