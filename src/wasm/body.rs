@@ -105,6 +105,14 @@ impl Body {
         }
     }
 
+    /// The file failed (a check, a read, the sink): the offline cache's copy is errored now, so
+    /// `cache.put` keeps nothing; the download itself is cancelled when the body drops.
+    pub fn abandon(&mut self) {
+        if let Some(tap) = self.tap.take() {
+            tap.fail("the download failed its checks");
+        }
+    }
+
     /// Waits while the offline cache's copy is more than [`TAP_LAG_BYTES`] behind the download
     /// (a large file arrives faster than the cache writes it); a copy that takes nothing for
     /// `stall_ms` (a cache that stopped reading) is given up, and the download goes on without it.

@@ -209,26 +209,37 @@ async fn stream_file(
         check.expect_head(len, digest);
     }
     stream.begin_file(f);
-    let mut at = 0u64;
-    while let Some(piece) = file.reader.next(name).await? {
-        if let Some(check) = &mut check {
-            check.update(&piece)?;
+    let read: Result<()> = async {
+        let mut at = 0u64;
+        while let Some(piece) = file.reader.next(name).await? {
+            if let Some(check) = &mut check {
+                check.update(&piece)?;
+            }
+            let start = at;
+            at += piece.len() as u64;
+            stream.reporter().report(Phase::Download, name, at.min(header.size), header.size);
+            let skip = (header.data_start.saturating_sub(start) as usize).min(piece.len());
+            stream.feed(sink, &piece[skip..])?;
+            *since_flush += piece.len() as u64;
+            if let Some(ctx) = ctx.filter(|_| *since_flush >= FLUSH_BYTES) {
+                ctx.flush().await?;
+                *since_flush = 0;
+            }
         }
-        let start = at;
-        at += piece.len() as u64;
-        stream.reporter().report(Phase::Download, name, at.min(header.size), header.size);
-        let skip = (header.data_start.saturating_sub(start) as usize).min(piece.len());
-        // On any error, `file` drops here: its download is cancelled, its cache copy given up.
-        stream.feed(sink, &piece[skip..])?;
-        *since_flush += piece.len() as u64;
-        if let Some(ctx) = ctx.filter(|_| *since_flush >= FLUSH_BYTES) {
-            ctx.flush().await?;
-            *since_flush = 0;
+        stream.end_file()?;
+        match check {
+            Some(check) => check.finish(),
+            None => Ok(()),
         }
     }
-    stream.end_file()?;
-    if let Some(check) = check {
-        check.finish()?;
+    .await;
+    if let Err(e) = read {
+        // The download is cancelled and its cache copy errored, and the error waits until the
+        // cache has let go of the copy: a worker ended right after it answers (Firefox) could
+        // otherwise leave the whole file stored although it failed its check.
+        file.reader.abandon();
+        source.discard_cache_write(name, file.cache_write.take()).await;
+        return Err(e);
     }
     file.reader.commit();
     Ok(source.finish_cache_write(name, file.cache_write).await)

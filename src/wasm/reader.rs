@@ -68,6 +68,13 @@ impl Reader {
             body.commit();
         }
     }
+
+    /// The file failed: the offline cache's copy is given up now (see [`Body::abandon`]).
+    pub fn abandon(&mut self) {
+        if let Reader::Stream { body, .. } = self {
+            body.abandon();
+        }
+    }
 }
 
 /// The first `len` bytes of `reader` (fewer if the file is shorter). Everything read stays in

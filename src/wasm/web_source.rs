@@ -259,6 +259,19 @@ impl WebSource {
         ))
     }
 
+    /// The offline cache's copy of `name`, being written by `write` (`None`: none is), must not
+    /// be kept: its file failed. Waits (at most the stall timeout) for `cache.put` to settle — it
+    /// rejects, the copy having been errored ([`crate::wasm::body::Body::abandon`]) — then
+    /// deletes the entry, so nothing of it is left however the cache ended the put.
+    pub async fn discard_cache_write(&self, name: &str, write: Option<Promise>) {
+        let (Some(write), Place::Url { base, cache: Some(cache), stall_ms, .. }) = (write, &self.place)
+        else {
+            return;
+        };
+        let _ = within(&write, *stall_ms).await;
+        let _ = JsFuture::from(cache.delete_with_str(&format!("{base}{name}"))).await;
+    }
+
     /// After `e` while reading `name`: when its bytes came from the offline cache and `e` is
     /// what a damaged copy causes (a failed integrity check, a malformed header or config, a
     /// non-finite weight, a failed read), the copy is deleted, the rest of this load reads the
