@@ -3,7 +3,7 @@
 // in a dedicated module worker instead (worker-client.js). Everything else — the model, its
 // sessions, options, errors — is the wasm module's own (webmamba.js, made by wasm-bindgen from
 // src/wasm/): this file only routes.
-import initWasm, { Model as WasmModel } from './webmamba.js';
+import initWasm, { Model as WasmModel, setHashWorker } from './webmamba.js';
 import { WorkerModel, WorkerSession } from './worker-client.js';
 import { addChatCompletions } from './chat.js';
 import { start } from './simd.js';
@@ -13,6 +13,10 @@ addChatCompletions(WasmModel);
 addChatCompletions(WorkerModel);
 
 let started = null;
+
+// The worker that hashes verified downloads beside the load (hash-worker.js; the wasm module
+// falls back to hashing on the page's thread where it cannot start).
+const hashWorker = () => new Worker(new URL('./hash-worker.js', import.meta.url), { type: 'module', name: 'webmamba-hash' });
 
 /**
  * Starts the wasm module (once; later calls return the same promise). Optional: the loaders
@@ -25,6 +29,10 @@ export function init(wasm) {
   if (started === null) {
     started = wasm !== undefined ? initWasm({ module_or_path: wasm })
       : start(initWasm, new URL('./webmamba_relaxed_bg.wasm', import.meta.url));
+    started = started.then((exports) => {
+      setHashWorker(hashWorker);
+      return exports;
+    });
     started.catch(() => { started = null; }); // a failed start may be tried again
   }
   return started;

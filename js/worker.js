@@ -22,6 +22,9 @@ let wasm = null;
 /** A warning to add to the model's info (the threaded build could not start). */
 let fellBack = null;
 const MAX_THREADS = 256;
+// The worker that hashes verified downloads beside the load (hash-worker.js, a nested worker;
+// the wasm module falls back to hashing on this thread where it cannot start).
+const hashWorker = () => new Worker(new URL('./hash-worker.js', import.meta.url), { type: 'module', name: 'webmamba-hash' });
 
 /** How many threads a load asks for: null where the plain build must run. */
 function wantedThreads(data) {
@@ -38,6 +41,7 @@ async function start(data) {
       const threaded = await import('./threads/webmamba.js');
       await startModule(threaded.default, new URL('./threads/webmamba_relaxed_bg.wasm', import.meta.url));
       await threaded.initThreadPool(threads);
+      threaded.setHashWorker(hashWorker);
       return threaded;
     } catch (e) {
       fellBack = `threads: the threaded build did not start (${e?.message ?? e}); the CPU backend runs on one thread`;
@@ -45,6 +49,7 @@ async function start(data) {
   }
   const plain = await import('./webmamba.js');
   await startModule(plain.default, new URL('./webmamba_relaxed_bg.wasm', import.meta.url));
+  plain.setHashWorker(hashWorker);
   return plain;
 }
 let ready = null;

@@ -13,7 +13,7 @@ if (!dir || !existsSync(join(dir, 'webmamba.js'))) {
   process.exit(2);
 }
 
-const LAYER = ['index.js', 'index.d.ts', 'worker.js', 'worker-client.js', 'chat.js', 'simd.js', 'README.md'];
+const LAYER = ['index.js', 'index.d.ts', 'worker.js', 'worker-client.js', 'hash-worker.js', 'chat.js', 'simd.js', 'README.md'];
 for (const f of LAYER) copyFileSync(join('js', f), join(dir, f));
 
 const cargo = readFileSync('Cargo.toml', 'utf8');
@@ -33,6 +33,7 @@ const pkg = {
   exports: {
     '.': { types: './index.d.ts', default: './index.js' },
     './worker.js': './worker.js',
+    './hash-worker.js': './hash-worker.js',
     './webmamba_bg.wasm': './webmamba_bg.wasm',
     './webmamba_relaxed_bg.wasm': './webmamba_relaxed_bg.wasm',
     './package.json': './package.json',

@@ -208,12 +208,16 @@ async fn stream_file(
     if let (Some(check), Some(&(len, digest))) = (&mut check, opened.heads.get(name)) {
         check.expect_head(len, digest);
     }
+    let mut check = match check {
+        Some(check) => Some(source.digests.offload(check, name).await),
+        None => None,
+    };
     stream.begin_file(f);
     let read: Result<()> = async {
         let mut at = 0u64;
         while let Some(piece) = file.reader.next(name).await? {
             if let Some(check) = &mut check {
-                check.update(&piece)?;
+                check.update(&piece).await?;
             }
             let start = at;
             at += piece.len() as u64;
@@ -228,7 +232,7 @@ async fn stream_file(
         }
         stream.end_file()?;
         match check {
-            Some(check) => check.finish(),
+            Some(check) => check.finish().await,
             None => Ok(()),
         }
     }

@@ -9,6 +9,7 @@ mod build;
 mod chat;
 mod chat_tools;
 mod constrained;
+mod hash_worker;
 mod http;
 mod info;
 mod lease;
@@ -28,6 +29,7 @@ use wasm_bindgen::prelude::*;
 
 use crate::error::Error;
 
+pub use hash_worker::{HashStream, set_hash_worker};
 pub use info::{CacheInfo, ModelInfo};
 pub use model::Model;
 pub use session::{Outcome, Session, Stats};

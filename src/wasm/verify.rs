@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::load::MAX_JSON_BYTES;
 use crate::load::integrity::{Expected, FileCheck, Integrity, Publisher, hub};
 use crate::wasm::body::Body;
+use crate::wasm::hash_worker::{Check, HashWorker};
 use crate::wasm::http::{fetch, missing};
 use crate::wasm::reader::Opened;
 
@@ -32,13 +33,18 @@ pub(crate) struct Digests {
     asked: Cell<bool>,
     /// No bytes for this long is a stalled download (`stallTimeoutMs`).
     stall_ms: u32,
+    /// The hashing worker of this load, where it may check something and the package's entry
+    /// registered one ([`crate::wasm::hash_worker`]).
+    worker: Option<HashWorker>,
 }
 
 impl Digests {
     /// For a load with `option`; `url`: the folder's absolute URL, when it is one.
     pub fn new(option: Integrity, url: Option<&str>, stall_ms: u32) -> Self {
         let hub = url.and_then(|u| Some((hub::tree_url(u)?, hub::subfolder(u))));
-        Digests { option, hub, listing: RefCell::default(), asked: Cell::new(false), stall_ms }
+        // Started now, so that it is ready by the time the weights stream.
+        let worker = (!option.is_empty() || hub.is_some()).then(HashWorker::start).flatten();
+        Digests { option, hub, listing: RefCell::default(), asked: Cell::new(false), stall_ms, worker }
     }
 
     /// Fetches the Hub's tree listing (Hub-layout URLs, once); its URL and a warning when it
@@ -79,6 +85,15 @@ impl Digests {
         };
         expected.extend(host);
         FileCheck::new(name, expected)
+    }
+
+    /// A weight file's `check` for its data pass: hashed by the load's hashing worker where it
+    /// started, else here.
+    pub async fn offload(&self, check: FileCheck, name: &str) -> Check {
+        match &self.worker {
+            Some(worker) => worker.offload(check, name).await,
+            None => Check::here(check),
+        }
     }
 }
 

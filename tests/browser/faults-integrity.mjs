@@ -39,6 +39,42 @@ function damageCache(page, url, at) {
 
 const clearCache = (page, url) => page.evaluate((u) => window.webmamba.Model.clearCache(u), url);
 
+/** In the page: counts the hashing workers the package makes (`new Worker(…, { name:
+ *  'webmamba-hash' })`), and with `block` makes their construction throw, as a CSP without
+ *  worker-src would. */
+function watchHashWorkers(page, block) {
+  return page.evaluate((block) => {
+    if (window.hashWorkers === undefined) {
+      const Native = window.Worker;
+      window.hashWorkers = { made: 0, block: false };
+      window.Worker = class extends Native {
+        constructor(url, options) {
+          if (options?.name === 'webmamba-hash' && window.hashWorkers.block) throw new Error('blocked by the test');
+          super(url, options);
+          if (options?.name === 'webmamba-hash') window.hashWorkers.made += 1;
+        }
+      };
+    }
+    window.hashWorkers.block = block;
+    return window.hashWorkers.made;
+  }, block);
+}
+
+/** The hashing worker (hash-worker.js): a verified load hashes there, and where none can be
+ *  made the page's thread hashes instead; either way a flipped bit is `Integrity`. */
+async function hashingWorker(page, { hubUrl, check, tryLoad, short, same }) {
+  const cpu = { backend: 'cpu', cache: false };
+  for (const block of [false, true]) {
+    const how = block ? 'no hashing worker can be made: the page hashes' : 'the hashing worker';
+    const before = await watchHashWorkers(page, block);
+    const flipped = await tryLoad(page, hubUrl('flip'), cpu);
+    const ok = await tryLoad(page, hubUrl('ok'), cpu);
+    const made = (await watchHashWorkers(page, false)) - before;
+    check(!flipped.ok && flipped.code === 'Integrity' && ok.ok && same(ok) && made === (block ? 0 : 2),
+      `in-page: integrity: ${how}: one bit flipped: ${short(flipped)}; the true bytes: ${short(ok)}; hashing workers made: ${made}`);
+  }
+}
+
 /** Runs every integrity case; `tryLoad(page, url, options)` and `short(result)` are faults.mjs'. */
 export async function integrityCases(page, { base, worker, want, check, tryLoad, short }) {
   const mode = worker ? 'worker' : 'in-page';
@@ -61,6 +97,7 @@ export async function integrityCases(page, { base, worker, want, check, tryLoad,
       `${mode}: integrity: one bit flipped (${kind}): ${short(r)}; cached: ${kept.present}`);
     await clearCache(page, hubUrl(kind));
   }
+  if (!worker) await hashingWorker(page, { hubUrl, check, tryLoad, short, same });
   const unseen = await tryLoad(page, hubUrl('flip-nodigest'), { ...cpu, cache: false });
   check(unseen.ok, `${mode}: integrity: negative control: with no digest published the flipped bit loads unseen (${short(unseen)})`);
 

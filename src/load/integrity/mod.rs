@@ -37,6 +37,11 @@ impl Algorithm {
         }
     }
 
+    /// The algorithm SRI calls `name`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        [Algorithm::Sha256, Algorithm::Sha384, Algorithm::Sha512].into_iter().find(|a| a.name() == name)
+    }
+
     /// Bytes of a digest.
     pub fn digest_len(self) -> usize {
         match self {
@@ -189,6 +194,38 @@ impl Hasher {
     }
 }
 
+/// Running hashes of one byte stream, one per algorithm (what a [`FileCheck`] keeps, or what
+/// another thread keeps for it: the browser's hashing worker, `js/hash-worker.js`).
+#[derive(Clone, Default)]
+pub struct Hashers(Vec<(Algorithm, Hasher)>);
+
+impl Hashers {
+    /// One hash per algorithm of `algs` (duplicates once).
+    pub fn new(algs: &[Algorithm]) -> Self {
+        let mut algs = algs.to_vec();
+        algs.sort();
+        algs.dedup();
+        Hashers(algs.into_iter().map(|a| (a, Hasher::new(a))).collect())
+    }
+
+    /// The algorithms, in order.
+    pub fn algorithms(&self) -> Vec<Algorithm> {
+        self.0.iter().map(|(a, _)| *a).collect()
+    }
+
+    /// The next bytes of the stream.
+    pub fn update(&mut self, bytes: &[u8]) {
+        for (_, h) in &mut self.0 {
+            h.update(bytes);
+        }
+    }
+
+    /// Each algorithm's digest of everything given.
+    pub fn finish(self) -> Vec<(Algorithm, Vec<u8>)> {
+        self.0.into_iter().map(|(a, h)| (a, h.finish())).collect()
+    }
+}
+
 /// The SHA-256 of `bytes` (a header as first read, to compare with the verified stream's).
 pub fn sha256(bytes: &[u8]) -> [u8; 32] {
     sha2::Sha256::digest(bytes).into()
@@ -201,7 +238,8 @@ pub fn sha256(bytes: &[u8]) -> [u8; 32] {
 pub struct FileCheck {
     file: String,
     expected: Vec<Expected>,
-    hashers: Vec<(Algorithm, Hasher)>,
+    /// The whole file's hashes, kept here unless [`Self::hash_elsewhere`] handed them away.
+    hashers: Hashers,
     /// (its length, the SHA-256 first seen, the running hash of the stream's first bytes).
     head: Option<(u64, [u8; 32], sha2::Sha256)>,
     read: u64,
@@ -213,10 +251,8 @@ impl FileCheck {
         if expected.is_empty() {
             return None;
         }
-        let mut algs: Vec<Algorithm> = expected.iter().map(|e| e.alg).collect();
-        algs.sort();
-        algs.dedup();
-        let hashers = algs.into_iter().map(|a| (a, Hasher::new(a))).collect();
+        let algs: Vec<Algorithm> = expected.iter().map(|e| e.alg).collect();
+        let hashers = Hashers::new(&algs);
         Some(FileCheck { file: file.into(), expected, hashers, head: None, read: 0 })
     }
 
@@ -229,9 +265,7 @@ impl FileCheck {
     /// The next bytes of the file. Fails as soon as the first bytes differ from the head
     /// expected ([`Self::expect_head`]), before anything after them is used.
     pub fn update(&mut self, bytes: &[u8]) -> Result<()> {
-        for (_, h) in &mut self.hashers {
-            h.update(bytes);
-        }
+        self.hashers.update(bytes);
         let start = self.read;
         self.read += bytes.len() as u64;
         if let Some((len, want, h)) = &mut self.head
@@ -262,15 +296,31 @@ impl FileCheck {
 
     /// Ends the check once the whole file went through [`Self::update`]: `Integrity` unless
     /// every publisher's digest (any one of its values) matches.
-    pub fn finish(self) -> Result<()> {
-        let got: Vec<(Algorithm, Vec<u8>)> = self.hashers.into_iter().map(|(a, h)| (a, h.finish())).collect();
+    pub fn finish(mut self) -> Result<()> {
+        let got = std::mem::take(&mut self.hashers).finish();
+        self.finish_with(&got)
+    }
+
+    /// The algorithms the whole file must be hashed with, which this check stops hashing
+    /// itself: the caller hashes every byte it gives [`Self::update`] elsewhere (another
+    /// thread) and ends the check with [`Self::finish_with`]. The head check stays here, so a
+    /// changed header still fails before anything after it is used.
+    pub fn hash_elsewhere(&mut self) -> Vec<Algorithm> {
+        std::mem::take(&mut self.hashers).algorithms()
+    }
+
+    /// [`Self::finish`] with the whole file's digests computed elsewhere: `Integrity` unless
+    /// every publisher's digest matches its algorithm's digest in `got` (an algorithm missing
+    /// from `got` is a digest that matches nothing).
+    pub fn finish_with(self, got: &[(Algorithm, Vec<u8>)]) -> Result<()> {
         for e in &self.expected {
-            let Some((_, digest)) = got.iter().find(|(a, _)| *a == e.alg) else { continue };
-            if !e.digests.iter().any(|d| d == digest) {
+            let digest = got.iter().find(|(a, _)| *a == e.alg).map(|(_, d)| d);
+            if !digest.is_some_and(|digest| e.digests.contains(digest)) {
                 return Err(Error::Integrity {
                     file: self.file,
                     expected: e.describe(),
-                    got: sri::to_sri(e.alg, digest),
+                    got: digest
+                        .map_or_else(|| format!("no {} digest", e.alg.name()), |d| sri::to_sri(e.alg, d)),
                 });
             }
         }

@@ -7,6 +7,10 @@
 //! any one of its digests matches.
 
 use super::{Algorithm, Expected, Publisher};
+use base64::Engine as _;
+use base64::alphabet;
+use base64::engine::general_purpose::STANDARD as BASE64_STANDARD;
+use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 
 /// Longest `integrity` value accepted (a few digests of the longest algorithm).
 pub const MAX_SRI_CHARS: usize = 4096;
@@ -22,12 +26,8 @@ pub fn parse(value: &str) -> Result<Expected, String> {
         let (alg, digest) = token.split_once('-').ok_or_else(|| {
             format!("{token:?} is not SRI: expected <algorithm>-<base64 digest>, e.g. sha256-…")
         })?;
-        let alg = match alg {
-            "sha256" => Algorithm::Sha256,
-            "sha384" => Algorithm::Sha384,
-            "sha512" => Algorithm::Sha512,
-            _ => return Err(format!("algorithm {alg:?} is not supported (sha256, sha384 or sha512)")),
-        };
+        let alg = Algorithm::from_name(alg)
+            .ok_or_else(|| format!("algorithm {alg:?} is not supported (sha256, sha384 or sha512)"))?;
         if digest.contains('?') {
             return Err(format!("{token:?}: SRI options (after '?') are not supported"));
         }
@@ -52,54 +52,24 @@ pub fn to_sri(alg: Algorithm, digest: &[u8]) -> String {
     format!("{}-{}", alg.name(), base64_encode(digest))
 }
 
-const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
 /// Standard base64 with padding.
 pub fn base64_encode(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let n = chunk.iter().enumerate().fold(0u32, |n, (i, &b)| n | (b as u32) << (16 - 8 * i));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+    BASE64_STANDARD.encode(bytes)
 }
 
 /// Base64, the standard alphabet or the URL-safe one (`-`, `_`), padding optional but, when
 /// present, exactly what the length needs; `None` for anything else (stray characters, a
-/// length no encoding has, set bits past the last byte).
+/// length no encoding has, set bits past the last byte, the two alphabets mixed).
 pub fn base64_decode(text: &str) -> Option<Vec<u8>> {
-    let body = text.trim_end_matches('=');
-    let padding = text.len() - body.len();
-    if body.len() % 4 == 1 || (padding > 0 && !(body.len() + padding).is_multiple_of(4)) || padding > 2 {
-        return None;
-    }
-    let value = |c: u8| match c {
-        b'A'..=b'Z' => Some(c - b'A'),
-        b'a'..=b'z' => Some(c - b'a' + 26),
-        b'0'..=b'9' => Some(c - b'0' + 52),
-        b'+' | b'-' => Some(62),
-        b'/' | b'_' => Some(63),
-        _ => None,
+    let padding = if text.ends_with('=') {
+        DecodePaddingMode::RequireCanonical
+    } else {
+        DecodePaddingMode::RequireNone
     };
-    let mut out = Vec::with_capacity(body.len() * 3 / 4);
-    let (mut acc, mut bits) = (0u32, 0u32);
-    for c in body.bytes() {
-        acc = acc << 6 | value(c)? as u32;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    // The bits left over must be zero (one encoding per byte string).
-    (acc == 0).then_some(out)
+    let config = GeneralPurposeConfig::new().with_decode_padding_mode(padding);
+    [GeneralPurpose::new(&alphabet::STANDARD, config), GeneralPurpose::new(&alphabet::URL_SAFE, config)]
+        .iter()
+        .find_map(|engine| engine.decode(text).ok())
 }
 
 /// The SHA-256 an `ETag` / `X-Linked-Etag` value carries: 64 hex digits, quoted or bare. A weak

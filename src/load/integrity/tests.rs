@@ -42,7 +42,7 @@ fn base64_matches_rfc_4648() {
     // The URL-safe alphabet: 0xfb 0xff → "+/8=" / "-_8".
     assert_eq!(base64_decode("-_8"), Some(vec![0xfb, 0xff]));
     assert_eq!(base64_encode(&[0xfb, 0xff]), "+/8=");
-    for bad in ["Zg=", "Zg===", "Z", "Zm9v!", "Zh==", "Zm9vYg=a", "Zm 9v", "AAAA=="] {
+    for bad in ["Zg=", "Zg===", "Z", "Zm9v!", "Zh==", "Zm9vYg=a", "Zm 9v", "AAAA==", "+_8="] {
         assert_eq!(base64_decode(bad), None, "{bad:?} must be refused");
     }
 }
@@ -144,6 +144,36 @@ fn the_head_read_first_must_be_the_streams_own() {
     let e = other.update(b"cdef").unwrap_err();
     assert_eq!(e.code(), "Integrity");
     assert!(e.to_string().contains("3-byte header"), "{e}");
+}
+
+#[test]
+fn hashes_computed_elsewhere_are_checked_the_same_way() {
+    let want_256 = Expected::sha256(hex(ABC_256).try_into().unwrap(), Publisher::HubListing);
+    let want_512 = parse(&sri_of("sha512", ABC_512)).unwrap();
+    let mut check = FileCheck::new("w", vec![want_512.clone(), want_256.clone()]).unwrap();
+    assert_eq!(check.hash_elsewhere(), vec![Algorithm::Sha256, Algorithm::Sha512]);
+    // What the other thread computes from the same bytes (FIPS 180-2's digests).
+    let mut elsewhere = Hashers::new(&[Algorithm::Sha512, Algorithm::Sha256, Algorithm::Sha512]);
+    assert_eq!(elsewhere.algorithms(), vec![Algorithm::Sha256, Algorithm::Sha512]);
+    for piece in [&b"a"[..], b"bc"] {
+        check.update(piece).unwrap();
+        elsewhere.update(piece);
+    }
+    let got = elsewhere.finish();
+    assert_eq!(got, vec![(Algorithm::Sha256, hex(ABC_256)), (Algorithm::Sha512, hex(ABC_512))]);
+    check.finish_with(&got).unwrap();
+    // A wrong digest, or none for an algorithm a publisher used, is a mismatch.
+    let check = || FileCheck::new("w", vec![want_256.clone(), want_512.clone()]).unwrap();
+    let mut wrong = got.clone();
+    wrong[1].1[0] ^= 1;
+    assert_eq!(check().finish_with(&wrong).unwrap_err().code(), "Integrity");
+    let e = check().finish_with(&got[..1]).unwrap_err();
+    assert!(e.to_string().contains("no sha512 digest"), "{e}");
+    // The head check stays with the check: a changed header fails as its bytes pass.
+    let mut head = check();
+    head.hash_elsewhere();
+    head.expect_head(3, sha256(b"abd"));
+    assert_eq!(head.update(b"abc").unwrap_err().code(), "Integrity");
 }
 
 #[test]
