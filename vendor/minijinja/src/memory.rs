@@ -264,8 +264,15 @@ impl Walk {
                     }
                 }
                 let is_map = value.kind() == ValueKind::Map;
+                // Each item of a lazy concatenation `l + [x]` (built up to 32 deep before it is
+                // materialised) is reached through one iterator per level: those are steps too,
+                // so that a loop of `set ns.l = ns.l + [x]` is stopped by its real work.
+                let levels = value
+                    .downcast_object_ref::<crate::value::merge_object::MergeSeq>()
+                    .map_or(0, |m| m.depth().saturating_sub(1));
                 let Ok(items) = value.try_iter() else { return self.add(ITEM_BYTES) };
                 for item in items {
+                    self.steps = self.steps.saturating_add(levels);
                     ok!(self.add(ITEM_BYTES));
                     if is_map {
                         ok!(self.value(&item, depth + 1));

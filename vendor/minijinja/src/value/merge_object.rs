@@ -89,6 +89,12 @@ impl MergeSeq {
         }
     }
 
+    /// webmamba patch: how many lazy concatenations deep this one is (each of its items is
+    /// reached through that many iterators: `memory::check_new` charges its walk for them).
+    pub(crate) fn depth(&self) -> usize {
+        self.depth
+    }
+
     pub(crate) fn depth_for_values(values: &[Value]) -> usize {
         values
             .iter()
