@@ -5,7 +5,7 @@
 //! and the residual add as one `decode_out_proj`. The kinds' own parts:
 //! `src/blocks/mamba1/decode.rs` (and Mamba-2's in `src/blocks/mamba2/gpu.rs`).
 
-use crate::blocks::gpu::{GpuSsm, LayerCx};
+use crate::blocks::gpu_common::{GpuSsm, LayerCx};
 use crate::error::Result;
 use crate::gpu::KernelSpec;
 use crate::gpu_model::WeightFormat;

@@ -11,6 +11,7 @@
 pub mod attention;
 pub(crate) mod decode;
 pub(crate) mod gpu;
+pub(crate) mod gpu_common;
 pub mod mamba1;
 pub mod mamba2;
 pub mod mlp;

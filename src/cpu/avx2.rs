@@ -11,7 +11,8 @@ use std::sync::OnceLock;
 
 use half::{bf16, f16};
 
-use crate::cpu::ops::{EXP, scan_tail};
+use crate::cpu::exp::EXP;
+use crate::cpu::scan_portable::scan_tail;
 use crate::model::matrix::{bf16_to_f32, f16_to_f32};
 
 /// Whether this CPU runs the functions below (AVX2, FMA and F16C; every x86-64 CPU since 2013).

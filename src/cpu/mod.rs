@@ -4,9 +4,11 @@
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 pub(crate) mod conv;
+mod exp;
 pub mod matmul;
 mod model;
 pub mod ops;
+mod scan_portable;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd128;
 mod spread;

@@ -13,7 +13,8 @@ use core::arch::wasm32::*;
 
 use half::{bf16, f16};
 
-use crate::cpu::ops::{EXP, scan_tail};
+use crate::cpu::exp::EXP;
+use crate::cpu::scan_portable::scan_tail;
 use crate::model::matrix::{bf16_to_f32, f16_to_f32};
 
 /// Eight consecutive values as two f32x4.

@@ -83,15 +83,11 @@ impl Plan {
             .enumerate()
             .map(|(i, (block, l))| {
                 let io = [("x", &a.h), ("weight", &l.norm), ("y", &a.x_norm)];
-                let cx = blocks::gpu::LayerCx {
+                let cx = blocks::gpu_common::LayerCx {
                     b: &b,
                     a,
                     s,
                     kv,
-                    owner: match &block.kind {
-                        crate::blocks::BlockKind::Zamba2(p) => w.layers.get(p.owner_block).map(|l| &l.mixer),
-                        _ => None,
-                    },
                     i,
                     residual: block.residual_scale,
                     norm: &l.norm,
@@ -101,7 +97,8 @@ impl Plan {
                 if !blocks::gpu::norms_itself(&block.kind, &l.mixer, &cx) {
                     steps.push(Step::Call(b.call(&k.rms_norm, &norm(0), &io, ROWS)?));
                 }
-                steps.extend(blocks::gpu::plan(&block.kind, &l.mixer, cx)?);
+                let mixer = |j: usize| w.layers.get(j).map(|l| &l.mixer);
+                steps.extend(blocks::gpu::plan(&block.kind, &l.mixer, cx, &mixer)?);
                 Ok(steps)
             })
             .collect::<Result<Vec<_>>>()?;

@@ -6,7 +6,7 @@
 //! onto the residual. Every buffer is bound by the name of the WGSL global it feeds.
 
 use crate::blocks::attention::Attention;
-use crate::blocks::gpu::{GpuAdapter, LayerCx, Out, adapter_steps};
+use crate::blocks::gpu_common::{GpuAdapter, LayerCx, Out, adapter_steps};
 use crate::error::{Error, Result};
 use crate::gpu::KernelSpec;
 use crate::gpu_model::activations::Scratch;

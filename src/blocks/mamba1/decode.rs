@@ -5,7 +5,7 @@
 //! Every other chunk runs the unfused calls ([`Step::Fused`] / [`Step::Unfused`]).
 
 use crate::blocks::decode;
-use crate::blocks::gpu::{GpuSsm, LayerCx};
+use crate::blocks::gpu_common::{GpuSsm, LayerCx};
 use crate::blocks::mamba1::Mamba1;
 use crate::error::Result;
 use crate::gpu::KernelSpec;

@@ -3,7 +3,7 @@
 //! softplus → scan_chunks / scan_carry (a prefill of several scan chunks) → scan_output (gated)
 //! → out_proj. Every buffer is bound by the name of the WGSL global it feeds.
 
-use crate::blocks::gpu::{GpuSsm, LayerCx, SsmShape, carry_call};
+use crate::blocks::gpu_common::{GpuSsm, LayerCx, SsmShape, carry_call};
 use crate::blocks::mamba1::{Mamba1, decode};
 use crate::error::{Error, Result};
 use crate::gpu::{GpuContext, KernelSpec};

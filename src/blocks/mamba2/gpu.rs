@@ -7,7 +7,7 @@
 //! WGSL global it feeds.
 
 use crate::blocks::decode;
-use crate::blocks::gpu::{GpuSsm, LayerCx, Out, SsmShape, carry_call};
+use crate::blocks::gpu_common::{GpuSsm, LayerCx, Out, SsmShape, carry_call};
 use crate::blocks::mamba2::{GatedNorm, Mamba2};
 use crate::error::{Error, Result};
 use crate::gpu::KernelSpec;

@@ -2,7 +2,7 @@
 //! into one (T, gate ‖ up) row (or up alone for a plain MLP) → gated_act → the down projection,
 //! scaled and added onto the residual. A mixture's experts are MLPs too (`src/blocks/moe/gpu.rs`).
 
-use crate::blocks::gpu::{GpuAdapter, LayerCx, Out, adapter_steps};
+use crate::blocks::gpu_common::{GpuAdapter, LayerCx, Out, adapter_steps};
 use crate::blocks::mlp::{Mlp, MlpNames};
 use crate::error::Result;
 use crate::gpu::KernelSpec;

@@ -8,7 +8,7 @@
 //! The host writes, per forward chunk, the workgroups each expert matmul part needs for its T
 //! (`template`); moe_route copies them to the chosen experts' arguments.
 
-use crate::blocks::gpu::LayerCx;
+use crate::blocks::gpu_common::LayerCx;
 use crate::blocks::mlp;
 use crate::blocks::moe::{Moe, Routing};
 use crate::error::{Error, Result};

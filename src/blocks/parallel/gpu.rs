@@ -7,7 +7,7 @@
 //! after the other over the shared scratch buffers: the attention's reads none of what the
 //! Mamba branch wrote.
 
-use crate::blocks::gpu::{LayerCx, Out};
+use crate::blocks::gpu_common::{LayerCx, Out};
 use crate::blocks::parallel::Parallel;
 use crate::blocks::{attention, mamba2};
 use crate::error::{Error, Result};

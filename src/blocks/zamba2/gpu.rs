@@ -10,7 +10,7 @@
 //! later (T, D) rows in `wide`, o_proj's and the MLP's outputs in `x_norm`, the Mamba input's
 //! norm into `x_norm` last.
 
-use crate::blocks::gpu::{GpuAdapter, LayerCx, Out};
+use crate::blocks::gpu_common::{GpuAdapter, LayerCx, Out};
 use crate::blocks::zamba2::Zamba2Layer;
 use crate::blocks::{attention, mamba2, mlp};
 use crate::error::{Error, Result};
