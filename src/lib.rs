@@ -1,7 +1,10 @@
-//! webmamba: Mamba state-space language models on WebGPU, in the browser (wasm32) and natively.
+//! webmamba: Mamba state-space language models and the hybrids built on them, on WebGPU, in the
+//! browser (wasm32) and natively.
 //!
 //! Layout (see ARCHITECTURE.md):
-//! - [`blocks`]: the block kinds a model stacks (Mamba-1, Mamba-2), each in one place;
+//! - [`blocks`]: the block kinds a model stacks (Mamba-1, Mamba-2, attention, MLP, mixture of
+//!   experts, Falcon-H1's parallel block, Zamba2's shared block), each in `blocks/<kind>/` (its
+//!   host side, CPU forward and GPU side) and named in the dispatch by kind;
 //! - [`model`]: config, checkpoint headers and layout, weights in memory, the recurrent state
 //!   (+ the symbol glossary);
 //! - [`load`]: streaming a checkpoint's weights into a backend, with progress;
@@ -10,6 +13,12 @@
 //! - [`gpu`]: device context, buffers, pipelines, readback;
 //! - [`gpu_model`]: the forward pass on the GPU;
 //! - [`kernels`]: one wrapper per WGSL kernel in `shaders/`;
+//! - [`engine`]: one model on one backend behind one interface, with its checkpoint slots;
+//! - [`cache`]: which recurrent states are kept, under which keys ([`cache::StateCache`]);
+//! - [`store`]: checkpoints and key/value pages that outlive the page or the process;
+//! - [`session`]: the runtime (one engine, one cache, many sessions) and text generation;
+//! - [`chat`]: chat templates, end-of-turn tokens, structured output and tool calls;
+//! - [`perplexity`]: llama.cpp's perplexity convention over a text;
 //! - `wasm` (wasm32 only): the thin JavaScript API over the native types;
 //! - [`Error`]: the one error type.
 

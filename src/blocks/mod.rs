@@ -269,7 +269,8 @@ impl BlockKind {
         }
     }
 
-    /// Whether it is a Mamba mixer (what the GPU backend runs today).
+    /// Whether it is a Mamba mixer (Mamba-1 or Mamba-2: the blocks HF's Mamba-family config
+    /// fields describe, `config_out.rs`).
     pub fn is_mamba(&self) -> bool {
         matches!(self, BlockKind::Mamba1(_) | BlockKind::Mamba2(_))
     }

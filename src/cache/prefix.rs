@@ -40,11 +40,6 @@ impl Prefix {
         self.tokens.is_empty()
     }
 
-    /// The same namespace (root) and block size over other tokens.
-    pub fn with_tokens(&self, tokens: Vec<u32>) -> Self {
-        Self::new(self.keys[0], tokens, self.block)
-    }
-
     /// Appends a token, chaining the next key when it completes a block; returns whether it did.
     pub fn push(&mut self, token: u32) -> bool {
         self.tokens.push(token);

@@ -48,24 +48,6 @@ impl Checkpoint {
         Ok(Self { config, layout, tokenizer_json, chat, files })
     }
 
-    /// With the chat files' bytes (each when the checkpoint has it: `tokenizer_config.json`,
-    /// `chat_template.jinja`, `generation_config.json`), for checkpoints given as bytes.
-    pub fn with_chat_files(
-        mut self,
-        tokenizer_config: Option<&[u8]>,
-        chat_template_jinja: Option<&[u8]>,
-        generation_config: Option<&[u8]>,
-    ) -> Result<Self> {
-        let config_ids = std::mem::take(&mut self.chat.eos_token_ids);
-        self.chat = ChatConfig::from_files(tokenizer_config, chat_template_jinja, generation_config, None)?;
-        for id in config_ids {
-            if !self.chat.eos_token_ids.contains(&id) {
-                self.chat.eos_token_ids.push(id);
-            }
-        }
-        Ok(self)
-    }
-
     /// Opens a model folder: `config.json`, then `model.safetensors` if it exists, else
     /// `model.safetensors.index.json` with its shards (the browser's loader asks in the same
     /// order), and `tokenizer.json` if it exists. Only headers are read here.

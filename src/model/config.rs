@@ -203,12 +203,6 @@ impl Config {
         StateLayout::new(&self.blocks.iter().map(|b| b.kind.state_regions()).collect::<Vec<_>>())
     }
 
-    /// Whether every block is a Mamba mixer (what the GPU backend and the checkpoint cache's
-    /// fixed-size states serve today).
-    pub fn is_pure_mamba(&self) -> bool {
-        self.blocks.iter().all(|b| b.kind.is_mamba())
-    }
-
     /// Fails unless every id is inside the vocabulary.
     pub fn check_ids(&self, tokens: &[u32]) -> Result<()> {
         match tokens.iter().find(|&&t| t as usize >= self.vocab_size) {
