@@ -32,7 +32,7 @@ const sh = (cmd, args, cwd) => {
 // The tarball, and what it holds.
 const packed = JSON.parse(sh('npm', ['pack', resolve(PKG), '--json', '--pack-destination', work], work))[0];
 const files = packed.files.map((f) => f.path).sort();
-for (const f of ['package.json', 'README.md', 'index.js', 'index.d.ts', 'worker.js', 'worker-client.js', 'simd.js', 'webmamba.js', 'webmamba_bg.wasm',
+for (const f of ['package.json', 'README.md', 'index.js', 'index.d.ts', 'worker.js', 'worker-client.js', 'hash-worker.js', 'simd.js', 'webmamba.js', 'webmamba_bg.wasm',
   'webmamba_relaxed_bg.wasm', 'threads/webmamba.js', 'threads/webmamba_bg.wasm', 'threads/webmamba_relaxed_bg.wasm']) {
   check(files.includes(f), `the tarball has ${f}`);
 }
