@@ -17,7 +17,7 @@ export class HashClient {
     this.jobs = new Map();
     this.nextId = 1;
     this.queued = 0; // bytes posted and not yet hashed
-    this.drained = null; // { resolve, below } while push waits for the worker
+    this.drained = null; // { resolve, reject } while push waits for the worker
     this.failure = null;
     this.started = new Promise((resolve) => { this.onReady = resolve; });
     try {

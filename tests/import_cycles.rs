@@ -135,19 +135,17 @@ fn paths_in_code(code: &str) -> Vec<String> {
         statements(code, "use crate::").iter().flat_map(|t| expand_aliased(t)).collect();
     let mut rest = code.to_string();
     // Blank every `use …;` statement out: `statements` reads those.
-    for keyword in ["use "] {
-        let mut at = 0;
-        while let Some(found) = rest[at..].find(keyword) {
-            let start = at + found;
-            let word_start = start == 0
-                || !(rest.as_bytes()[start - 1].is_ascii_alphanumeric()
-                    || rest.as_bytes()[start - 1] == b'_');
-            let end = rest[start..].find(';').map_or(rest.len(), |e| start + e);
-            if word_start && rest[start + keyword.len()..end].trim_start().starts_with("crate::") {
-                rest.replace_range(start..end, &" ".repeat(end - start));
-            }
-            at = start + keyword.len();
+    const USE: &str = "use ";
+    let mut at = 0;
+    while let Some(found) = rest[at..].find(USE) {
+        let start = at + found;
+        let word_start = start == 0
+            || !(rest.as_bytes()[start - 1].is_ascii_alphanumeric() || rest.as_bytes()[start - 1] == b'_');
+        let end = rest[start..].find(';').map_or(rest.len(), |e| start + e);
+        if word_start && rest[start + USE.len()..end].trim_start().starts_with("crate::") {
+            rest.replace_range(start..end, &" ".repeat(end - start));
         }
+        at = start + USE.len();
     }
     let mut out = Vec::new();
     for (at, _) in rest.match_indices("crate::") {
