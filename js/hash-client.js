@@ -6,14 +6,21 @@
 //
 // Bytes are copied once, out of wasm memory into a 1 MiB batch that is transferred to the
 // worker; at most LAG bytes may wait there unhashed (`push` then returns a promise to await),
-// so memory stays bounded when the worker is slower than the download.
+// so memory stays bounded when the worker is slower than the download. Whatever waits on the
+// worker (a push held back, a finish) waits at most `stallMs` with no word from it: then the
+// worker counts as failed, and so does the file.
 
 const BATCH = 1 << 20;
 const LAG = 64 << 20;
+const STALL_MS = 30_000; // when the load gives none
 
 export class HashClient {
-  /** `factory()` makes the worker; throws (CSP, no nested workers) are `ready()` → false. */
-  constructor(factory) {
+  /** `factory()` makes the worker; throws (CSP, no nested workers) are `ready()` → false.
+   *  `stallMs` (0: 30 s): the longest wait with no message from the worker. */
+  constructor(factory, stallMs) {
+    this.stallMs = stallMs > 0 ? stallMs : STALL_MS;
+    this.heard = 0; // Date.now() of the worker's last message, or of the start of a wait
+    this.watchdog = null; // an interval timer while something waits
     this.jobs = new Map();
     this.nextId = 1;
     this.queued = 0; // bytes posted and not yet hashed
@@ -64,7 +71,10 @@ export class HashClient {
       if (job.fill === BATCH) this.flush(id, job);
     }
     if (this.queued <= LAG) return undefined;
-    return new Promise((resolve, reject) => { this.drained = { resolve, reject }; });
+    return new Promise((resolve, reject) => {
+      this.drained = { resolve, reject };
+      this.watch();
+    });
   }
 
   /** Ends stream `id`: resolves to its digests, in the order of its algorithms. */
@@ -75,6 +85,7 @@ export class HashClient {
     if (job.fill > 0) this.flush(id, job);
     return new Promise((resolve, reject) => {
       job.finish = { resolve, reject };
+      this.watch();
       this.post({ op: 'finish', id });
     });
   }
@@ -89,6 +100,21 @@ export class HashClient {
     this.fail('the load ended');
     this.worker?.terminate();
     this.worker = null;
+  }
+
+  /** Something now waits on the worker: it fails if the worker says nothing for `stallMs`. */
+  watch() {
+    this.heard = Date.now();
+    if (this.watchdog !== null) return;
+    this.watchdog = setInterval(() => {
+      const waiting = this.drained !== null || [...this.jobs.values()].some((j) => j.finish !== null);
+      if (!waiting || this.failure !== null) {
+        clearInterval(this.watchdog);
+        this.watchdog = null;
+      } else if (Date.now() - this.heard > this.stallMs) {
+        this.fail(`it sent nothing for ${this.stallMs} ms`);
+      }
+    }, Math.min(1000, this.stallMs));
   }
 
   flush(id, job) {
@@ -109,6 +135,7 @@ export class HashClient {
   }
 
   message(data) {
+    this.heard = Date.now();
     if (data.ready) {
       this.onReady(true);
     } else if (data.failed !== undefined && data.id === undefined) {
@@ -136,6 +163,8 @@ export class HashClient {
     if (this.failure !== null) return;
     this.failure = `the hashing worker failed: ${why}`;
     this.onReady(false);
+    if (this.watchdog !== null) clearInterval(this.watchdog);
+    this.watchdog = null;
     const error = new Error(this.failure);
     this.drained?.reject(error);
     this.drained = null;

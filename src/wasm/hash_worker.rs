@@ -9,9 +9,10 @@
 //! starts. Where there is no factory (webmamba.js used directly), or the worker does not start
 //! within [`READY_MS`] (a CSP without `worker-src`, an engine with no nested workers), the
 //! checks hash on this thread as before ([`FileCheck`] alone). A worker that fails mid-file
-//! fails that file's read (`Io`), never passes it.
+//! fails that file's read (`Io`), never passes it; so does one that stops answering while the
+//! load waits on it (the load's stall timeout).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use js_sys::{Array, Function, Promise, Uint8Array};
@@ -28,8 +29,9 @@ const READY_MS: u32 = 10_000;
 #[wasm_bindgen(module = "/js/hash-client.js")]
 extern "C" {
     type HashClient;
+    /// `stall_ms` (0: 30 s): the longest wait with no message from the worker.
     #[wasm_bindgen(constructor)]
-    fn new(factory: &Function) -> HashClient;
+    fn new(factory: &Function, stall_ms: u32) -> HashClient;
     #[wasm_bindgen(method)]
     fn ready(this: &HashClient, ms: u32) -> Promise;
     #[wasm_bindgen(method)]
@@ -88,24 +90,24 @@ impl HashStream {
 pub(crate) struct HashWorker {
     client: Rc<HashClient>,
     /// `Some(ready)` once the start was awaited.
-    ready: RefCell<Option<bool>>,
+    ready: Cell<Option<bool>>,
 }
 
 impl HashWorker {
-    /// Starts a worker, where the package's entry registered a factory.
-    pub fn start() -> Option<Self> {
+    /// Starts a worker, where the package's entry registered a factory. A wait on it with no
+    /// word from it for `stall_ms` (the load's `stallTimeoutMs`; 0: 30 s) fails the file.
+    pub fn start(stall_ms: u32) -> Option<Self> {
         let factory = FACTORY.with(|f| f.borrow().clone())?;
-        Some(HashWorker { client: Rc::new(HashClient::new(&factory)), ready: RefCell::new(None) })
+        Some(HashWorker { client: Rc::new(HashClient::new(&factory, stall_ms)), ready: Cell::new(None) })
     }
 
     /// `check`, its hashing handed to the worker when the worker has started.
     pub async fn offload(&self, mut check: FileCheck, file: &str) -> Check {
-        let known = *self.ready.borrow();
-        let ready = match known {
+        let ready = match self.ready.get() {
             Some(ready) => ready,
             None => {
                 let ready = JsFuture::from(self.client.ready(READY_MS)).await.is_ok_and(|v| v.is_truthy());
-                *self.ready.borrow_mut() = Some(ready);
+                self.ready.set(Some(ready));
                 ready
             }
         };

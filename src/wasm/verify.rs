@@ -43,7 +43,7 @@ impl Digests {
     pub fn new(option: Integrity, url: Option<&str>, stall_ms: u32) -> Self {
         let hub = url.and_then(|u| Some((hub::tree_url(u)?, hub::subfolder(u))));
         // Started now, so that it is ready by the time the weights stream.
-        let worker = (!option.is_empty() || hub.is_some()).then(HashWorker::start).flatten();
+        let worker = (!option.is_empty() || hub.is_some()).then(|| HashWorker::start(stall_ms)).flatten();
         Digests { option, hub, listing: RefCell::default(), asked: Cell::new(false), stall_ms, worker }
     }
 

@@ -40,39 +40,50 @@ function damageCache(page, url, at) {
 const clearCache = (page, url) => page.evaluate((u) => window.webmamba.Model.clearCache(u), url);
 
 /** In the page: counts the hashing workers the package makes (`new Worker(…, { name:
- *  'webmamba-hash' })`), and with `block` makes their construction throw, as a CSP without
- *  worker-src would. */
-function watchHashWorkers(page, block) {
-  return page.evaluate((block) => {
+ *  'webmamba-hash' })`); `mode` 'block' makes their construction throw, as a CSP without
+ *  worker-src would; 'mute' makes each a worker that says it started and then never answers. */
+function watchHashWorkers(page, mode) {
+  return page.evaluate((mode) => {
     if (window.hashWorkers === undefined) {
       const Native = window.Worker;
-      window.hashWorkers = { made: 0, block: false };
+      const mute = URL.createObjectURL(new Blob(['postMessage({ ready: true }); onmessage = () => {};'], { type: 'text/javascript' }));
+      window.hashWorkers = { made: 0, mode: 'real' };
       window.Worker = class extends Native {
         constructor(url, options) {
-          if (options?.name === 'webmamba-hash' && window.hashWorkers.block) throw new Error('blocked by the test');
-          super(url, options);
-          if (options?.name === 'webmamba-hash') window.hashWorkers.made += 1;
+          const hash = options?.name === 'webmamba-hash';
+          if (hash && window.hashWorkers.mode === 'block') throw new Error('blocked by the test');
+          super(hash && window.hashWorkers.mode === 'mute' ? mute : url, options);
+          if (hash) window.hashWorkers.made += 1;
         }
       };
     }
-    window.hashWorkers.block = block;
+    window.hashWorkers.mode = mode;
     return window.hashWorkers.made;
-  }, block);
+  }, mode);
 }
 
 /** The hashing worker (hash-worker.js): a verified load hashes there, and where none can be
- *  made the page's thread hashes instead; either way a flipped bit is `Integrity`. */
+ *  made the page's thread hashes instead; either way a flipped bit is `Integrity`. A worker
+ *  that stops answering fails the load after the stall timeout, and the next load is whole. */
 async function hashingWorker(page, { hubUrl, check, tryLoad, short, same }) {
   const cpu = { backend: 'cpu', cache: false };
-  for (const block of [false, true]) {
-    const how = block ? 'no hashing worker can be made: the page hashes' : 'the hashing worker';
-    const before = await watchHashWorkers(page, block);
+  for (const mode of ['real', 'block']) {
+    const how = mode === 'block' ? 'no hashing worker can be made: the page hashes' : 'the hashing worker';
+    const before = await watchHashWorkers(page, mode);
     const flipped = await tryLoad(page, hubUrl('flip'), cpu);
     const ok = await tryLoad(page, hubUrl('ok'), cpu);
-    const made = (await watchHashWorkers(page, false)) - before;
-    check(!flipped.ok && flipped.code === 'Integrity' && ok.ok && same(ok) && made === (block ? 0 : 2),
+    const made = (await watchHashWorkers(page, 'real')) - before;
+    check(!flipped.ok && flipped.code === 'Integrity' && ok.ok && same(ok) && made === (mode === 'block' ? 0 : 2),
       `in-page: integrity: ${how}: one bit flipped: ${short(flipped)}; the true bytes: ${short(ok)}; hashing workers made: ${made}`);
   }
+  await watchHashWorkers(page, 'mute');
+  const started = Date.now();
+  const mute = await tryLoad(page, hubUrl('ok'), { ...cpu, stallTimeoutMs: 1500 });
+  const waited = Date.now() - started;
+  await watchHashWorkers(page, 'real');
+  const after = await tryLoad(page, hubUrl('ok'), cpu);
+  check(!mute.ok && mute.code === 'Io' && /hashing worker failed: it sent nothing for 1500 ms/.test(mute.message) && after.ok && same(after),
+    `in-page: integrity: a hashing worker that stops answering fails the load after the stall timeout: ${short(mute)} (after ${waited} ms); the next load: ${short(after)}`);
 }
 
 /** Runs every integrity case; `tryLoad(page, url, options)` and `short(result)` are faults.mjs'. */
