@@ -29,7 +29,7 @@ fn m2(c: &Config) -> &Mamba2 {
 /// The first layer's mixer weights, of a Mamba-1 block.
 fn w1(w: &webmamba::ModelWeights) -> &mamba1::Weights {
     match &w.layers[0].mixer {
-        BlockWeights::Mamba1(m) => m,
+        BlockWeights::Mamba1(_, m) => m,
         _ => panic!("not a Mamba-1 block"),
     }
 }
@@ -37,7 +37,7 @@ fn w1(w: &webmamba::ModelWeights) -> &mamba1::Weights {
 /// The first layer's mixer weights, of a Mamba-2 block.
 fn w2(w: &webmamba::ModelWeights) -> &mamba2::Weights {
     match &w.layers[0].mixer {
-        BlockWeights::Mamba2(m) => m,
+        BlockWeights::Mamba2(_, m) => m,
         _ => panic!("not a Mamba-2 block"),
     }
 }

@@ -129,7 +129,7 @@ pub(crate) fn in_proj(
                 ("conv", &ssm.conv),
                 ("conv_bias", ssm.conv_bias.as_ref().unwrap_or(b.dummy)),
                 ("conv_state", &s.conv),
-                ("xz", &a.xz),
+                ("xz", a.scratch("xz")?),
             ];
             let groups = Groups::fixed(decode_in_proj::groups(part.rows as u32, b.k.direct));
             Ok(Step::Fused(Box::new(Step::Call(b.call(kernel, &params, &io, groups)?))))

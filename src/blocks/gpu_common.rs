@@ -3,6 +3,8 @@
 //! matmul writes ([`Out`]), LoRA adapters, the Mamba mixers' buffers ([`GpuSsm`]) and the scan
 //! carry between prefill chunks.
 
+use std::any::Any;
+
 use crate::error::Result;
 use crate::gpu::{Kernel, KernelSpec};
 use crate::gpu_model::activations::{Activations, StateBuffers};
@@ -27,6 +29,9 @@ pub(crate) struct LayerCx<'a> {
     /// The block's RMSNorm gain (D) and the model's ε (for a kind that norms its own input).
     pub norm: &'a wgpu::Buffer,
     pub eps: f32,
+    /// Block j's GPU weights (its kind's `GpuWeights`), for a kind that reads another's (a
+    /// shared block held by its first user).
+    pub layers: &'a [&'a dyn Any],
 }
 
 impl LayerCx<'_> {
@@ -154,11 +159,11 @@ impl GpuSsm {
         (a, s): (&Activations, &StateBuffers),
     ) -> Result<Step> {
         let buffers = [
-            ("xz", &a.xz),
+            ("xz", a.scratch("xz")?),
             ("weight", &self.conv),
             ("bias", self.conv_bias.as_ref().unwrap_or(b.dummy)),
             ("conv_state", &s.conv),
-            ("ud", &a.ud),
+            ("ud", a.scratch("ud")?),
             ("capture", &a.capture),
         ];
         Ok(Step::Call(b.call(

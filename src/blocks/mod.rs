@@ -5,28 +5,46 @@
 //! which weights happen to exist. A Mamba model has one block per layer; a hybrid's layer is
 //! usually two (its mixer — Mamba or attention — then its MLP or mixture of experts).
 //!
-//! Each kind owns, in `src/blocks/<kind>/`, its tensors (names, shapes, roles), its state
-//! regions and checks (`mod.rs`), its CPU forward (`cpu.rs`) and its GPU plan (`gpu.rs`).
+//! Each kind is a plug-in: in `src/blocks/<kind>/` it implements [`HostKind`] — its tensors
+//! (names, shapes, roles), its state regions and checks, its weights and its CPU forward
+//! (`mod.rs`, `cpu.rs`) — and `GpuKind` — its GPU buffers, kernels, scratch and plan (`gpu.rs`).
+//! `registry.rs` names every kind once; from its list this file generates [`BlockKind`],
+//! [`BlockWeights`] and their dispatch to [`HostKind`], and `gpu.rs` the GPU side.
 
 pub mod attention;
 pub(crate) mod decode;
 pub(crate) mod gpu;
 pub(crate) mod gpu_common;
+pub(crate) mod gpu_kind;
+pub mod kind;
 pub mod mamba1;
 pub mod mamba2;
 pub mod mlp;
 pub mod moe;
 pub mod parallel;
+mod registry;
 pub mod ssm;
+#[cfg(test)]
+pub(crate) mod toy;
 pub mod zamba2;
 
 pub use attention::{Attention, Rope};
+pub(crate) use gpu::GpuBlockWeights;
+pub use kind::{HostKind, Input};
 pub use mamba1::Mamba1;
 pub use mamba2::{GatedNorm, Mamba2};
 pub use mlp::{Activation, Mlp, MlpNames};
 pub use moe::{ExpertLayout, Moe, Routing};
 pub use parallel::Parallel;
+pub(crate) use registry::with_kinds;
+#[cfg(test)]
+pub(crate) use toy::Toy;
 pub use zamba2::{SharedBlock, Zamba2Layer};
+
+use std::any::Any;
+
+use kind::HostLayer;
+use ssm::SsmWeights;
 
 use crate::error::{Error, Result};
 use crate::model::{Extent, Matrix, Part};
@@ -67,24 +85,105 @@ impl Block {
     }
 }
 
-/// One block's kind and hyper-parameters.
-#[derive(Clone, Debug, PartialEq)]
-pub enum BlockKind {
-    /// A Mamba-1 block (Mamba, Falcon-Mamba, Jamba).
-    Mamba1(Mamba1),
-    /// A Mamba-2 (SSD) block.
-    Mamba2(Mamba2),
-    /// Causal (grouped-query) self-attention over a key/value cache.
-    Attention(Attention),
-    /// A feed-forward network.
-    Mlp(Mlp),
-    /// A mixture of experts (with shared experts where the model has them).
-    Moe(Moe),
-    /// Attention and a Mamba-2 mixer side by side (Falcon-H1).
-    Parallel(Parallel),
-    /// Zamba2's shared transformer block feeding a Mamba-2 mixer.
-    Zamba2(Zamba2Layer),
+/// Generates [`BlockKind`], [`BlockWeights`] and their dispatch to each kind's
+/// [`HostKind`] from the registry's list ([`with_kinds`]).
+macro_rules! host_kinds {
+    ($($(#[doc = $doc:literal])* $(#[cfg($cfg:meta)])? $v:ident($t:ty)),* $(,)?) => {
+        /// One block's kind and hyper-parameters.
+        #[derive(Clone, Debug, PartialEq)]
+        pub enum BlockKind {
+            $($(#[doc = $doc])* $(#[cfg($cfg)])? $v($t),)*
+        }
+
+        /// One block's weights in memory (the CPU backend's), with its kind's hyper-parameters.
+        #[derive(Clone, Debug, PartialEq)]
+        pub enum BlockWeights {
+            $($(#[doc = $doc])* $(#[cfg($cfg)])? $v($t, Box<<$t as HostKind>::Weights>),)*
+        }
+
+        impl BlockKind {
+            /// The kind's name ("mamba1", "mamba2", "attention", "mlp", "moe", "parallel",
+            /// "zamba2", …): a model's layer pattern names its blocks by it (exported states
+            /// carry it).
+            pub fn name(&self) -> &'static str {
+                match self { $($(#[cfg($cfg)])? BlockKind::$v(_) => <$t as HostKind>::NAME,)* }
+            }
+
+            /// What it reads beyond its layer's residual stream (computed for it by the
+            /// orchestrator).
+            pub fn inputs(&self) -> &'static [Input] {
+                match self { $($(#[cfg($cfg)])? BlockKind::$v(_) => <$t as HostKind>::READS,)* }
+            }
+
+            /// Whether it is a Mamba mixer (Mamba-1 or Mamba-2: the blocks HF's Mamba-family
+            /// config fields describe, `config_out.rs`).
+            pub fn is_mamba(&self) -> bool {
+                match self { $($(#[cfg($cfg)])? BlockKind::$v(_) => <$t as HostKind>::MAMBA_MIXER,)* }
+            }
+
+            /// Its tensors (names under its prefix), for residual width `d` (D).
+            pub fn tensors(&self, d: usize) -> Vec<Tensor> {
+                match self { $($(#[cfg($cfg)])? BlockKind::$v(k) => HostKind::tensors(k, d),)* }
+            }
+
+            /// Its state regions, in the order its `LayerState` holds them.
+            pub fn state_regions(&self) -> Vec<(&'static str, Extent)> {
+                match self { $($(#[cfg($cfg)])? BlockKind::$v(k) => HostKind::state_regions(k),)* }
+            }
+
+            /// Fails unless its hyper-parameters are usable with residual width `d`.
+            pub fn validate(&self, d: usize) -> Result<()> {
+                match self { $($(#[cfg($cfg)])? BlockKind::$v(k) => HostKind::validate(k, d),)* }
+            }
+
+            /// Its attention, where it has one (its state then has a key/value cache).
+            pub fn attention(&self) -> Option<&Attention> {
+                match self { $($(#[cfg($cfg)])? BlockKind::$v(k) => HostKind::attention(k),)* }
+            }
+
+            /// E·D and N of its Mamba mixer (what benchmark reports describe a model by).
+            pub fn mamba_dims(&self) -> Option<(usize, usize)> {
+                match self { $($(#[cfg($cfg)])? BlockKind::$v(k) => HostKind::mamba_dims(k),)* }
+            }
+        }
+
+        impl BlockWeights {
+            /// A block of `kind`'s weights, taken from `t`.
+            pub fn take(kind: &BlockKind, t: &mut dyn TakeTensor) -> Result<Self> {
+                Ok(match kind {
+                    $($(#[cfg($cfg)])? BlockKind::$v(k) => BlockWeights::$v(k.clone(), Box::new(HostKind::take(k, t)?)),)*
+                })
+            }
+
+            /// Its output (T, D) over `layer` (the CPU forward).
+            pub(crate) fn forward(&self, layer: HostLayer<'_>) -> Result<Vec<f32>> {
+                match self { $($(#[cfg($cfg)])? BlockWeights::$v(k, w) => HostKind::forward(k, w, layer),)* }
+            }
+
+            /// Its Mamba mixer's tensors, if it has a Mamba mixer.
+            pub fn ssm(&self) -> Option<&SsmWeights> {
+                match self { $($(#[cfg($cfg)])? BlockWeights::$v(_, w) => <$t as HostKind>::ssm(w),)* }
+            }
+
+            /// The weight matrices.
+            pub fn matrices(&self) -> Vec<&Matrix> {
+                match self { $($(#[cfg($cfg)])? BlockWeights::$v(_, w) => <$t as HostKind>::matrices(w),)* }
+            }
+
+            /// Elements of the small f32 tensors.
+            pub fn vector_len(&self) -> usize {
+                match self { $($(#[cfg($cfg)])? BlockWeights::$v(_, w) => <$t as HostKind>::vector_len(w),)* }
+            }
+
+            /// Its kind's own weights (`<K as HostKind>::Weights`), to downcast.
+            pub(crate) fn as_any(&self) -> &dyn Any {
+                match self { $($(#[cfg($cfg)])? BlockWeights::$v(_, w) => w.as_ref(),)* }
+            }
+        }
+    };
 }
+
+with_kinds!(host_kinds);
 
 /// One tensor of a block.
 #[derive(Clone, Debug, PartialEq)]
@@ -112,25 +211,6 @@ pub(crate) fn under(prefix: &str, tensors: Vec<Tensor>) -> Vec<Tensor> {
     tensors.into_iter().map(|t| Tensor { leaf: format!("{prefix}{}", t.leaf), ..t }).collect()
 }
 
-/// One block's weights in memory, by kind (the CPU backend's).
-#[derive(Clone, Debug, PartialEq)]
-pub enum BlockWeights {
-    /// A Mamba-1 block's.
-    Mamba1(mamba1::Weights),
-    /// A Mamba-2 block's.
-    Mamba2(mamba2::Weights),
-    /// An attention block's.
-    Attention(attention::Weights),
-    /// An MLP's.
-    Mlp(mlp::Weights),
-    /// A mixture of experts'.
-    Moe(moe::Weights),
-    /// A parallel block's.
-    Parallel(Box<parallel::Weights>),
-    /// A Zamba2 hybrid layer's.
-    Zamba2(Box<zamba2::Weights>),
-}
-
 /// Where a block's weights come from as it is built: its tensors by [`Part`].
 pub trait TakeTensor {
     /// The matrix playing `part`.
@@ -140,139 +220,6 @@ pub trait TakeTensor {
     /// The f32 vector playing `part`, if the checkpoint has one (an optional bias).
     fn optional(&mut self, part: Part) -> Option<Vec<f32>> {
         self.vector(part).ok()
-    }
-}
-
-impl BlockWeights {
-    /// A block of `kind`'s weights, taken from `t`.
-    pub fn take(kind: &BlockKind, t: &mut dyn TakeTensor) -> Result<Self> {
-        Ok(match kind {
-            BlockKind::Mamba1(b) => BlockWeights::Mamba1(mamba1::Weights::take(b, t)?),
-            BlockKind::Mamba2(b) => BlockWeights::Mamba2(mamba2::Weights::take(b, t)?),
-            BlockKind::Attention(b) => BlockWeights::Attention(attention::Weights::take(b, t)?),
-            BlockKind::Mlp(b) => BlockWeights::Mlp(mlp::Weights::take(b, t)?),
-            BlockKind::Moe(b) => BlockWeights::Moe(moe::Weights::take(b, t)?),
-            BlockKind::Parallel(b) => BlockWeights::Parallel(Box::new(parallel::Weights::take(b, t)?)),
-            BlockKind::Zamba2(b) => BlockWeights::Zamba2(Box::new(zamba2::Weights::take(b, t)?)),
-        })
-    }
-
-    /// Its Mamba mixer's tensors, if it has a Mamba mixer.
-    pub fn ssm(&self) -> Option<&ssm::SsmWeights> {
-        match self {
-            BlockWeights::Mamba1(w) => Some(&w.ssm),
-            BlockWeights::Mamba2(w) => Some(&w.ssm),
-            BlockWeights::Parallel(w) => Some(&w.mamba.ssm),
-            BlockWeights::Zamba2(w) => Some(&w.mamba.ssm),
-            BlockWeights::Attention(_) | BlockWeights::Mlp(_) | BlockWeights::Moe(_) => None,
-        }
-    }
-
-    /// The weight matrices.
-    pub fn matrices(&self) -> Vec<&Matrix> {
-        match self {
-            BlockWeights::Mamba1(w) => w.matrices().to_vec(),
-            BlockWeights::Mamba2(w) => w.matrices().to_vec(),
-            BlockWeights::Attention(w) => w.matrices(),
-            BlockWeights::Mlp(w) => w.matrices(),
-            BlockWeights::Moe(w) => w.matrices(),
-            BlockWeights::Parallel(w) => w.matrices(),
-            BlockWeights::Zamba2(w) => w.matrices(),
-        }
-    }
-
-    /// Elements of the small f32 tensors.
-    pub fn vector_len(&self) -> usize {
-        match self {
-            BlockWeights::Mamba1(w) => w.vector_len(),
-            BlockWeights::Mamba2(w) => w.vector_len(),
-            BlockWeights::Attention(w) => w.vector_len(),
-            BlockWeights::Mlp(w) => w.vector_len(),
-            BlockWeights::Moe(w) => w.vector_len(),
-            BlockWeights::Parallel(w) => w.vector_len(),
-            BlockWeights::Zamba2(w) => w.vector_len(),
-        }
-    }
-}
-
-impl BlockKind {
-    /// The kind's name ("mamba1", "mamba2", "attention", "mlp", "moe", "parallel", "zamba2"):
-    /// a model's layer pattern names its blocks by it (exported states carry it).
-    pub fn name(&self) -> &'static str {
-        match self {
-            BlockKind::Mamba1(_) => "mamba1",
-            BlockKind::Mamba2(_) => "mamba2",
-            BlockKind::Attention(_) => "attention",
-            BlockKind::Mlp(_) => "mlp",
-            BlockKind::Moe(_) => "moe",
-            BlockKind::Parallel(_) => "parallel",
-            BlockKind::Zamba2(_) => "zamba2",
-        }
-    }
-
-    /// E·D and N of a Mamba block (what benchmark reports describe a model by).
-    pub fn mamba_dims(&self) -> Option<(usize, usize)> {
-        match self {
-            BlockKind::Mamba1(b) => Some((b.d_inner, b.d_state)),
-            BlockKind::Mamba2(b) => Some((b.d_inner, b.d_state)),
-            BlockKind::Parallel(p) => Some((p.mamba.d_inner, p.mamba.d_state)),
-            BlockKind::Zamba2(z) => Some((z.mamba.d_inner, z.mamba.d_state)),
-            _ => None,
-        }
-    }
-
-    /// Its tensors (names under its prefix), for residual width `d` (D).
-    pub fn tensors(&self, d: usize) -> Vec<Tensor> {
-        match self {
-            BlockKind::Mamba1(b) => b.tensors(d),
-            BlockKind::Mamba2(b) => b.tensors(d),
-            BlockKind::Attention(b) => b.tensors(d),
-            BlockKind::Mlp(b) => b.tensors(d),
-            BlockKind::Moe(b) => b.tensors(d),
-            BlockKind::Parallel(b) => b.tensors(d),
-            BlockKind::Zamba2(b) => b.tensors(d),
-        }
-    }
-
-    /// Its attention, where it has one (its state then has a key/value cache).
-    pub fn attention(&self) -> Option<&Attention> {
-        match self {
-            BlockKind::Attention(a) => Some(a),
-            BlockKind::Parallel(p) => Some(&p.attention),
-            BlockKind::Zamba2(z) => Some(&z.shared.attention),
-            _ => None,
-        }
-    }
-
-    /// Its state regions, in the order its `LayerState` holds them.
-    pub fn state_regions(&self) -> Vec<(&'static str, Extent)> {
-        match self {
-            BlockKind::Mamba1(b) => b.state_regions(),
-            BlockKind::Mamba2(b) => b.state_regions(),
-            BlockKind::Attention(b) => b.state_regions(),
-            BlockKind::Mlp(_) | BlockKind::Moe(_) => Vec::new(),
-            BlockKind::Parallel(b) => b.state_regions(),
-            BlockKind::Zamba2(b) => b.state_regions(),
-        }
-    }
-
-    /// Fails unless its hyper-parameters are usable with residual width `d`.
-    pub fn validate(&self, d: usize) -> Result<()> {
-        match self {
-            BlockKind::Mamba1(b) => b.validate(d),
-            BlockKind::Mamba2(b) => b.validate(d),
-            BlockKind::Attention(b) => b.validate(d),
-            BlockKind::Mlp(b) => b.validate(d),
-            BlockKind::Moe(b) => b.validate(d),
-            BlockKind::Parallel(b) => b.validate(d),
-            BlockKind::Zamba2(b) => b.validate(d),
-        }
-    }
-
-    /// Whether it is a Mamba mixer (Mamba-1 or Mamba-2: the blocks HF's Mamba-family config
-    /// fields describe, `config_out.rs`).
-    pub fn is_mamba(&self) -> bool {
-        matches!(self, BlockKind::Mamba1(_) | BlockKind::Mamba2(_))
     }
 }
 

@@ -3,10 +3,12 @@
 //! is tested against — itself checked against HF `MambaForCausalLM` by the committed fixtures —
 //! and the fallback where WebGPU is missing. Symbols: see the glossary in [`crate::model`].
 
+use std::any::Any;
 use std::sync::Arc;
 
-use crate::blocks::{BlockKind, BlockWeights, attention, mamba1, mamba2, mlp, moe, parallel, zamba2};
-use crate::cpu::conv::{Capture, Run};
+use crate::blocks::Input;
+use crate::blocks::kind::{HostLayer, LayerInputs};
+use crate::cpu::conv::Capture;
 use crate::cpu::matmul::linear;
 use crate::cpu::ops::rms_norm;
 use crate::cpu::threads::Threads;
@@ -170,39 +172,24 @@ impl CpuModel {
         if c.scales.embedding != 1.0 {
             h.iter_mut().for_each(|v| *v *= c.scales.embedding);
         }
-        // Zamba2's shared blocks read the original embeddings too.
-        let embeddings = c.blocks.iter().any(|b| matches!(b.kind, BlockKind::Zamba2(_))).then(|| h.clone());
+        // What some block reads across layers, computed once for the chunk.
+        let reads = |input| c.blocks.iter().any(|b| b.kind.inputs().contains(&input));
+        let inputs = LayerInputs { embeddings: reads(Input::Embeddings).then(|| h.clone()) };
+        let lookup: Vec<&dyn Any> = self.w.layers.iter().map(|l| l.mixer.as_any()).collect();
         let mut snapshots = vec![State::empty(self.layout.clone()); positions.len()];
         let layers = c.blocks.iter().zip(&self.w.layers).zip(&self.a).zip(&mut state.layers);
         for (i, (((block, layer), a), st)) in layers.enumerate() {
-            let x = match (&block.kind, &layer.mixer, &embeddings) {
-                (BlockKind::Zamba2(p), BlockWeights::Zamba2(w), Some(e)) => {
-                    let shared = match &self.w.layers.get(p.owner_block).map(|l| &l.mixer) {
-                        Some(BlockWeights::Zamba2(owner)) => owner.shared.as_ref(),
-                        _ => None,
-                    }
-                    .ok_or_else(|| Error::Internal(format!("block {i}'s shared block has no weights")))?;
-                    let run =
-                        Run { a, x: &[], st, cap: Capture { positions, states: &mut snapshots, layer: i } };
-                    let input = zamba2::cpu::input(p, w, shared, (&h, e), run, c.norm_eps);
-                    rms_norm(&input, &layer.norm, c.norm_eps)
-                }
-                _ => rms_norm(&h, &layer.norm, c.norm_eps),
-            };
-            let run = Run { a, x: &x, st, cap: Capture { positions, states: &mut snapshots, layer: i } };
-            // Each block kind's forward (src/blocks/<kind>/cpu.rs).
-            let y = match (&block.kind, &layer.mixer) {
-                (BlockKind::Mamba1(p), BlockWeights::Mamba1(w)) => mamba1::cpu::forward(p, w, run),
-                (BlockKind::Mamba2(p), BlockWeights::Mamba2(w)) => mamba2::cpu::forward(p, w, run),
-                (BlockKind::Attention(p), BlockWeights::Attention(w)) => attention::cpu::forward(p, w, run),
-                (BlockKind::Mlp(p), BlockWeights::Mlp(w)) => mlp::cpu::forward(p, w, &x),
-                (BlockKind::Moe(p), BlockWeights::Moe(w)) => moe::cpu::forward(p, w, &x),
-                (BlockKind::Parallel(p), BlockWeights::Parallel(w)) => parallel::cpu::forward(p, w, run),
-                (BlockKind::Zamba2(p), BlockWeights::Zamba2(w)) => {
-                    mamba2::cpu::forward(&p.mamba, &w.mamba, run)
-                }
-                _ => return Err(Error::Internal(format!("block {i}'s weights are not of its kind"))),
-            };
+            // The block kind's forward (src/blocks/<kind>/).
+            let y = layer.mixer.forward(HostLayer {
+                h: &h,
+                norm: &layer.norm,
+                eps: c.norm_eps,
+                a,
+                st,
+                cap: Capture { positions, states: &mut snapshots, layer: i },
+                inputs: &inputs,
+                layers: &lookup,
+            })?;
             let scale = block.residual_scale;
             h.iter_mut().zip(y).for_each(|(h, y)| *h += scale * y);
         }

@@ -1,6 +1,9 @@
 //! Activation and state buffers, sized once at load for the largest forward chunk.
 
-use crate::error::Result;
+use std::collections::BTreeMap;
+
+use crate::blocks::Input;
+use crate::error::{Error, Result};
 use crate::gpu::{GpuContext, Readback};
 use crate::kernels::{Step, argmax, top_k};
 use std::sync::Arc;
@@ -15,22 +18,18 @@ pub(crate) struct Activations {
     pub ids: wgpu::Buffer,    // (T) u32
     pub h: wgpu::Buffer,      // (T, D) residual stream
     pub x_norm: wgpu::Buffer, // (T, D) normalised h
-    pub xz: wgpu::Buffer, // (T, 2·E·D) in_proj output: xs ‖ z; Mamba-2 (T, E·D + conv_dim + H) z ‖ x ‖ B ‖ C ‖ δ
-    /// (2, T_max, E·D): u (conv1d + SiLU output), then Δ. Mamba-2: (T_max, conv_dim), u = x ‖ B
-    /// ‖ C after the conv; once the scan has read it, the gated RMSNorm's output (T, E·D).
-    pub ud: wgpu::Buffer,
-    pub dbc: wgpu::Buffer, // (T, R + 2N) x_proj output: δ ‖ B ‖ C (Mamba-2: unused, 1 float)
-    pub y: wgpu::Buffer,   // (T, E·D) gated scan output
-    pub router: wgpu::Buffer, // (T, E) a mixture's router logits
-    pub route: wgpu::Buffer, // (T, 2k) a mixture's choices: ids (u32 bits) ‖ weights
-    pub emb: wgpu::Buffer, // (T, D) the embeddings (Zamba2's shared blocks read them)
-    pub wide: wgpu::Buffer, // (T, 2·D) Zamba2's normed hidden ‖ embeddings, then (T, D) rows
-    pub lora: wgpu::Buffer, // (T, r) a LoRA adapter's down projection
+    /// The scratch buffers the block kinds ask for, by name, each as large as the largest
+    /// request of its name ([`Scratch`]): e.g. `xz` (T, in_proj rows), `ud`, `y` of the Mamba
+    /// mixers, `dbc` of Mamba-1, `router`/`route` of a mixture (the kinds' gpu.rs say what
+    /// each holds).
+    scratch: BTreeMap<&'static str, wgpu::Buffer>,
+    /// The inputs some block reads across layers ([`Input`]), filled by the plan.
+    inputs: Vec<(Input, wgpu::Buffer)>,
     pub chunk_ab: wgpu::Buffer, // (chunks, 2, E·D, N) per-chunk affine maps
     pub chunk_h0: wgpu::Buffer, // (chunks, E·D, N) chunk start states
-    pub logits: wgpu::Buffer, // (logits_rows, V)
-    pub capture: wgpu::Buffer, // (T_max) position → checkpoint number + 1, then (captures, slot_len)
-    pub readback: Readback, // logits_rows · V floats
+    pub logits: wgpu::Buffer,   // (logits_rows, V)
+    pub capture: wgpu::Buffer,  // (T_max) position → checkpoint number + 1, then (captures, slot_len)
+    pub readback: Readback,     // logits_rows · V floats
     /// (1 + max_picks) u32: count, then the greedy picks in order; or the top-k summary,
     /// top_k::words(CAPACITY) u32 — as long as the longer of the two.
     pub picks: wgpu::Buffer,
@@ -47,38 +46,43 @@ pub(crate) struct Activations {
     pub capture_layout: CaptureLayout,
 }
 
-/// What one block kind needs of the shared scratch buffers for a chunk of T_max tokens (in
-/// floats; [`Activations`] makes each as large as the largest block needs it).
+/// What one block kind needs of the scratch buffers for a chunk of T_max tokens: buffers by
+/// name, in floats ([`Activations`] makes each name's buffer as large as the largest request of
+/// it, so kinds that ask for the same name share one buffer — the Mamba mixers' `xz`, `ud`,
+/// `y`), and the prefill scan's chunk maps.
 pub(crate) struct Scratch {
-    /// `xz`: its in_proj's output.
-    pub xz: usize,
-    /// `ud`: u (and Mamba-1's Δ after it).
-    pub ud: usize,
-    /// `dbc`: Mamba-1's x_proj output (1 where unused).
-    pub dbc: usize,
-    /// `y`: the gated scan output.
-    pub y: usize,
-    /// One chunk map's plane of the prefill scan (E·D · N).
+    /// (name, floats) of each buffer it asks for.
+    pub buffers: Vec<(&'static str, usize)>,
+    /// One chunk map's plane of the prefill scan (E·D · N); 1 for a block without a scan.
     pub plane: usize,
     /// Tokens per scan chunk (every block with a scan must agree: `checks.rs`); 0 for a
     /// block without one.
     pub chunk: usize,
-    /// `router`: a mixture's router logits (T, E).
-    pub router: usize,
-    /// `route`: a mixture's choices (T, 2k).
-    pub route: usize,
-    /// `emb`: the embeddings, kept for Zamba2's shared blocks (T, D).
-    pub emb: usize,
-    /// `wide`: Zamba2's normed hidden ‖ embeddings (T, 2·D), then its other rows.
-    pub wide: usize,
-    /// `lora`: a LoRA adapter's rank-r rows (T, r).
-    pub lora: usize,
 }
 
 impl Scratch {
-    /// Nothing of any buffer (one float each: WebGPU binds no empty buffer).
+    /// No buffer, no scan.
     pub fn none() -> Self {
-        Self { xz: 1, ud: 1, dbc: 1, y: 1, plane: 1, chunk: 0, router: 1, route: 1, emb: 1, wide: 1, lora: 1 }
+        Self { buffers: Vec::new(), plane: 1, chunk: 0 }
+    }
+
+    /// This and a buffer `name` of `floats`.
+    pub fn with(mut self, name: &'static str, floats: usize) -> Self {
+        self.buffers.push((name, floats));
+        self
+    }
+
+    /// What a kind made of `parts` needs: each name as large as the largest part asks.
+    pub fn most(parts: impl IntoIterator<Item = Scratch>) -> Self {
+        parts.into_iter().fold(Scratch::none(), |mut all, part| {
+            all.buffers.extend(part.buffers);
+            Scratch { plane: all.plane.max(part.plane), chunk: all.chunk.max(part.chunk), ..all }
+        })
+    }
+
+    /// Floats asked for under `name` (0: none).
+    pub fn floats(&self, name: &str) -> usize {
+        self.buffers.iter().filter(|(n, _)| *n == name).map(|(_, f)| *f).max().unwrap_or(0)
     }
 }
 
@@ -168,15 +172,14 @@ impl Activations {
     pub fn new(
         ctx: &GpuContext,
         c: &Config,
-        needs: &[Scratch],
+        (needs, reads): (&[Scratch], &[Input]),
         (max_tokens, max_picks): (usize, usize),
         capture_bytes: u64,
     ) -> Result<Self> {
         let t = max_tokens;
-        let most = |f: fn(&Scratch) -> usize| needs.iter().map(f).max().unwrap_or(1);
-        let chunk = most(|s| s.chunk).max(1);
+        let chunk = needs.iter().map(|s| s.chunk).max().unwrap_or(0).max(1);
         let chunks = t.div_ceil(chunk);
-        let plane = most(|s| s.plane);
+        let plane = needs.iter().map(|s| s.plane).max().unwrap_or(1);
         // All-position logits are computed in blocks of rows that fit one binding (≤ 64 MiB).
         let logits_rows = ((64 << 20).min(ctx.max_binding()) as usize / (4 * c.vocab_size)).clamp(1, t);
         // Checkpoint captures per forward chunk: within `capture_bytes` and one binding.
@@ -185,6 +188,19 @@ impl Activations {
         let captures = capture_layout.captures_within(capture_bytes.min(ctx.max_binding())).max(1);
         let capture_layout = capture_layout.with_captures(captures);
         let z = |label: &str, len: usize| ctx.storage_zeroed_f32(label, len);
+        let mut sizes: BTreeMap<&'static str, usize> = BTreeMap::new();
+        for (name, floats) in needs.iter().flat_map(|s| &s.buffers) {
+            let size = sizes.entry(name).or_insert(1);
+            *size = (*size).max(*floats);
+        }
+        let scratch =
+            sizes.into_iter().map(|(name, len)| Ok((name, z(name, len)?))).collect::<Result<_>>()?;
+        let inputs = reads
+            .iter()
+            .map(|&input| match input {
+                Input::Embeddings => Ok((input, z("embeddings", t * c.d_model)?)),
+            })
+            .collect::<Result<_>>()?;
         let picks_len = (1 + max_picks).max(top_k::words(top_k::CAPACITY));
         let slices_len = (argmax::slices(c.vocab_size) * argmax::SLICE_WORDS)
             .max(top_k::slices(c.vocab_size) * top_k::SLICE_WORDS);
@@ -198,15 +214,8 @@ impl Activations {
             ids: z("ids", t)?,
             h: z("h", t * c.d_model)?,
             x_norm: z("x_norm", t * c.d_model)?,
-            xz: z("xz", most(|s| s.xz))?,
-            ud: z("u, delta", most(|s| s.ud))?,
-            dbc: z("dbc", most(|s| s.dbc))?,
-            y: z("y", most(|s| s.y))?,
-            router: z("router logits", most(|s| s.router))?,
-            route: z("route", most(|s| s.route))?,
-            emb: z("embeddings", most(|s| s.emb))?,
-            wide: z("hidden, embeddings", most(|s| s.wide))?,
-            lora: z("lora", most(|s| s.lora))?,
+            scratch,
+            inputs,
             chunk_ab: z("chunk_ab", chunks * 2 * plane)?,
             chunk_h0: z("chunk_h0", chunks * plane)?,
             logits: z("logits", logits_rows * c.vocab_size)?,
@@ -225,28 +234,36 @@ impl Activations {
 }
 
 impl Activations {
+    /// The scratch buffer a block kind asked for as `name` ([`Scratch`]).
+    pub fn scratch(&self, name: &str) -> Result<&wgpu::Buffer> {
+        self.scratch
+            .get(name)
+            .ok_or_else(|| Error::Internal(format!("no block kind asked for a scratch buffer `{name}`")))
+    }
+
+    /// The buffer of `input` (T, D), where a block kind reads it.
+    pub fn input(&self, input: Input) -> Result<&wgpu::Buffer> {
+        self.inputs
+            .iter()
+            .find(|(i, _)| *i == input)
+            .map(|(_, b)| b)
+            .ok_or_else(|| Error::Internal(format!("no block kind declared that it reads {input:?}")))
+    }
+
+    /// The inputs across layers and their buffers.
+    pub fn inputs(&self) -> &[(Input, wgpu::Buffer)] {
+        &self.inputs
+    }
+
     /// Bytes of every activation buffer (the readback staging buffer included).
     pub fn bytes(&self) -> u64 {
-        [
-            &self.ids,
-            &self.h,
-            &self.x_norm,
-            &self.xz,
-            &self.ud,
-            &self.dbc,
-            &self.y,
-            &self.router,
-            &self.route,
-            &self.emb,
-            &self.wide,
-            &self.lora,
-            &self.chunk_ab,
-            &self.chunk_h0,
-        ]
-        .iter()
-        .chain([&self.logits, &self.capture, &self.picks].iter())
-        .map(|b| b.size())
-        .sum::<u64>()
+        [&self.ids, &self.h, &self.x_norm, &self.chunk_ab, &self.chunk_h0]
+            .into_iter()
+            .chain(self.scratch.values())
+            .chain(self.inputs.iter().map(|(_, b)| b))
+            .chain([&self.logits, &self.capture, &self.picks])
+            .map(|b| b.size())
+            .sum::<u64>()
             + self.readback.capacity()
             + self.picks_readback.capacity()
     }

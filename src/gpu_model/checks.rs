@@ -3,7 +3,6 @@
 //! typed error (`UnsupportedModel`, `LimitExceeded`), not a pipeline or dispatch the device
 //! refuses mid-run.
 
-use crate::blocks;
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 use crate::gpu_model::Matmul;
@@ -17,10 +16,9 @@ use crate::model::Config;
 /// agree on the prefill scan's chunk (checked before anything is allocated).
 pub(crate) fn check_supported(c: &Config, ctx: &GpuContext, kv: KvFormat) -> Result<()> {
     for kind in &c.blocks {
-        blocks::gpu::check(&kind.kind, ctx, kv)?;
+        kind.kind.gpu_check(ctx, kv)?;
     }
-    let mut chunks =
-        c.blocks.iter().map(|b| blocks::gpu::scratch(&b.kind, c.d_model, 1).chunk).filter(|&c| c > 0);
+    let mut chunks = c.blocks.iter().map(|b| b.kind.scratch(c.d_model, 1).chunk).filter(|&c| c > 0);
     let first = chunks.next();
     if chunks.any(|chunk| Some(chunk) != first) {
         return Err(Error::UnsupportedModel(
@@ -44,10 +42,10 @@ pub(crate) fn check_dispatch(c: &Config, max_tokens: usize, matmul: Matmul, ctx:
             limit: max_dim as u64,
         });
     }
-    let scratch = |b| blocks::gpu::scratch(b, c.d_model, 1);
-    let plane = c.blocks.iter().map(|b| scratch(&b.kind).plane as u64).max().unwrap_or(0);
+    let scratch: Vec<_> = c.blocks.iter().map(|b| b.kind.scratch(c.d_model, 1)).collect();
+    let plane = scratch.iter().map(|s| s.plane as u64).max().unwrap_or(0);
     // The widest outputs (in_proj, the LM head) in gemv and gemm, the scan's (E·D, N) plane.
-    let in_proj = c.blocks.iter().map(|b| scratch(&b.kind).xz as u64).max().unwrap_or(0);
+    let in_proj = scratch.iter().map(|s| s.floats("xz") as u64).max().unwrap_or(0);
     let wide = in_proj.max(c.vocab_size as u64);
     let (_, _, gemv_groups) = gemv_kernel(matmul.is_direct(ctx));
     let gemv_wide = gemv_groups(1, wide.min(u32::MAX as u64) as u32).0 as u64;

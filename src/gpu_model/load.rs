@@ -4,7 +4,7 @@
 //! [`Upload`] sink; [`Loading::finish`] compiles the kernels for the weight formats in use and
 //! builds every bind group.
 
-use crate::blocks;
+use crate::blocks::{self, Input};
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 use crate::gpu_model::activations::{Activations, CAPTURE_BYTES, StateBuffers};
@@ -73,11 +73,12 @@ impl GpuModel {
                 let needs: Vec<_> = config
                     .blocks
                     .iter()
-                    .map(|b| blocks::gpu::scratch(&b.kind, config.d_model, options.max_tokens))
+                    .map(|b| b.kind.scratch(config.d_model, options.max_tokens))
                     .collect();
+                let reads = reads(config);
                 let capture_bytes = options.capture_bytes.unwrap_or(CAPTURE_BYTES);
                 let sizes = (options.max_tokens, MAX_GREEDY_STEPS);
-                let acts = Activations::new(ctx, config, &needs, sizes, capture_bytes)?;
+                let acts = Activations::new(ctx, config, (&needs, &reads), sizes, capture_bytes)?;
                 let state = StateBuffers::new(ctx, config)?;
                 let capacity =
                     if context::kv_bytes_per_position(config) > 0 { kv::PAGE.min(max_context) } else { 0 };
@@ -126,12 +127,10 @@ impl Loading<'_> {
         formats.dedup();
         // Kept: the plan is built again when the key/value caches grow.
         let mut block_kernels: Vec<_> =
-            config.blocks.iter().flat_map(|b| blocks::gpu::kernels(&b.kind, options.kv_format)).collect();
+            config.blocks.iter().flat_map(|b| b.kind.gpu_kernels(options.kv_format)).collect();
         if options.fused {
             let direct = options.matmul.is_direct(ctx);
-            block_kernels.extend(
-                config.blocks.iter().flat_map(|b| blocks::gpu::decode_kernels(&b.kind, &formats, direct)),
-            );
+            block_kernels.extend(config.blocks.iter().flat_map(|b| b.kind.decode_kernels(&formats, direct)));
             block_kernels.push(blocks::decode::in_proj_spec(w.lm_head().format, direct));
         }
         let kernels = Kernels::new(ctx, &options, &formats, block_kernels, reporter).await?;
@@ -184,4 +183,15 @@ impl Loading<'_> {
             memory,
         })
     }
+}
+
+/// The inputs across layers some block of `c` reads, each once.
+fn reads(c: &Config) -> Vec<Input> {
+    let mut out: Vec<Input> = Vec::new();
+    for input in c.blocks.iter().flat_map(|b| b.kind.inputs()) {
+        if !out.contains(input) {
+            out.push(*input);
+        }
+    }
+    out
 }

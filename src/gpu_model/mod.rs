@@ -117,16 +117,15 @@ impl GpuModel {
     pub async fn experts_run(&self) -> Result<Vec<(usize, Vec<bool>)>> {
         let mut out = Vec::new();
         for (i, layer) in self.weights.layers.iter().enumerate() {
-            if let crate::blocks::gpu::GpuBlockWeights::Moe(m) = &layer.mixer {
-                let words = m.args.size() as usize / 4;
-                let args = self.ctx.read_f32(&m.args, 0, words).await;
+            if let Some((dispatches, per)) = layer.mixer.expert_dispatches() {
+                let words = dispatches.size() as usize / 4;
+                let args = self.ctx.read_f32(dispatches, 0, words).await;
                 let args: Vec<u32> = self
                     .ctx
                     .checked("reading the experts' dispatches", args)?
                     .iter()
                     .map(|v| v.to_bits())
                     .collect();
-                let per = 3 * m.parts().max(1);
                 out.push((i, args.chunks_exact(per).map(|a| a.iter().any(|&g| g > 0)).collect()));
             }
         }
@@ -229,9 +228,7 @@ impl GpuModel {
         let (a, queue) = (&self.acts, self.ctx.queue());
         let t = tokens.len() as u32;
         for layer in &self.weights.layers {
-            if let crate::blocks::gpu::GpuBlockWeights::Moe(m) = &layer.mixer {
-                m.write_template(queue, &self.kernels, t)?;
-            }
+            layer.mixer.before_chunk(queue, &self.kernels, t)?;
         }
         let chunks = t.div_ceil(a.chunk as u32);
         queue.write_buffer(&a.ids, 0, bytemuck::cast_slice(tokens));

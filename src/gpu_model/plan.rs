@@ -2,7 +2,9 @@
 //! kernel call of every layer, its parameter uniform and bind group. Encoding a forward pass then
 //! only walks this plan (see `encode.rs`).
 
-use crate::blocks;
+use std::any::Any;
+
+use crate::blocks::{self, Input};
 use crate::error::Result;
 use crate::gpu::{GpuContext, Kernel};
 use crate::gpu_model::activations::{Activations, StateBuffers};
@@ -50,9 +52,9 @@ impl Plan {
         let b = Builder { ctx, k, step: &a.step, dummy: &w.dummy };
         let lin = |x_stride, y_stride| linear::LinearParams { x_stride, y_stride, ..Default::default() };
         let embedding_kernel = &k.for_format(w.embedding.format)?.embedding;
-        // Zamba2's shared blocks read the embeddings again: a second gather keeps them.
-        let zamba2 = c.blocks.iter().any(|b| matches!(b.kind, blocks::BlockKind::Zamba2(_)));
-        let targets: &[&wgpu::Buffer] = if zamba2 { &[&a.h, &a.emb] } else { &[&a.h] };
+        // Where a block reads the embeddings in a later layer, a second gather keeps them.
+        let kept = a.inputs().iter().filter(|(i, _)| *i == Input::Embeddings).map(|(_, b)| b);
+        let targets: Vec<&wgpu::Buffer> = [&a.h].into_iter().chain(kept).collect();
         let embedding = targets
             .iter()
             .flat_map(|target| w.embedding.parts.iter().map(move |part| (part, *target)))
@@ -76,6 +78,7 @@ impl Plan {
         let norm = |flags| rms_norm::RmsNormParams { cols: d, eps: c.norm_eps, flags, groups: 1 };
         // Each layer: the RMSNorm before its block, then the calls its kind records
         // (src/blocks/<kind>/gpu.rs).
+        let mixer: Vec<&dyn Any> = w.layers.iter().map(|l| l.mixer.as_any()).collect();
         let layers = c
             .blocks
             .iter()
@@ -92,13 +95,13 @@ impl Plan {
                     residual: block.residual_scale,
                     norm: &l.norm,
                     eps: c.norm_eps,
+                    layers: &mixer,
                 };
                 let mut steps = Vec::new();
-                if !blocks::gpu::norms_itself(&block.kind, &l.mixer, &cx) {
+                if !l.mixer.norms_itself(&cx) {
                     steps.push(Step::Call(b.call(&k.rms_norm, &norm(0), &io, ROWS)?));
                 }
-                let mixer = |j: usize| w.layers.get(j).map(|l| &l.mixer);
-                steps.extend(blocks::gpu::plan(&block.kind, &l.mixer, cx, &mixer)?);
+                steps.extend(l.mixer.plan(cx)?);
                 Ok(steps)
             })
             .collect::<Result<Vec<_>>>()?;

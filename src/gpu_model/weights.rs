@@ -3,7 +3,7 @@
 //! in (`upload.rs`). Matrices are [`SplitMatrix`]es in a [`WeightFormat`]; small tensors f32.
 //! Each layer's block allocates its own (`src/blocks/<kind>/gpu.rs`).
 
-use crate::blocks::gpu::GpuBlockWeights;
+use crate::blocks::GpuBlockWeights;
 use crate::error::Result;
 use crate::gpu::GpuContext;
 use crate::gpu_model::format::WeightFormat;

@@ -48,6 +48,18 @@ impl Checkpoint {
         Ok(Self { config, layout, tokenizer_json, chat, files })
     }
 
+    /// From a config built in code (a kind no config.json names: the tests' toy kind,
+    /// `blocks/toy/`) and in-memory safetensors files.
+    #[cfg(test)]
+    pub(crate) fn from_config(config: Config, safetensors: Vec<(String, Vec<u8>)>) -> Result<Self> {
+        let names: Vec<String> = safetensors.iter().map(|(n, _)| n.clone()).collect();
+        let files = Files::Memory(safetensors);
+        let headers = names.iter().map(|n| files.header(n)).collect::<Result<Vec<_>>>()?;
+        let layout = Layout::new(&config, headers, None)?;
+        let chat = ChatConfig::from_files(None, None, None, None)?;
+        Ok(Self { config, layout, tokenizer_json: None, chat, files })
+    }
+
     /// Opens a model folder: `config.json`, then `model.safetensors` if it exists, else
     /// `model.safetensors.index.json` with its shards (the browser's loader asks in the same
     /// order), and `tokenizer.json` if it exists. Only headers are read here.

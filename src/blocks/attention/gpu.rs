@@ -7,7 +7,9 @@
 
 use crate::blocks::attention::Attention;
 use crate::blocks::gpu_common::{GpuAdapter, LayerCx, Out, adapter_steps};
+use crate::blocks::gpu_kind::GpuKind;
 use crate::error::{Error, Result};
+use crate::gpu::GpuContext;
 use crate::gpu::KernelSpec;
 use crate::gpu_model::activations::Scratch;
 use crate::gpu_model::call::{Groups, Step};
@@ -82,7 +84,9 @@ pub(crate) fn kernels(p: &Attention, format: KvFormat) -> Vec<KernelSpec> {
 /// Its share of the scratch buffers for `t` tokens: q ‖ k ‖ v rows in `xz`, the attention's
 /// output (before o_proj) in `y`.
 pub(crate) fn scratch(p: &Attention, t: usize) -> Scratch {
-    Scratch { xz: t * (p.q_dim() + 2 * p.kv_dim()), y: t * p.q_dim(), ..Scratch::none() }
+    // xz: q ‖ k ‖ v (T, Hq·hd + 2·Hkv·hd); y: the attention output (T, Hq·hd); lora: an
+    // adapter's rows (Zamba2's; asked for by its kind).
+    Scratch::none().with("xz", t * (p.q_dim() + 2 * p.kv_dim())).with("y", t * p.q_dim())
 }
 
 /// Fails unless the kernels can run it (head_dim within `HEAD_DIM_MAX`; f16 caches pack
@@ -152,13 +156,18 @@ pub(crate) fn plan_scaled(
     let (d_in, d_out) = (w.q.cols as u32, w.o.rows() as u32);
     let sh = shape(p, capacity);
     let lin = |y_col| linear::LinearParams { x_stride: d_in, y_stride: row, y_col, ..Default::default() };
-    let qkv_out = [("x", io.x), ("y", &a.xz)];
+    let qkv_out = [("x", io.x), ("y", a.scratch("xz")?)];
     let mut steps = Vec::new();
     for (j, (m, col)) in [(&w.q, 0), (&w.k, q_dim), (&w.v, q_dim + kv_dim)].into_iter().enumerate() {
         let scale = if j == 1 { in_scale * p.key_scale } else { in_scale };
         steps.push(Step::Linear(b.linear(m, &qkv_out, lin(col).scaled(scale))?));
         if let Some(adapter) = io.adapters[j] {
-            steps.extend(adapter_steps(b, adapter, (io.x, &a.lora), (&a.xz, row, col))?);
+            steps.extend(adapter_steps(
+                b,
+                adapter,
+                (io.x, a.scratch("lora")?),
+                (a.scratch("xz")?, row, col),
+            )?);
         }
     }
     if let (Some(r), Some(table)) = (p.rope, kv.rope.as_ref()) {
@@ -177,7 +186,7 @@ pub(crate) fn plan_scaled(
             steps.push(Step::Call(b.call(
                 kernel("rope")?,
                 &params,
-                &[("cos_sin", table), ("x", &a.xz)],
+                &[("cos_sin", table), ("x", a.scratch("xz")?)],
                 groups,
             )?));
         }
@@ -193,12 +202,12 @@ pub(crate) fn plan_scaled(
         _pad: 0,
     };
     let groups = Groups::Values { per_token: kv_dim, wg: kv_append::WG };
-    let io_kv = [("k", &a.xz), ("v", &a.xz), ("kv", &kv.kv)];
+    let io_kv = [("k", a.scratch("xz")?), ("v", a.scratch("xz")?), ("kv", &kv.kv)];
     steps.push(Step::Call(b.call(kernel("kv_append")?, &append, &io_kv, groups)?));
     // Several tokens: tiles of query rows, each over its keys.
     let prefill = AttentionPrefillParams { q_stride: row, ..AttentionPrefillParams::new(&sh) };
     let groups = Groups::Tiles { per_token: sh.heads / sh.kv_heads, tile: prefill.rows, times: sh.kv_heads };
-    let io_prefill = [("q", &a.xz), ("kv", &kv.kv), ("o", &a.y)];
+    let io_prefill = [("q", a.scratch("xz")?), ("kv", &kv.kv), ("o", a.scratch("y")?)];
     steps.push(Step::Bulk(b.call(kernel("attention_prefill")?, &prefill, &io_prefill, groups)?));
     // A decode step: the context cut into splits, then the splits merged.
     let split_keys = attention_decode::splits(capacity as u32, sh.heads, 1, sh.head_dim).split_keys;
@@ -214,7 +223,7 @@ pub(crate) fn plan_scaled(
         split_keys,
         _pad: [0; 3],
     };
-    let io_decode = [("q", &a.xz), ("kv", &kv.kv), ("scratch", &cx.kv.scratch)];
+    let io_decode = [("q", a.scratch("xz")?), ("kv", &kv.kv), ("scratch", &cx.kv.scratch)];
     let groups = Groups::Splits { per_token: sh.heads, keys: split_keys };
     steps.push(Step::Decode(b.call(kernel("attention_decode")?, &decode, &io_decode, groups)?));
     let combine = AttentionCombineParams {
@@ -225,11 +234,51 @@ pub(crate) fn plan_scaled(
         split_keys,
         _pad: [0; 3],
     };
-    let io_combine = [("scratch", &cx.kv.scratch), ("o", &a.y)];
+    let io_combine = [("scratch", &cx.kv.scratch), ("o", a.scratch("y")?)];
     let groups = Groups::Rows { per_token: sh.heads, z: 1 };
     steps.push(Step::Decode(b.call(kernel("attention_combine")?, &combine, &io_combine, groups)?));
     let out = linear::LinearParams { x_stride: q_dim, y_stride: d_out, ..Default::default() };
     let (y, out) = io.out.apply(&a.h, out);
-    steps.push(Step::Linear(b.linear(&w.o, &[("x", &a.y), ("y", y)], out)?));
+    steps.push(Step::Linear(b.linear(&w.o, &[("x", a.scratch("y")?), ("y", y)], out)?));
     Ok(steps)
+}
+
+impl GpuKind for Attention {
+    type GpuWeights = GpuWeights;
+
+    fn destination(w: &GpuWeights, part: Part) -> Option<Destination<'_>> {
+        w.destination(part)
+    }
+
+    fn split_matrices(w: &GpuWeights) -> Vec<&SplitMatrix> {
+        w.matrices()
+    }
+
+    fn allocate(&self, d: usize, alloc: &Alloc<'_>) -> Result<GpuWeights> {
+        GpuWeights::allocate(self, (d, d), alloc)
+    }
+
+    fn vector_buffers(_w: &GpuWeights) -> Vec<&wgpu::Buffer> {
+        Vec::new()
+    }
+
+    fn kernels(&self, kv: KvFormat) -> Vec<KernelSpec> {
+        kernels(self, kv)
+    }
+
+    fn scratch(&self, _d: usize, t: usize) -> Scratch {
+        scratch(self, t)
+    }
+
+    fn check(&self, _ctx: &GpuContext, kv: KvFormat) -> Result<()> {
+        check(self, kv)
+    }
+
+    fn plan(&self, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<Step>> {
+        let kv = cx.kv.layers[cx.i]
+            .as_ref()
+            .ok_or_else(|| Error::Internal(format!("layer {} has attention but no key/value cache", cx.i)))?;
+        let io = Io { x: &cx.a.x_norm, out: Out::Residual(cx.residual), adapters: [None; 3] };
+        plan(self, w, cx, (kv, cx.kv.capacity), io)
+    }
 }

@@ -50,7 +50,7 @@ pub(crate) fn in_proj(p: &Mamba1, ssm: &GpuSsm, cx: &LayerCx<'_>) -> Result<Vec<
 
 /// x_proj over u, which decode_in_proj leaves in xz.
 pub(crate) fn x_proj(x_proj: &SplitMatrix, cx: &LayerCx<'_>, params: linear::LinearParams) -> Result<Step> {
-    let io = [("x", &cx.a.xz), ("y", &cx.a.dbc)];
+    let io = [("x", cx.a.scratch("xz")?), ("y", cx.a.scratch("dbc")?)];
     Ok(Step::Fused(Box::new(Step::Linear(cx.b.linear(x_proj, &io, params)?))))
 }
 
@@ -69,13 +69,13 @@ pub(crate) fn scan(p: &Mamba1, (ssm, dt): (&GpuSsm, &SplitMatrix), cx: &LayerCx<
         _pad: [0; 2],
     };
     let io = [
-        ("xz", &a.xz),
-        ("dbc", &a.dbc),
+        ("xz", a.scratch("xz")?),
+        ("dbc", a.scratch("dbc")?),
         ("a_d", &ssm.a_d),
         ("w", &part.buffer),
         ("bias", part.bias.as_ref().unwrap_or(b.dummy)),
         ("ssm_state", &s.ssm),
-        ("y", &a.y),
+        ("y", a.scratch("y")?),
     ];
     let groups = Groups::fixed(decode_scan::groups(p.d_inner as u32));
     Ok(Step::Fused(Box::new(Step::Call(b.call(kernel, &params, &io, groups)?))))

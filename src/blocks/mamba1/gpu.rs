@@ -4,11 +4,14 @@
 //! → out_proj. Every buffer is bound by the name of the WGSL global it feeds.
 
 use crate::blocks::gpu_common::{GpuSsm, LayerCx, SsmShape, carry_call};
+use crate::blocks::gpu_kind::GpuKind;
 use crate::blocks::mamba1::{Mamba1, decode};
 use crate::error::{Error, Result};
 use crate::gpu::{GpuContext, KernelSpec};
+use crate::gpu_model::WeightFormat;
 use crate::gpu_model::activations::Scratch;
 use crate::gpu_model::call::{Groups, Step};
+use crate::gpu_model::kv::KvFormat;
 use crate::gpu_model::split::{Alloc, Destination, SplitMatrix};
 use crate::kernels::{conv1d_silu, linear, rms_slices, scan_carry, scan_chunks, scan_output};
 use crate::model::Part;
@@ -98,15 +101,10 @@ pub(crate) fn kernels(p: &Mamba1) -> Vec<KernelSpec> {
 /// Its share of the scratch buffers for `t` tokens.
 pub(crate) fn scratch(p: &Mamba1, t: usize) -> Scratch {
     let di = p.d_inner;
-    Scratch {
-        xz: t * p.in_proj_dim(),
-        ud: 2 * t * di,
-        dbc: t * p.x_proj_dim(),
-        y: t * di,
-        plane: di * p.d_state,
-        chunk: scan_chunks::chunk_len(p.d_state),
-        ..Scratch::none()
-    }
+    // xz: in_proj's xs ‖ z (T, 2·E·D); ud: u then Δ (2, T, E·D); dbc: x_proj's δ ‖ B ‖ C
+    // (T, R + 2N); y: the gated scan output (T, E·D).
+    let s = Scratch { plane: di * p.d_state, chunk: scan_chunks::chunk_len(p.d_state), ..Scratch::none() };
+    s.with("xz", t * p.in_proj_dim()).with("ud", 2 * t * di).with("dbc", t * p.x_proj_dim()).with("y", t * di)
 }
 
 /// Fails unless its kernels can run on `ctx`: the scans' workgroup memory (which grows with
@@ -170,7 +168,7 @@ pub(crate) fn plan(p: &Mamba1, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<St
     let out = linear::LinearParams { flags: linear::ACCUMULATE, ..lin(di, d) }.scaled(residual);
     let scan = Groups::PerChunk(scan_chunks::groups(di, 1).0);
     // What both scan passes read: u ‖ Δ, δ ‖ B ‖ C, A ‖ D.
-    let inputs = [("ud", &a.ud), ("dbc", &a.dbc), ("a_d", &w.ssm.a_d)];
+    let inputs = [("ud", a.scratch("ud")?), ("dbc", a.scratch("dbc")?), ("a_d", &w.ssm.a_d)];
     // With the fused decode step (decode.rs) the layer norms its own input, and the calls it
     // replaces run only for the other chunks.
     let fused = decode::fuses(p, &w.dt_proj, &cx);
@@ -180,9 +178,17 @@ pub(crate) fn plan(p: &Mamba1, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<St
         steps.push(crate::blocks::decode::norm(&cx, &a.h, d)?);
     }
     steps.extend([
-        unfused(Step::Linear(b.linear(&w.ssm.in_proj, &[("x", &a.x_norm), ("y", &a.xz)], lin(d, 2 * di))?)),
+        unfused(Step::Linear(b.linear(
+            &w.ssm.in_proj,
+            &[("x", &a.x_norm), ("y", a.scratch("xz")?)],
+            lin(d, 2 * di),
+        )?)),
         unfused(w.ssm.conv_call(b, kernel("conv1d_silu")?, &conv, (a, s))?),
-        unfused(Step::Linear(b.linear(&w.x_proj, &[("x", &a.ud), ("y", &a.dbc)], lin(di, dbc_stride))?)),
+        unfused(Step::Linear(b.linear(
+            &w.x_proj,
+            &[("x", a.scratch("ud")?), ("y", a.scratch("dbc")?)],
+            lin(di, dbc_stride),
+        )?)),
     ]);
     if fused {
         // A chunk runs the fused steps or the unfused ones, never both: their order relative
@@ -202,12 +208,17 @@ pub(crate) fn plan(p: &Mamba1, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<St
             _pad: [0; 3],
         };
         let slices = Groups::Rows { per_token: 1, z: rms_slices::SLICES };
-        let io = [("dbc", &a.dbc), ("gains", w.dbc_gains.as_ref().unwrap_or(b.dummy))];
+        let io = [("dbc", a.scratch("dbc")?), ("gains", w.dbc_gains.as_ref().unwrap_or(b.dummy))];
         steps.push(Step::Call(b.call(kernel("rms_slices")?, &norms, &io, slices)?));
     }
-    let scan_out = [("chunk_h0", &a.chunk_h0), ("ssm_state", &s.ssm), ("y", &a.y), ("capture", &a.capture)];
+    let scan_out =
+        [("chunk_h0", &a.chunk_h0), ("ssm_state", &s.ssm), ("y", a.scratch("y")?), ("capture", &a.capture)];
     steps.extend([
-        unfused(Step::Linear(b.linear(&w.dt_proj, &[("x", &a.dbc), ("y", &a.ud)], dt)?)),
+        unfused(Step::Linear(b.linear(
+            &w.dt_proj,
+            &[("x", a.scratch("dbc")?), ("y", a.scratch("ud")?)],
+            dt,
+        )?)),
         Step::Prefill(b.call(
             kernel("scan_chunks")?,
             &chunks,
@@ -219,13 +230,58 @@ pub(crate) fn plan(p: &Mamba1, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<St
         unfused(Step::Call(b.call(
             kernel("scan_output")?,
             &output,
-            &[&inputs[..], &[("xz", &a.xz)], &scan_out].concat(),
+            &[&inputs[..], &[("xz", a.scratch("xz")?)], &scan_out].concat(),
             scan,
         )?)),
     ]);
     if fused {
         steps.push(decode::scan(p, (&w.ssm, &w.dt_proj), &cx)?);
     }
-    steps.push(Step::Linear(b.linear(&w.ssm.out_proj, &[("x", &a.y), ("y", &a.h)], out)?));
+    steps.push(Step::Linear(b.linear(&w.ssm.out_proj, &[("x", a.scratch("y")?), ("y", &a.h)], out)?));
     Ok(steps)
+}
+
+impl GpuKind for Mamba1 {
+    type GpuWeights = GpuWeights;
+
+    fn destination(w: &GpuWeights, part: Part) -> Option<Destination<'_>> {
+        w.destination(part)
+    }
+
+    fn split_matrices(w: &GpuWeights) -> Vec<&SplitMatrix> {
+        w.matrices()
+    }
+
+    fn allocate(&self, d: usize, alloc: &Alloc<'_>) -> Result<GpuWeights> {
+        GpuWeights::allocate(self, d, alloc)
+    }
+
+    fn vector_buffers(w: &GpuWeights) -> Vec<&wgpu::Buffer> {
+        w.vectors()
+    }
+
+    fn kernels(&self, _kv: KvFormat) -> Vec<KernelSpec> {
+        kernels(self)
+    }
+
+    fn decode_kernels(&self, formats: &[WeightFormat], direct: bool) -> Vec<KernelSpec> {
+        decode::kernels(self, formats, direct)
+    }
+
+    fn scratch(&self, _d: usize, t: usize) -> Scratch {
+        scratch(self, t)
+    }
+
+    fn check(&self, ctx: &GpuContext, _kv: KvFormat) -> Result<()> {
+        check(self, ctx)
+    }
+
+    /// With the fused decode step, which folds the norm into in_proj.
+    fn norms_itself(&self, w: &GpuWeights, cx: &LayerCx<'_>) -> bool {
+        decode::fuses(self, &w.dt_proj, cx)
+    }
+
+    fn plan(&self, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<Step>> {
+        plan(self, w, cx)
+    }
 }

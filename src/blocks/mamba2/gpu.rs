@@ -8,12 +8,15 @@
 
 use crate::blocks::decode;
 use crate::blocks::gpu_common::{GpuSsm, LayerCx, Out, SsmShape, carry_call};
+use crate::blocks::gpu_kind::GpuKind;
 use crate::blocks::mamba2::{GatedNorm, Mamba2};
 use crate::error::{Error, Result};
+use crate::gpu::GpuContext;
 use crate::gpu::KernelSpec;
 use crate::gpu_model::WeightFormat;
 use crate::gpu_model::activations::Scratch;
 use crate::gpu_model::call::{Groups, Step};
+use crate::gpu_model::kv::KvFormat;
 use crate::gpu_model::split::{Alloc, Destination, SplitMatrix};
 use crate::kernels::scale_segments::{self, ScaleSegmentsParams};
 use crate::kernels::silu_gate::{self, SiluGateParams};
@@ -100,15 +103,10 @@ pub(crate) fn decode_kernels(formats: &[WeightFormat], direct: bool) -> Vec<Kern
 
 /// Its share of the scratch buffers for `t` tokens.
 pub(crate) fn scratch(p: &Mamba2, t: usize) -> Scratch {
-    Scratch {
-        xz: t * p.in_proj_dim(),
-        ud: t * p.conv_dim(),
-        dbc: 1,
-        y: t * p.d_inner,
-        plane: p.d_inner * p.d_state,
-        chunk: ssd_chunks::CHUNK,
-        ..Scratch::none()
-    }
+    // xz: in_proj's z ‖ x ‖ B ‖ C ‖ δ (T, E·D + conv_dim + H); ud: x ‖ B ‖ C after the conv
+    // (T, conv_dim), then the gated norm's output; y: the scan output (T, E·D).
+    let s = Scratch { plane: p.d_inner * p.d_state, chunk: ssd_chunks::CHUNK, ..Scratch::none() };
+    s.with("xz", t * p.in_proj_dim()).with("ud", t * p.conv_dim()).with("y", t * p.d_inner)
 }
 
 /// Fails unless its kernels can run: the SSD kernels stage B ‖ C in a fixed 8 KiB, a tile of
@@ -194,8 +192,9 @@ pub(crate) fn plan_io(p: &Mamba2, w: &GpuWeights, cx: LayerCx<'_>, io: Io<'_>) -
     let (out_y, out) = io.out.apply(&a.h, lin(di, d));
     let scan = Groups::PerChunk(ssd.groups(1).0);
     // What both scan passes read: u (x ‖ B ‖ C), δ in zxbcdt, A ‖ D ‖ dt_bias.
-    let inputs = [("u", &a.ud), ("zxbcdt", &a.xz), ("a_dt", &w.ssm.a_d)];
-    let scan_out = [("chunk_h0", &a.chunk_h0), ("ssm_state", &s.ssm), ("y", &a.y), ("capture", &a.capture)];
+    let inputs = [("u", a.scratch("ud")?), ("zxbcdt", a.scratch("xz")?), ("a_dt", &w.ssm.a_d)];
+    let scan_out =
+        [("chunk_h0", &a.chunk_h0), ("ssm_state", &s.ssm), ("y", a.scratch("y")?), ("capture", &a.capture)];
     let in_proj = lin(d, width).scaled(io.in_scale);
     let unfused = |step: Step| if io.fused.is_some() { Step::Unfused(Box::new(step)) } else { step };
     let mut steps = Vec::new();
@@ -221,13 +220,17 @@ pub(crate) fn plan_io(p: &Mamba2, w: &GpuWeights, cx: LayerCx<'_>, io: Io<'_>) -
             _pad: [0; 2],
         }
     });
-    steps.push(unfused(Step::Linear(b.linear(&w.ssm.in_proj, &[("x", io.x), ("y", &a.xz)], in_proj)?)));
+    steps.push(unfused(Step::Linear(b.linear(
+        &w.ssm.in_proj,
+        &[("x", io.x), ("y", a.scratch("xz")?)],
+        in_proj,
+    )?)));
     if let Some(params) = segments {
         let values = Groups::Values { per_token: width, wg: scale_segments::WG };
         steps.push(unfused(Step::Call(b.call(
             kernel("scale_segments")?,
             &params,
-            &[("x", &a.xz)],
+            &[("x", a.scratch("xz")?)],
             values,
         )?)));
     }
@@ -253,7 +256,7 @@ pub(crate) fn plan_io(p: &Mamba2, w: &GpuWeights, cx: LayerCx<'_>, io: Io<'_>) -
         let mult = decode::InMultipliers { scale: io.in_scale, segments };
         steps.extend(decode::in_proj(&w.ssm, (input, conv_rows, mult), &cx)?);
         let fused = SsdOutputParams { u_at: di, ..output };
-        let io = [("u", &a.xz), ("zxbcdt", &a.xz), ("a_dt", &w.ssm.a_d)];
+        let io = [("u", a.scratch("xz")?), ("zxbcdt", a.scratch("xz")?), ("a_dt", &w.ssm.a_d)];
         let call = b.call(kernel("ssd_output")?, &fused, &[&io[..], &scan_out].concat(), scan)?;
         steps.push(Step::Fused(Box::new(Step::Call(call))));
     }
@@ -270,28 +273,73 @@ pub(crate) fn plan_io(p: &Mamba2, w: &GpuWeights, cx: LayerCx<'_>, io: Io<'_>) -
         && p.n_groups <= decode_out_proj::G_MAX
         && residual.is_some();
     let unfused_out = |step: Step| if fuse_out { Step::Unfused(Box::new(step)) } else { step };
-    let mut y = &a.y;
+    let mut y = a.scratch("y")?;
     if p.gated_norm != GatedNorm::GateOnly {
         steps.push(unfused_out(Step::Call(b.call(
             &b.k.rms_norm,
             &gated,
-            &[("x", &a.y), ("weight", &w.gated_norm), ("y", &a.ud)],
+            &[("x", a.scratch("y")?), ("weight", &w.gated_norm), ("y", a.scratch("ud")?)],
             Groups::Rows { per_token: groups, z: 1 },
         )?)));
-        y = &a.ud;
+        y = a.scratch("ud")?;
     }
     if p.gated_norm == GatedNorm::NormThenGate {
         let params = SiluGateParams { cols: di, y_stride: di, z_stride: width, z_col: 0 };
         let values = Groups::Values { per_token: di, wg: silu_gate::WG };
-        let io_gate = [("z", &a.xz), ("y", &a.ud)];
+        let io_gate = [("z", a.scratch("xz")?), ("y", a.scratch("ud")?)];
         steps.push(unfused_out(Step::Call(b.call(kernel("silu_gate")?, &params, &io_gate, values)?)));
     }
     steps.push(unfused_out(Step::Linear(b.linear(&w.ssm.out_proj, &[("x", y), ("y", out_y)], out)?)));
     if let (true, Some(residual)) = (fuse_out, residual) {
         let norm = (p.n_groups, p.norm_eps, residual);
         let gate_after = p.gated_norm == GatedNorm::NormThenGate;
-        let inputs = (&a.y, &w.gated_norm, gate_after.then_some(&a.xz));
+        let inputs = (a.scratch("y")?, &w.gated_norm, gate_after.then_some(a.scratch("xz")?));
         steps.extend(decode::out_proj(&w.ssm.out_proj, inputs, norm, &cx)?);
     }
     Ok(steps)
+}
+
+impl GpuKind for Mamba2 {
+    type GpuWeights = GpuWeights;
+
+    fn destination(w: &GpuWeights, part: Part) -> Option<Destination<'_>> {
+        w.destination(part)
+    }
+
+    fn split_matrices(w: &GpuWeights) -> Vec<&SplitMatrix> {
+        w.matrices()
+    }
+
+    fn allocate(&self, d: usize, alloc: &Alloc<'_>) -> Result<GpuWeights> {
+        GpuWeights::allocate(self, d, alloc)
+    }
+
+    fn vector_buffers(w: &GpuWeights) -> Vec<&wgpu::Buffer> {
+        w.vectors()
+    }
+
+    fn kernels(&self, _kv: KvFormat) -> Vec<KernelSpec> {
+        kernels(self)
+    }
+
+    fn decode_kernels(&self, formats: &[WeightFormat], direct: bool) -> Vec<KernelSpec> {
+        decode_kernels(formats, direct)
+    }
+
+    fn scratch(&self, _d: usize, t: usize) -> Scratch {
+        scratch(self, t)
+    }
+
+    fn check(&self, _ctx: &GpuContext, _kv: KvFormat) -> Result<()> {
+        check(self)
+    }
+
+    /// With the fused decode step, which folds the norm into in_proj.
+    fn norms_itself(&self, _w: &GpuWeights, cx: &LayerCx<'_>) -> bool {
+        fuses(self, cx)
+    }
+
+    fn plan(&self, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<Step>> {
+        plan(self, w, cx)
+    }
 }

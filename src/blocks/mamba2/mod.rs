@@ -4,6 +4,7 @@
 pub(crate) mod cpu;
 pub(crate) mod gpu;
 
+use crate::blocks::kind::{HostKind, HostLayer};
 use crate::blocks::ssm::{self, SsmWeights};
 use crate::blocks::{TakeTensor, Tensor, checked_counts, positive};
 use crate::error::{Error, Result};
@@ -159,5 +160,48 @@ impl Weights {
     /// Elements of the small f32 tensors.
     pub fn vector_len(&self) -> usize {
         self.ssm.vector_len() + self.gated_norm.len()
+    }
+}
+
+impl HostKind for Mamba2 {
+    type Weights = Weights;
+    const NAME: &'static str = "mamba2";
+    const MAMBA_MIXER: bool = true;
+
+    fn tensors(&self, d: usize) -> Vec<Tensor> {
+        Mamba2::tensors(self, d)
+    }
+
+    fn state_regions(&self) -> Vec<(&'static str, Extent)> {
+        Mamba2::state_regions(self)
+    }
+
+    fn validate(&self, d: usize) -> Result<()> {
+        Mamba2::validate(self, d)
+    }
+
+    fn mamba_dims(&self) -> Option<(usize, usize)> {
+        Some((self.d_inner, self.d_state))
+    }
+
+    fn take(&self, t: &mut dyn TakeTensor) -> Result<Weights> {
+        Weights::take(self, t)
+    }
+
+    fn forward(&self, w: &Weights, layer: HostLayer<'_>) -> Result<Vec<f32>> {
+        let x = layer.normed();
+        Ok(cpu::forward(self, w, layer.run(&x)))
+    }
+
+    fn ssm(w: &Weights) -> Option<&SsmWeights> {
+        Some(&w.ssm)
+    }
+
+    fn matrices(w: &Weights) -> Vec<&Matrix> {
+        w.matrices().to_vec()
+    }
+
+    fn vector_len(w: &Weights) -> usize {
+        w.vector_len()
     }
 }

@@ -3,11 +3,14 @@
 //! scaled and added onto the residual. A mixture's experts are MLPs too (`src/blocks/moe/gpu.rs`).
 
 use crate::blocks::gpu_common::{GpuAdapter, LayerCx, Out, adapter_steps};
+use crate::blocks::gpu_kind::GpuKind;
 use crate::blocks::mlp::{Mlp, MlpNames};
 use crate::error::Result;
+use crate::gpu::GpuContext;
 use crate::gpu::KernelSpec;
 use crate::gpu_model::activations::Scratch;
 use crate::gpu_model::call::{Groups, IndirectLinear, LinearCall, Step};
+use crate::gpu_model::kv::KvFormat;
 use crate::gpu_model::split::{Alloc, Destination, SplitMatrix};
 use crate::kernels::gated_act::{self, GatedActParams};
 use crate::kernels::linear;
@@ -69,7 +72,8 @@ pub(crate) fn kernels() -> Vec<KernelSpec> {
 /// Its share of the scratch buffers for `t` tokens: gate ‖ up rows in `xz`, the activation's
 /// output in `y`.
 pub(crate) fn scratch(p: &Mlp, t: usize) -> Scratch {
-    Scratch { xz: t * 2 * p.inner, y: t * p.inner, ..Scratch::none() }
+    // xz: gate ‖ up (T, 2·I); y: the activation (T, I).
+    Scratch::none().with("xz", t * 2 * p.inner).with("y", t * p.inner)
 }
 
 /// How one MLP's calls run: its input `x` (T, D), where the down projection's output goes, a
@@ -106,7 +110,7 @@ pub(crate) fn plan(p: &Mlp, w: &GpuWeights, cx: LayerCx<'_>, io: Io<'_>) -> Resu
     let gated = p.gated();
     let row = if gated { 2 * i } else { i };
     let lin = |y_col| linear::LinearParams { x_stride: d, y_stride: row, y_col, ..Default::default() };
-    let io_up = [("x", io.x), ("y", &a.xz)];
+    let io_up = [("x", io.x), ("y", a.scratch("xz")?)];
     // A routed expert's matmuls take their workgroups from the router's output.
     let mut next_part = 0;
     let mut step = |linear: LinearCall| match &io.routed {
@@ -126,7 +130,7 @@ pub(crate) fn plan(p: &Mlp, w: &GpuWeights, cx: LayerCx<'_>, io: Io<'_>) -> Resu
         steps.push(step(b.linear(&w.up, &io_up, lin(0))?));
     }
     if let Some(adapter) = io.adapter {
-        steps.extend(adapter_steps(b, adapter, (io.x, &a.lora), (&a.xz, row, 0))?);
+        steps.extend(adapter_steps(b, adapter, (io.x, a.scratch("lora")?), (a.scratch("xz")?, row, 0))?);
     }
     let (route, expert, top_k) = match &io.routed {
         Some(r) => (r.route, r.expert, r.top_k),
@@ -147,13 +151,52 @@ pub(crate) fn plan(p: &Mlp, w: &GpuWeights, cx: LayerCx<'_>, io: Io<'_>) -> Resu
     };
     let specs = kernels();
     let groups = Groups::Values { per_token: i, wg: gated_act::WG };
-    let io_act = [("x", &a.xz), ("route", route), ("y", &a.y)];
+    let io_act = [("x", a.scratch("xz")?), ("route", route), ("y", a.scratch("y")?)];
     steps.push(Step::Call(b.call(cx.kernel(&specs, "gated_act")?, &act, &io_act, groups)?));
     let down = linear::LinearParams { x_stride: i, y_stride: d, ..Default::default() };
     let (y, down) = match io.out {
         Out::Residual(s) => Out::Residual(s * p.scales.1).apply(&a.h, down),
         Out::Into(buffer) => (buffer, down.scaled(p.scales.1)),
     };
-    steps.push(step(b.linear(&w.down, &[("x", &a.y), ("y", y)], down)?));
+    steps.push(step(b.linear(&w.down, &[("x", a.scratch("y")?), ("y", y)], down)?));
     Ok(steps)
+}
+
+impl GpuKind for Mlp {
+    type GpuWeights = GpuWeights;
+
+    fn allocate(&self, d: usize, alloc: &Alloc<'_>) -> Result<GpuWeights> {
+        GpuWeights::allocate(self, d, alloc, Part::Mlp)
+    }
+
+    fn destination(w: &GpuWeights, part: Part) -> Option<Destination<'_>> {
+        match part {
+            Part::Mlp(m) => w.destination(m),
+            _ => None,
+        }
+    }
+
+    fn split_matrices(w: &GpuWeights) -> Vec<&SplitMatrix> {
+        w.matrices()
+    }
+
+    fn vector_buffers(_w: &GpuWeights) -> Vec<&wgpu::Buffer> {
+        Vec::new()
+    }
+
+    fn kernels(&self, _kv: KvFormat) -> Vec<KernelSpec> {
+        kernels()
+    }
+
+    fn scratch(&self, _d: usize, t: usize) -> Scratch {
+        scratch(self, t)
+    }
+
+    fn check(&self, _ctx: &GpuContext, _kv: KvFormat) -> Result<()> {
+        Ok(())
+    }
+
+    fn plan(&self, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<Step>> {
+        plan(self, w, cx, Io::residual(&cx.a.x_norm, cx.residual))
+    }
 }

@@ -4,8 +4,10 @@
 pub(crate) mod cpu;
 pub(crate) mod gpu;
 
+use crate::blocks::kind::{HostKind, HostLayer};
 use crate::blocks::{TakeTensor, Tensor, checked_counts, positive};
 use crate::error::{Error, Result};
+use crate::model::Extent;
 use crate::model::{Matrix, MlpPart, Part};
 
 /// The activation (`hidden_act` / `mlp_hidden_act`).
@@ -165,5 +167,39 @@ impl Weights {
     /// Elements of the biases.
     pub fn vector_len(&self) -> usize {
         self.biases.iter().flatten().map(Vec::len).sum()
+    }
+}
+
+impl HostKind for Mlp {
+    type Weights = Weights;
+    const NAME: &'static str = "mlp";
+
+    fn tensors(&self, d: usize) -> Vec<Tensor> {
+        Mlp::tensors(self, d)
+    }
+
+    /// None: an MLP keeps nothing between tokens.
+    fn state_regions(&self) -> Vec<(&'static str, Extent)> {
+        Vec::new()
+    }
+
+    fn validate(&self, d: usize) -> Result<()> {
+        Mlp::validate(self, d)
+    }
+
+    fn take(&self, t: &mut dyn TakeTensor) -> Result<Weights> {
+        Weights::take(self, t)
+    }
+
+    fn forward(&self, w: &Weights, layer: HostLayer<'_>) -> Result<Vec<f32>> {
+        Ok(cpu::forward(self, w, &layer.normed()))
+    }
+
+    fn matrices(w: &Weights) -> Vec<&Matrix> {
+        w.matrices()
+    }
+
+    fn vector_len(w: &Weights) -> usize {
+        w.vector_len()
     }
 }

@@ -9,12 +9,15 @@
 //! (`template`); moe_route copies them to the chosen experts' arguments.
 
 use crate::blocks::gpu_common::LayerCx;
+use crate::blocks::gpu_kind::GpuKind;
 use crate::blocks::mlp;
 use crate::blocks::moe::{Moe, Routing};
 use crate::error::{Error, Result};
+use crate::gpu::GpuContext;
 use crate::gpu::KernelSpec;
 use crate::gpu_model::activations::Scratch;
 use crate::gpu_model::call::{Groups, Step};
+use crate::gpu_model::kv::KvFormat;
 use crate::gpu_model::pipelines::Kernels;
 use crate::gpu_model::split::{Alloc, Destination, SplitMatrix};
 use crate::kernels::linear;
@@ -140,13 +143,13 @@ pub(crate) fn kernels() -> Vec<KernelSpec> {
 /// (T, E) and its choices (T, 2k).
 pub(crate) fn scratch(p: &Moe, t: usize) -> Scratch {
     let widest = p.shared.iter().map(|s| s.inner).chain([p.expert.inner]).max().unwrap_or(1);
-    Scratch {
-        xz: t * 2 * widest,
-        y: t * widest,
-        router: t * p.n_experts,
-        route: t * 2 * p.top_k,
-        ..Scratch::none()
-    }
+    // xz, y: an expert's (or shared expert's) MLP's; router: the router logits (T, E);
+    // route: the choices, ids (u32 bits) ‖ weights (T, 2k).
+    Scratch::none()
+        .with("xz", t * 2 * widest)
+        .with("y", t * widest)
+        .with("router", t * p.n_experts)
+        .with("route", t * 2 * p.top_k)
 }
 
 /// Fails unless the kernels can run it: at most `GROUPS_MAX` expert groups; no bias on a
@@ -172,14 +175,15 @@ pub(crate) fn plan(p: &Moe, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<Step>
     let LayerCx { b, a, residual, .. } = cx;
     let (d, e) = (w.router.cols as u32, p.n_experts as u32);
     let logits = linear::LinearParams { x_stride: d, y_stride: e, ..Default::default() };
-    let mut steps = vec![Step::Linear(b.linear(&w.router, &[("x", &a.x_norm), ("y", &a.router)], logits)?)];
+    let mut steps =
+        vec![Step::Linear(b.linear(&w.router, &[("x", &a.x_norm), ("y", a.scratch("router")?)], logits)?)];
     let parts = w.parts();
     let params = MoeRouteParams::new(p.routing, (p.n_experts, p.top_k), parts, w.router_bias.is_some());
     let io = [
-        ("logits", &a.router),
+        ("logits", a.scratch("router")?),
         ("bias", w.router_bias.as_ref().unwrap_or(b.dummy)),
         ("workgroups", &w.template),
-        ("route", &a.route),
+        ("route", a.scratch("route")?),
         ("args", &w.args),
     ];
     let specs = kernels();
@@ -189,7 +193,7 @@ pub(crate) fn plan(p: &Moe, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<Step>
     }
     for (x, expert) in w.experts.iter().enumerate() {
         let routed = mlp::gpu::Routed {
-            route: &a.route,
+            route: a.scratch("route")?,
             expert: x as u32,
             top_k: p.top_k as u32,
             args: &w.args,
@@ -199,4 +203,50 @@ pub(crate) fn plan(p: &Moe, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<Step>
         steps.extend(mlp::gpu::plan(&p.expert, expert, cx, io)?);
     }
     Ok(steps)
+}
+
+impl GpuKind for Moe {
+    type GpuWeights = GpuWeights;
+
+    fn destination(w: &GpuWeights, part: Part) -> Option<Destination<'_>> {
+        w.destination(part)
+    }
+
+    fn split_matrices(w: &GpuWeights) -> Vec<&SplitMatrix> {
+        w.matrices()
+    }
+
+    fn allocate(&self, d: usize, alloc: &Alloc<'_>) -> Result<GpuWeights> {
+        GpuWeights::allocate(self, d, alloc)
+    }
+
+    fn vector_buffers(w: &GpuWeights) -> Vec<&wgpu::Buffer> {
+        w.vectors()
+    }
+
+    fn kernels(&self, _kv: KvFormat) -> Vec<KernelSpec> {
+        kernels()
+    }
+
+    fn scratch(&self, _d: usize, t: usize) -> Scratch {
+        scratch(self, t)
+    }
+
+    fn check(&self, _ctx: &GpuContext, _kv: KvFormat) -> Result<()> {
+        check(self)
+    }
+
+    fn plan(&self, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<Step>> {
+        plan(self, w, cx)
+    }
+
+    /// The experts' dispatch template for the chunk's T.
+    fn before_chunk(w: &GpuWeights, queue: &wgpu::Queue, k: &Kernels, t: u32) -> Result<()> {
+        w.write_template(queue, k, t)
+    }
+
+    /// Three workgroup counts per matmul part of each expert.
+    fn expert_dispatches(w: &GpuWeights) -> Option<(&wgpu::Buffer, usize)> {
+        Some((&w.args, 3 * w.parts().max(1)))
+    }
 }

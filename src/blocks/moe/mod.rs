@@ -5,9 +5,11 @@
 pub(crate) mod cpu;
 pub(crate) mod gpu;
 
+use crate::blocks::kind::{HostKind, HostLayer};
 use crate::blocks::mlp::{self, Mlp};
 use crate::blocks::{TakeTensor, Tensor, checked_counts, positive, under};
 use crate::error::{Error, Result};
+use crate::model::Extent;
 use crate::model::{Matrix, MlpPart, Part};
 
 /// How the router's scores become the chosen experts and their weights.
@@ -181,5 +183,39 @@ impl Weights {
     pub fn vector_len(&self) -> usize {
         let mlps = self.experts.iter().chain(&self.shared).map(mlp::Weights::vector_len).sum::<usize>();
         self.router_bias.as_ref().map_or(0, Vec::len) + mlps
+    }
+}
+
+impl HostKind for Moe {
+    type Weights = Weights;
+    const NAME: &'static str = "moe";
+
+    fn tensors(&self, d: usize) -> Vec<Tensor> {
+        Moe::tensors(self, d)
+    }
+
+    /// None: a mixture keeps nothing between tokens.
+    fn state_regions(&self) -> Vec<(&'static str, Extent)> {
+        Vec::new()
+    }
+
+    fn validate(&self, d: usize) -> Result<()> {
+        Moe::validate(self, d)
+    }
+
+    fn take(&self, t: &mut dyn TakeTensor) -> Result<Weights> {
+        Weights::take(self, t)
+    }
+
+    fn forward(&self, w: &Weights, layer: HostLayer<'_>) -> Result<Vec<f32>> {
+        Ok(cpu::forward(self, w, &layer.normed()))
+    }
+
+    fn matrices(w: &Weights) -> Vec<&Matrix> {
+        w.matrices()
+    }
+
+    fn vector_len(w: &Weights) -> usize {
+        w.vector_len()
     }
 }

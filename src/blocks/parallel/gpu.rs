@@ -8,10 +8,13 @@
 //! Mamba branch wrote.
 
 use crate::blocks::gpu_common::{LayerCx, Out};
+use crate::blocks::gpu_kind::GpuKind;
 use crate::blocks::parallel::Parallel;
 use crate::blocks::{attention, mamba2};
 use crate::error::{Error, Result};
+use crate::gpu::GpuContext;
 use crate::gpu::KernelSpec;
+use crate::gpu_model::WeightFormat;
 use crate::gpu_model::activations::Scratch;
 use crate::gpu_model::call::Step;
 use crate::gpu_model::kv::KvFormat;
@@ -57,8 +60,7 @@ pub(crate) fn kernels(p: &Parallel, kv: KvFormat) -> Vec<KernelSpec> {
 /// Its share of the scratch buffers for `t` tokens: what the larger branch needs of `xz` and
 /// `y` (the two both use), the Mamba branch's of the rest (the attention uses none of it).
 pub(crate) fn scratch(p: &Parallel, t: usize) -> Scratch {
-    let (m, at) = (mamba2::gpu::scratch(&p.mamba, t), attention::gpu::scratch(&p.attention, t));
-    Scratch { xz: m.xz.max(at.xz), y: m.y.max(at.y), ..m }
+    Scratch::most([mamba2::gpu::scratch(&p.mamba, t), attention::gpu::scratch(&p.attention, t)])
 }
 
 /// Fails unless both branches can run (caches in format `kv`), and each input multiplier other
@@ -99,4 +101,45 @@ pub(crate) fn plan(p: &Parallel, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<
     let kv = (kv, cx.kv.capacity);
     steps.extend(attention::gpu::plan_scaled(&p.attention, &w.attention, cx, kv, io, a_in)?);
     Ok(steps)
+}
+
+impl GpuKind for Parallel {
+    type GpuWeights = GpuWeights;
+
+    fn destination(w: &GpuWeights, part: Part) -> Option<Destination<'_>> {
+        w.destination(part)
+    }
+
+    fn split_matrices(w: &GpuWeights) -> Vec<&SplitMatrix> {
+        w.matrices()
+    }
+
+    fn allocate(&self, d: usize, alloc: &Alloc<'_>) -> Result<GpuWeights> {
+        GpuWeights::allocate(self, d, alloc)
+    }
+
+    fn vector_buffers(w: &GpuWeights) -> Vec<&wgpu::Buffer> {
+        w.vectors()
+    }
+
+    fn kernels(&self, kv: KvFormat) -> Vec<KernelSpec> {
+        kernels(self, kv)
+    }
+
+    /// Its Mamba branch's fused decode step (a Mamba-2 layer's).
+    fn decode_kernels(&self, formats: &[WeightFormat], direct: bool) -> Vec<KernelSpec> {
+        mamba2::gpu::decode_kernels(formats, direct)
+    }
+
+    fn scratch(&self, _d: usize, t: usize) -> Scratch {
+        scratch(self, t)
+    }
+
+    fn check(&self, _ctx: &GpuContext, kv: KvFormat) -> Result<()> {
+        check(self, kv)
+    }
+
+    fn plan(&self, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<Step>> {
+        plan(self, w, cx)
+    }
 }

@@ -5,7 +5,9 @@ pub(crate) mod cpu;
 pub(crate) mod gpu;
 
 use crate::blocks::attention::{self, Attention};
+use crate::blocks::kind::{HostKind, HostLayer};
 use crate::blocks::mamba2::{self, Mamba2};
+use crate::blocks::ssm::SsmWeights;
 use crate::blocks::{TakeTensor, Tensor, under};
 use crate::error::{Error, Result};
 use crate::model::{Extent, Matrix};
@@ -75,5 +77,51 @@ impl Weights {
     /// Elements of the small vectors.
     pub fn vector_len(&self) -> usize {
         self.mamba.vector_len() + self.attention.vector_len()
+    }
+}
+
+impl HostKind for Parallel {
+    type Weights = Weights;
+    const NAME: &'static str = "parallel";
+
+    fn tensors(&self, d: usize) -> Vec<Tensor> {
+        Parallel::tensors(self, d)
+    }
+
+    fn state_regions(&self) -> Vec<(&'static str, Extent)> {
+        Parallel::state_regions(self)
+    }
+
+    fn validate(&self, d: usize) -> Result<()> {
+        Parallel::validate(self, d)
+    }
+
+    fn attention(&self) -> Option<&Attention> {
+        Some(&self.attention)
+    }
+
+    fn mamba_dims(&self) -> Option<(usize, usize)> {
+        Some((self.mamba.d_inner, self.mamba.d_state))
+    }
+
+    fn take(&self, t: &mut dyn TakeTensor) -> Result<Weights> {
+        Weights::take(self, t)
+    }
+
+    fn forward(&self, w: &Weights, layer: HostLayer<'_>) -> Result<Vec<f32>> {
+        let x = layer.normed();
+        Ok(cpu::forward(self, w, layer.run(&x)))
+    }
+
+    fn ssm(w: &Weights) -> Option<&SsmWeights> {
+        Some(&w.mamba.ssm)
+    }
+
+    fn matrices(w: &Weights) -> Vec<&Matrix> {
+        w.matrices()
+    }
+
+    fn vector_len(w: &Weights) -> usize {
+        w.vector_len()
     }
 }

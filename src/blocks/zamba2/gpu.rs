@@ -11,10 +11,13 @@
 //! norm into `x_norm` last.
 
 use crate::blocks::gpu_common::{GpuAdapter, LayerCx, Out};
+use crate::blocks::gpu_kind::GpuKind;
 use crate::blocks::zamba2::Zamba2Layer;
-use crate::blocks::{attention, mamba2, mlp};
+use crate::blocks::{Input, attention, mamba2, mlp};
 use crate::error::{Error, Result};
+use crate::gpu::GpuContext;
 use crate::gpu::KernelSpec;
+use crate::gpu_model::WeightFormat;
 use crate::gpu_model::activations::Scratch;
 use crate::gpu_model::call::{Groups, ROWS, Step};
 use crate::gpu_model::kv::KvFormat;
@@ -141,18 +144,9 @@ pub(crate) fn scratch(p: &Zamba2Layer, d: usize, t: usize) -> Scratch {
         attention::gpu::scratch(&p.shared.attention, t),
         mlp::gpu::scratch(&p.shared.mlp, t),
     ];
-    let most = |f: fn(&Scratch) -> usize| parts.iter().map(f).max().unwrap_or(1);
-    Scratch {
-        xz: most(|s| s.xz),
-        ud: most(|s| s.ud).max(t * 2 * d),
-        y: most(|s| s.y),
-        plane: most(|s| s.plane),
-        chunk: most(|s| s.chunk),
-        emb: t * d,
-        wide: t * 2 * d,
-        lora: t * p.shared.rank,
-        ..Scratch::none()
-    }
+    // ud: h ‖ e rows (T, 2·D) before the Mamba's in_proj needs it; wide: the normed rows
+    // (T, 2·D), later (T, D) rows; lora: an adapter's down projection (T, r).
+    Scratch::most(parts).with("ud", t * 2 * d).with("wide", t * 2 * d).with("lora", t * p.shared.rank)
 }
 
 /// Fails unless its kernels can run it.
@@ -185,28 +179,33 @@ pub(crate) fn plan(
     })?;
     let [aq, ak, av, amlp] = &w.adapters;
     let mut steps = vec![
-        copy(&a.h, d, &a.ud, (2 * d, 0))?,
-        copy(&a.emb, d, &a.ud, (2 * d, d))?,
-        norm_call(&a.ud, &shared.norm, &a.wide, 2 * d)?,
+        copy(&a.h, d, a.scratch("ud")?, (2 * d, 0))?,
+        copy(a.input(Input::Embeddings)?, d, a.scratch("ud")?, (2 * d, d))?,
+        norm_call(a.scratch("ud")?, &shared.norm, a.scratch("wide")?, 2 * d)?,
     ];
     let io = attention::gpu::Io {
-        x: &a.wide,
+        x: a.scratch("wide")?,
         out: Out::Into(&a.x_norm),
         adapters: [aq.as_ref(), ak.as_ref(), av.as_ref()],
     };
     steps.extend(attention::gpu::plan(&p.shared.attention, &shared.attention, cx, (kv, cx.kv.capacity), io)?);
-    steps.push(norm_call(&a.x_norm, &shared.ff_norm, &a.wide, d)?);
-    let io = mlp::gpu::Io { x: &a.wide, out: Out::Into(&a.x_norm), adapter: amlp.as_ref(), routed: None };
+    steps.push(norm_call(&a.x_norm, &shared.ff_norm, a.scratch("wide")?, d)?);
+    let io = mlp::gpu::Io {
+        x: a.scratch("wide")?,
+        out: Out::Into(&a.x_norm),
+        adapter: amlp.as_ref(),
+        routed: None,
+    };
     steps.extend(mlp::gpu::plan(&p.shared.mlp, &shared.mlp, cx, io)?);
     // The Mamba input: h + linear(t), normed.
-    steps.push(copy(&a.h, d, &a.wide, (d, 0))?);
+    steps.push(copy(&a.h, d, a.scratch("wide")?, (d, 0))?);
     let lin =
         linear::LinearParams { x_stride: d, y_stride: d, flags: linear::ACCUMULATE, ..Default::default() };
-    steps.push(Step::Linear(b.linear(&w.linear, &[("x", &a.x_norm), ("y", &a.wide)], lin)?));
+    steps.push(Step::Linear(b.linear(&w.linear, &[("x", &a.x_norm), ("y", a.scratch("wide")?)], lin)?));
     // Its norm: the Mamba block's own (fused into decode_in_proj for decode steps), or here.
-    let fused = mamba2::gpu::fuses(&p.mamba, &cx).then_some(&a.wide);
+    let fused = mamba2::gpu::fuses(&p.mamba, &cx).then_some(a.scratch("wide")?);
     if fused.is_none() {
-        steps.push(norm_call(&a.wide, cx.norm, &a.x_norm, d)?);
+        steps.push(norm_call(a.scratch("wide")?, cx.norm, &a.x_norm, d)?);
     }
     let io = mamba2::gpu::Io {
         x: &a.x_norm,
@@ -217,4 +216,57 @@ pub(crate) fn plan(
     };
     steps.extend(mamba2::gpu::plan_io(&p.mamba, &w.mamba, cx, io)?);
     Ok(steps)
+}
+
+impl GpuKind for Zamba2Layer {
+    type GpuWeights = GpuWeights;
+
+    fn destination(w: &GpuWeights, part: Part) -> Option<Destination<'_>> {
+        w.destination(part)
+    }
+
+    fn split_matrices(w: &GpuWeights) -> Vec<&SplitMatrix> {
+        w.matrices()
+    }
+
+    fn allocate(&self, d: usize, alloc: &Alloc<'_>) -> Result<GpuWeights> {
+        GpuWeights::allocate(self, d, alloc)
+    }
+
+    fn vector_buffers(w: &GpuWeights) -> Vec<&wgpu::Buffer> {
+        w.vectors()
+    }
+
+    fn kernels(&self, kv: KvFormat) -> Vec<KernelSpec> {
+        kernels(self, kv)
+    }
+
+    /// Its Mamba-2 mixer's fused decode step.
+    fn decode_kernels(&self, formats: &[WeightFormat], direct: bool) -> Vec<KernelSpec> {
+        mamba2::gpu::decode_kernels(formats, direct)
+    }
+
+    fn scratch(&self, d: usize, t: usize) -> Scratch {
+        scratch(self, d, t)
+    }
+
+    fn check(&self, _ctx: &GpuContext, kv: KvFormat) -> Result<()> {
+        check(self, kv)
+    }
+
+    /// Always: the shared block's output joins the Mamba input before the norm.
+    fn norms_itself(&self, _w: &GpuWeights, _cx: &LayerCx<'_>) -> bool {
+        true
+    }
+
+    /// The shared block's weights are its owner's (the block that first uses them).
+    fn plan(&self, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<Step>> {
+        let shared = cx
+            .layers
+            .get(self.owner_block)
+            .and_then(|owner| owner.downcast_ref::<GpuWeights>())
+            .and_then(|owner| owner.shared.as_ref())
+            .ok_or_else(|| Error::Internal(format!("block {}'s shared block has no weights", cx.i)))?;
+        plan(self, (w, shared), cx)
+    }
 }

@@ -7,9 +7,13 @@ pub(crate) mod cpu;
 pub(crate) mod gpu;
 
 use crate::blocks::attention::{self, Attention};
+use crate::blocks::kind::{HostKind, HostLayer, Input};
 use crate::blocks::mamba2::{self, Mamba2};
 use crate::blocks::mlp::{self, Mlp};
+use crate::blocks::ssm::SsmWeights;
 use crate::blocks::{TakeTensor, Tensor, checked_counts, positive, under};
+use crate::cpu::conv::{Capture, Run};
+use crate::cpu::ops::rms_norm;
 use crate::error::{Error, Result};
 use crate::model::{Extent, Matrix, Part};
 
@@ -188,5 +192,69 @@ impl Weights {
     pub fn vector_len(&self) -> usize {
         self.mamba.vector_len()
             + self.shared.as_ref().map_or(0, |s| s.norm.len() + s.ff_norm.len() + s.attention.vector_len())
+    }
+}
+
+impl HostKind for Zamba2Layer {
+    type Weights = Weights;
+    const NAME: &'static str = "zamba2";
+    /// Its shared block reads the original embeddings at every use.
+    const READS: &'static [Input] = &[Input::Embeddings];
+
+    fn tensors(&self, d: usize) -> Vec<Tensor> {
+        Zamba2Layer::tensors(self, d)
+    }
+
+    fn state_regions(&self) -> Vec<(&'static str, Extent)> {
+        Zamba2Layer::state_regions(self)
+    }
+
+    fn validate(&self, d: usize) -> Result<()> {
+        Zamba2Layer::validate(self, d)
+    }
+
+    fn attention(&self) -> Option<&Attention> {
+        Some(&self.shared.attention)
+    }
+
+    fn mamba_dims(&self) -> Option<(usize, usize)> {
+        Some((self.mamba.d_inner, self.mamba.d_state))
+    }
+
+    fn take(&self, t: &mut dyn TakeTensor) -> Result<Weights> {
+        Weights::take(self, t)
+    }
+
+    /// The shared block's output joins the Mamba input before its norm: this layer norms
+    /// `h + linear(shared(h ‖ e))` itself.
+    fn forward(&self, w: &Weights, layer: HostLayer<'_>) -> Result<Vec<f32>> {
+        let shared = layer
+            .layers
+            .get(self.owner_block)
+            .and_then(|owner| owner.downcast_ref::<Weights>())
+            .and_then(|owner| owner.shared.as_ref())
+            .ok_or_else(|| Error::Internal(format!("block {}'s shared block has no weights", self.block)))?;
+        let e = layer.inputs.embeddings.as_deref().ok_or_else(|| {
+            Error::Internal(format!("block {} reads the embeddings, and none were kept", self.block))
+        })?;
+        let HostLayer { h, norm, eps, a, st, cap, .. } = layer;
+        let Capture { positions, states, layer } = cap;
+        let run = Run { a, x: &[], st: &mut *st, cap: Capture { positions, states: &mut *states, layer } };
+        let input = cpu::input(self, w, shared, (h, e), run, eps);
+        let x = rms_norm(&input, norm, eps);
+        let run = Run { a, x: &x, st, cap: Capture { positions, states, layer } };
+        Ok(mamba2::cpu::forward(&self.mamba, &w.mamba, run))
+    }
+
+    fn ssm(w: &Weights) -> Option<&SsmWeights> {
+        Some(&w.mamba.ssm)
+    }
+
+    fn matrices(w: &Weights) -> Vec<&Matrix> {
+        w.matrices()
+    }
+
+    fn vector_len(w: &Weights) -> usize {
+        w.vector_len()
     }
 }
