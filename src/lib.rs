@@ -4,13 +4,14 @@
 //! Layout (see ARCHITECTURE.md):
 //! - [`blocks`]: the block kinds a model stacks (Mamba-1, Mamba-2, attention, MLP, mixture of
 //!   experts, Falcon-H1's parallel block, Zamba2's shared block), each in `blocks/<kind>/` (its
-//!   host side, CPU forward and GPU side) and named in the dispatch by kind;
+//!   `HostKind` and `GpuKind`), each kind named once in `blocks/registry.rs`;
 //! - [`model`]: config, checkpoint headers and layout, weights in memory, the recurrent state
 //!   (+ the symbol glossary);
 //! - [`load`]: streaming a checkpoint's weights into a backend, with progress;
 //! - [`cpu`]: the reference forward pass;
 //! - [`tokenizer`], [`sampling`]: text in, token ids out;
 //! - [`gpu`]: device context, buffers, pipelines, readback;
+//! - `gpu_kit`: the GPU toolkit the kinds and the forward pass build with (a floor below both);
 //! - [`gpu_model`]: the forward pass on the GPU;
 //! - [`kernels`]: one wrapper per WGSL kernel in `shaders/`;
 //! - [`engine`]: one model on one backend behind one interface, with its checkpoint slots;
@@ -29,6 +30,7 @@ pub mod cpu;
 pub mod engine;
 pub mod error;
 pub mod gpu;
+mod gpu_kit;
 pub mod gpu_model;
 pub mod kernels;
 pub mod load;

@@ -315,3 +315,56 @@ fn a_full_path_call_that_closes_a_circle_is_found() {
         assert!(circles(&import_graph(&files(uses_plan, quiet))).is_empty(), "{quiet}");
     }
 }
+
+/// Folders stacked as floors, top down: a file imports nothing from a folder above its own.
+const FLOORS: [&str; 3] = ["gpu_model", "blocks", "gpu_kit"];
+
+/// Every import that goes up a floor: `(importer, imported)`.
+fn upward(edges: &BTreeMap<&str, BTreeSet<String>>) -> Vec<(String, String)> {
+    let floor = |module: &str| FLOORS.iter().position(|f| module.split("::").next() == Some(*f));
+    let mut out = Vec::new();
+    // A test module (`…::tests`, compiled in tests only) sits above every floor.
+    for (module, targets) in edges.iter().filter(|(m, _)| !m.ends_with("::tests")) {
+        let Some(here) = floor(module) else { continue };
+        for target in targets {
+            if floor(target).is_some_and(|there| there < here) {
+                out.push((module.to_string(), target.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// The GPU toolkit (`gpu_kit/`: calls, split matrices, formats, pipelines, scratch, caches) is
+/// a floor below the block kinds (`blocks/`), which are below the GPU orchestrator
+/// (`gpu_model/`): the kinds build with the toolkit and never reach into the orchestrator, the
+/// toolkit knows no kind.
+#[test]
+fn the_gpu_toolkit_is_a_floor_below_the_kinds_below_the_orchestrator() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = BTreeMap::new();
+    sources(&root, "", &mut files);
+    let edges = import_graph(&files);
+    assert!(FLOORS.iter().all(|f| edges.keys().any(|m| m.starts_with(f))), "a floor has no files");
+    let up = upward(&edges);
+    assert!(up.is_empty(), "imports up a floor: {up:?}");
+    // The hand check: a kind reaching into the orchestrator, and the toolkit naming a kind.
+    let hand: BTreeMap<String, String> = [
+        ("blocks::mamba1::gpu", "use crate::gpu_model::plan::Plan;"),
+        ("gpu_kit::call", "fn f() { crate::blocks::Mamba1::default(); }"),
+        ("gpu_model::plan", "use crate::gpu_kit::call::Builder;"),
+        ("blocks", "pub use mamba1::Mamba1;"),
+        ("blocks::mamba1", ""),
+    ]
+    .into_iter()
+    .map(|(m, s)| (m.to_string(), s.to_string()))
+    .collect();
+    let found = upward(&import_graph(&hand));
+    assert_eq!(
+        found,
+        [
+            ("blocks::mamba1::gpu".to_string(), "gpu_model::plan".to_string()),
+            ("gpu_kit::call".into(), "blocks::mamba1".into())
+        ]
+    );
+}

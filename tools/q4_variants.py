@@ -69,7 +69,7 @@ def q4_0(w, group):
 
 
 def q4_1(w, group):
-    """Q4_1 as webmamba stores it (src/gpu_model/format.rs): m = the minimum and d = (max - m) / 15,
+    """Q4_1 as webmamba stores it (src/gpu_kit/format.rs): m = the minimum and d = (max - m) / 15,
     both rounded to f16 BEFORE the quants are computed (ggml computes them from the f32 values),
     q = clamp(round((x - m) / d), 0, 15), rounding halves up."""
     g = w.reshape(-1, group)

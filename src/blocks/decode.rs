@@ -8,9 +8,9 @@
 use crate::blocks::gpu_common::{GpuSsm, LayerCx};
 use crate::error::Result;
 use crate::gpu::KernelSpec;
-use crate::gpu_model::WeightFormat;
-use crate::gpu_model::call::{Builder, Call, Groups, ROWS, Step, scales_at};
-use crate::gpu_model::split::SplitMatrix;
+use crate::gpu_kit::WeightFormat;
+use crate::gpu_kit::call::{Builder, Call, Groups, ROWS, Step, scales_at};
+use crate::gpu_kit::split::SplitMatrix;
 use crate::kernels::scale_segments::ScaleSegmentsParams;
 use crate::kernels::{conv1d_silu, decode_in_proj, decode_out_proj, rms_norm};
 

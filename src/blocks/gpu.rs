@@ -11,12 +11,12 @@ use crate::blocks::gpu_kind::GpuKind;
 use crate::blocks::{Attention, BlockKind, Mamba1, Mamba2, Mlp, Moe, Parallel, Zamba2Layer, with_kinds};
 use crate::error::Result;
 use crate::gpu::{GpuContext, KernelSpec};
-use crate::gpu_model::WeightFormat;
-use crate::gpu_model::activations::Scratch;
-use crate::gpu_model::call::Step;
-use crate::gpu_model::kv::KvFormat;
-use crate::gpu_model::pipelines::Kernels;
-use crate::gpu_model::split::{Alloc, Destination, SplitMatrix};
+use crate::gpu_kit::WeightFormat;
+use crate::gpu_kit::activations::Scratch;
+use crate::gpu_kit::call::Step;
+use crate::gpu_kit::kv::KvFormat;
+use crate::gpu_kit::pipelines::Kernels;
+use crate::gpu_kit::split::{Alloc, Destination, SplitMatrix};
 use crate::model::Part;
 
 /// Generates [`GpuBlockWeights`] and the dispatch from it and from `BlockKind` to each kind's

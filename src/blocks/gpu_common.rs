@@ -5,12 +5,13 @@
 
 use std::any::Any;
 
+use crate::blocks::Input;
 use crate::error::Result;
 use crate::gpu::{Kernel, KernelSpec};
-use crate::gpu_model::activations::{Activations, StateBuffers};
-use crate::gpu_model::call::{Builder, Groups, Step};
-use crate::gpu_model::kv::KvCaches;
-use crate::gpu_model::split::{Alloc, Destination, SplitMatrix};
+use crate::gpu_kit::activations::{Activations, StateBuffers};
+use crate::gpu_kit::call::{Builder, Groups, Step};
+use crate::gpu_kit::kv::KvCaches;
+use crate::gpu_kit::split::{Alloc, Destination, SplitMatrix};
 use crate::kernels::{conv1d_silu, linear, scan_carry};
 use crate::model::Part;
 
@@ -35,6 +36,11 @@ pub(crate) struct LayerCx<'a> {
 }
 
 impl LayerCx<'_> {
+    /// The buffer of `input` (T, D), which the kind reads ([`crate::blocks::HostKind::READS`]).
+    pub fn input(&self, input: Input) -> Result<&wgpu::Buffer> {
+        self.a.input(input.name())
+    }
+
     /// The compiled kernel named `name` among a block's `specs`.
     pub fn kernel(&self, specs: &[KernelSpec], name: &str) -> Result<&Kernel> {
         self.b.k.named(specs, name)

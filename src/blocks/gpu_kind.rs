@@ -7,12 +7,12 @@ use crate::blocks::gpu_common::LayerCx;
 use crate::blocks::kind::HostKind;
 use crate::error::Result;
 use crate::gpu::{GpuContext, KernelSpec};
-use crate::gpu_model::WeightFormat;
-use crate::gpu_model::activations::Scratch;
-use crate::gpu_model::call::Step;
-use crate::gpu_model::kv::KvFormat;
-use crate::gpu_model::pipelines::Kernels;
-use crate::gpu_model::split::{Alloc, Destination, SplitMatrix};
+use crate::gpu_kit::WeightFormat;
+use crate::gpu_kit::activations::Scratch;
+use crate::gpu_kit::call::Step;
+use crate::gpu_kit::kv::KvFormat;
+use crate::gpu_kit::pipelines::Kernels;
+use crate::gpu_kit::split::{Alloc, Destination, SplitMatrix};
 use crate::model::Part;
 
 /// A block kind on the GPU.

@@ -1,6 +1,6 @@
 //! [`HostKind`]: what a block kind is on the host — its tensors, its state regions, its checks,
 //! how it takes its weights and its CPU forward. Each kind implements it in
-//! `src/blocks/<kind>/mod.rs` (and [`crate::blocks::gpu_kind::GpuKind`] in its `gpu.rs`); the
+//! `src/blocks/<kind>/mod.rs` (and `GpuKind`, `blocks/gpu_kind.rs`, in its `gpu.rs`); the
 //! registry (`registry.rs`) names every kind once and dispatches to them, so the orchestrators
 //! (`cpu/model.rs`, `gpu_model/`) never name one.
 //!
@@ -25,6 +25,15 @@ pub enum Input {
     /// The chunk's token embeddings as the model's first layer saw them (T, D), scaled
     /// (Zamba2's shared blocks read them at every use).
     Embeddings,
+}
+
+impl Input {
+    /// Its name (the GPU keeps its buffer under it).
+    pub fn name(self) -> &'static str {
+        match self {
+            Input::Embeddings => "embeddings",
+        }
+    }
 }
 
 /// The inputs some block of the model reads ([`HostKind::READS`]), computed once per chunk.

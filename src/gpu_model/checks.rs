@@ -5,9 +5,9 @@
 
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
+use crate::gpu_kit::kv::KvFormat;
+use crate::gpu_kit::pipelines::gemv_kernel;
 use crate::gpu_model::Matmul;
-use crate::gpu_model::kv::KvFormat;
-use crate::gpu_model::pipelines::gemv_kernel;
 use crate::kernels::linear;
 use crate::model::Config;
 

@@ -2,7 +2,7 @@
 //! nothing is created here, and nothing here knows a kernel — each call carries its pipeline,
 //! bind group and how its workgroups follow from this chunk's sizes ([`Dims`]).
 
-use crate::gpu_model::call::Dims;
+use crate::gpu_kit::call::Dims;
 use crate::gpu_model::plan::Plan;
 
 /// What `body` finishes with.

@@ -8,9 +8,9 @@ use std::time::Instant;
 
 use crate::error::Result;
 use crate::gpu::{GpuContext, Kernel, Layout};
+use crate::gpu_kit::format::WeightFormat;
+use crate::gpu_kit::pipelines::gemm_kernel;
 use crate::gpu_model::Matmul;
-use crate::gpu_model::format::WeightFormat;
-use crate::gpu_model::pipelines::gemm_kernel;
 use crate::kernels::{Step, linear};
 
 /// GFLOP/s (2·rows·K·N per product) of `reps` products of `rows` rows by a (N, K) matrix in

@@ -13,8 +13,8 @@
 //! drops it and records its own.
 
 use crate::error::{Error, Result};
+use crate::gpu_kit::call::Dims;
 use crate::gpu_model::GpuModel;
-use crate::gpu_model::call::Dims;
 use crate::gpu_model::encode::{self, Head};
 use crate::kernels::{Step, argmax};
 

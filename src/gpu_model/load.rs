@@ -4,13 +4,13 @@
 //! [`Upload`] sink; [`Loading::finish`] compiles the kernels for the weight formats in use and
 //! builds every bind group.
 
-use crate::blocks::{self, Input};
+use crate::blocks;
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
-use crate::gpu_model::activations::{Activations, CAPTURE_BYTES, StateBuffers};
+use crate::gpu_kit::activations::{Activations, CAPTURE_BYTES, StateBuffers};
+use crate::gpu_kit::kv::{self, KvCaches};
+use crate::gpu_kit::pipelines::Kernels;
 use crate::gpu_model::checks;
-use crate::gpu_model::kv::{self, KvCaches};
-use crate::gpu_model::pipelines::Kernels;
 use crate::gpu_model::plan::Plan;
 use crate::gpu_model::slots::Slots;
 use crate::gpu_model::upload::Upload;
@@ -185,12 +185,12 @@ impl Loading<'_> {
     }
 }
 
-/// The inputs across layers some block of `c` reads, each once.
-fn reads(c: &Config) -> Vec<Input> {
-    let mut out: Vec<Input> = Vec::new();
+/// The names of the inputs across layers some block of `c` reads, each once.
+fn reads(c: &Config) -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
     for input in c.blocks.iter().flat_map(|b| b.kind.inputs()) {
-        if !out.contains(input) {
-            out.push(*input);
+        if !out.contains(&input.name()) {
+            out.push(input.name());
         }
     }
     out

@@ -7,36 +7,29 @@
 //! Mamba-1 block: linear (in_proj) → conv1d_silu → linear (x_proj) → linear (dt_proj +
 //! softplus) → selective scan (scan_chunks → scan_carry → scan_output, or scan_output alone
 //! when T fits one chunk, as in decode) → linear (out_proj, added onto the residual)). The
-//! block kinds build on `activations`, `call`, `pipelines` and `weights`.
+//! block kinds build with the GPU toolkit below them (`src/gpu_kit/`), as this does.
 
-pub(crate) mod activations;
-pub(crate) mod call;
 mod checks;
 mod encode;
-mod format;
 #[cfg(not(target_arch = "wasm32"))]
 mod gemm_rate;
 mod greedy;
-pub(crate) mod kv;
 mod kv_pages;
 mod load;
-mod options;
-pub(crate) mod pipelines;
 mod plan;
 mod slabs;
 mod slots;
-pub(crate) mod split;
 mod state_io;
 mod top;
 mod upload;
 pub(crate) mod weights;
 
-pub use format::{ConversionStats, WeightFormat};
+pub use crate::gpu_kit::{
+    ConversionStats, GpuMemory, GpuModelOptions, KV_PAGE, KvFormat, Matmul, WeightFormat,
+};
 #[cfg(not(target_arch = "wasm32"))]
 pub use gemm_rate::gemm_gflop_s;
 pub use greedy::MAX_GREEDY_STEPS;
-pub use kv::{KvFormat, PAGE as KV_PAGE};
-pub use options::{GpuMemory, GpuModelOptions, Matmul};
 pub use upload::FLUSH_BYTES;
 
 use crate::error::Result;
@@ -45,10 +38,11 @@ use crate::kernels::Step;
 use crate::model::Config;
 use crate::model::Logits;
 
-use activations::{Activations, StateBuffers};
+use crate::gpu_kit::activations::{Activations, StateBuffers};
+use crate::gpu_kit::call;
+use crate::gpu_kit::kv::KvCaches;
+use crate::gpu_kit::pipelines::Kernels;
 use encode::Head;
-use kv::KvCaches;
-use pipelines::Kernels;
 use plan::Plan;
 use slots::Slots;
 use weights::GpuWeights;

@@ -7,10 +7,10 @@ use std::any::Any;
 use crate::blocks::{self, Input};
 use crate::error::Result;
 use crate::gpu::{GpuContext, Kernel};
-use crate::gpu_model::activations::{Activations, StateBuffers};
-use crate::gpu_model::call::{Builder, Call, Groups, LinearCall, ROWS, Step, scales_at};
-use crate::gpu_model::kv::KvCaches;
-use crate::gpu_model::pipelines::Kernels;
+use crate::gpu_kit::activations::{Activations, StateBuffers};
+use crate::gpu_kit::call::{Builder, Call, Groups, LinearCall, ROWS, Step, scales_at};
+use crate::gpu_kit::kv::KvCaches;
+use crate::gpu_kit::pipelines::Kernels;
 use crate::gpu_model::weights::GpuWeights;
 use crate::kernels::{argmax, embedding, linear, rms_norm, top_k};
 use crate::model::Config;
@@ -53,7 +53,8 @@ impl Plan {
         let lin = |x_stride, y_stride| linear::LinearParams { x_stride, y_stride, ..Default::default() };
         let embedding_kernel = &k.for_format(w.embedding.format)?.embedding;
         // Where a block reads the embeddings in a later layer, a second gather keeps them.
-        let kept = a.inputs().iter().filter(|(i, _)| *i == Input::Embeddings).map(|(_, b)| b);
+        let reads = c.blocks.iter().any(|b| b.kind.inputs().contains(&Input::Embeddings));
+        let kept = reads.then(|| a.input(Input::Embeddings.name())).transpose()?;
         let targets: Vec<&wgpu::Buffer> = [&a.h].into_iter().chain(kept).collect();
         let embedding = targets
             .iter()

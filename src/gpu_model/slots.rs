@@ -12,7 +12,7 @@ use std::ops::Range;
 
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
-use crate::gpu_model::kv::KvCaches;
+use crate::gpu_kit::kv::KvCaches;
 use crate::gpu_model::slabs::Slabs;
 
 /// All slots of a model.

@@ -6,8 +6,8 @@
 
 use crate::error::Result;
 use crate::gpu::GpuContext;
-use crate::gpu_model::format::{ConversionStats, encode, to_f32};
-use crate::gpu_model::split::{Destination, SplitMatrix};
+use crate::gpu_kit::format::{ConversionStats, encode, to_f32};
+use crate::gpu_kit::split::{Destination, SplitMatrix};
 use crate::gpu_model::weights::GpuWeights;
 use crate::load::stream::Sink;
 use crate::model::{Part, Planned, Role};

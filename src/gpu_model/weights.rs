@@ -6,8 +6,8 @@
 use crate::blocks::GpuBlockWeights;
 use crate::error::Result;
 use crate::gpu::GpuContext;
-use crate::gpu_model::format::WeightFormat;
-use crate::gpu_model::split::{Alloc, SplitMatrix};
+use crate::gpu_kit::format::WeightFormat;
+use crate::gpu_kit::split::{Alloc, SplitMatrix};
 use crate::model::{Config, Layout, Role};
 
 /// One layer's weights on the GPU: the RMSNorm before its block, and its block's by kind.

@@ -1,5 +1,5 @@
 //! An attention block on the GPU: its weight buffers and the calls it records, built once per
-//! cache capacity (`src/gpu_model/kv.rs`) — q_proj, k_proj (× the key multiplier), v_proj into
+//! cache capacity (`src/gpu_kit/kv.rs`) — q_proj, k_proj (× the key multiplier), v_proj into
 //! one (T, q ‖ k ‖ v) row → rope over q and k (where the model has RoPE) → kv_append (k, v into
 //! the layer's cache at positions past..past+T) → attention_prefill for a chunk of several
 //! tokens, or attention_decode + attention_combine for a decode step → o_proj, scaled and added
@@ -11,10 +11,10 @@ use crate::blocks::gpu_kind::GpuKind;
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 use crate::gpu::KernelSpec;
-use crate::gpu_model::activations::Scratch;
-use crate::gpu_model::call::{Groups, Step};
-use crate::gpu_model::kv::{KvFormat, LayerKv};
-use crate::gpu_model::split::{Alloc, Destination, SplitMatrix};
+use crate::gpu_kit::activations::Scratch;
+use crate::gpu_kit::call::{Groups, Step};
+use crate::gpu_kit::kv::{KvFormat, LayerKv};
+use crate::gpu_kit::split::{Alloc, Destination, SplitMatrix};
 use crate::kernels::attention::AttentionShape;
 use crate::kernels::attention_combine::{self, AttentionCombineParams};
 use crate::kernels::attention_decode::{self, AttentionDecodeParams};

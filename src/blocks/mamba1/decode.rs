@@ -9,9 +9,9 @@ use crate::blocks::gpu_common::{GpuSsm, LayerCx};
 use crate::blocks::mamba1::Mamba1;
 use crate::error::Result;
 use crate::gpu::KernelSpec;
-use crate::gpu_model::WeightFormat;
-use crate::gpu_model::call::{Groups, Step, scales_at};
-use crate::gpu_model::split::SplitMatrix;
+use crate::gpu_kit::WeightFormat;
+use crate::gpu_kit::call::{Groups, Step, scales_at};
+use crate::gpu_kit::split::SplitMatrix;
 use crate::kernels::{decode_scan, linear, scan_output};
 
 /// The decode_scan kernel for dt_proj weights in `format` and state size `n`.

@@ -8,11 +8,11 @@ use crate::blocks::gpu_kind::GpuKind;
 use crate::blocks::mamba1::{Mamba1, decode};
 use crate::error::{Error, Result};
 use crate::gpu::{GpuContext, KernelSpec};
-use crate::gpu_model::WeightFormat;
-use crate::gpu_model::activations::Scratch;
-use crate::gpu_model::call::{Groups, Step};
-use crate::gpu_model::kv::KvFormat;
-use crate::gpu_model::split::{Alloc, Destination, SplitMatrix};
+use crate::gpu_kit::WeightFormat;
+use crate::gpu_kit::activations::Scratch;
+use crate::gpu_kit::call::{Groups, Step};
+use crate::gpu_kit::kv::KvFormat;
+use crate::gpu_kit::split::{Alloc, Destination, SplitMatrix};
 use crate::kernels::{conv1d_silu, linear, rms_slices, scan_carry, scan_chunks, scan_output};
 use crate::model::Part;
 

@@ -14,11 +14,11 @@ use crate::blocks::{attention, mamba2};
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 use crate::gpu::KernelSpec;
-use crate::gpu_model::WeightFormat;
-use crate::gpu_model::activations::Scratch;
-use crate::gpu_model::call::Step;
-use crate::gpu_model::kv::KvFormat;
-use crate::gpu_model::split::{Alloc, Destination, SplitMatrix};
+use crate::gpu_kit::WeightFormat;
+use crate::gpu_kit::activations::Scratch;
+use crate::gpu_kit::call::Step;
+use crate::gpu_kit::kv::KvFormat;
+use crate::gpu_kit::split::{Alloc, Destination, SplitMatrix};
 use crate::model::Part;
 
 /// A parallel block's weights on the GPU: each branch's own.

@@ -5,10 +5,10 @@ use crate::blocks::gpu_kind::GpuKind;
 use crate::blocks::toy::Toy;
 use crate::error::Result;
 use crate::gpu::{GpuContext, KernelSpec};
-use crate::gpu_model::activations::Scratch;
-use crate::gpu_model::call::Step;
-use crate::gpu_model::kv::KvFormat;
-use crate::gpu_model::split::{Alloc, Destination, SplitMatrix};
+use crate::gpu_kit::activations::Scratch;
+use crate::gpu_kit::call::Step;
+use crate::gpu_kit::kv::KvFormat;
+use crate::gpu_kit::split::{Alloc, Destination, SplitMatrix};
 use crate::kernels::linear;
 use crate::model::Part;
 

@@ -17,11 +17,11 @@ use crate::blocks::{Input, attention, mamba2, mlp};
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 use crate::gpu::KernelSpec;
-use crate::gpu_model::WeightFormat;
-use crate::gpu_model::activations::Scratch;
-use crate::gpu_model::call::{Groups, ROWS, Step};
-use crate::gpu_model::kv::KvFormat;
-use crate::gpu_model::split::{Alloc, Destination, SplitMatrix};
+use crate::gpu_kit::WeightFormat;
+use crate::gpu_kit::activations::Scratch;
+use crate::gpu_kit::call::{Groups, ROWS, Step};
+use crate::gpu_kit::kv::KvFormat;
+use crate::gpu_kit::split::{Alloc, Destination, SplitMatrix};
 use crate::kernels::copy_cols::{self, CopyColsParams};
 use crate::kernels::{linear, rms_norm};
 use crate::model::Part;
@@ -180,7 +180,7 @@ pub(crate) fn plan(
     let [aq, ak, av, amlp] = &w.adapters;
     let mut steps = vec![
         copy(&a.h, d, a.scratch("ud")?, (2 * d, 0))?,
-        copy(a.input(Input::Embeddings)?, d, a.scratch("ud")?, (2 * d, d))?,
+        copy(cx.input(Input::Embeddings)?, d, a.scratch("ud")?, (2 * d, d))?,
         norm_call(a.scratch("ud")?, &shared.norm, a.scratch("wide")?, 2 * d)?,
     ];
     let io = attention::gpu::Io {

@@ -1,8 +1,8 @@
-//! What a [`super::GpuModel`] load is asked for ([`GpuModelOptions`], [`Matmul`]) and what it
+//! What a [`crate::gpu_model::GpuModel`] load is asked for ([`GpuModelOptions`], [`Matmul`]) and what it
 //! reports of its memory ([`GpuMemory`]).
 
 use crate::gpu::GpuContext;
-use crate::gpu_model::{ConversionStats, KvFormat, WeightFormat};
+use crate::gpu_kit::{ConversionStats, KvFormat, WeightFormat};
 
 /// Which matrix kernels a model uses — the ones built for real GPUs or the ones for software
 /// adapters — for many rows (prefill) and for a few (decode steps).
@@ -61,7 +61,7 @@ pub struct GpuModelOptions {
     /// natively on Vulkan, Metal and DX12 GPUs; never in a browser, whose WebGPU feature wgpu
     /// does not request) and the real-GPU kernels are in use ([`Matmul`]); off, or on other
     /// adapters, a tree in workgroup memory. For comparisons: the results agree within
-    /// rounding (`tests/gpu_subgroups.rs`); [`super::GpuModel::uses_subgroups`] says which ran.
+    /// rounding (`tests/gpu_subgroups.rs`); [`crate::gpu_model::GpuModel::uses_subgroups`] says which ran.
     pub subgroups: bool,
     /// Bytes of the checkpoint capture area at load (`None`: 32 MiB), where a prefill's scan
     /// writes the states it checkpoints before they are copied to their slots: at least one

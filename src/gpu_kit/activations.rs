@@ -2,7 +2,6 @@
 
 use std::collections::BTreeMap;
 
-use crate::blocks::Input;
 use crate::error::{Error, Result};
 use crate::gpu::{GpuContext, Readback};
 use crate::kernels::{Step, argmax, top_k};
@@ -23,8 +22,9 @@ pub(crate) struct Activations {
     /// mixers, `dbc` of Mamba-1, `router`/`route` of a mixture (the kinds' gpu.rs say what
     /// each holds).
     scratch: BTreeMap<&'static str, wgpu::Buffer>,
-    /// The inputs some block reads across layers ([`Input`]), filled by the plan.
-    inputs: Vec<(Input, wgpu::Buffer)>,
+    /// The inputs some block reads across layers (`blocks::Input`, by its name; (T, D) each),
+    /// filled by the plan.
+    inputs: Vec<(&'static str, wgpu::Buffer)>,
     pub chunk_ab: wgpu::Buffer, // (chunks, 2, E·D, N) per-chunk affine maps
     pub chunk_h0: wgpu::Buffer, // (chunks, E·D, N) chunk start states
     pub logits: wgpu::Buffer,   // (logits_rows, V)
@@ -172,7 +172,7 @@ impl Activations {
     pub fn new(
         ctx: &GpuContext,
         c: &Config,
-        (needs, reads): (&[Scratch], &[Input]),
+        (needs, reads): (&[Scratch], &[&'static str]),
         (max_tokens, max_picks): (usize, usize),
         capture_bytes: u64,
     ) -> Result<Self> {
@@ -195,12 +195,7 @@ impl Activations {
         }
         let scratch =
             sizes.into_iter().map(|(name, len)| Ok((name, z(name, len)?))).collect::<Result<_>>()?;
-        let inputs = reads
-            .iter()
-            .map(|&input| match input {
-                Input::Embeddings => Ok((input, z("embeddings", t * c.d_model)?)),
-            })
-            .collect::<Result<_>>()?;
+        let inputs = reads.iter().map(|&name| Ok((name, z(name, t * c.d_model)?))).collect::<Result<_>>()?;
         let picks_len = (1 + max_picks).max(top_k::words(top_k::CAPACITY));
         let slices_len = (argmax::slices(c.vocab_size) * argmax::SLICE_WORDS)
             .max(top_k::slices(c.vocab_size) * top_k::SLICE_WORDS);
@@ -241,18 +236,14 @@ impl Activations {
             .ok_or_else(|| Error::Internal(format!("no block kind asked for a scratch buffer `{name}`")))
     }
 
-    /// The buffer of `input` (T, D), where a block kind reads it.
-    pub fn input(&self, input: Input) -> Result<&wgpu::Buffer> {
+    /// The buffer (T, D) of the input across layers named `name` (`blocks::Input::name`),
+    /// where a block kind reads it.
+    pub fn input(&self, name: &str) -> Result<&wgpu::Buffer> {
         self.inputs
             .iter()
-            .find(|(i, _)| *i == input)
+            .find(|(n, _)| *n == name)
             .map(|(_, b)| b)
-            .ok_or_else(|| Error::Internal(format!("no block kind declared that it reads {input:?}")))
-    }
-
-    /// The inputs across layers and their buffers.
-    pub fn inputs(&self) -> &[(Input, wgpu::Buffer)] {
-        &self.inputs
+            .ok_or_else(|| Error::Internal(format!("no block kind declared that it reads the {name}")))
     }
 
     /// Bytes of every activation buffer (the readback staging buffer included).

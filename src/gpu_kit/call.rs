@@ -6,8 +6,8 @@
 
 use crate::error::Result;
 use crate::gpu::{GpuContext, Kernel, dispatch, dispatch_indirect, grid_2d};
-use crate::gpu_model::pipelines::{GroupsFn, Kernels};
-use crate::gpu_model::split::SplitMatrix;
+use crate::gpu_kit::pipelines::{GroupsFn, Kernels};
+use crate::gpu_kit::split::SplitMatrix;
 use crate::kernels::{PARAMS, STEP, linear};
 
 /// Sizes of one forward chunk.

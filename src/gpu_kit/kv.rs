@@ -7,7 +7,6 @@
 
 use std::ops::Range;
 
-use crate::blocks::Attention;
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 use crate::kernels::attention_decode;
@@ -126,7 +125,9 @@ impl KvCaches {
         (capacity, max_context): (usize, usize),
         format: KvFormat,
     ) -> Result<Self> {
-        let attentions: Vec<Option<&Attention>> = c.blocks.iter().map(|b| b.kind.attention()).collect();
+        // Each block's attention hyper-parameters, where it has attention (a query every kind
+        // answers: the toolkit names no kind).
+        let attentions: Vec<_> = c.blocks.iter().map(|b| b.kind.attention()).collect();
         let rows = capacity.max(1);
         let layers = attentions
             .iter()

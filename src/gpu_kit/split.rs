@@ -7,7 +7,7 @@
 
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
-use crate::gpu_model::format::{Encoded, WeightFormat};
+use crate::gpu_kit::format::{Encoded, WeightFormat};
 use crate::model::{Layout, Part, Role};
 
 /// Rows [row_start, row_start + rows) of a matrix, in one buffer.

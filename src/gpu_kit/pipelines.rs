@@ -3,8 +3,8 @@
 
 use crate::error::{Error, Result};
 use crate::gpu::{GpuContext, Kernel, KernelSpec, Layout};
-use crate::gpu_model::GpuModelOptions;
-use crate::gpu_model::format::WeightFormat;
+use crate::gpu_kit::GpuModelOptions;
+use crate::gpu_kit::format::WeightFormat;
 use crate::kernels::{Argmax, TopK, embedding, gemv, gemv_coalesced, lanes, linear, linear_direct, rms_norm};
 use crate::load::{Phase, Reporter};
 
