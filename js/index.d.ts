@@ -102,8 +102,8 @@ export interface GenerateOptions {
   /** Structured output (generate and chat; not stream): the text is constrained token by token
    *  (llguidance) to JSON valid under a JSON schema (OpenAI's shape), any JSON object, or a
    *  regular expression. A constrained generation that stopped unfinished (stop(), the signal,
-   *  maxTokens) is continued by the next generate with the same responseFormat on the same
-   *  history; stop strings do not apply. */
+   *  maxTokens, a stop string) is continued by the next generate with the same responseFormat
+   *  on the same history; stop strings, onToken, stop() and the signal work as in free text. */
   responseFormat?: ResponseFormat;
 }
 

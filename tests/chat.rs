@@ -141,6 +141,8 @@ both! {
     }
 }
 
+#[path = "common/constrained.rs"]
+mod constrained;
 #[path = "../src/bin/webmamba/default_model.rs"]
 #[allow(dead_code)]
 mod default_model;
@@ -229,7 +231,8 @@ async fn four_turn_chat() {
 /// generation stopped inside the JSON then continued (the constraint replaying the tokens made
 /// so far) ends valid too, as does a regenerate from the prompt; a regex is matched exactly.
 async fn structured_output_is_valid_json_and_survives_a_stop() {
-    use webmamba::chat::constraint::{Format, Grammars, generate};
+    use crate::constrained::generate;
+    use webmamba::chat::constraint::{Format, Grammars};
     use webmamba::sampling::{Sampler, SamplingOptions};
     use webmamba::{CacheConfig, Engine, Runtime, Tokenizer};
     let c = default_model::checkpoint().unwrap();
@@ -269,8 +272,8 @@ async fn structured_output_is_valid_json_and_survives_a_stop() {
     for seed in 0..20 {
         rt.rewind(id, prompt.len()).await.unwrap();
         let mut sampler = Sampler::new(sampling, seed).unwrap();
-        let mut k = grammars.constraint(&format).unwrap();
-        let out = generate(&mut rt, id, &tokenizer, &mut sampler, &mut k, 200, |_, _| true).await.unwrap();
+        let k = grammars.constraint(&format).unwrap();
+        let out = generate(&mut rt, id, &tokenizer, &mut sampler, k, 200, &[], |_| true).await.unwrap();
         assert!(out.complete, "seed {seed}: complete: {:?}", out.text);
         valid(&out.text).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
     }
@@ -278,10 +281,10 @@ async fn structured_output_is_valid_json_and_survives_a_stop() {
     // replaying the tokens generated since the prompt.
     rt.rewind(id, prompt.len()).await.unwrap();
     let mut sampler = Sampler::new(sampling, 7).unwrap();
-    let mut k = grammars.constraint(&format).unwrap();
+    let k = grammars.constraint(&format).unwrap();
     let mut pieces = 0;
-    let first = generate(&mut rt, id, &tokenizer, &mut sampler, &mut k, 200, |_, _| {
-        pieces += 1;
+    let first = generate(&mut rt, id, &tokenizer, &mut sampler, k, 200, &[], |p| {
+        pieces += !p.text.is_empty() as usize;
         pieces < 5
     })
     .await
@@ -293,24 +296,23 @@ async fn structured_output_is_valid_json_and_survives_a_stop() {
     );
     let mut replayed = grammars.constraint(&format).unwrap();
     replayed.replay(&rt.history(id).unwrap()[prompt.len()..]).unwrap();
-    let rest =
-        generate(&mut rt, id, &tokenizer, &mut sampler, &mut replayed, 200, |_, _| true).await.unwrap();
+    let rest = generate(&mut rt, id, &tokenizer, &mut sampler, replayed, 200, &[], |_| true).await.unwrap();
     let whole = tokenizer.decode(&rt.history(id).unwrap()[prompt.len()..], true).unwrap();
     assert!(rest.complete);
     valid(&whole).unwrap_or_else(|e| panic!("continued after a stop: {e}"));
     // Regenerate after the stop: from the prompt end, a fresh constraint.
     rt.rewind(id, prompt.len()).await.unwrap();
-    let mut k = grammars.constraint(&format).unwrap();
+    let k = grammars.constraint(&format).unwrap();
     let again =
-        generate(&mut rt, id, &tokenizer, &mut Sampler::new(sampling, 8).unwrap(), &mut k, 200, |_, _| true)
+        generate(&mut rt, id, &tokenizer, &mut Sampler::new(sampling, 8).unwrap(), k, 200, &[], |_| true)
             .await
             .unwrap();
     valid(&again.text).unwrap_or_else(|e| panic!("regenerated: {e}"));
     // A regex, matched whole.
     rt.rewind(id, prompt.len()).await.unwrap();
-    let mut k = grammars.constraint(&Format::Regex("(Lord|Lady) [A-Z][a-z]{2,8}".into())).unwrap();
+    let k = grammars.constraint(&Format::Regex("(Lord|Lady) [A-Z][a-z]{2,8}".into())).unwrap();
     let out =
-        generate(&mut rt, id, &tokenizer, &mut Sampler::new(sampling, 3).unwrap(), &mut k, 40, |_, _| true)
+        generate(&mut rt, id, &tokenizer, &mut Sampler::new(sampling, 3).unwrap(), k, 40, &[], |_| true)
             .await
             .unwrap();
     let (title, rest) = out.text.split_once(' ').unwrap_or_else(|| panic!("{:?}", out.text));
@@ -428,7 +430,8 @@ both! {
 /// parse; and the next turn (the call sent back as the conversation's assistant message, the
 /// tool's result) reads only its new tokens - the model's call re-renders as it wrote it.
 async fn required_tool_calls_parse_validate_and_re_render() {
-    use webmamba::chat::constraint::{Format, Grammars, generate};
+    use crate::constrained::generate;
+    use webmamba::chat::constraint::{Format, Grammars};
     use webmamba::chat::{ChatHistory, ToolSyntax};
     use webmamba::sampling::{Sampler, SamplingOptions};
     use webmamba::{CacheConfig, Engine, Runtime, Tokenizer};
@@ -479,9 +482,9 @@ async fn required_tool_calls_parse_validate_and_re_render() {
     let mut last = None;
     for seed in 0..20 {
         rt.rewind(id, prompt.len()).await.unwrap();
-        let mut k = grammars.constraint(&one).unwrap();
+        let k = grammars.constraint(&one).unwrap();
         let mut sampler = Sampler::new(sampling, seed).unwrap();
-        let out = generate(&mut rt, id, &tokenizer, &mut sampler, &mut k, 120, |_, _| true).await.unwrap();
+        let out = generate(&mut rt, id, &tokenizer, &mut sampler, k, 120, &[], |_| true).await.unwrap();
         let reply = syntax.parse(&out.text);
         assert!(
             out.complete && reply.calls.len() == 1 && reply.content.is_empty(),
@@ -518,15 +521,16 @@ async fn required_tool_calls_parse_validate_and_re_render() {
     let named = Format::Lark(syntax.grammar(&tools, Some("add"), false).unwrap());
     for seed in 0..3 {
         rt.rewind(id, prompt.len()).await.unwrap();
-        let mut k = grammars.constraint(&named).unwrap();
+        let k = grammars.constraint(&named).unwrap();
         let out = generate(
             &mut rt,
             id,
             &tokenizer,
             &mut Sampler::new(sampling, seed).unwrap(),
-            &mut k,
+            k,
             120,
-            |_, _| true,
+            &[],
+            |_| true,
         )
         .await
         .unwrap();
@@ -538,15 +542,16 @@ async fn required_tool_calls_parse_validate_and_re_render() {
     let many = Format::Lark(syntax.grammar(&tools, None, true).unwrap());
     for seed in 0..3 {
         rt.rewind(id, prompt.len()).await.unwrap();
-        let mut k = grammars.constraint(&many).unwrap();
+        let k = grammars.constraint(&many).unwrap();
         let out = generate(
             &mut rt,
             id,
             &tokenizer,
             &mut Sampler::new(sampling, seed).unwrap(),
-            &mut k,
+            k,
             160,
-            |_, _| true,
+            &[],
+            |_| true,
         )
         .await
         .unwrap();
@@ -574,10 +579,9 @@ async fn required_tool_calls_parse_validate_and_re_render() {
     rt.edit(id, &prompt).await.unwrap();
     for (seed, parallel) in [(0, false), (1, false), (2, true), (3, true)] {
         rt.rewind(id, prompt.len()).await.unwrap();
-        let mut k =
-            grammars.constraint(&Format::Lark(block.grammar(&tools, None, parallel).unwrap())).unwrap();
+        let k = grammars.constraint(&Format::Lark(block.grammar(&tools, None, parallel).unwrap())).unwrap();
         let mut sampler = Sampler::new(sampling, seed).unwrap();
-        let out = generate(&mut rt, id, &tokenizer, &mut sampler, &mut k, 240, |_, _| true).await.unwrap();
+        let out = generate(&mut rt, id, &tokenizer, &mut sampler, k, 240, &[], |_| true).await.unwrap();
         // A tiny model may go on adding calls to the token limit: the calls made so far.
         let text = match out.complete {
             true => out.text.clone(),

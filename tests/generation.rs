@@ -2,12 +2,13 @@
 //! `Session.generate` and the CLI do; on the GPU the device's greedy batches and top-k) and one
 //! token per call (a stream's pulls) give the same pieces, text, logits and state; a detokenizer
 //! error ends the generation with its typed error, the tokens generated staying in the history,
-//! whichever way it runs.
+//! whichever way it runs, free or constrained (issue 55: one loop, one error policy).
 
 mod common;
 
 use common::fixtures::{self, Fixture};
 use common::log;
+use webmamba::chat::constraint::{Constraint, Format, Grammars};
 use webmamba::sampling::{Sampler, SamplingOptions};
 use webmamba::session::{Generation, Pace, Piece};
 use webmamba::{
@@ -117,35 +118,77 @@ async fn paces_agree(ctx: Option<&GpuContext>) {
     }
 }
 
+/// What a constrained generation in the detokenizer test must match: letters and spaces, more
+/// than `GEN` tokens can write, so no end token may come.
+const LETTERS: &str = "[a-zA-Z ]{400}";
+
 async fn a_detokenizer_error_ends_the_generation(ctx: Option<&GpuContext>) {
     let f = &fixture();
-    let bad = unstreamable(f);
+    let (good, bad) = (Tokenizer::from_bytes(f.tokenizer).unwrap(), unstreamable(f));
+    let grammars = Grammars::new(f.tokenizer, f.checkpoint().config.vocab_size, 0).unwrap();
+    // A fresh constraint holding `since`, when constrained.
+    let guide = |constrained: bool, since: &[u32]| {
+        constrained.then(|| {
+            let mut k = grammars.constraint(&Format::Regex(LETTERS.into())).unwrap();
+            k.replay(since).unwrap();
+            k
+        })
+    };
+    let generation = |tok: &Tokenizer, o: GenerateOptions, pace: Pace, k: Option<Constraint>| {
+        let g = Generation::new(tok, Sampler::greedy(), o, Vec::new(), pace).unwrap();
+        match k {
+            Some(k) => g.with_constraint(k),
+            None => g,
+        }
+    };
     let mut rt = runtime(f, ctx).await;
-    let r = session(&mut rt).await;
-    let want = rt.generate(r, &mut Sampler::greedy(), options(), |_| true).await.unwrap();
-    let mut decoder = bad.stream(true);
-    let fails =
-        want.iter().position(|&t| decoder.step(&bad, t).is_err()).expect("a token the decoder fails on");
-    log(&format!("the unstreamable decoder fails on generated token {fails}"));
-    for pace in [Pace::ToEnd, Pace::Stepwise] {
-        let s = session(&mut rt).await;
-        let mut g = Generation::new(&bad, Sampler::greedy(), options(), Vec::new(), pace).unwrap();
-        let (pieces, ended) = drive(&mut g, &mut rt, s, &bad, pace).await;
-        let what = format!("{pace:?}");
-        assert!(matches!(ended, Err(Error::Tokenizer(_))), "{what}: {ended:?}");
-        assert_eq!(
-            pieces.iter().map(|p| p.token).collect::<Vec<_>>(),
-            want[..fails],
-            "{what}: pieces before it"
-        );
-        let history = rt.history(s).unwrap().to_vec();
-        assert_eq!(history[PROMPT.len()..], want[..=fails], "{what}: the token whose text failed stays");
-        assert!(g.is_done() && g.next(&mut rt, s, &bad).await.unwrap().is_none(), "{what}: it ended");
-        let checkpoints = rt.stats(s).unwrap().checkpoints;
-        assert!(checkpoints.contains(&history.len()), "{what}: its end was kept: {checkpoints:?}");
-        let o = GenerateOptions { max_tokens: GEN - fails - 1, stop_at_eos: false };
-        let more = rt.generate(s, &mut Sampler::greedy(), o, |_| true).await.unwrap();
-        assert_eq!(more, want[fails + 1..], "{what}: the session goes on exactly");
+    // Free text, and text held to a grammar (the same loop, every pick masked), fail alike.
+    for constrained in [false, true] {
+        let r = session(&mut rt).await;
+        // The tokens a good detokenizer lets through: the decode loop's own for free text; for
+        // constrained text (no other loop makes it) the same generation with the good one.
+        let want = match guide(constrained, &[]) {
+            None => rt.generate(r, &mut Sampler::greedy(), options(), |_| true).await.unwrap(),
+            Some(k) => {
+                let mut g = generation(&good, options(), Pace::ToEnd, Some(k));
+                let (pieces, ended) = drive(&mut g, &mut rt, r, &good, Pace::ToEnd).await;
+                ended.unwrap();
+                pieces.iter().map(|p| p.token).collect()
+            }
+        };
+        assert_eq!(want.len(), GEN, "constrained {constrained}: {want:?}");
+        let mut decoder = bad.stream(true);
+        let fails =
+            want.iter().position(|&t| decoder.step(&bad, t).is_err()).expect("a token the decoder fails on");
+        log(&format!("constrained {constrained}: the unstreamable decoder fails on generated token {fails}"));
+        for pace in [Pace::ToEnd, Pace::Stepwise] {
+            let s = session(&mut rt).await;
+            let mut g = generation(&bad, options(), pace, guide(constrained, &[]));
+            let (pieces, ended) = drive(&mut g, &mut rt, s, &bad, pace).await;
+            let what = format!("constrained {constrained}, {pace:?}");
+            assert!(matches!(ended, Err(Error::Tokenizer(_))), "{what}: {ended:?}");
+            assert_eq!(
+                pieces.iter().map(|p| p.token).collect::<Vec<_>>(),
+                want[..fails],
+                "{what}: pieces before it"
+            );
+            let history = rt.history(s).unwrap().to_vec();
+            assert_eq!(history[PROMPT.len()..], want[..=fails], "{what}: the token whose text failed stays");
+            assert!(g.is_done() && g.next(&mut rt, s, &bad).await.unwrap().is_none(), "{what}: it ended");
+            let checkpoints = rt.stats(s).unwrap().checkpoints;
+            assert!(checkpoints.contains(&history.len()), "{what}: its end was kept: {checkpoints:?}");
+            let o = GenerateOptions { max_tokens: GEN - fails - 1, stop_at_eos: false };
+            let more = match guide(constrained, &want[..=fails]) {
+                None => rt.generate(s, &mut Sampler::greedy(), o, |_| true).await.unwrap(),
+                Some(k) => {
+                    let mut g = generation(&good, o, Pace::ToEnd, Some(k));
+                    let (pieces, ended) = drive(&mut g, &mut rt, s, &good, Pace::ToEnd).await;
+                    ended.unwrap();
+                    pieces.iter().map(|p| p.token).collect()
+                }
+            };
+            assert_eq!(more, want[fails + 1..], "{what}: the session goes on exactly");
+        }
     }
 }
 

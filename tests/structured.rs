@@ -11,6 +11,8 @@ use webmamba::Error;
 use webmamba::chat::constraint::{Format, Grammars};
 use webmamba::chat::{ChatTemplate, ToolSyntax};
 
+#[path = "common/constrained.rs"]
+mod constrained;
 #[path = "../src/bin/webmamba/default_model.rs"]
 #[allow(dead_code)]
 mod default_model;
@@ -170,7 +172,7 @@ both! {
 /// string, often never closes it (10 of these 20 seeds ran 300 tokens inside "name") — a
 /// string's length, not which properties there are.
 async fn strict_samples_hold_exactly_the_named_properties() {
-    use webmamba::chat::constraint::generate;
+    use crate::constrained::generate;
     use webmamba::sampling::{Sampler, SamplingOptions};
     use webmamba::{CacheConfig, Engine, Runtime};
     let (tokenizer, grammars) = setup();
@@ -185,9 +187,9 @@ async fn strict_samples_hold_exactly_the_named_properties() {
     let format = schema(bounded, Some(true));
     for seed in 0..20 {
         rt.rewind(id, prompt.len()).await.unwrap();
-        let mut k = grammars.constraint(&format).unwrap();
+        let k = grammars.constraint(&format).unwrap();
         let mut sampler = Sampler::new(sampling, seed).unwrap();
-        let out = generate(&mut rt, id, &tokenizer, &mut sampler, &mut k, 300, |_, _| true).await.unwrap();
+        let out = generate(&mut rt, id, &tokenizer, &mut sampler, k, 300, &[], |_| true).await.unwrap();
         assert!(out.complete, "seed {seed}: not complete in 300 tokens: {:?}", out.text);
         let v: Value =
             serde_json::from_str(&out.text).unwrap_or_else(|e| panic!("seed {seed}: {:?}: {e}", out.text));
@@ -211,4 +213,72 @@ fn strict_samples() {
 #[wasm_bindgen_test::wasm_bindgen_test]
 async fn strict_samples() {
     strict_samples_hold_exactly_the_named_properties().await;
+}
+
+/// Issue 55: constrained text runs in the one generation loop, so a stop string ends it as it
+/// ends free text. On the default model (CPU), 6 seeded regex and JSON generations are run
+/// whole, then again with a stop string taken from the middle of their text: the text shown is
+/// the whole run's text before the stop string's first place (the reference: the tokenizer's
+/// decoding of the whole run), the tokens are the whole run's up to the one that completes
+/// the stop string, and the text is not complete; replaying those tokens into a fresh
+/// constraint and going on (stop then continue) ends as the whole run did.
+async fn stop_strings_end_constrained_text_as_they_end_free_text() {
+    use crate::constrained::generate;
+    use webmamba::sampling::{Sampler, SamplingOptions};
+    use webmamba::{CacheConfig, Engine, Runtime};
+    let (tokenizer, grammars) = setup();
+    let c = default_model::checkpoint().unwrap();
+    let mut rt = Runtime::new(Engine::cpu(c.weights().unwrap()), CacheConfig::default()).unwrap();
+    let id = rt.new_session().unwrap();
+    let prompt = tokenizer.encode("The record of the player:", false).unwrap();
+    rt.append(id, &prompt).await.unwrap();
+    let sampling = SamplingOptions { temperature: 1.0, top_k: 0, top_p: 1.0, repetition_penalty: 1.0 };
+    let mut bounded = person();
+    bounded["properties"]["name"]["maxLength"] = json!(16);
+    let formats = [Format::Regex("(Lord|Lady) [A-Z][a-z]{4,9}".into()), schema(bounded, Some(true))];
+    for (format, seed) in formats.iter().flat_map(|f| (0..3).map(move |s| (f, s))) {
+        let what = format!("{format:?} seed {seed}");
+        rt.rewind(id, prompt.len()).await.unwrap();
+        let mut sampler = Sampler::new(sampling, seed).unwrap();
+        let k = grammars.constraint(format).unwrap();
+        let whole = generate(&mut rt, id, &tokenizer, &mut sampler, k, 80, &[], |_| true).await.unwrap();
+        let all = tokenizer.decode(&whole.tokens, true).unwrap();
+        assert!(whole.complete && whole.text == all, "{what}: {:?}", whole.text);
+        // Three characters from the middle; the text shown ends where they first appear.
+        let chars: Vec<char> = all.chars().collect();
+        let stop: String = chars[chars.len() / 2..chars.len() / 2 + 3].iter().collect();
+        let before = &all[..all.find(&stop).unwrap()];
+        rt.rewind(id, prompt.len()).await.unwrap();
+        let mut sampler = Sampler::new(sampling, seed).unwrap();
+        let k = grammars.constraint(format).unwrap();
+        let cut = generate(&mut rt, id, &tokenizer, &mut sampler, k, 80, &[&stop], |_| true).await.unwrap();
+        assert_eq!(cut.text, before, "{what}: the text before the stop string {stop:?}");
+        let n = cut.tokens.len();
+        assert_eq!(cut.tokens, whole.tokens[..n], "{what}: the whole run's tokens");
+        let text = |t: &[u32]| tokenizer.decode(t, true).unwrap();
+        assert!(
+            text(&cut.tokens).contains(&stop) && !text(&cut.tokens[..n - 1]).contains(&stop),
+            "{what}: it ends at the token that completes {stop:?}"
+        );
+        assert!(!cut.complete, "{what}: cut by the stop string, not complete");
+        assert_eq!(rt.history(id).unwrap()[prompt.len()..], cut.tokens, "{what}: history");
+        // Stop then continue: the constraint replays the tokens since the prompt.
+        let mut k = grammars.constraint(format).unwrap();
+        k.replay(&cut.tokens).unwrap();
+        let rest = generate(&mut rt, id, &tokenizer, &mut sampler, k, 80, &[], |_| true).await.unwrap();
+        assert!(rest.complete, "{what}: continued to the end");
+        assert_eq!(rt.history(id).unwrap()[prompt.len()..], whole.tokens, "{what}: continued as one run");
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+#[test]
+fn constrained_stop_strings() {
+    pollster::block_on(stop_strings_end_constrained_text_as_they_end_free_text());
+}
+
+#[cfg(target_arch = "wasm32")]
+#[wasm_bindgen_test::wasm_bindgen_test]
+async fn constrained_stop_strings() {
+    stop_strings_end_constrained_text_as_they_end_free_text().await;
 }

@@ -1,8 +1,11 @@
 //! [`Constraint`]: structured output — a JSON schema or a regular expression that the generated
 //! text must match, enforced token by token with llguidance (Microsoft's constrained-decoding
 //! engine, MIT): before each token the logits of every token that cannot continue a match are
-//! set to −∞. The constraint's state is a function of the tokens generated since the prompt, so
-//! a session that rewinds or stops and continues rebuilds it by replaying them: exact.
+//! set to −∞. The generation loop runs it ([`crate::session::Generation::with_constraint`]:
+//! [`Constraint::allowed`] before each pick, [`Constraint::commit`] after), so a constrained
+//! text has a free one's stop strings, stream decoder and errors. The constraint's state is a
+//! function of the tokens generated since the prompt, so a session that rewinds or stops and
+//! continues rebuilds it by replaying them: exact.
 
 use std::sync::Arc;
 
@@ -13,7 +16,6 @@ use llguidance::{Matcher, ParserFactory};
 use crate::chat::grammar_error;
 use crate::error::{Error, Result};
 use crate::sampling::TokenMask;
-use crate::session::{Decoding, GenerateOptions, Pace};
 
 /// What the generated text must match.
 #[derive(Clone, Debug, PartialEq)]
@@ -171,70 +173,4 @@ impl Constraint {
     pub fn is_stopped(&self) -> bool {
         self.matcher.is_stopped()
     }
-}
-
-/// What a constrained generation made.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Constrained {
-    /// The text (the end token's not included).
-    pub text: String,
-    /// The tokens fed (the end token included when it came).
-    pub tokens: Vec<u32>,
-    /// Whether the text is complete: the constraint finished, or an end token came.
-    pub complete: bool,
-}
-
-/// Generates up to `max_tokens` tokens after session `id`'s history under `constraint` (which
-/// must already hold the tokens generated since the prompt, see [`Constraint::replay`]): the
-/// runtime's decode loop with the constraint's mask on every pick — drawn from the device's
-/// top-k summary where it decides (a GPU engine; greedy or top-k sampling), else from all V
-/// logits with the masked ones at −∞ — the same tokens either way. `on_piece` gets each piece
-/// of text and returns false to stop. Ends at an end token of the runtime or when the
-/// constraint is complete; the end of the history is then kept as the session's prompt-end.
-pub async fn generate(
-    rt: &mut crate::session::Runtime,
-    id: crate::session::SessionId,
-    tokenizer: &crate::tokenizer::Tokenizer,
-    sampler: &mut crate::sampling::Sampler,
-    constraint: &mut Constraint,
-    max_tokens: usize,
-    mut on_piece: impl FnMut(&str, u32) -> bool,
-) -> Result<Constrained> {
-    let mut out = Constrained::default();
-    let mut stream = tokenizer.stream(true);
-    let mut d = Decoding::new(GenerateOptions { max_tokens, stop_at_eos: true }, Pace::ToEnd);
-    let ran: Result<()> = async {
-        loop {
-            if constraint.is_stopped() {
-                out.complete = true;
-                return Ok(());
-            }
-            d.set_mask(Some(constraint.allowed()?));
-            let Some(token) = rt.decode_next(id, &mut d, sampler).await? else { return Ok(()) };
-            constraint.commit(token)?;
-            out.tokens.push(token);
-            if d.reached_eos() {
-                out.complete = true;
-                return Ok(());
-            }
-            if let Some(piece) = stream.step(tokenizer, token)? {
-                out.text.push_str(&piece);
-                if !on_piece(&piece, token) {
-                    return Ok(());
-                }
-            }
-            if !d.is_over() {
-                crate::platform::yield_now().await;
-            }
-        }
-    }
-    .await;
-    // What was generated stays, whatever happened; its end is kept if the failure allows.
-    let ended = rt.end_decoding(id, &mut d).await;
-    ran?;
-    ended?;
-    let tail = stream.finish(tokenizer)?;
-    out.text.push_str(&tail);
-    out.complete |= constraint.is_stopped();
-    Ok(out)
 }

@@ -1,8 +1,16 @@
 //! [`Generation`]: text generated on a session — the decode loop ([`Runtime::decode_next`])
 //! with its sampler, the tokenizer's stream decoder, stop strings and the end-of-text token.
-//! The JS API's `Session.generate` and `Session.stream` and the CLI's `generate` all run it:
-//! generate is [`Generation::run`], [`Generation::next`] until the end; a stream is one
-//! [`Generation::next`] per pull, at [`Pace::Stepwise`].
+//! The JS API's `Session.generate`, `Session.chat` and `Session.stream` and the CLI's
+//! `generate` all run it, free or constrained: generate is [`Generation::run`],
+//! [`Generation::next`] until the end; a stream is one [`Generation::next`] per pull, at
+//! [`Pace::Stepwise`].
+//!
+//! **Constrained text** ([`Generation::with_constraint`]: a JSON schema, a regex, a required
+//! tool call) is the same loop with a grammar's mask on every pick: before each token the
+//! constraint says which tokens may come ([`crate::sampling::TokenMask`], to
+//! [`Decoding::set_mask`]), after it the token is committed to it, and the generation ends once
+//! the text is complete. Everything else — text, stop strings, the end token, errors — is
+//! shared, so a constrained text ends at a stop string as a free one does.
 //!
 //! **Text.** Each token's text comes from the stream decoder (special tokens skipped; a token
 //! inside a character gives none until the character is whole) through [`StopStrings`], which
@@ -16,9 +24,11 @@
 //! again, which tries the step again. A detokenizer error ends the generation with its typed
 //! [`crate::Error::Tokenizer`]: the token whose text failed stays in the history, the session's
 //! end is kept (as when a generation ends), no text follows, and later pulls give nothing —
-//! never a text with a piece silently missing.
+//! never a text with a piece silently missing. A constraint's error (no token allowed, a token
+//! refused) ends the generation the same way: it would fail again on the same tokens.
 
-use crate::error::Result;
+use crate::chat::constraint::Constraint;
+use crate::error::{Error, Result};
 use crate::sampling::{Sampler, StopStrings};
 use crate::session::decode::{Decoding, Pace};
 use crate::session::{GenerateOptions, Runtime, SessionId};
@@ -46,6 +56,8 @@ pub struct Generation {
     cut: bool,
     /// Ended ([`Generation::end`]): no more tokens, no more text.
     done: bool,
+    /// What the text must match, when constrained: it masks every pick and takes every token.
+    constraint: Option<Constraint>,
 }
 
 impl Generation {
@@ -66,7 +78,17 @@ impl Generation {
             last: None,
             cut: false,
             done: false,
+            constraint: None,
         })
+    }
+
+    /// The same generation with its text held to `constraint`, which must already hold the
+    /// tokens generated since its text began ([`Constraint::replay`], a stop then continue).
+    /// An end token ends it whatever `stop_at_eos` says: a grammar's text ends with one.
+    pub fn with_constraint(mut self, constraint: Constraint) -> Self {
+        self.decoding.options.stop_at_eos = true;
+        self.constraint = Some(constraint);
+        self
     }
 
     /// The sampler (its generator state moves on with every draw).
@@ -86,7 +108,14 @@ impl Generation {
 
     /// Whether no more tokens will come (then [`Generation::end`] finishes it).
     pub fn is_over(&self) -> bool {
-        self.done || self.decoding.is_over()
+        self.done || self.decoding.is_over() || self.constraint.as_ref().is_some_and(Constraint::is_stopped)
+    }
+
+    /// Whether the text came to its own end: the end-of-text token (with `stop_at_eos`), or a
+    /// constraint's text complete. Not after `max_tokens`, a stop string or a stop: a
+    /// constrained text cut there is continued by replaying its tokens into a fresh constraint.
+    pub fn is_complete(&self) -> bool {
+        self.decoding.reached_eos() || self.constraint.as_ref().is_some_and(Constraint::is_stopped)
     }
 
     /// Whether it has ended ([`Generation::end`]).
@@ -109,30 +138,48 @@ impl Generation {
         id: SessionId,
         tokenizer: &Tokenizer,
     ) -> Result<Option<Piece>> {
-        if self.done {
+        if self.is_over() {
             return Ok(None);
+        }
+        if let Some(constraint) = &mut self.constraint {
+            match constraint.allowed() {
+                Ok(mask) => self.decoding.set_mask(Some(mask)),
+                Err(e) => return self.fail(rt, id, tokenizer, e).await,
+            }
         }
         let Some(token) = rt.decode_next(id, &mut self.decoding, &mut self.sampler).await? else {
             return Ok(None);
         };
         self.last = Some(token);
+        if let Some(Err(e)) = self.constraint.as_mut().map(|c| c.commit(token)) {
+            return self.fail(rt, id, tokenizer, e).await;
+        }
         if self.decoding.reached_eos() {
             return Ok(Some(Piece { text: String::new(), token }));
         }
         let piece = match self.decoder.step(tokenizer, token) {
             Ok(piece) => piece.unwrap_or_default(),
-            Err(e) => {
-                self.stop(true);
-                // The session's end is kept if it can be; the detokenizer's error is the one told.
-                let _ = self.end(rt, id, tokenizer).await;
-                return Err(e);
-            }
+            Err(e) => return self.fail(rt, id, tokenizer, e).await,
         };
         let (text, reached) = self.stops.push(&piece);
         if reached {
             self.stop(true); // what the decoder still holds is past the stop string
         }
         Ok(Some(Piece { text, token }))
+    }
+
+    /// Ends the generation on an error of its text (the detokenizer's, the constraint's): no
+    /// text after it, the session's end kept if it can be — `e` is the error told.
+    async fn fail(
+        &mut self,
+        rt: &mut Runtime,
+        id: SessionId,
+        tokenizer: &Tokenizer,
+        e: Error,
+    ) -> Result<Option<Piece>> {
+        self.stop(true);
+        let _ = self.end(rt, id, tokenizer).await;
+        Err(e)
     }
 
     /// Ends it: no more tokens; the session is made whole and its end kept as its latest

@@ -10,7 +10,7 @@ use crate::chat::{ChatTemplate, ToolReply, ToolSyntax};
 use crate::error::{Error, Result};
 use crate::session::Runtime;
 use crate::wasm::chat_tools::{ToolChoice, calls_to_js, tool_choice, tool_format};
-use crate::wasm::constrained::{self, response_format};
+use crate::wasm::constrained::{Guided, response_format};
 use crate::wasm::lease::Shared;
 use crate::wasm::model::Model;
 use crate::wasm::options::{GenerateConfig, field};
@@ -215,20 +215,14 @@ impl Session {
             let tokenizer = shared.tokenizer()?;
             let before = rt.history(id)?.to_vec();
             let target = history.borrow().target(&before, &rendered, tokenizer)?;
-            // The constraint before anything runs: a refused schema leaves the session as it was.
-            let constraint = match format {
-                Some(f) => Some((constrained::constraint(shared, rt, &f)?, f)),
+            let start = target.tokens.len();
+            // The constraint before anything runs: a refused format leaves the session as it was.
+            let guided = match format {
+                Some(f) => Some(Guided::fresh(shared, rt, f, start, &unfinished)?),
                 None => None,
             };
             let outcome = rt.edit(id, &target.tokens).await?;
-            let ran = match constraint {
-                None => run_generate(rt, shared, id, &options, &stop, &sampler).await,
-                Some((k, f)) => {
-                    let start = target.tokens.len();
-                    constrained::run(rt, shared, id, &options, &stop, &sampler, (f, k, start), &unfinished)
-                        .await
-                }
-            };
+            let ran = run_generate(rt, shared, id, &options, &stop, &sampler, guided).await;
             let after = rt.history(id)?.to_vec();
             let generated = after.get(target.tokens.len()..).unwrap_or_default();
             match &ran {

@@ -11,7 +11,7 @@ use wasm_bindgen_futures::future_to_promise;
 use crate::error::{Error, Result};
 use crate::sampling::Sampler;
 use crate::session::{GenerateOptions as NativeOptions, Generation, Pace, Runtime, SessionId};
-use crate::wasm::constrained::{self, Unfinished};
+use crate::wasm::constrained::{self, Guided, Unfinished};
 use crate::wasm::lease::{Lease, Shared};
 use crate::wasm::options::{GenerateConfig, field};
 use crate::wasm::stream::TokenStream;
@@ -152,24 +152,11 @@ impl Session {
         }
         self.promise(async move |rt: &mut Runtime, shared: &Shared, id| {
             let config = GenerateConfig::parse(&options, &on_token)?;
-            match constrained::response_format(&options)? {
-                None => run_generate(rt, shared, id, &config, &stop, &sampler).await,
-                Some(format) => {
-                    let mut k = constrained::constraint(shared, rt, &format)?;
-                    let start = constrained::resume(&unfinished, &format, rt.history(id)?, &mut k)?;
-                    constrained::run(
-                        rt,
-                        shared,
-                        id,
-                        &config,
-                        &stop,
-                        &sampler,
-                        (format, k, start),
-                        &unfinished,
-                    )
-                    .await
-                }
-            }
+            let guided = match constrained::response_format(&options)? {
+                None => None,
+                Some(format) => Some(Guided::resume(shared, rt, format, rt.history(id)?, &unfinished)?),
+            };
+            run_generate(rt, shared, id, &config, &stop, &sampler, guided).await
         })
     }
 
@@ -312,8 +299,10 @@ impl Session {
     }
 }
 
-/// Runs a generation of `options` on session `id` to its end, as `generate` does (the sampler
-/// kept for the next call; `stop` and the signal end it between tokens); the generated text.
+/// Runs a generation of `options` on session `id` to its end — free text, or held to `guided`'s
+/// constraint — as `generate` and `chat` do: the sampler kept for the next call; `stop` and the
+/// signal end it between tokens (the signal then rejects with `Aborted`); a constrained text
+/// that ends unfinished is remembered for a `generate` to continue. The generated text.
 pub(crate) async fn run_generate(
     rt: &mut Runtime,
     shared: &Shared,
@@ -321,12 +310,18 @@ pub(crate) async fn run_generate(
     options: &GenerateConfig,
     stop: &Cell<bool>,
     sampler: &RefCell<Option<Sampler>>,
+    guided: Option<Guided<'_>>,
 ) -> Result<String> {
     let kept = sampler.borrow_mut().take();
     let chosen = options.sampler(kept)?;
     let tokenizer = shared.tokenizer()?;
     let native = NativeOptions { max_tokens: options.max_tokens, stop_at_eos: options.stop_at_eos };
     let mut generation = Generation::new(tokenizer, chosen, native, options.stop.clone(), Pace::ToEnd)?;
+    let mut after = None;
+    if let Some(Guided { format, constraint, start, unfinished }) = guided {
+        generation = generation.with_constraint(constraint);
+        after = Some((format, start, unfinished));
+    }
     let mut text = String::new();
     let ran = generation
         .run(rt, id, tokenizer, |piece| {
@@ -334,7 +329,11 @@ pub(crate) async fn run_generate(
             options.show(stop, &piece.text, piece.token)
         })
         .await;
+    let complete = ran.is_ok() && generation.is_complete();
     *sampler.borrow_mut() = Some(generation.into_sampler());
+    if let Some((format, start, unfinished)) = after {
+        constrained::remember(unfinished, format, start, rt.history(id)?, complete);
+    }
     let tail = ran?;
     if options.aborted() {
         return Err(Error::Aborted("generate stopped by its AbortSignal".into()));

@@ -30,7 +30,9 @@
 //     last with finish_reason and usage whose cached_tokens counts the reused prompt), and with
 //     response_format json_schema (seeded samples that parse and follow the schema); tools:
 //     tool_choice "required" gives a valid call in tool_calls, which sent back with the tool's
-//     result prefills only glue and result; a named call streamed as one delta.tool_calls.
+//     result prefills only glue and result; a named call streamed as one delta.tool_calls;
+//     constrained text runs in free text's loop: aborted mid-way it rejects with the same
+//     name, code and message, and a stop string ends it where it begins.
 import { readFileSync } from 'node:fs';
 import { serve } from '../../scripts/serve.mjs';
 import { runEngines } from './harness.mjs';
@@ -370,6 +372,37 @@ async function chat(page, worker) {
     const t1 = await g.chat({ messages: ask, maxTokens: 4, temperature: 1, seed: 2, responseFormat: rf });
     out.chatContinued = [t1.text, t1.text + await g.generate({ maxTokens: 120, temperature: 1, responseFormat: rf }), t1.finishReason];
     g.close();
+    // One loop for free and constrained text: a constrained generate aborted mid-way rejects as
+    // a free one does (one name, code and message), and a stop string ends a constrained text
+    // where it first begins, as it ends free text.
+    step('responseFormat aborted, and stopped by a stop string');
+    const aborted = async (extra) => {
+      const s = model.newSession();
+      await s.append('The record of the player:');
+      const ac = new AbortController();
+      let seen = 0;
+      try {
+        await s.generate({ maxTokens: 40, temperature: 1, seed: 9, signal: ac.signal, ...extra,
+          onToken: () => { if (++seen === 3) ac.abort(); } });
+        return 'resolved';
+      } catch (e) {
+        return `${e.name}/${e.code}: ${e.message}`;
+      } finally {
+        s.close();
+      }
+    };
+    out.abortFree = await aborted({});
+    out.abortConstrained = await aborted({ responseFormat: rf });
+    const sg = model.newSession();
+    await sg.append('The record of the player:');
+    const p0 = (await sg.tokens()).length;
+    const whole = await sg.generate({ maxTokens: 120, temperature: 1, seed: 5, responseFormat: rf });
+    const mid = Math.floor(whole.length / 2);
+    const stopAt = whole.slice(mid, mid + 3);
+    await sg.rewind(p0);
+    const cut = await sg.generate({ maxTokens: 120, temperature: 1, seed: 5, responseFormat: rf, stop: [stopAt] });
+    out.constrainedStop = { whole, stopAt, cut };
+    sg.close();
     // Tools: a required call in the template's format, sent back with the tool's result (only
     // the glue and the result are prefilled: the call re-renders as the model wrote it), a
     // named call streamed, and the requests that cannot be met.
@@ -432,6 +465,11 @@ async function chat(page, worker) {
     `session.generate${w}: responseFormat stopped inside the JSON (${JSON.stringify(r.continued[0])}) and continued: ${JSON.stringify(r.continued[1])}`);
   check(unfinished(r.chatContinued[0]) && r.chatContinued[2] === 'length' && follows(r.chatContinued[1]),
     `session.chat${w}: a constrained turn stopped by maxTokens (${JSON.stringify(r.chatContinued[0])}), continued by generate: ${JSON.stringify(r.chatContinued[1])}`);
+  check(r.abortFree.startsWith('AbortError/Aborted: ') && r.abortConstrained === r.abortFree,
+    `session.generate${w}: aborted mid-way, constrained (${r.abortConstrained}) as free (${r.abortFree})`);
+  const cs = r.constrainedStop;
+  check(follows(cs.whole) && cs.stopAt.length === 3 && cs.cut === cs.whole.slice(0, cs.whole.indexOf(cs.stopAt)),
+    `session.generate${w}: a stop string ${JSON.stringify(cs.stopAt)} ends constrained text ${JSON.stringify(cs.whole)} where it begins: ${JSON.stringify(cs.cut)}`);
   const t = r.tools;
   const call = t.message.tool_calls?.[0];
   const weather = (c) => {
