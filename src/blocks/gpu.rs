@@ -7,7 +7,7 @@ use std::any::Any;
 #[cfg(test)]
 use crate::blocks::Toy;
 use crate::blocks::gpu_common::LayerCx;
-use crate::blocks::gpu_kind::GpuKind;
+use crate::blocks::gpu_kind::{GpuKind, GpuParts};
 use crate::blocks::{Attention, BlockKind, Mamba1, Mamba2, Mlp, Moe, Parallel, Zamba2Layer, with_kinds};
 use crate::error::Result;
 use crate::gpu::{GpuContext, KernelSpec};
@@ -60,17 +60,17 @@ macro_rules! gpu_kinds {
 
             /// Where the rows of its tensor `part` go (none: a tensor it does not keep).
             pub fn destination(&self, part: Part) -> Option<Destination<'_>> {
-                match self { $($(#[cfg($cfg)])? GpuBlockWeights::$v(_, w) => <$t as GpuKind>::destination(w, part),)* }
+                match self { $($(#[cfg($cfg)])? GpuBlockWeights::$v(_, w) => GpuParts::destination(w.as_ref(), part),)* }
             }
 
             /// Its weight matrices.
             pub fn matrices(&self) -> Vec<&SplitMatrix> {
-                match self { $($(#[cfg($cfg)])? GpuBlockWeights::$v(_, w) => <$t as GpuKind>::split_matrices(w),)* }
+                match self { $($(#[cfg($cfg)])? GpuBlockWeights::$v(_, w) => GpuParts::matrices(w.as_ref()),)* }
             }
 
             /// Its f32 vector buffers.
             pub fn vectors(&self) -> Vec<&wgpu::Buffer> {
-                match self { $($(#[cfg($cfg)])? GpuBlockWeights::$v(_, w) => <$t as GpuKind>::vector_buffers(w),)* }
+                match self { $($(#[cfg($cfg)])? GpuBlockWeights::$v(_, w) => GpuParts::vectors(w.as_ref()),)* }
             }
 
             /// Whether it makes its own RMSNorm of the residual.

@@ -15,22 +15,28 @@ use crate::gpu_kit::pipelines::Kernels;
 use crate::gpu_kit::split::{Alloc, Destination, SplitMatrix};
 use crate::model::Part;
 
+/// A kind's weights on the GPU: where each of its tensors goes as it streams in, its matrices,
+/// its f32 vectors.
+pub(crate) trait GpuParts {
+    /// Where the rows of its tensor `part` go (none: a tensor it does not keep).
+    fn destination(&self, part: Part) -> Option<Destination<'_>>;
+
+    /// Its weight matrices.
+    fn matrices(&self) -> Vec<&SplitMatrix>;
+
+    /// Its f32 vector buffers.
+    fn vectors(&self) -> Vec<&wgpu::Buffer> {
+        Vec::new()
+    }
+}
+
 /// A block kind on the GPU.
 pub(crate) trait GpuKind: HostKind {
     /// Its weights on the GPU.
-    type GpuWeights: 'static;
+    type GpuWeights: GpuParts + 'static;
 
     /// Allocates (zeroed) its buffers for residual width `d`.
     fn allocate(&self, d: usize, alloc: &Alloc<'_>) -> Result<Self::GpuWeights>;
-
-    /// Where the rows of its tensor `part` go (none: a tensor it does not keep).
-    fn destination(w: &Self::GpuWeights, part: Part) -> Option<Destination<'_>>;
-
-    /// Its weight matrices.
-    fn split_matrices(w: &Self::GpuWeights) -> Vec<&SplitMatrix>;
-
-    /// Its f32 vector buffers.
-    fn vector_buffers(w: &Self::GpuWeights) -> Vec<&wgpu::Buffer>;
 
     /// The kernels it dispatches (beyond the shared rms_norm and linear ones), those of the
     /// key/value caches for their format `kv`.

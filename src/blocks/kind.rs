@@ -74,11 +74,25 @@ impl<'a> HostLayer<'a> {
     }
 }
 
+/// A kind's weights in memory: what the rest of the crate asks of any block's.
+pub trait HostParts {
+    /// Its weight matrices.
+    fn matrices(&self) -> Vec<&Matrix>;
+
+    /// Elements of its small f32 tensors.
+    fn vector_len(&self) -> usize;
+
+    /// Its Mamba mixer's tensors, where it has one.
+    fn ssm(&self) -> Option<&SsmWeights> {
+        None
+    }
+}
+
 /// A block kind on the host. Every method is a decision a new kind makes; defaults are only
 /// where "nothing" is the common answer.
 pub trait HostKind: Clone + Debug + PartialEq + 'static {
     /// Its weights in memory (the CPU backend's; the GPU loads from the same tensors).
-    type Weights: Clone + Debug + PartialEq + 'static;
+    type Weights: HostParts + Clone + Debug + PartialEq + 'static;
 
     /// The kind's name ("mamba1", …): a model's layer pattern names its blocks by it
     /// (exported states carry it).
@@ -117,15 +131,4 @@ pub trait HostKind: Clone + Debug + PartialEq + 'static {
     /// Its output (T, D), before the residual multiplier, over `layer` (whose state it moves on
     /// and whose checkpoints it writes).
     fn forward(&self, w: &Self::Weights, layer: HostLayer<'_>) -> Result<Vec<f32>>;
-
-    /// Its Mamba mixer's tensors, where it has one.
-    fn ssm(_w: &Self::Weights) -> Option<&SsmWeights> {
-        None
-    }
-
-    /// Its weight matrices.
-    fn matrices(w: &Self::Weights) -> Vec<&Matrix>;
-
-    /// Elements of its small f32 tensors.
-    fn vector_len(w: &Self::Weights) -> usize;
 }

@@ -30,7 +30,7 @@ pub mod zamba2;
 
 pub use attention::{Attention, Rope};
 pub(crate) use gpu::GpuBlockWeights;
-pub use kind::{HostKind, Input};
+pub use kind::{HostKind, HostParts, Input};
 pub use mamba1::Mamba1;
 pub use mamba2::{GatedNorm, Mamba2};
 pub use mlp::{Activation, Mlp, MlpNames};
@@ -162,17 +162,17 @@ macro_rules! host_kinds {
 
             /// Its Mamba mixer's tensors, if it has a Mamba mixer.
             pub fn ssm(&self) -> Option<&SsmWeights> {
-                match self { $($(#[cfg($cfg)])? BlockWeights::$v(_, w) => <$t as HostKind>::ssm(w),)* }
+                match self { $($(#[cfg($cfg)])? BlockWeights::$v(_, w) => HostParts::ssm(w.as_ref()),)* }
             }
 
             /// The weight matrices.
             pub fn matrices(&self) -> Vec<&Matrix> {
-                match self { $($(#[cfg($cfg)])? BlockWeights::$v(_, w) => <$t as HostKind>::matrices(w),)* }
+                match self { $($(#[cfg($cfg)])? BlockWeights::$v(_, w) => HostParts::matrices(w.as_ref()),)* }
             }
 
             /// Elements of the small f32 tensors.
             pub fn vector_len(&self) -> usize {
-                match self { $($(#[cfg($cfg)])? BlockWeights::$v(_, w) => <$t as HostKind>::vector_len(w),)* }
+                match self { $($(#[cfg($cfg)])? BlockWeights::$v(_, w) => HostParts::vector_len(w.as_ref()),)* }
             }
 
             /// Its kind's own weights (`<K as HostKind>::Weights`), to downcast.

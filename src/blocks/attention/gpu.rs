@@ -7,7 +7,7 @@
 
 use crate::blocks::attention::Attention;
 use crate::blocks::gpu_common::{GpuAdapter, LayerCx, Out, adapter_steps};
-use crate::blocks::gpu_kind::GpuKind;
+use crate::blocks::gpu_kind::{GpuKind, GpuParts};
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 use crate::gpu::KernelSpec;
@@ -43,9 +43,11 @@ impl GpuWeights {
             o: a.matrix("o_proj", (d_out, q), a.has(Part::OBias))?,
         })
     }
+}
 
+impl GpuParts for GpuWeights {
     /// Where the rows of its tensor `part` go.
-    pub fn destination(&self, part: Part) -> Option<Destination<'_>> {
+    fn destination(&self, part: Part) -> Option<Destination<'_>> {
         Some(match part {
             Part::Q => Destination::Matrix(&self.q),
             Part::QBias => Destination::Bias(&self.q),
@@ -60,7 +62,7 @@ impl GpuWeights {
     }
 
     /// Its weight matrices.
-    pub fn matrices(&self) -> Vec<&SplitMatrix> {
+    fn matrices(&self) -> Vec<&SplitMatrix> {
         vec![&self.q, &self.k, &self.v, &self.o]
     }
 }
@@ -246,20 +248,8 @@ pub(crate) fn plan_scaled(
 impl GpuKind for Attention {
     type GpuWeights = GpuWeights;
 
-    fn destination(w: &GpuWeights, part: Part) -> Option<Destination<'_>> {
-        w.destination(part)
-    }
-
-    fn split_matrices(w: &GpuWeights) -> Vec<&SplitMatrix> {
-        w.matrices()
-    }
-
     fn allocate(&self, d: usize, alloc: &Alloc<'_>) -> Result<GpuWeights> {
         GpuWeights::allocate(self, (d, d), alloc)
-    }
-
-    fn vector_buffers(_w: &GpuWeights) -> Vec<&wgpu::Buffer> {
-        Vec::new()
     }
 
     fn kernels(&self, kv: KvFormat) -> Vec<KernelSpec> {

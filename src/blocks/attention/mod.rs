@@ -8,9 +8,9 @@ mod params;
 
 pub use params::{Attention, Rope};
 
-use crate::blocks::kind::{HostKind, HostLayer};
-use crate::blocks::{TakeTensor, Tensor};
-use crate::error::Result;
+use crate::blocks::kind::{HostKind, HostLayer, HostParts};
+use crate::blocks::{TakeTensor, Tensor, checked_counts, positive};
+use crate::error::{Error, Result};
 use crate::model::{Extent, Matrix, Part};
 
 /// An attention block's weights in memory (the CPU backend's; shapes from [`Attention`]).
@@ -46,14 +46,16 @@ impl Weights {
             o_bias,
         })
     }
+}
 
+impl HostParts for Weights {
     /// The weight matrices.
-    pub fn matrices(&self) -> Vec<&Matrix> {
+    fn matrices(&self) -> Vec<&Matrix> {
         vec![&self.q, &self.k, &self.v, &self.o]
     }
 
     /// Elements of the biases.
-    pub fn vector_len(&self) -> usize {
+    fn vector_len(&self) -> usize {
         [&self.q_bias, &self.k_bias, &self.v_bias, &self.o_bias]
             .iter()
             .map(|b| b.as_ref().map_or(0, Vec::len))
@@ -65,16 +67,47 @@ impl HostKind for Attention {
     type Weights = Weights;
     const NAME: &'static str = "attention";
 
+    /// Its tensors (names under its prefix), for residual width `d` (D).
     fn tensors(&self, d: usize) -> Vec<Tensor> {
-        Attention::tensors(self, d)
+        self.tensors_io(d, d)
     }
 
+    /// Its state: every past token's keys then values (2 · Hkv · hd per token).
     fn state_regions(&self) -> Vec<(&'static str, Extent)> {
-        Attention::state_regions(self)
+        vec![("kv", Extent::PerToken(2usize.saturating_mul(self.kv_dim())))]
     }
 
+    /// Fails unless the sizes are usable: positive, Hkv dividing Hq, a rotary width that is
+    /// even and within the head, usable scales.
     fn validate(&self, d: usize) -> Result<()> {
-        Attention::validate(self, d)
+        positive(&[
+            ("num_attention_heads", self.n_heads),
+            ("num_key_value_heads", self.n_kv_heads),
+            ("head_dim", self.head_dim),
+        ])?;
+        if !self.n_heads.is_multiple_of(self.n_kv_heads) {
+            return Err(Error::Config(format!(
+                "num_key_value_heads {} does not divide num_attention_heads {}",
+                self.n_kv_heads, self.n_heads
+            )));
+        }
+        if let Some(rope) = self.rope {
+            if rope.dims == 0 || !rope.dims.is_multiple_of(2) || rope.dims > self.head_dim {
+                return Err(Error::Config(format!(
+                    "rotary width {} (head_dim × partial_rotary_factor) must be even and within head_dim {}",
+                    rope.dims, self.head_dim
+                )));
+            }
+            if !(rope.theta.is_finite() && rope.theta > 0.0) {
+                return Err(Error::Config(format!("rope_theta {} is not usable", rope.theta)));
+            }
+        }
+        for (name, v) in [("the attention scale", self.scale), ("key_multiplier", self.key_scale)] {
+            if !v.is_finite() {
+                return Err(Error::Config(format!("{name} {v} is not usable")));
+            }
+        }
+        checked_counts(&self.tensors(d), &self.state_regions())
     }
 
     fn attention(&self) -> Option<&Attention> {
@@ -88,13 +121,5 @@ impl HostKind for Attention {
     fn forward(&self, w: &Weights, layer: HostLayer<'_>) -> Result<Vec<f32>> {
         let x = layer.normed();
         Ok(cpu::forward(self, w, layer.run(&x)))
-    }
-
-    fn matrices(w: &Weights) -> Vec<&Matrix> {
-        w.matrices()
-    }
-
-    fn vector_len(w: &Weights) -> usize {
-        w.vector_len()
     }
 }

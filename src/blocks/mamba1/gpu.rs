@@ -4,7 +4,7 @@
 //! → out_proj. Every buffer is bound by the name of the WGSL global it feeds.
 
 use crate::blocks::gpu_common::{GpuSsm, LayerCx, SsmShape, carry_call};
-use crate::blocks::gpu_kind::GpuKind;
+use crate::blocks::gpu_kind::{GpuKind, GpuParts};
 use crate::blocks::mamba1::{Mamba1, decode};
 use crate::error::{Error, Result};
 use crate::gpu::{GpuContext, KernelSpec};
@@ -43,9 +43,11 @@ impl GpuWeights {
             dbc_gains: p.dbc_gains.then(|| a.vector("dt/b/c norms", r + 2 * n)).transpose()?,
         })
     }
+}
 
+impl GpuParts for GpuWeights {
     /// Where the rows of tensor `part` go.
-    pub fn destination(&self, part: Part) -> Option<Destination<'_>> {
+    fn destination(&self, part: Part) -> Option<Destination<'_>> {
         match part {
             Part::XProj => Some(Destination::Matrix(&self.x_proj)),
             Part::DtProj => Some(Destination::Matrix(&self.dt_proj)),
@@ -64,12 +66,12 @@ impl GpuWeights {
     }
 
     /// Its weight matrices.
-    pub fn matrices(&self) -> Vec<&SplitMatrix> {
+    fn matrices(&self) -> Vec<&SplitMatrix> {
         vec![&self.ssm.in_proj, &self.x_proj, &self.dt_proj, &self.ssm.out_proj]
     }
 
     /// Its f32 vector buffers.
-    pub fn vectors(&self) -> Vec<&wgpu::Buffer> {
+    fn vectors(&self) -> Vec<&wgpu::Buffer> {
         let mut out = self.ssm.vectors();
         out.extend(&self.dbc_gains);
         out
@@ -244,20 +246,8 @@ pub(crate) fn plan(p: &Mamba1, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<St
 impl GpuKind for Mamba1 {
     type GpuWeights = GpuWeights;
 
-    fn destination(w: &GpuWeights, part: Part) -> Option<Destination<'_>> {
-        w.destination(part)
-    }
-
-    fn split_matrices(w: &GpuWeights) -> Vec<&SplitMatrix> {
-        w.matrices()
-    }
-
     fn allocate(&self, d: usize, alloc: &Alloc<'_>) -> Result<GpuWeights> {
         GpuWeights::allocate(self, d, alloc)
-    }
-
-    fn vector_buffers(w: &GpuWeights) -> Vec<&wgpu::Buffer> {
-        w.vectors()
     }
 
     fn kernels(&self, _kv: KvFormat) -> Vec<KernelSpec> {

@@ -6,7 +6,7 @@ pub(crate) mod cpu;
 pub(crate) mod decode;
 pub(crate) mod gpu;
 
-use crate::blocks::kind::{HostKind, HostLayer};
+use crate::blocks::kind::{HostKind, HostLayer, HostParts};
 use crate::blocks::ssm::{self, SsmWeights};
 use crate::blocks::{TakeTensor, Tensor, checked_counts, positive, usable_eps};
 use crate::error::Result;
@@ -50,31 +50,6 @@ impl Mamba1 {
         self.dt_rank.saturating_add(2usize.saturating_mul(self.d_state))
     }
 
-    /// Its tensors (names under the mixer), for residual width `d` (D).
-    pub fn tensors(&self, d: usize) -> Vec<Tensor> {
-        // Saturating sizes (here and in the regions): `validate` refuses what saturates.
-        let (di, n, r) = (self.d_inner, self.d_state, self.dt_rank);
-        let t = |part, leaf, shape| Tensor::new(part, leaf, shape, true);
-        let sizes = ssm::Sizes {
-            d,
-            in_proj: self.in_proj_dim(),
-            channels: di,
-            k: self.d_conv,
-            inner: di,
-            biases: (self.use_bias, self.use_conv_bias),
-            out_bias: self.use_bias,
-        };
-        let own = vec![
-            t(Part::XProj, "x_proj.weight", vec![self.x_proj_dim(), di]),
-            t(Part::DtProj, "dt_proj.weight", vec![di, r]),
-            t(Part::DtProjBias, "dt_proj.bias", vec![di]),
-            t(Part::ALog, "A_log", vec![di, n]),
-            t(Part::D, "D", vec![di]),
-        ];
-        let own = [own, self.gains(r, n)].concat();
-        ssm::tensors(sizes, own)
-    }
-
     /// Jamba's gains of the norms on δ (R), B (N) and C (N), if it has them.
     fn gains(&self, r: usize, n: usize) -> Vec<Tensor> {
         let t = |part, leaf, len| Tensor::new(part, leaf, vec![len], self.dbc_gains);
@@ -83,26 +58,6 @@ impl Mamba1 {
             t(Part::BNorm, "b_layernorm.weight", n),
             t(Part::CNorm, "c_layernorm.weight", n),
         ]
-    }
-
-    /// Its state: the conv window (K−1, E·D), then the SSM state (E·D, N).
-    pub fn state_regions(&self) -> Vec<(&'static str, Extent)> {
-        ssm::state_regions(self.d_conv, self.conv_dim(), self.d_inner, self.d_state)
-    }
-
-    /// Fails unless the sizes are usable: positive, and every tensor and state region
-    /// countable in u32 (for residual width `d`).
-    pub fn validate(&self, d: usize) -> Result<()> {
-        positive(&[
-            ("d_inner", self.d_inner),
-            ("d_state", self.d_state),
-            ("d_conv", self.d_conv),
-            ("dt_rank", self.dt_rank),
-        ])?;
-        if let Some(eps) = self.dbc_norm_eps {
-            usable_eps("mixer_rms_eps", eps)?;
-        }
-        checked_counts(&self.tensors(d), &self.state_regions())
     }
 }
 
@@ -131,15 +86,21 @@ impl Weights {
         };
         Ok(Self { ssm, x_proj, dt_proj, dbc_gains })
     }
+}
 
+impl HostParts for Weights {
     /// The weight matrices.
-    pub fn matrices(&self) -> [&Matrix; 4] {
-        [&self.ssm.in_proj, &self.x_proj, &self.dt_proj, &self.ssm.out_proj]
+    fn matrices(&self) -> Vec<&Matrix> {
+        vec![&self.ssm.in_proj, &self.x_proj, &self.dt_proj, &self.ssm.out_proj]
     }
 
     /// Elements of the small f32 tensors.
-    pub fn vector_len(&self) -> usize {
+    fn vector_len(&self) -> usize {
         self.ssm.vector_len() + self.dbc_gains.as_ref().map_or(0, |g| g.iter().map(Vec::len).sum())
+    }
+
+    fn ssm(&self) -> Option<&SsmWeights> {
+        Some(&self.ssm)
     }
 }
 
@@ -148,16 +109,49 @@ impl HostKind for Mamba1 {
     const NAME: &'static str = "mamba1";
     const MAMBA_MIXER: bool = true;
 
+    /// Its tensors (names under the mixer), for residual width `d` (D).
     fn tensors(&self, d: usize) -> Vec<Tensor> {
-        Mamba1::tensors(self, d)
+        // Saturating sizes (here and in the regions): `validate` refuses what saturates.
+        let (di, n, r) = (self.d_inner, self.d_state, self.dt_rank);
+        let t = |part, leaf, shape| Tensor::new(part, leaf, shape, true);
+        let sizes = ssm::Sizes {
+            d,
+            in_proj: self.in_proj_dim(),
+            channels: di,
+            k: self.d_conv,
+            inner: di,
+            biases: (self.use_bias, self.use_conv_bias),
+            out_bias: self.use_bias,
+        };
+        let own = vec![
+            t(Part::XProj, "x_proj.weight", vec![self.x_proj_dim(), di]),
+            t(Part::DtProj, "dt_proj.weight", vec![di, r]),
+            t(Part::DtProjBias, "dt_proj.bias", vec![di]),
+            t(Part::ALog, "A_log", vec![di, n]),
+            t(Part::D, "D", vec![di]),
+        ];
+        let own = [own, self.gains(r, n)].concat();
+        ssm::tensors(sizes, own)
     }
 
+    /// Its state: the conv window (K−1, E·D), then the SSM state (E·D, N).
     fn state_regions(&self) -> Vec<(&'static str, Extent)> {
-        Mamba1::state_regions(self)
+        ssm::state_regions(self.d_conv, self.conv_dim(), self.d_inner, self.d_state)
     }
 
+    /// Fails unless the sizes are usable: positive, and every tensor and state region
+    /// countable in u32 (for residual width `d`).
     fn validate(&self, d: usize) -> Result<()> {
-        Mamba1::validate(self, d)
+        positive(&[
+            ("d_inner", self.d_inner),
+            ("d_state", self.d_state),
+            ("d_conv", self.d_conv),
+            ("dt_rank", self.dt_rank),
+        ])?;
+        if let Some(eps) = self.dbc_norm_eps {
+            usable_eps("mixer_rms_eps", eps)?;
+        }
+        checked_counts(&self.tensors(d), &self.state_regions())
     }
 
     fn mamba_dims(&self) -> Option<(usize, usize)> {
@@ -171,17 +165,5 @@ impl HostKind for Mamba1 {
     fn forward(&self, w: &Weights, layer: HostLayer<'_>) -> Result<Vec<f32>> {
         let x = layer.normed();
         Ok(cpu::forward(self, w, layer.run(&x)))
-    }
-
-    fn ssm(w: &Weights) -> Option<&SsmWeights> {
-        Some(&w.ssm)
-    }
-
-    fn matrices(w: &Weights) -> Vec<&Matrix> {
-        w.matrices().to_vec()
-    }
-
-    fn vector_len(w: &Weights) -> usize {
-        w.vector_len()
     }
 }

@@ -8,7 +8,7 @@
 
 use crate::blocks::decode;
 use crate::blocks::gpu_common::{GpuSsm, LayerCx, Out, SsmShape, carry_call};
-use crate::blocks::gpu_kind::GpuKind;
+use crate::blocks::gpu_kind::{GpuKind, GpuParts};
 use crate::blocks::mamba2::{GatedNorm, Mamba2};
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
@@ -45,9 +45,11 @@ impl GpuWeights {
         };
         Ok(Self { ssm: GpuSsm::allocate(shape, a)?, gated_norm: a.vector("mixer.norm", p.d_inner)? })
     }
+}
 
+impl GpuParts for GpuWeights {
     /// Where the rows of tensor `part` go.
-    pub fn destination(&self, part: Part) -> Option<Destination<'_>> {
+    fn destination(&self, part: Part) -> Option<Destination<'_>> {
         let vector = |buffer, at| Some(Destination::Vector { buffer, at, neg_exp: false });
         match part {
             // dt_bias after A and D.
@@ -58,12 +60,12 @@ impl GpuWeights {
     }
 
     /// Its weight matrices.
-    pub fn matrices(&self) -> Vec<&SplitMatrix> {
+    fn matrices(&self) -> Vec<&SplitMatrix> {
         vec![&self.ssm.in_proj, &self.ssm.out_proj]
     }
 
     /// Its f32 vector buffers.
-    pub fn vectors(&self) -> Vec<&wgpu::Buffer> {
+    fn vectors(&self) -> Vec<&wgpu::Buffer> {
         let mut out = self.ssm.vectors();
         out.push(&self.gated_norm);
         out
@@ -302,20 +304,8 @@ pub(crate) fn plan_io(p: &Mamba2, w: &GpuWeights, cx: LayerCx<'_>, io: Io<'_>) -
 impl GpuKind for Mamba2 {
     type GpuWeights = GpuWeights;
 
-    fn destination(w: &GpuWeights, part: Part) -> Option<Destination<'_>> {
-        w.destination(part)
-    }
-
-    fn split_matrices(w: &GpuWeights) -> Vec<&SplitMatrix> {
-        w.matrices()
-    }
-
     fn allocate(&self, d: usize, alloc: &Alloc<'_>) -> Result<GpuWeights> {
         GpuWeights::allocate(self, d, alloc)
-    }
-
-    fn vector_buffers(w: &GpuWeights) -> Vec<&wgpu::Buffer> {
-        w.vectors()
     }
 
     fn kernels(&self, _kv: KvFormat) -> Vec<KernelSpec> {

@@ -4,7 +4,7 @@
 pub(crate) mod cpu;
 pub(crate) mod gpu;
 
-use crate::blocks::kind::{HostKind, HostLayer};
+use crate::blocks::kind::{HostKind, HostLayer, HostParts};
 use crate::blocks::ssm::{self, SsmWeights};
 use crate::blocks::{TakeTensor, Tensor, checked_counts, positive};
 use crate::error::{Error, Result};
@@ -71,9 +71,50 @@ impl Mamba2 {
     pub fn in_proj_dim(&self) -> usize {
         self.d_inner.saturating_add(self.conv_dim()).saturating_add(self.n_heads)
     }
+}
+
+/// A Mamba-2 block's mixer weights in memory (the CPU backend's; shapes from [`Mamba2`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Weights {
+    /// in_proj, the conv, Δ's bias (`dt_bias`, (H)), A_log (H), D (H), out_proj.
+    pub ssm: SsmWeights,
+    /// `norm.weight`: the gated RMSNorm's gain (E·D); empty without the norm.
+    pub gated_norm: Vec<f32>,
+}
+
+impl Weights {
+    /// Takes its tensors from `t`.
+    pub fn take(p: &Mamba2, t: &mut dyn TakeTensor) -> Result<Self> {
+        let ssm = SsmWeights::take(t, Part::DtBias)?;
+        let gated_norm =
+            if p.gated_norm == GatedNorm::GateOnly { Vec::new() } else { t.vector(Part::GatedNorm)? };
+        Ok(Self { ssm, gated_norm })
+    }
+}
+
+impl HostParts for Weights {
+    /// The weight matrices.
+    fn matrices(&self) -> Vec<&Matrix> {
+        vec![&self.ssm.in_proj, &self.ssm.out_proj]
+    }
+
+    /// Elements of the small f32 tensors.
+    fn vector_len(&self) -> usize {
+        self.ssm.vector_len() + self.gated_norm.len()
+    }
+
+    fn ssm(&self) -> Option<&SsmWeights> {
+        Some(&self.ssm)
+    }
+}
+
+impl HostKind for Mamba2 {
+    type Weights = Weights;
+    const NAME: &'static str = "mamba2";
+    const MAMBA_MIXER: bool = true;
 
     /// Its tensors (names under the mixer), for residual width `d` (D).
-    pub fn tensors(&self, d: usize) -> Vec<Tensor> {
+    fn tensors(&self, d: usize) -> Vec<Tensor> {
         let (di, h) = (self.d_inner, self.n_heads);
         let t = |part, leaf, shape| Tensor::new(part, leaf, shape, true);
         let sizes = ssm::Sizes {
@@ -95,13 +136,13 @@ impl Mamba2 {
     }
 
     /// Its state: the conv window (K−1, conv_dim), then the SSM state (H, P, N).
-    pub fn state_regions(&self) -> Vec<(&'static str, Extent)> {
+    fn state_regions(&self) -> Vec<(&'static str, Extent)> {
         ssm::state_regions(self.d_conv, self.conv_dim(), self.d_inner, self.d_state)
     }
 
     /// Fails unless the sizes are usable and consistent (H · P = E·D, G divides H, a usable Δ
     /// range), and every tensor and state region countable in u32 (for residual width `d`).
-    pub fn validate(&self, d: usize) -> Result<()> {
+    fn validate(&self, d: usize) -> Result<()> {
         positive(&[
             ("d_inner", self.d_inner),
             ("d_state", self.d_state),
@@ -132,53 +173,6 @@ impl Mamba2 {
         }
         checked_counts(&self.tensors(d), &self.state_regions())
     }
-}
-
-/// A Mamba-2 block's mixer weights in memory (the CPU backend's; shapes from [`Mamba2`]).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Weights {
-    /// in_proj, the conv, Δ's bias (`dt_bias`, (H)), A_log (H), D (H), out_proj.
-    pub ssm: SsmWeights,
-    /// `norm.weight`: the gated RMSNorm's gain (E·D); empty without the norm.
-    pub gated_norm: Vec<f32>,
-}
-
-impl Weights {
-    /// Takes its tensors from `t`.
-    pub fn take(p: &Mamba2, t: &mut dyn TakeTensor) -> Result<Self> {
-        let ssm = SsmWeights::take(t, Part::DtBias)?;
-        let gated_norm =
-            if p.gated_norm == GatedNorm::GateOnly { Vec::new() } else { t.vector(Part::GatedNorm)? };
-        Ok(Self { ssm, gated_norm })
-    }
-
-    /// The weight matrices.
-    pub fn matrices(&self) -> [&Matrix; 2] {
-        [&self.ssm.in_proj, &self.ssm.out_proj]
-    }
-
-    /// Elements of the small f32 tensors.
-    pub fn vector_len(&self) -> usize {
-        self.ssm.vector_len() + self.gated_norm.len()
-    }
-}
-
-impl HostKind for Mamba2 {
-    type Weights = Weights;
-    const NAME: &'static str = "mamba2";
-    const MAMBA_MIXER: bool = true;
-
-    fn tensors(&self, d: usize) -> Vec<Tensor> {
-        Mamba2::tensors(self, d)
-    }
-
-    fn state_regions(&self) -> Vec<(&'static str, Extent)> {
-        Mamba2::state_regions(self)
-    }
-
-    fn validate(&self, d: usize) -> Result<()> {
-        Mamba2::validate(self, d)
-    }
 
     fn mamba_dims(&self) -> Option<(usize, usize)> {
         Some((self.d_inner, self.d_state))
@@ -191,17 +185,5 @@ impl HostKind for Mamba2 {
     fn forward(&self, w: &Weights, layer: HostLayer<'_>) -> Result<Vec<f32>> {
         let x = layer.normed();
         Ok(cpu::forward(self, w, layer.run(&x)))
-    }
-
-    fn ssm(w: &Weights) -> Option<&SsmWeights> {
-        Some(&w.ssm)
-    }
-
-    fn matrices(w: &Weights) -> Vec<&Matrix> {
-        w.matrices().to_vec()
-    }
-
-    fn vector_len(w: &Weights) -> usize {
-        w.vector_len()
     }
 }

@@ -3,7 +3,7 @@
 //! scaled and added onto the residual. A mixture's experts are MLPs too (`src/blocks/moe/gpu.rs`).
 
 use crate::blocks::gpu_common::{GpuAdapter, LayerCx, Out, adapter_steps};
-use crate::blocks::gpu_kind::GpuKind;
+use crate::blocks::gpu_kind::{GpuKind, GpuParts};
 use crate::blocks::mlp::{Mlp, MlpNames};
 use crate::error::Result;
 use crate::gpu::GpuContext;
@@ -162,26 +162,25 @@ pub(crate) fn plan(p: &Mlp, w: &GpuWeights, cx: LayerCx<'_>, io: Io<'_>) -> Resu
     Ok(steps)
 }
 
+/// As a block of its own, its tensors are the layer's `Part::Mlp`s.
+impl GpuParts for GpuWeights {
+    fn destination(&self, part: Part) -> Option<Destination<'_>> {
+        match part {
+            Part::Mlp(m) => GpuWeights::destination(self, m),
+            _ => None,
+        }
+    }
+
+    fn matrices(&self) -> Vec<&SplitMatrix> {
+        GpuWeights::matrices(self)
+    }
+}
+
 impl GpuKind for Mlp {
     type GpuWeights = GpuWeights;
 
     fn allocate(&self, d: usize, alloc: &Alloc<'_>) -> Result<GpuWeights> {
         GpuWeights::allocate(self, d, alloc, Part::Mlp)
-    }
-
-    fn destination(w: &GpuWeights, part: Part) -> Option<Destination<'_>> {
-        match part {
-            Part::Mlp(m) => w.destination(m),
-            _ => None,
-        }
-    }
-
-    fn split_matrices(w: &GpuWeights) -> Vec<&SplitMatrix> {
-        w.matrices()
-    }
-
-    fn vector_buffers(_w: &GpuWeights) -> Vec<&wgpu::Buffer> {
-        Vec::new()
     }
 
     fn kernels(&self, _kv: KvFormat) -> Vec<KernelSpec> {

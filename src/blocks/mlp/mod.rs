@@ -4,7 +4,7 @@
 pub(crate) mod cpu;
 pub(crate) mod gpu;
 
-use crate::blocks::kind::{HostKind, HostLayer};
+use crate::blocks::kind::{HostKind, HostLayer, HostParts};
 use crate::blocks::{TakeTensor, Tensor, checked_counts, positive};
 use crate::error::{Error, Result};
 use crate::model::Extent;
@@ -104,20 +104,6 @@ impl Mlp {
         }
         out
     }
-
-    /// Its tensors as a dense MLP.
-    pub fn tensors(&self, d: usize) -> Vec<Tensor> {
-        self.tensors_as(d, Part::Mlp)
-    }
-
-    /// Fails unless its sizes are usable.
-    pub fn validate(&self, d: usize) -> Result<()> {
-        positive(&[("intermediate_size", self.inner)])?;
-        if !(self.scales.0.is_finite() && self.scales.1.is_finite()) {
-            return Err(Error::Config(format!("mlp_multipliers {:?} are not usable", self.scales)));
-        }
-        checked_counts(&self.tensors(d), &[])
-    }
 }
 
 /// An MLP's weights in memory (the CPU backend's).
@@ -158,14 +144,16 @@ impl Weights {
     pub fn take(p: &Mlp, t: &mut dyn TakeTensor) -> Result<Self> {
         Self::take_as(p, t, Part::Mlp)
     }
+}
 
+impl HostParts for Weights {
     /// The weight matrices.
-    pub fn matrices(&self) -> Vec<&Matrix> {
+    fn matrices(&self) -> Vec<&Matrix> {
         self.gate.iter().chain([&self.up, &self.down]).collect()
     }
 
     /// Elements of the biases.
-    pub fn vector_len(&self) -> usize {
+    fn vector_len(&self) -> usize {
         self.biases.iter().flatten().map(Vec::len).sum()
     }
 }
@@ -174,8 +162,9 @@ impl HostKind for Mlp {
     type Weights = Weights;
     const NAME: &'static str = "mlp";
 
+    /// Its tensors as a dense MLP.
     fn tensors(&self, d: usize) -> Vec<Tensor> {
-        Mlp::tensors(self, d)
+        self.tensors_as(d, Part::Mlp)
     }
 
     /// None: an MLP keeps nothing between tokens.
@@ -183,8 +172,13 @@ impl HostKind for Mlp {
         Vec::new()
     }
 
+    /// Fails unless its sizes are usable.
     fn validate(&self, d: usize) -> Result<()> {
-        Mlp::validate(self, d)
+        positive(&[("intermediate_size", self.inner)])?;
+        if !(self.scales.0.is_finite() && self.scales.1.is_finite()) {
+            return Err(Error::Config(format!("mlp_multipliers {:?} are not usable", self.scales)));
+        }
+        checked_counts(&self.tensors(d), &[])
     }
 
     fn take(&self, t: &mut dyn TakeTensor) -> Result<Weights> {
@@ -193,13 +187,5 @@ impl HostKind for Mlp {
 
     fn forward(&self, w: &Weights, layer: HostLayer<'_>) -> Result<Vec<f32>> {
         Ok(cpu::forward(self, w, &layer.normed()))
-    }
-
-    fn matrices(w: &Weights) -> Vec<&Matrix> {
-        w.matrices()
-    }
-
-    fn vector_len(w: &Weights) -> usize {
-        w.vector_len()
     }
 }

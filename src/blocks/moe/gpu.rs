@@ -9,7 +9,7 @@
 //! (`template`); moe_route copies them to the chosen experts' arguments.
 
 use crate::blocks::gpu_common::LayerCx;
-use crate::blocks::gpu_kind::GpuKind;
+use crate::blocks::gpu_kind::{GpuKind, GpuParts};
 use crate::blocks::mlp;
 use crate::blocks::moe::{Moe, Routing};
 use crate::error::{Error, Result};
@@ -65,36 +65,6 @@ impl GpuWeights {
         })
     }
 
-    /// Where the rows of its tensor `part` go.
-    pub fn destination(&self, part: Part) -> Option<Destination<'_>> {
-        match part {
-            Part::Router => Some(Destination::Matrix(&self.router)),
-            Part::RouterBias => {
-                Some(Destination::Vector { buffer: self.router_bias.as_ref()?, at: 0, neg_exp: false })
-            }
-            Part::Expert(x, m) => self.experts.get(x as usize)?.destination(m),
-            Part::Experts(MlpPart::GateUp) => {
-                Some(Destination::Stacked(self.experts.iter().map(|x| &x.up).collect()))
-            }
-            Part::Experts(MlpPart::Down) => {
-                Some(Destination::Stacked(self.experts.iter().map(|x| &x.down).collect()))
-            }
-            Part::Mlp(m) => self.shared.as_ref()?.destination(m),
-            _ => None,
-        }
-    }
-
-    /// Its weight matrices.
-    pub fn matrices(&self) -> Vec<&SplitMatrix> {
-        let mlps = self.experts.iter().chain(&self.shared).flat_map(mlp::gpu::GpuWeights::matrices);
-        std::iter::once(&self.router).chain(mlps).collect()
-    }
-
-    /// Its f32 vector buffers.
-    pub fn vectors(&self) -> Vec<&wgpu::Buffer> {
-        self.router_bias.iter().collect()
-    }
-
     /// Matmul parts per expert (P).
     pub fn parts(&self) -> usize {
         parts_per_expert(&self.experts)
@@ -119,6 +89,38 @@ impl GpuWeights {
         }
         queue.write_buffer(&self.template, 0, bytemuck::cast_slice(&groups));
         Ok(())
+    }
+}
+
+impl GpuParts for GpuWeights {
+    /// Where the rows of its tensor `part` go.
+    fn destination(&self, part: Part) -> Option<Destination<'_>> {
+        match part {
+            Part::Router => Some(Destination::Matrix(&self.router)),
+            Part::RouterBias => {
+                Some(Destination::Vector { buffer: self.router_bias.as_ref()?, at: 0, neg_exp: false })
+            }
+            Part::Expert(x, m) => self.experts.get(x as usize)?.destination(m),
+            Part::Experts(MlpPart::GateUp) => {
+                Some(Destination::Stacked(self.experts.iter().map(|x| &x.up).collect()))
+            }
+            Part::Experts(MlpPart::Down) => {
+                Some(Destination::Stacked(self.experts.iter().map(|x| &x.down).collect()))
+            }
+            Part::Mlp(m) => self.shared.as_ref()?.destination(m),
+            _ => None,
+        }
+    }
+
+    /// Its weight matrices.
+    fn matrices(&self) -> Vec<&SplitMatrix> {
+        let mlps = self.experts.iter().chain(&self.shared).flat_map(mlp::gpu::GpuWeights::matrices);
+        std::iter::once(&self.router).chain(mlps).collect()
+    }
+
+    /// Its f32 vector buffers.
+    fn vectors(&self) -> Vec<&wgpu::Buffer> {
+        self.router_bias.iter().collect()
     }
 }
 
@@ -208,20 +210,8 @@ pub(crate) fn plan(p: &Moe, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<Step>
 impl GpuKind for Moe {
     type GpuWeights = GpuWeights;
 
-    fn destination(w: &GpuWeights, part: Part) -> Option<Destination<'_>> {
-        w.destination(part)
-    }
-
-    fn split_matrices(w: &GpuWeights) -> Vec<&SplitMatrix> {
-        w.matrices()
-    }
-
     fn allocate(&self, d: usize, alloc: &Alloc<'_>) -> Result<GpuWeights> {
         GpuWeights::allocate(self, d, alloc)
-    }
-
-    fn vector_buffers(w: &GpuWeights) -> Vec<&wgpu::Buffer> {
-        w.vectors()
     }
 
     fn kernels(&self, _kv: KvFormat) -> Vec<KernelSpec> {

@@ -5,7 +5,7 @@
 pub(crate) mod cpu;
 pub(crate) mod gpu;
 
-use crate::blocks::kind::{HostKind, HostLayer};
+use crate::blocks::kind::{HostKind, HostLayer, HostParts};
 use crate::blocks::mlp::{self, Mlp};
 use crate::blocks::{TakeTensor, Tensor, checked_counts, positive, under};
 use crate::error::{Error, Result};
@@ -57,79 +57,7 @@ pub struct Moe {
     pub shared: Option<Mlp>,
 }
 
-impl Moe {
-    /// Its tensors (names under its prefix), for residual width `d` (D).
-    pub fn tensors(&self, d: usize) -> Vec<Tensor> {
-        let (e, i) = (self.n_experts, self.expert.inner);
-        let t = |part, leaf: &str, shape| Tensor::new(part, leaf, shape, true);
-        let mut out = Vec::new();
-        match self.layout {
-            ExpertLayout::Granite => {
-                out.push(t(Part::Router, "block_sparse_moe.router.layer.weight", vec![e, d]));
-                let gate_up = vec![e, i.saturating_mul(2), d];
-                out.push(t(Part::Experts(MlpPart::GateUp), "block_sparse_moe.input_linear.weight", gate_up));
-                out.push(t(
-                    Part::Experts(MlpPart::Down),
-                    "block_sparse_moe.output_linear.weight",
-                    vec![e, d, i],
-                ));
-            }
-            ExpertLayout::Jamba | ExpertLayout::NemotronH => {
-                let router = if self.layout == ExpertLayout::Jamba { "router" } else { "gate" };
-                out.push(t(Part::Router, &format!("{router}.weight"), vec![e, d]));
-                if matches!(self.routing, Routing::Sigmoid { .. }) {
-                    out.push(t(Part::RouterBias, &format!("{router}.e_score_correction_bias"), vec![e]));
-                }
-                for x in 0..e.min(u16::MAX as usize) {
-                    let own = self.expert.tensors_as(d, |m| Part::Expert(x as u16, m));
-                    out.extend(under(&format!("experts.{x}."), own));
-                }
-            }
-        }
-        if let Some(shared) = &self.shared {
-            let at = if self.layout == ExpertLayout::Granite { "shared_mlp." } else { "shared_experts." };
-            out.extend(under(at, shared.tensors(d)));
-        }
-        out
-    }
-
-    /// Fails unless the sizes are usable: k of at most E experts, at most 65535 experts.
-    pub fn validate(&self, d: usize) -> Result<()> {
-        positive(&[("num_experts", self.n_experts), ("num_experts_per_tok", self.top_k)])?;
-        if self.top_k > self.n_experts {
-            return Err(Error::Config(format!(
-                "num_experts_per_tok {} is more than the {} experts",
-                self.top_k, self.n_experts
-            )));
-        }
-        if self.n_experts > u16::MAX as usize {
-            return Err(Error::UnsupportedModel(format!("{} experts (at most 65535)", self.n_experts)));
-        }
-        if let Routing::Sigmoid { n_group, topk_group, scale, .. } = self.routing {
-            if n_group == 0
-                || !self.n_experts.is_multiple_of(n_group)
-                || topk_group == 0
-                || topk_group > n_group
-            {
-                return Err(Error::Config(format!(
-                    "n_group {n_group} / topk_group {topk_group} do not split {} experts",
-                    self.n_experts
-                )));
-            }
-            if self.n_experts / n_group < 2 && n_group > 1 {
-                return Err(Error::UnsupportedModel("expert groups of one expert".into()));
-            }
-            if !scale.is_finite() {
-                return Err(Error::Config(format!("routed_scaling_factor {scale} is not usable")));
-            }
-        }
-        self.expert.validate(d)?;
-        if let Some(shared) = &self.shared {
-            shared.validate(d)?;
-        }
-        checked_counts(&self.tensors(d), &[])
-    }
-}
+impl Moe {}
 
 /// A mixture's weights in memory (the CPU backend's).
 #[derive(Clone, Debug, PartialEq)]
@@ -170,9 +98,11 @@ impl Weights {
         let shared = p.shared.as_ref().map(|s| mlp::Weights::take(s, t)).transpose()?;
         Ok(Self { router, router_bias, experts, shared })
     }
+}
 
+impl HostParts for Weights {
     /// The weight matrices.
-    pub fn matrices(&self) -> Vec<&Matrix> {
+    fn matrices(&self) -> Vec<&Matrix> {
         let mut out = vec![&self.router];
         out.extend(self.experts.iter().flat_map(mlp::Weights::matrices));
         out.extend(self.shared.iter().flat_map(mlp::Weights::matrices));
@@ -180,7 +110,7 @@ impl Weights {
     }
 
     /// Elements of the small vectors.
-    pub fn vector_len(&self) -> usize {
+    fn vector_len(&self) -> usize {
         let mlps = self.experts.iter().chain(&self.shared).map(mlp::Weights::vector_len).sum::<usize>();
         self.router_bias.as_ref().map_or(0, Vec::len) + mlps
     }
@@ -190,8 +120,39 @@ impl HostKind for Moe {
     type Weights = Weights;
     const NAME: &'static str = "moe";
 
+    /// Its tensors (names under its prefix), for residual width `d` (D).
     fn tensors(&self, d: usize) -> Vec<Tensor> {
-        Moe::tensors(self, d)
+        let (e, i) = (self.n_experts, self.expert.inner);
+        let t = |part, leaf: &str, shape| Tensor::new(part, leaf, shape, true);
+        let mut out = Vec::new();
+        match self.layout {
+            ExpertLayout::Granite => {
+                out.push(t(Part::Router, "block_sparse_moe.router.layer.weight", vec![e, d]));
+                let gate_up = vec![e, i.saturating_mul(2), d];
+                out.push(t(Part::Experts(MlpPart::GateUp), "block_sparse_moe.input_linear.weight", gate_up));
+                out.push(t(
+                    Part::Experts(MlpPart::Down),
+                    "block_sparse_moe.output_linear.weight",
+                    vec![e, d, i],
+                ));
+            }
+            ExpertLayout::Jamba | ExpertLayout::NemotronH => {
+                let router = if self.layout == ExpertLayout::Jamba { "router" } else { "gate" };
+                out.push(t(Part::Router, &format!("{router}.weight"), vec![e, d]));
+                if matches!(self.routing, Routing::Sigmoid { .. }) {
+                    out.push(t(Part::RouterBias, &format!("{router}.e_score_correction_bias"), vec![e]));
+                }
+                for x in 0..e.min(u16::MAX as usize) {
+                    let own = self.expert.tensors_as(d, |m| Part::Expert(x as u16, m));
+                    out.extend(under(&format!("experts.{x}."), own));
+                }
+            }
+        }
+        if let Some(shared) = &self.shared {
+            let at = if self.layout == ExpertLayout::Granite { "shared_mlp." } else { "shared_experts." };
+            out.extend(under(at, shared.tensors(d)));
+        }
+        out
     }
 
     /// None: a mixture keeps nothing between tokens.
@@ -199,8 +160,41 @@ impl HostKind for Moe {
         Vec::new()
     }
 
+    /// Fails unless the sizes are usable: k of at most E experts, at most 65535 experts.
     fn validate(&self, d: usize) -> Result<()> {
-        Moe::validate(self, d)
+        positive(&[("num_experts", self.n_experts), ("num_experts_per_tok", self.top_k)])?;
+        if self.top_k > self.n_experts {
+            return Err(Error::Config(format!(
+                "num_experts_per_tok {} is more than the {} experts",
+                self.top_k, self.n_experts
+            )));
+        }
+        if self.n_experts > u16::MAX as usize {
+            return Err(Error::UnsupportedModel(format!("{} experts (at most 65535)", self.n_experts)));
+        }
+        if let Routing::Sigmoid { n_group, topk_group, scale, .. } = self.routing {
+            if n_group == 0
+                || !self.n_experts.is_multiple_of(n_group)
+                || topk_group == 0
+                || topk_group > n_group
+            {
+                return Err(Error::Config(format!(
+                    "n_group {n_group} / topk_group {topk_group} do not split {} experts",
+                    self.n_experts
+                )));
+            }
+            if self.n_experts / n_group < 2 && n_group > 1 {
+                return Err(Error::UnsupportedModel("expert groups of one expert".into()));
+            }
+            if !scale.is_finite() {
+                return Err(Error::Config(format!("routed_scaling_factor {scale} is not usable")));
+            }
+        }
+        self.expert.validate(d)?;
+        if let Some(shared) = &self.shared {
+            shared.validate(d)?;
+        }
+        checked_counts(&self.tensors(d), &[])
     }
 
     fn take(&self, t: &mut dyn TakeTensor) -> Result<Weights> {
@@ -209,13 +203,5 @@ impl HostKind for Moe {
 
     fn forward(&self, w: &Weights, layer: HostLayer<'_>) -> Result<Vec<f32>> {
         Ok(cpu::forward(self, w, &layer.normed()))
-    }
-
-    fn matrices(w: &Weights) -> Vec<&Matrix> {
-        w.matrices()
-    }
-
-    fn vector_len(w: &Weights) -> usize {
-        w.vector_len()
     }
 }

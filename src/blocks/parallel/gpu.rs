@@ -8,7 +8,7 @@
 //! Mamba branch wrote.
 
 use crate::blocks::gpu_common::{LayerCx, Out};
-use crate::blocks::gpu_kind::GpuKind;
+use crate::blocks::gpu_kind::{GpuKind, GpuParts};
 use crate::blocks::parallel::Parallel;
 use crate::blocks::{attention, mamba2};
 use crate::error::{Error, Result};
@@ -35,19 +35,21 @@ impl GpuWeights {
             attention: attention::gpu::GpuWeights::allocate(&p.attention, (d, d), a)?,
         })
     }
+}
 
+impl GpuParts for GpuWeights {
     /// Where the rows of tensor `part` go (the branches' parts are disjoint).
-    pub fn destination(&self, part: Part) -> Option<Destination<'_>> {
+    fn destination(&self, part: Part) -> Option<Destination<'_>> {
         self.mamba.destination(part).or_else(|| self.attention.destination(part))
     }
 
     /// Its weight matrices.
-    pub fn matrices(&self) -> Vec<&SplitMatrix> {
+    fn matrices(&self) -> Vec<&SplitMatrix> {
         [self.mamba.matrices(), self.attention.matrices()].concat()
     }
 
     /// Its f32 vector buffers (the Mamba branch's).
-    pub fn vectors(&self) -> Vec<&wgpu::Buffer> {
+    fn vectors(&self) -> Vec<&wgpu::Buffer> {
         self.mamba.vectors()
     }
 }
@@ -106,20 +108,8 @@ pub(crate) fn plan(p: &Parallel, w: &GpuWeights, cx: LayerCx<'_>) -> Result<Vec<
 impl GpuKind for Parallel {
     type GpuWeights = GpuWeights;
 
-    fn destination(w: &GpuWeights, part: Part) -> Option<Destination<'_>> {
-        w.destination(part)
-    }
-
-    fn split_matrices(w: &GpuWeights) -> Vec<&SplitMatrix> {
-        w.matrices()
-    }
-
     fn allocate(&self, d: usize, alloc: &Alloc<'_>) -> Result<GpuWeights> {
         GpuWeights::allocate(self, d, alloc)
-    }
-
-    fn vector_buffers(w: &GpuWeights) -> Vec<&wgpu::Buffer> {
-        w.vectors()
     }
 
     fn kernels(&self, kv: KvFormat) -> Vec<KernelSpec> {

@@ -5,7 +5,7 @@ pub(crate) mod cpu;
 pub(crate) mod gpu;
 
 use crate::blocks::attention::{self, Attention};
-use crate::blocks::kind::{HostKind, HostLayer};
+use crate::blocks::kind::{HostKind, HostLayer, HostParts};
 use crate::blocks::mamba2::{self, Mamba2};
 use crate::blocks::ssm::SsmWeights;
 use crate::blocks::{TakeTensor, Tensor, under};
@@ -30,28 +30,7 @@ pub struct Parallel {
 /// Index of the attention's key/value cache among its state regions (after Mamba's two).
 pub(crate) const KV: usize = 2;
 
-impl Parallel {
-    /// Its tensors (names under its prefix), for residual width `d` (D).
-    pub fn tensors(&self, d: usize) -> Vec<Tensor> {
-        [under("mamba.", self.mamba.tensors(d)), under("self_attn.", self.attention.tensors(d))].concat()
-    }
-
-    /// Its state: the Mamba branch's conv window and SSM state, then the attention's cache.
-    pub fn state_regions(&self) -> Vec<(&'static str, Extent)> {
-        [self.mamba.state_regions(), self.attention.state_regions()].concat()
-    }
-
-    /// Fails unless both branches and the multipliers are usable.
-    pub fn validate(&self, d: usize) -> Result<()> {
-        self.mamba.validate(d)?;
-        self.attention.validate(d)?;
-        let (a, m) = (self.attention_scales, self.mamba_scales);
-        if [a.0, a.1, m.0, m.1].iter().any(|v| !v.is_finite()) {
-            return Err(Error::Config("attention/ssm in/out multipliers must be finite".into()));
-        }
-        Ok(())
-    }
-}
+impl Parallel {}
 
 /// A parallel block's weights in memory.
 #[derive(Clone, Debug, PartialEq)]
@@ -68,15 +47,21 @@ impl Weights {
             attention: attention::Weights::take(&p.attention, t)?,
         })
     }
+}
 
+impl HostParts for Weights {
     /// The weight matrices.
-    pub fn matrices(&self) -> Vec<&Matrix> {
+    fn matrices(&self) -> Vec<&Matrix> {
         [self.mamba.matrices().to_vec(), self.attention.matrices()].concat()
     }
 
     /// Elements of the small vectors.
-    pub fn vector_len(&self) -> usize {
+    fn vector_len(&self) -> usize {
         self.mamba.vector_len() + self.attention.vector_len()
+    }
+
+    fn ssm(&self) -> Option<&SsmWeights> {
+        Some(&self.mamba.ssm)
     }
 }
 
@@ -84,16 +69,25 @@ impl HostKind for Parallel {
     type Weights = Weights;
     const NAME: &'static str = "parallel";
 
+    /// Its tensors (names under its prefix), for residual width `d` (D).
     fn tensors(&self, d: usize) -> Vec<Tensor> {
-        Parallel::tensors(self, d)
+        [under("mamba.", self.mamba.tensors(d)), under("self_attn.", self.attention.tensors(d))].concat()
     }
 
+    /// Its state: the Mamba branch's conv window and SSM state, then the attention's cache.
     fn state_regions(&self) -> Vec<(&'static str, Extent)> {
-        Parallel::state_regions(self)
+        [self.mamba.state_regions(), self.attention.state_regions()].concat()
     }
 
+    /// Fails unless both branches and the multipliers are usable.
     fn validate(&self, d: usize) -> Result<()> {
-        Parallel::validate(self, d)
+        self.mamba.validate(d)?;
+        self.attention.validate(d)?;
+        let (a, m) = (self.attention_scales, self.mamba_scales);
+        if [a.0, a.1, m.0, m.1].iter().any(|v| !v.is_finite()) {
+            return Err(Error::Config("attention/ssm in/out multipliers must be finite".into()));
+        }
+        Ok(())
     }
 
     fn attention(&self) -> Option<&Attention> {
@@ -111,17 +105,5 @@ impl HostKind for Parallel {
     fn forward(&self, w: &Weights, layer: HostLayer<'_>) -> Result<Vec<f32>> {
         let x = layer.normed();
         Ok(cpu::forward(self, w, layer.run(&x)))
-    }
-
-    fn ssm(w: &Weights) -> Option<&SsmWeights> {
-        Some(&w.mamba.ssm)
-    }
-
-    fn matrices(w: &Weights) -> Vec<&Matrix> {
-        w.matrices()
-    }
-
-    fn vector_len(w: &Weights) -> usize {
-        w.vector_len()
     }
 }

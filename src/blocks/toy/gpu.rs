@@ -1,7 +1,7 @@
 //! The toy kind on the GPU: one matmul of the normed residual, added onto the residual.
 
 use crate::blocks::gpu_common::{LayerCx, Out};
-use crate::blocks::gpu_kind::GpuKind;
+use crate::blocks::gpu_kind::{GpuKind, GpuParts};
 use crate::blocks::toy::Toy;
 use crate::error::Result;
 use crate::gpu::{GpuContext, KernelSpec};
@@ -17,23 +17,21 @@ pub(crate) struct GpuWeights {
     w: SplitMatrix, // (D, D)
 }
 
+impl GpuParts for GpuWeights {
+    fn destination(&self, part: Part) -> Option<Destination<'_>> {
+        (part == Part::Linear).then_some(Destination::Matrix(&self.w))
+    }
+
+    fn matrices(&self) -> Vec<&SplitMatrix> {
+        vec![&self.w]
+    }
+}
+
 impl GpuKind for Toy {
     type GpuWeights = GpuWeights;
 
     fn allocate(&self, d: usize, alloc: &Alloc<'_>) -> Result<GpuWeights> {
         Ok(GpuWeights { w: alloc.matrix("toy", (d, d), false)? })
-    }
-
-    fn destination(w: &GpuWeights, part: Part) -> Option<Destination<'_>> {
-        (part == Part::Linear).then_some(Destination::Matrix(&w.w))
-    }
-
-    fn split_matrices(w: &GpuWeights) -> Vec<&SplitMatrix> {
-        vec![&w.w]
-    }
-
-    fn vector_buffers(_w: &GpuWeights) -> Vec<&wgpu::Buffer> {
-        Vec::new()
     }
 
     /// None of its own: the linear kernels are everyone's.

@@ -7,7 +7,7 @@ mod gpu;
 #[cfg(test)]
 mod tests;
 
-use crate::blocks::kind::{HostKind, HostLayer};
+use crate::blocks::kind::{HostKind, HostLayer, HostParts};
 use crate::blocks::{TakeTensor, Tensor, checked_counts};
 use crate::cpu::matmul::linear;
 use crate::error::Result;
@@ -46,12 +46,14 @@ impl HostKind for Toy {
     fn forward(&self, w: &Weights, layer: HostLayer<'_>) -> Result<Vec<f32>> {
         Ok(linear(&layer.normed(), &w.w, None))
     }
+}
 
-    fn matrices(w: &Weights) -> Vec<&Matrix> {
-        vec![&w.w]
+impl HostParts for Weights {
+    fn matrices(&self) -> Vec<&Matrix> {
+        vec![&self.w]
     }
 
-    fn vector_len(_w: &Weights) -> usize {
+    fn vector_len(&self) -> usize {
         0
     }
 }

@@ -11,7 +11,7 @@
 //! norm into `x_norm` last.
 
 use crate::blocks::gpu_common::{GpuAdapter, LayerCx, Out};
-use crate::blocks::gpu_kind::GpuKind;
+use crate::blocks::gpu_kind::{GpuKind, GpuParts};
 use crate::blocks::zamba2::Zamba2Layer;
 use crate::blocks::{Input, attention, mamba2, mlp};
 use crate::error::{Error, Result};
@@ -79,9 +79,11 @@ impl GpuWeights {
             mamba: mamba2::gpu::GpuWeights::allocate(&p.mamba, d, a)?,
         })
     }
+}
 
+impl GpuParts for GpuWeights {
     /// Where the rows of its tensor `part` go.
-    pub fn destination(&self, part: Part) -> Option<Destination<'_>> {
+    fn destination(&self, part: Part) -> Option<Destination<'_>> {
         let vector = |buffer| Some(Destination::Vector { buffer, at: 0, neg_exp: false });
         match part {
             Part::Linear => Some(Destination::Matrix(&self.linear)),
@@ -100,7 +102,7 @@ impl GpuWeights {
     }
 
     /// Its weight matrices.
-    pub fn matrices(&self) -> Vec<&SplitMatrix> {
+    fn matrices(&self) -> Vec<&SplitMatrix> {
         let mut out = vec![&self.linear];
         out.extend(self.mamba.matrices());
         if let Some(s) = &self.shared {
@@ -112,7 +114,7 @@ impl GpuWeights {
     }
 
     /// Its f32 vector buffers.
-    pub fn vectors(&self) -> Vec<&wgpu::Buffer> {
+    fn vectors(&self) -> Vec<&wgpu::Buffer> {
         let mut out = self.mamba.vectors();
         out.extend(self.shared.iter().flat_map(|s| [&s.norm, &s.ff_norm]));
         out
@@ -221,20 +223,8 @@ pub(crate) fn plan(
 impl GpuKind for Zamba2Layer {
     type GpuWeights = GpuWeights;
 
-    fn destination(w: &GpuWeights, part: Part) -> Option<Destination<'_>> {
-        w.destination(part)
-    }
-
-    fn split_matrices(w: &GpuWeights) -> Vec<&SplitMatrix> {
-        w.matrices()
-    }
-
     fn allocate(&self, d: usize, alloc: &Alloc<'_>) -> Result<GpuWeights> {
         GpuWeights::allocate(self, d, alloc)
-    }
-
-    fn vector_buffers(w: &GpuWeights) -> Vec<&wgpu::Buffer> {
-        w.vectors()
     }
 
     fn kernels(&self, kv: KvFormat) -> Vec<KernelSpec> {

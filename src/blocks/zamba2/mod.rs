@@ -7,7 +7,7 @@ pub(crate) mod cpu;
 pub(crate) mod gpu;
 
 use crate::blocks::attention::{self, Attention};
-use crate::blocks::kind::{HostKind, HostLayer, Input};
+use crate::blocks::kind::{HostKind, HostLayer, HostParts, Input};
 use crate::blocks::mamba2::{self, Mamba2};
 use crate::blocks::mlp::{self, Mlp};
 use crate::blocks::ssm::SsmWeights;
@@ -56,66 +56,6 @@ impl Zamba2Layer {
     /// Whether this block holds the shared block's weights.
     pub fn owns(&self) -> bool {
         self.owner_block == self.block
-    }
-
-    /// Its tensors for residual width `d` (D): full names.
-    pub fn tensors(&self, d: usize) -> Vec<Tensor> {
-        let here = format!("model.layers.{}.", self.layer);
-        let shared = format!("model.layers.{}.shared_transformer.", self.owner_layer);
-        let s = &self.shared;
-        let (d2, r, j) = (d.saturating_mul(2), s.rank, self.use_index);
-        let mut out = vec![Tensor::new(Part::Linear, &format!("{here}linear.weight"), vec![d, d], true)];
-        out.extend(under(&format!("{here}mamba_decoder.mamba."), self.mamba.tensors(d)));
-        if self.owns() {
-            out.push(Tensor::new(
-                Part::SharedNorm,
-                &format!("{shared}input_layernorm.weight"),
-                vec![d2],
-                true,
-            ));
-            out.extend(under(&format!("{shared}self_attn."), s.attention.tensors_io(d2, d)));
-            out.push(Tensor::new(
-                Part::SharedFfNorm,
-                &format!("{shared}pre_ff_layernorm.weight"),
-                vec![d],
-                true,
-            ));
-            out.extend(under(&format!("{shared}feed_forward."), s.mlp.tensors(d)));
-        }
-        let adapter = |which: u8, list: &str, (inp, outp): (usize, usize)| {
-            let name = |stage| format!("{shared}{list}.{j}.{stage}.weight");
-            let present = which == 3 || s.attention_adapters;
-            vec![
-                Tensor::new(Part::Adapter { which, stage: 0 }, &name(0), vec![r, inp], present),
-                Tensor::new(Part::Adapter { which, stage: 1 }, &name(1), vec![outp, r], present),
-            ]
-        };
-        let (q, kv) = (s.attention.q_dim(), s.attention.kv_dim());
-        out.extend(adapter(0, "self_attn.linear_q_adapter_list", (d2, q)));
-        out.extend(adapter(1, "self_attn.linear_k_adapter_list", (d2, kv)));
-        out.extend(adapter(2, "self_attn.linear_v_adapter_list", (d2, kv)));
-        out.extend(adapter(3, "feed_forward.gate_up_proj_adapter_list", (d, s.mlp.inner.saturating_mul(2))));
-        out
-    }
-
-    /// Its state: the Mamba mixer's conv window and SSM state, then the shared attention's
-    /// cache for this use.
-    pub fn state_regions(&self) -> Vec<(&'static str, Extent)> {
-        [self.mamba.state_regions(), self.shared.attention.state_regions()].concat()
-    }
-
-    /// Fails unless the sizes are usable.
-    pub fn validate(&self, d: usize) -> Result<()> {
-        self.mamba.validate(d)?;
-        self.shared.attention.validate(d)?;
-        self.shared.mlp.validate(d)?;
-        positive(&[("adapter_rank", self.shared.rank)])?;
-        if self.shared.attention_adapters && self.shared.attention.kv_dim() != self.shared.attention.q_dim() {
-            return Err(Error::Config(
-                "use_shared_attention_adapter needs num_key_value_heads = num_attention_heads".into(),
-            ));
-        }
-        checked_counts(&self.tensors(d), &self.state_regions())
     }
 }
 
@@ -175,9 +115,11 @@ impl Weights {
             mamba: mamba2::Weights::take(&p.mamba, t)?,
         })
     }
+}
 
+impl HostParts for Weights {
     /// The weight matrices.
-    pub fn matrices(&self) -> Vec<&Matrix> {
+    fn matrices(&self) -> Vec<&Matrix> {
         let mut out = vec![&self.linear];
         out.extend(self.mamba.matrices());
         if let Some(s) = &self.shared {
@@ -189,9 +131,13 @@ impl Weights {
     }
 
     /// Elements of the small vectors.
-    pub fn vector_len(&self) -> usize {
+    fn vector_len(&self) -> usize {
         self.mamba.vector_len()
             + self.shared.as_ref().map_or(0, |s| s.norm.len() + s.ff_norm.len() + s.attention.vector_len())
+    }
+
+    fn ssm(&self) -> Option<&SsmWeights> {
+        Some(&self.mamba.ssm)
     }
 }
 
@@ -201,16 +147,64 @@ impl HostKind for Zamba2Layer {
     /// Its shared block reads the original embeddings at every use.
     const READS: &'static [Input] = &[Input::Embeddings];
 
+    /// Its tensors for residual width `d` (D): full names.
     fn tensors(&self, d: usize) -> Vec<Tensor> {
-        Zamba2Layer::tensors(self, d)
+        let here = format!("model.layers.{}.", self.layer);
+        let shared = format!("model.layers.{}.shared_transformer.", self.owner_layer);
+        let s = &self.shared;
+        let (d2, r, j) = (d.saturating_mul(2), s.rank, self.use_index);
+        let mut out = vec![Tensor::new(Part::Linear, &format!("{here}linear.weight"), vec![d, d], true)];
+        out.extend(under(&format!("{here}mamba_decoder.mamba."), self.mamba.tensors(d)));
+        if self.owns() {
+            out.push(Tensor::new(
+                Part::SharedNorm,
+                &format!("{shared}input_layernorm.weight"),
+                vec![d2],
+                true,
+            ));
+            out.extend(under(&format!("{shared}self_attn."), s.attention.tensors_io(d2, d)));
+            out.push(Tensor::new(
+                Part::SharedFfNorm,
+                &format!("{shared}pre_ff_layernorm.weight"),
+                vec![d],
+                true,
+            ));
+            out.extend(under(&format!("{shared}feed_forward."), s.mlp.tensors(d)));
+        }
+        let adapter = |which: u8, list: &str, (inp, outp): (usize, usize)| {
+            let name = |stage| format!("{shared}{list}.{j}.{stage}.weight");
+            let present = which == 3 || s.attention_adapters;
+            vec![
+                Tensor::new(Part::Adapter { which, stage: 0 }, &name(0), vec![r, inp], present),
+                Tensor::new(Part::Adapter { which, stage: 1 }, &name(1), vec![outp, r], present),
+            ]
+        };
+        let (q, kv) = (s.attention.q_dim(), s.attention.kv_dim());
+        out.extend(adapter(0, "self_attn.linear_q_adapter_list", (d2, q)));
+        out.extend(adapter(1, "self_attn.linear_k_adapter_list", (d2, kv)));
+        out.extend(adapter(2, "self_attn.linear_v_adapter_list", (d2, kv)));
+        out.extend(adapter(3, "feed_forward.gate_up_proj_adapter_list", (d, s.mlp.inner.saturating_mul(2))));
+        out
     }
 
+    /// Its state: the Mamba mixer's conv window and SSM state, then the shared attention's
+    /// cache for this use.
     fn state_regions(&self) -> Vec<(&'static str, Extent)> {
-        Zamba2Layer::state_regions(self)
+        [self.mamba.state_regions(), self.shared.attention.state_regions()].concat()
     }
 
+    /// Fails unless the sizes are usable.
     fn validate(&self, d: usize) -> Result<()> {
-        Zamba2Layer::validate(self, d)
+        self.mamba.validate(d)?;
+        self.shared.attention.validate(d)?;
+        self.shared.mlp.validate(d)?;
+        positive(&[("adapter_rank", self.shared.rank)])?;
+        if self.shared.attention_adapters && self.shared.attention.kv_dim() != self.shared.attention.q_dim() {
+            return Err(Error::Config(
+                "use_shared_attention_adapter needs num_key_value_heads = num_attention_heads".into(),
+            ));
+        }
+        checked_counts(&self.tensors(d), &self.state_regions())
     }
 
     fn attention(&self) -> Option<&Attention> {
@@ -244,17 +238,5 @@ impl HostKind for Zamba2Layer {
         let x = rms_norm(&input, norm, eps);
         let run = Run { a, x: &x, st, cap: Capture { positions, states, layer } };
         Ok(mamba2::cpu::forward(&self.mamba, &w.mamba, run))
-    }
-
-    fn ssm(w: &Weights) -> Option<&SsmWeights> {
-        Some(&w.mamba.ssm)
-    }
-
-    fn matrices(w: &Weights) -> Vec<&Matrix> {
-        w.matrices()
-    }
-
-    fn vector_len(w: &Weights) -> usize {
-        w.vector_len()
     }
 }
