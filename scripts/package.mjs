@@ -2,19 +2,29 @@
 // Turns wasm-pack's output folder into the npm package `webmamba`: adds the thin JS layer from
 // js/ (index.js, the entry: loaders that start the wasm module themselves and the worker mode;
 // its self-contained types; the module worker; the npm README) and writes package.json's entry
-// points, exports and file list. Run after `wasm-pack build --target web --out-dir DIR`:
+// points, exports and file list. Run after scripts/build-wasm DIR (wasm-pack's --target web
+// output, made without wasm-pack):
 //   node scripts/package.mjs pkg
-import { copyFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+// Each file is written beside its place and renamed there: `npm start` serves www/pkg while it
+// runs this again (after the background builds), and a page must never read a half-written file.
+import { copyFileSync, existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
 
 const dir = process.argv[2];
 if (!dir || !existsSync(join(dir, 'webmamba.js'))) {
-  console.error('usage: node scripts/package.mjs DIR (a wasm-pack --target web output folder)');
+  console.error('usage: node scripts/package.mjs DIR (a scripts/build-wasm output folder)');
   process.exit(2);
 }
 
+/** `write(tmp)` makes the file at `tmp`, which then replaces `path` in one rename. */
+function replace(path, write) {
+  const tmp = join(dir, `.${basename(path)}.new`);
+  write(tmp);
+  renameSync(tmp, path);
+}
+
 const LAYER = ['index.js', 'index.d.ts', 'worker.js', 'worker-client.js', 'hash-worker.js', 'chat.js', 'simd.js', 'README.md'];
-for (const f of LAYER) copyFileSync(join('js', f), join(dir, f));
+for (const f of LAYER) replace(join(dir, f), (tmp) => copyFileSync(join('js', f), tmp));
 
 const cargo = readFileSync('Cargo.toml', 'utf8');
 const field = (name) => new RegExp(`^${name} = "([^"]*)"`, 'm').exec(cargo)?.[1];
@@ -49,5 +59,5 @@ const pkg = {
   // index.js gives both model classes their `chat` property (chat.js).
   sideEffects: ['./snippets/*', './index.js'],
 };
-writeFileSync(join(dir, 'package.json'), `${JSON.stringify(pkg, null, 2)}\n`);
+replace(join(dir, 'package.json'), (tmp) => writeFileSync(tmp, `${JSON.stringify(pkg, null, 2)}\n`));
 console.log(`${dir}: package ${pkg.name}@${pkg.version}, entry ${pkg.main}`);
