@@ -50,7 +50,7 @@ impl Checkpoint {
 
     /// From a config built in code (a kind no config.json names: the tests' toy kind,
     /// `blocks/toy/`) and in-memory safetensors files.
-    #[cfg(test)]
+    #[cfg(all(test, not(target_arch = "wasm32")))]
     pub(crate) fn from_config(config: Config, safetensors: Vec<(String, Vec<u8>)>) -> Result<Self> {
         let names: Vec<String> = safetensors.iter().map(|(n, _)| n.clone()).collect();
         let files = Files::Memory(safetensors);

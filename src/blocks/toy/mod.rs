@@ -4,7 +4,8 @@
 //! nothing else has to know it: the orchestrators run it on the CPU and the GPU (`tests.rs`).
 
 mod gpu;
-#[cfg(test)]
+// Natively: it opens a GPU context and blocks on it (pollster).
+#[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests;
 
 use crate::blocks::kind::{HostKind, HostLayer, HostParts};
