@@ -165,6 +165,22 @@ both! {
     }
 }
 
+/// The default model on the CPU, a session holding the prompt "The record of the player:"
+/// (its tokens), and plain sampling at temperature 1 (no top-k, top-p or penalty): where the
+/// constrained-sampling tests start.
+async fn player_record(
+    tokenizer: &webmamba::Tokenizer,
+) -> (webmamba::Runtime, webmamba::SessionId, Vec<u32>, webmamba::sampling::SamplingOptions) {
+    use webmamba::{CacheConfig, Engine, Runtime, sampling::SamplingOptions};
+    let c = default_model::checkpoint().unwrap();
+    let mut rt = Runtime::new(Engine::cpu(c.weights().unwrap()), CacheConfig::default()).unwrap();
+    let id = rt.new_session().unwrap();
+    let prompt = tokenizer.encode("The record of the player:", false).unwrap();
+    rt.append(id, &prompt).await.unwrap();
+    let sampling = SamplingOptions { temperature: 1.0, top_k: 0, top_p: 1.0, repetition_penalty: 1.0 };
+    (rt, id, prompt, sampling)
+}
+
 /// The must-show of issue 54: `strict: true` on the default model (CPU), 20 seeded samples at
 /// temperature 1 of a two-property schema without `additionalProperties` or `required`: every
 /// reply is complete and parses to an object with exactly `name` (a string) and `age` (an
@@ -173,15 +189,9 @@ both! {
 /// string's length, not which properties there are.
 async fn strict_samples_hold_exactly_the_named_properties() {
     use crate::constrained::generate;
-    use webmamba::sampling::{Sampler, SamplingOptions};
-    use webmamba::{CacheConfig, Engine, Runtime};
+    use webmamba::sampling::Sampler;
     let (tokenizer, grammars) = setup();
-    let c = default_model::checkpoint().unwrap();
-    let mut rt = Runtime::new(Engine::cpu(c.weights().unwrap()), CacheConfig::default()).unwrap();
-    let id = rt.new_session().unwrap();
-    let prompt = tokenizer.encode("The record of the player:", false).unwrap();
-    rt.append(id, &prompt).await.unwrap();
-    let sampling = SamplingOptions { temperature: 1.0, top_k: 0, top_p: 1.0, repetition_penalty: 1.0 };
+    let (mut rt, id, prompt, sampling) = player_record(&tokenizer).await;
     let mut bounded = person();
     bounded["properties"]["name"]["maxLength"] = json!(24);
     let format = schema(bounded, Some(true));
@@ -224,15 +234,9 @@ async fn strict_samples() {
 /// constraint and going on (stop then continue) ends as the whole run did.
 async fn stop_strings_end_constrained_text_as_they_end_free_text() {
     use crate::constrained::generate;
-    use webmamba::sampling::{Sampler, SamplingOptions};
-    use webmamba::{CacheConfig, Engine, Runtime};
+    use webmamba::sampling::Sampler;
     let (tokenizer, grammars) = setup();
-    let c = default_model::checkpoint().unwrap();
-    let mut rt = Runtime::new(Engine::cpu(c.weights().unwrap()), CacheConfig::default()).unwrap();
-    let id = rt.new_session().unwrap();
-    let prompt = tokenizer.encode("The record of the player:", false).unwrap();
-    rt.append(id, &prompt).await.unwrap();
-    let sampling = SamplingOptions { temperature: 1.0, top_k: 0, top_p: 1.0, repetition_penalty: 1.0 };
+    let (mut rt, id, prompt, sampling) = player_record(&tokenizer).await;
     let mut bounded = person();
     bounded["properties"]["name"]["maxLength"] = json!(16);
     let formats = [Format::Regex("(Lord|Lady) [A-Z][a-z]{4,9}".into()), schema(bounded, Some(true))];
