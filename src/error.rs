@@ -301,7 +301,7 @@ impl Error {
 }
 
 /// `bytes` as gigabytes with two decimals ("1.61 GB").
-pub fn gb(bytes: u64) -> String {
+pub(crate) fn gb(bytes: u64) -> String {
     format!("{:.2} GB", bytes as f64 / 1e9)
 }
 

@@ -23,6 +23,10 @@
 //! - `wasm` (wasm32 only): the thin JavaScript API over the native types;
 //! - [`Error`]: the one error type.
 
+// The docs are written for contributors too: they link crate-internal items, which
+// `cargo doc --document-private-items` renders.
+#![allow(rustdoc::private_intra_doc_links)]
+
 pub mod blocks;
 pub mod cache;
 pub mod chat;

@@ -22,7 +22,7 @@ pub struct Nll {
 
 impl Nll {
     /// Adds the prediction of `next` by one row of logits (V): log Σ exp(logits) − logits[next].
-    pub fn add(&mut self, row: &[f32], next: u32) {
+    pub(crate) fn add(&mut self, row: &[f32], next: u32) {
         let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)) as f64;
         let log_sum = row.iter().map(|&v| (f64::from(v) - max).exp()).sum::<f64>().ln() + max;
         let nll = log_sum - f64::from(row[next as usize]);

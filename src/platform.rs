@@ -1,7 +1,7 @@
 //! The few things that differ between the browser and native targets outside wgpu itself.
 
 /// Writes a diagnostic line to the browser console or to stderr.
-pub fn log_error(message: &str) {
+pub(crate) fn log_error(message: &str) {
     #[cfg(target_arch = "wasm32")]
     web_sys::console::error_1(&message.into());
     #[cfg(not(target_arch = "wasm32"))]
@@ -11,7 +11,7 @@ pub fn log_error(message: &str) {
 /// In a browser: fails with a readable reason when this global scope has no `navigator.gpu`
 /// (no WebGPU in this browser, WebGPU disabled, or not a window/dedicated worker).
 /// Natively there is nothing to check here: adapter enumeration says what is missing.
-pub fn check_webgpu_present() -> Result<(), String> {
+pub(crate) fn check_webgpu_present() -> Result<(), String> {
     #[cfg(target_arch = "wasm32")]
     {
         use wasm_bindgen::JsValue;
@@ -33,7 +33,7 @@ pub fn check_webgpu_present() -> Result<(), String> {
 /// In a browser, wgpu names the adapter by `GPUAdapterInfo.description`, which Chromium leaves
 /// empty; this asks WebGPU directly for `vendor`, `architecture`, `device` and `description`
 /// and joins the non-empty ones (e.g. "google swiftshader"). Natively: `None`.
-pub async fn browser_adapter_name() -> Option<String> {
+pub(crate) async fn browser_adapter_name() -> Option<String> {
     #[cfg(target_arch = "wasm32")]
     {
         use js_sys::{Function, Promise, Reflect};
@@ -96,7 +96,7 @@ extern "C" {
 
 /// Lets the browser's event loop run (paint, handle a Stop click, deliver a worker's messages)
 /// between decode steps; a no-op natively.
-pub async fn yield_now() {
+pub(crate) async fn yield_now() {
     #[cfg(target_arch = "wasm32")]
     {
         // The promise cannot reject.

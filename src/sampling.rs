@@ -34,7 +34,7 @@ impl Default for SamplingOptions {
 
 impl SamplingOptions {
     /// Fails unless every setting is in range.
-    pub fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         let bad = |what: String| Err(Error::InvalidInput(what));
         if !(self.temperature.is_finite() && self.temperature >= 0.0) {
             return bad(format!("temperature {} must be a finite number ≥ 0", self.temperature));
@@ -92,7 +92,7 @@ impl TokenMask {
     }
 
     /// Sets the logits of the tokens that may not come next to −∞.
-    pub fn apply(&self, logits: &mut [f32]) {
+    pub(crate) fn apply(&self, logits: &mut [f32]) {
         for (t, l) in logits.iter_mut().enumerate() {
             if !self.allows(t as u32) {
                 *l = f32::NEG_INFINITY;
@@ -103,7 +103,7 @@ impl TokenMask {
     /// The top of the masked logits, from the top of all of them: the entries that may come
     /// next (every one still at least the k-th largest logit) and the same bound below (no
     /// logit outside the top, masked or not, passes it).
-    pub fn top(&self, top: &LogitsTop) -> LogitsTop {
+    pub(crate) fn top(&self, top: &LogitsTop) -> LogitsTop {
         let entries = top.entries.iter().copied().filter(|&(t, _)| self.allows(t)).collect();
         LogitsTop { vocab: top.vocab, entries, below: top.below }
     }
@@ -130,7 +130,7 @@ impl Sampler {
 
     /// Whether every pick is the plain argmax of the logits (temperature 0, no repetition
     /// penalty): what the GPU can pick by itself.
-    pub fn is_plain_greedy(&self) -> bool {
+    pub(crate) fn is_plain_greedy(&self) -> bool {
         self.options.temperature == 0.0 && self.options.repetition_penalty == 1.0
     }
 
@@ -165,7 +165,7 @@ impl Sampler {
     /// [`Sampler::sample_top`] for the logits under `mask`: what [`Sampler::sample`] draws
     /// from all V logits with the masked ones at −∞, or `None` when the top cannot decide it
     /// (greedy: no token of the top may come next).
-    pub fn sample_top_masked(
+    pub(crate) fn sample_top_masked(
         &mut self,
         top: &LogitsTop,
         mask: &TokenMask,

@@ -32,6 +32,11 @@ impl Tokenizer {
         Ok(Self { inner })
     }
 
+    /// Number of tokens, including added special tokens.
+    pub fn vocab_size(&self) -> usize {
+        self.inner.get_vocab_size(true)
+    }
+
     /// Token ids of `text`. Special tokens written in the text (e.g. `<|endoftext|>`) become
     /// their ids; `add_special_tokens` also applies the tokenizer's post-processor (BOS/EOS
     /// templates, if it has any).
@@ -42,11 +47,6 @@ impl Tokenizer {
     /// Text of `ids`; `skip_special_tokens` drops special tokens from the output.
     pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String> {
         self.inner.decode(ids, skip_special_tokens).map_err(tok_err)
-    }
-
-    /// Number of tokens, including added special tokens.
-    pub fn vocab_size(&self) -> usize {
-        self.inner.get_vocab_size(true)
     }
 
     /// The id of a token string, if it is in the vocabulary (e.g. `"<|endoftext|>"`).

@@ -10,7 +10,6 @@ use webmamba::{Config, State};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(config) = Config::from_json(data) else { return };
-    let _ = config.x_proj_dim();
     let _ = State::floats(&config);
     let _ = State::bytes(&config);
     let json = config.to_hf_json();

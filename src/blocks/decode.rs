@@ -60,9 +60,9 @@ pub(crate) fn norm(cx: &LayerCx<'_>, input: &wgpu::Buffer, d: u32) -> Result<Ste
 /// wide.
 #[derive(Clone, Copy)]
 pub(crate) struct ConvRows {
-    pub from: usize,
-    pub channels: usize,
-    pub taps: usize,
+    pub(crate) from: usize,
+    pub(crate) channels: usize,
+    pub(crate) taps: usize,
 }
 
 /// What in_proj's output is multiplied by after its bias, in the unfused path's order: the
@@ -70,14 +70,14 @@ pub(crate) struct ConvRows {
 /// then a scale per row segment z ‖ x ‖ B ‖ C ‖ δ (`scale_segments`: its `ssm_multipliers`).
 #[derive(Clone, Copy)]
 pub(crate) struct InMultipliers {
-    pub scale: f32,
+    pub(crate) scale: f32,
     /// scale_segments' ends and scales (its `width` unused: in_proj's rows end δ).
-    pub segments: Option<ScaleSegmentsParams>,
+    pub(crate) segments: Option<ScaleSegmentsParams>,
 }
 
 impl InMultipliers {
     /// None: Mamba-1's and HF Mamba-2's in_proj.
-    pub const NONE: Self = Self { scale: 1.0, segments: None };
+    pub(crate) const NONE: Self = Self { scale: 1.0, segments: None };
 }
 
 /// decode_in_proj over `ssm`'s in_proj (a call per part): the norm of `input` (row 0: the

@@ -52,49 +52,49 @@ macro_rules! gpu_kinds {
 
         impl GpuBlockWeights {
             /// Allocates (zeroed) the buffers of a block of `kind` (residual width `d`).
-            pub fn allocate(kind: &BlockKind, d: usize, alloc: &Alloc<'_>) -> Result<Self> {
+            pub(crate) fn allocate(kind: &BlockKind, d: usize, alloc: &Alloc<'_>) -> Result<Self> {
                 Ok(match kind {
                     $($(#[cfg($cfg)])? BlockKind::$v(k) => GpuBlockWeights::$v(k.clone(), Box::new(GpuKind::allocate(k, d, alloc)?)),)*
                 })
             }
 
             /// Where the rows of its tensor `part` go (none: a tensor it does not keep).
-            pub fn destination(&self, part: Part) -> Option<Destination<'_>> {
+            pub(crate) fn destination(&self, part: Part) -> Option<Destination<'_>> {
                 match self { $($(#[cfg($cfg)])? GpuBlockWeights::$v(_, w) => GpuParts::destination(w.as_ref(), part),)* }
             }
 
             /// Its weight matrices.
-            pub fn matrices(&self) -> Vec<&SplitMatrix> {
+            pub(crate) fn matrices(&self) -> Vec<&SplitMatrix> {
                 match self { $($(#[cfg($cfg)])? GpuBlockWeights::$v(_, w) => GpuParts::matrices(w.as_ref()),)* }
             }
 
             /// Its f32 vector buffers.
-            pub fn vectors(&self) -> Vec<&wgpu::Buffer> {
+            pub(crate) fn vectors(&self) -> Vec<&wgpu::Buffer> {
                 match self { $($(#[cfg($cfg)])? GpuBlockWeights::$v(_, w) => GpuParts::vectors(w.as_ref()),)* }
             }
 
             /// Whether it makes its own RMSNorm of the residual.
-            pub fn norms_itself(&self, cx: &LayerCx<'_>) -> bool {
+            pub(crate) fn norms_itself(&self, cx: &LayerCx<'_>) -> bool {
                 match self { $($(#[cfg($cfg)])? GpuBlockWeights::$v(k, w) => GpuKind::norms_itself(k, w, cx),)* }
             }
 
             /// The calls of its layer, in dispatch order.
-            pub fn plan(&self, cx: LayerCx<'_>) -> Result<Vec<Step>> {
+            pub(crate) fn plan(&self, cx: LayerCx<'_>) -> Result<Vec<Step>> {
                 match self { $($(#[cfg($cfg)])? GpuBlockWeights::$v(k, w) => GpuKind::plan(k, w, cx),)* }
             }
 
             /// Writes what its calls read that depends on the chunk's length `t`.
-            pub fn before_chunk(&self, queue: &wgpu::Queue, kernels: &Kernels, t: u32) -> Result<()> {
+            pub(crate) fn before_chunk(&self, queue: &wgpu::Queue, kernels: &Kernels, t: u32) -> Result<()> {
                 match self { $($(#[cfg($cfg)])? GpuBlockWeights::$v(_, w) => <$t as GpuKind>::before_chunk(w, queue, kernels, t),)* }
             }
 
             /// Its routed experts' dispatch arguments and the words per expert, if it routes.
-            pub fn expert_dispatches(&self) -> Option<(&wgpu::Buffer, usize)> {
+            pub(crate) fn expert_dispatches(&self) -> Option<(&wgpu::Buffer, usize)> {
                 match self { $($(#[cfg($cfg)])? GpuBlockWeights::$v(_, w) => <$t as GpuKind>::expert_dispatches(w),)* }
             }
 
             /// Its kind's own GPU weights (`<K as GpuKind>::GpuWeights`), to downcast.
-            pub fn as_any(&self) -> &dyn Any {
+            pub(crate) fn as_any(&self) -> &dyn Any {
                 match self { $($(#[cfg($cfg)])? GpuBlockWeights::$v(_, w) => w.as_ref(),)* }
             }
         }

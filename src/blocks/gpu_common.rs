@@ -19,30 +19,30 @@ use crate::model::Part;
 /// buffers, the key/value caches, its layer and its residual multiplier.
 #[derive(Clone, Copy)]
 pub(crate) struct LayerCx<'a> {
-    pub b: &'a Builder<'a>,
-    pub a: &'a Activations,
-    pub s: &'a StateBuffers,
-    pub kv: &'a KvCaches,
+    pub(crate) b: &'a Builder<'a>,
+    pub(crate) a: &'a Activations,
+    pub(crate) s: &'a StateBuffers,
+    pub(crate) kv: &'a KvCaches,
     /// The layer.
-    pub i: usize,
+    pub(crate) i: usize,
     /// Multiplies the block's output as it is added onto the residual.
-    pub residual: f32,
+    pub(crate) residual: f32,
     /// The block's RMSNorm gain (D) and the model's ε (for a kind that norms its own input).
-    pub norm: &'a wgpu::Buffer,
-    pub eps: f32,
+    pub(crate) norm: &'a wgpu::Buffer,
+    pub(crate) eps: f32,
     /// Block j's GPU weights (its kind's `GpuWeights`), for a kind that reads another's (a
     /// shared block held by its first user).
-    pub layers: &'a [&'a dyn Any],
+    pub(crate) layers: &'a [&'a dyn Any],
 }
 
 impl LayerCx<'_> {
     /// The buffer of `input` (T, D), which the kind reads ([`crate::blocks::HostKind::READS`]).
-    pub fn input(&self, input: Input) -> Result<&wgpu::Buffer> {
+    pub(crate) fn input(&self, input: Input) -> Result<&wgpu::Buffer> {
         self.a.input(input.name())
     }
 
     /// The compiled kernel named `name` among a block's `specs`.
-    pub fn kernel(&self, specs: &[KernelSpec], name: &str) -> Result<&Kernel> {
+    pub(crate) fn kernel(&self, specs: &[KernelSpec], name: &str) -> Result<&Kernel> {
         self.b.k.named(specs, name)
     }
 }
@@ -59,7 +59,7 @@ pub(crate) enum Out<'a> {
 impl<'a> Out<'a> {
     /// The buffer `y` the matmul writes (`h` for the residual) and its parameters `p` with
     /// the accumulate flag and multiplier.
-    pub fn apply(
+    pub(crate) fn apply(
         self,
         h: &'a wgpu::Buffer,
         p: linear::LinearParams,
@@ -102,28 +102,28 @@ pub(crate) fn adapter_steps(
 
 /// The buffers every Mamba mixer has on the GPU (shapes as in [`crate::blocks::ssm::SsmWeights`]).
 pub(crate) struct GpuSsm {
-    pub in_proj: SplitMatrix,            // (in_proj's rows, D), bias when use_bias
-    pub conv: wgpu::Buffer,              // (channels, K)
-    pub conv_bias: Option<wgpu::Buffer>, // (channels) when use_conv_bias
+    pub(crate) in_proj: SplitMatrix, // (in_proj's rows, D), bias when use_bias
+    pub(crate) conv: wgpu::Buffer,   // (channels, K)
+    pub(crate) conv_bias: Option<wgpu::Buffer>, // (channels) when use_conv_bias
     /// A = −exp(A_log), then D: (E·D·N + E·D); Mamba-2 then dt_bias too: (3·H).
-    pub a_d: wgpu::Buffer,
-    pub out_proj: SplitMatrix, // (D, E·D), bias (D) when use_bias
+    pub(crate) a_d: wgpu::Buffer,
+    pub(crate) out_proj: SplitMatrix, // (D, E·D), bias (D) when use_bias
     /// Where D starts in `a_d` (after A).
-    pub d_at: usize,
+    pub(crate) d_at: usize,
 }
 
 /// The sizes of a [`GpuSsm`]: in_proj (rows, D), the conv (channels, K), `a_d`'s length and
 /// where D starts in it, out_proj (D, E·D).
 pub(crate) struct SsmShape {
-    pub in_proj: (usize, usize),
-    pub conv: (usize, usize),
-    pub a_d: (usize, usize),
-    pub out_proj: (usize, usize),
+    pub(crate) in_proj: (usize, usize),
+    pub(crate) conv: (usize, usize),
+    pub(crate) a_d: (usize, usize),
+    pub(crate) out_proj: (usize, usize),
 }
 
 impl GpuSsm {
     /// Allocates (zeroed) buffers of `shape`.
-    pub fn allocate(shape: SsmShape, a: &Alloc<'_>) -> Result<Self> {
+    pub(crate) fn allocate(shape: SsmShape, a: &Alloc<'_>) -> Result<Self> {
         let (channels, k) = shape.conv;
         Ok(Self {
             in_proj: a.matrix("in_proj", shape.in_proj, a.has(Part::InProjBias))?,
@@ -136,7 +136,7 @@ impl GpuSsm {
     }
 
     /// Where the rows of its tensor `part` go (none: not one of its tensors).
-    pub fn destination(&self, part: Part) -> Option<Destination<'_>> {
+    pub(crate) fn destination(&self, part: Part) -> Option<Destination<'_>> {
         let vector = |buffer, at, neg_exp| Destination::Vector { buffer, at, neg_exp };
         Some(match part {
             Part::InProj => Destination::Matrix(&self.in_proj),
@@ -152,12 +152,12 @@ impl GpuSsm {
     }
 
     /// Its f32 vector buffers.
-    pub fn vectors(&self) -> Vec<&wgpu::Buffer> {
+    pub(crate) fn vectors(&self) -> Vec<&wgpu::Buffer> {
         [Some(&self.conv), self.conv_bias.as_ref(), Some(&self.a_d)].into_iter().flatten().collect()
     }
 
     /// The conv1d_silu call over `channels` columns of `xz` (with `params`).
-    pub fn conv_call(
+    pub(crate) fn conv_call(
         &self,
         b: &Builder<'_>,
         kernel: &Kernel,

@@ -29,7 +29,7 @@ pub enum Input {
 
 impl Input {
     /// Its name (the GPU keeps its buffer under it).
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Input::Embeddings => "embeddings",
         }
@@ -38,7 +38,7 @@ impl Input {
 
 /// The inputs some block of the model reads ([`HostKind::READS`]), computed once per chunk.
 #[derive(Default)]
-pub struct LayerInputs {
+pub(crate) struct LayerInputs {
     /// [`Input::Embeddings`], where a block reads them: (T, D).
     pub(crate) embeddings: Option<Vec<f32>>,
 }

@@ -11,35 +11,35 @@
 //! `registry.rs` names every kind once; from its list this file generates [`BlockKind`],
 //! [`BlockWeights`] and their dispatch to [`HostKind`], and `gpu.rs` the GPU side.
 
-pub mod attention;
+pub(crate) mod attention;
 pub(crate) mod decode;
 pub(crate) mod gpu;
 pub(crate) mod gpu_common;
 pub(crate) mod gpu_kind;
-pub mod kind;
+pub(crate) mod kind;
 pub mod mamba1;
 pub mod mamba2;
-pub mod mlp;
-pub mod moe;
-pub mod parallel;
+pub(crate) mod mlp;
+pub(crate) mod moe;
+pub(crate) mod parallel;
 mod registry;
-pub mod ssm;
+pub(crate) mod ssm;
 #[cfg(test)]
 pub(crate) mod toy;
-pub mod zamba2;
+pub(crate) mod zamba2;
 
 pub use attention::{Attention, Rope};
 pub(crate) use gpu::GpuBlockWeights;
-pub use kind::{HostKind, HostParts, Input};
+pub(crate) use kind::{HostKind, HostParts, Input};
 pub use mamba1::Mamba1;
 pub use mamba2::{GatedNorm, Mamba2};
-pub use mlp::{Activation, Mlp, MlpNames};
-pub use moe::{ExpertLayout, Moe, Routing};
-pub use parallel::Parallel;
+pub(crate) use mlp::{Activation, Mlp, MlpNames};
+pub(crate) use moe::{ExpertLayout, Moe, Routing};
+pub(crate) use parallel::Parallel;
 pub(crate) use registry::with_kinds;
 #[cfg(test)]
 pub(crate) use toy::Toy;
-pub use zamba2::{SharedBlock, Zamba2Layer};
+pub(crate) use zamba2::{SharedBlock, Zamba2Layer};
 
 use std::any::Any;
 
@@ -50,9 +50,9 @@ use crate::error::{Error, Result};
 use crate::model::{Extent, Matrix, Part};
 
 /// Index of the conv window among a Mamba block's state regions (both kinds).
-pub const CONV: usize = 0;
+pub(crate) const CONV: usize = 0;
 /// Index of the SSM state among a Mamba block's state regions (both kinds).
-pub const SSM: usize = 1;
+pub(crate) const SSM: usize = 1;
 
 /// One residual block: `h ← h + residual_scale · kind(rms_norm(h) ⊙ norm)`.
 #[derive(Clone, Debug, PartialEq)]
@@ -60,25 +60,25 @@ pub struct Block {
     /// What it computes.
     pub kind: BlockKind,
     /// Where its tensors are: the layer's prefix (`backbone.layers.3.`, `model.layers.3.`).
-    pub prefix: String,
+    pub(crate) prefix: String,
     /// Its RMSNorm's gain under `prefix` (`norm.weight`, `input_layernorm.weight`).
-    pub norm: String,
+    pub(crate) norm: String,
     /// The kind's tensors' prefix under `prefix` (`mixer.`, `mamba.`, `self_attn.`; empty
     /// where the kind names its own, as a mixture of experts with a shared MLP beside it).
-    pub at: &'static str,
+    pub(crate) at: &'static str,
     /// Multiplies the block's output before the residual add (Granite's
     /// `residual_multiplier`; 1 elsewhere).
-    pub residual_scale: f32,
+    pub(crate) residual_scale: f32,
 }
 
 impl Block {
     /// A block of `kind` at `prefix` + `at` with its norm at `prefix` + `norm`, unscaled.
-    pub fn new(kind: BlockKind, prefix: String, norm: &str, at: &'static str) -> Self {
+    pub(crate) fn new(kind: BlockKind, prefix: String, norm: &str, at: &'static str) -> Self {
         Self { kind, prefix, norm: norm.to_string(), at, residual_scale: 1.0 }
     }
 
     /// Its tensors, full names, for residual width `d`: the norm, then the kind's.
-    pub fn tensors(&self, d: usize) -> Vec<Tensor> {
+    pub(crate) fn tensors(&self, d: usize) -> Vec<Tensor> {
         let norm = Tensor::new(Part::Norm, &format!("{}{}", self.prefix, self.norm), vec![d], true);
         let kind = under(&format!("{}{}", self.prefix, self.at), self.kind.tensors(d));
         [vec![norm], kind].concat()
@@ -105,39 +105,39 @@ macro_rules! host_kinds {
             /// The kind's name ("mamba1", "mamba2", "attention", "mlp", "moe", "parallel",
             /// "zamba2", …): a model's layer pattern names its blocks by it (exported states
             /// carry it).
-            pub fn name(&self) -> &'static str {
+            pub(crate) fn name(&self) -> &'static str {
                 match self { $($(#[cfg($cfg)])? BlockKind::$v(_) => <$t as HostKind>::NAME,)* }
             }
 
             /// What it reads beyond its layer's residual stream (computed for it by the
             /// orchestrator).
-            pub fn inputs(&self) -> &'static [Input] {
+            pub(crate) fn inputs(&self) -> &'static [Input] {
                 match self { $($(#[cfg($cfg)])? BlockKind::$v(_) => <$t as HostKind>::READS,)* }
             }
 
             /// Whether it is a Mamba mixer (Mamba-1 or Mamba-2: the blocks HF's Mamba-family
             /// config fields describe, `config_out.rs`).
-            pub fn is_mamba(&self) -> bool {
+            pub(crate) fn is_mamba(&self) -> bool {
                 match self { $($(#[cfg($cfg)])? BlockKind::$v(_) => <$t as HostKind>::MAMBA_MIXER,)* }
             }
 
             /// Its tensors (names under its prefix), for residual width `d` (D).
-            pub fn tensors(&self, d: usize) -> Vec<Tensor> {
+            pub(crate) fn tensors(&self, d: usize) -> Vec<Tensor> {
                 match self { $($(#[cfg($cfg)])? BlockKind::$v(k) => HostKind::tensors(k, d),)* }
             }
 
             /// Its state regions, in the order its `LayerState` holds them.
-            pub fn state_regions(&self) -> Vec<(&'static str, Extent)> {
+            pub(crate) fn state_regions(&self) -> Vec<(&'static str, Extent)> {
                 match self { $($(#[cfg($cfg)])? BlockKind::$v(k) => HostKind::state_regions(k),)* }
             }
 
             /// Fails unless its hyper-parameters are usable with residual width `d`.
-            pub fn validate(&self, d: usize) -> Result<()> {
+            pub(crate) fn validate(&self, d: usize) -> Result<()> {
                 match self { $($(#[cfg($cfg)])? BlockKind::$v(k) => HostKind::validate(k, d),)* }
             }
 
             /// Its attention, where it has one (its state then has a key/value cache).
-            pub fn attention(&self) -> Option<&Attention> {
+            pub(crate) fn attention(&self) -> Option<&Attention> {
                 match self { $($(#[cfg($cfg)])? BlockKind::$v(k) => HostKind::attention(k),)* }
             }
 
@@ -149,7 +149,7 @@ macro_rules! host_kinds {
 
         impl BlockWeights {
             /// A block of `kind`'s weights, taken from `t`.
-            pub fn take(kind: &BlockKind, t: &mut dyn TakeTensor) -> Result<Self> {
+            pub(crate) fn take(kind: &BlockKind, t: &mut dyn TakeTensor) -> Result<Self> {
                 Ok(match kind {
                     $($(#[cfg($cfg)])? BlockKind::$v(k) => BlockWeights::$v(k.clone(), Box::new(HostKind::take(k, t)?)),)*
                 })
@@ -161,17 +161,17 @@ macro_rules! host_kinds {
             }
 
             /// Its Mamba mixer's tensors, if it has a Mamba mixer.
-            pub fn ssm(&self) -> Option<&SsmWeights> {
+            pub(crate) fn ssm(&self) -> Option<&SsmWeights> {
                 match self { $($(#[cfg($cfg)])? BlockWeights::$v(_, w) => HostParts::ssm(w.as_ref()),)* }
             }
 
             /// The weight matrices.
-            pub fn matrices(&self) -> Vec<&Matrix> {
+            pub(crate) fn matrices(&self) -> Vec<&Matrix> {
                 match self { $($(#[cfg($cfg)])? BlockWeights::$v(_, w) => HostParts::matrices(w.as_ref()),)* }
             }
 
             /// Elements of the small f32 tensors.
-            pub fn vector_len(&self) -> usize {
+            pub(crate) fn vector_len(&self) -> usize {
                 match self { $($(#[cfg($cfg)])? BlockWeights::$v(_, w) => HostParts::vector_len(w.as_ref()),)* }
             }
 
@@ -189,19 +189,19 @@ with_kinds!(host_kinds);
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tensor {
     /// What it is to the block.
-    pub part: Part,
+    pub(crate) part: Part,
     /// Its name: under its kind's prefix as a kind lists it (`in_proj.weight`), in full as
     /// [`Block::tensors`] gives it.
-    pub leaf: String,
+    pub(crate) leaf: String,
     /// Its shape.
-    pub shape: Vec<usize>,
+    pub(crate) shape: Vec<usize>,
     /// Whether this block has it (a bias the config turns off has none).
-    pub present: bool,
+    pub(crate) present: bool,
 }
 
 impl Tensor {
     /// A tensor playing `part`, named `leaf`, of `shape`, `present` or not.
-    pub fn new(part: Part, leaf: &str, shape: Vec<usize>, present: bool) -> Self {
+    pub(crate) fn new(part: Part, leaf: &str, shape: Vec<usize>, present: bool) -> Self {
         Self { part, leaf: leaf.to_string(), shape, present }
     }
 }

@@ -14,24 +14,24 @@ pub struct SsmWeights {
     /// `in_proj.bias` when `use_bias`: (in_proj's rows).
     pub in_proj_bias: Option<Vec<f32>>,
     /// `conv1d.weight`, depthwise, stored (channels, 1, K): (E·D, K); Mamba-2 (conv_dim, K).
-    pub conv: Vec<f32>,
+    pub(crate) conv: Vec<f32>,
     /// `conv1d.bias` when `use_conv_bias`: (E·D); Mamba-2 (conv_dim).
     pub conv_bias: Option<Vec<f32>>,
     /// Δ's bias: `dt_proj.bias` (E·D); Mamba-2 `dt_bias` (H).
-    pub dt_bias: Vec<f32>,
+    pub(crate) dt_bias: Vec<f32>,
     /// `A_log`; A = −exp(A_log): (E·D, N); Mamba-2 (H).
-    pub a_log: Vec<f32>,
+    pub(crate) a_log: Vec<f32>,
     /// `D`, the skip connection: (E·D); Mamba-2 (H).
-    pub d: Vec<f32>,
+    pub(crate) d: Vec<f32>,
     /// `out_proj.weight`. (D, E·D)
-    pub out_proj: Matrix,
+    pub(crate) out_proj: Matrix,
     /// `out_proj.bias` when `use_bias`. (D)
-    pub out_proj_bias: Option<Vec<f32>>,
+    pub(crate) out_proj_bias: Option<Vec<f32>>,
 }
 
 impl SsmWeights {
     /// Takes them from `t`, Δ's bias as `dt_bias` (its part differs by kind).
-    pub fn take(t: &mut dyn TakeTensor, dt_bias: Part) -> Result<Self> {
+    pub(crate) fn take(t: &mut dyn TakeTensor, dt_bias: Part) -> Result<Self> {
         Ok(Self {
             in_proj: t.matrix(Part::InProj)?,
             in_proj_bias: t.optional(Part::InProjBias),
@@ -46,7 +46,7 @@ impl SsmWeights {
     }
 
     /// Elements of its small f32 tensors.
-    pub fn vector_len(&self) -> usize {
+    pub(crate) fn vector_len(&self) -> usize {
         let opt = |v: &Option<Vec<f32>>| v.as_ref().map_or(0, Vec::len);
         opt(&self.in_proj_bias)
             + self.conv.len()
@@ -75,14 +75,14 @@ pub(crate) fn state_regions(
 /// The sizes of a Mamba mixer's tensors that both kinds have: D, in_proj's rows, the conv's
 /// channels and width K, E·D, and whether in/out_proj and the conv have biases.
 pub(crate) struct Sizes {
-    pub d: usize,
-    pub in_proj: usize,
-    pub channels: usize,
-    pub k: usize,
-    pub inner: usize,
-    pub biases: (bool, bool),
+    pub(crate) d: usize,
+    pub(crate) in_proj: usize,
+    pub(crate) channels: usize,
+    pub(crate) k: usize,
+    pub(crate) inner: usize,
+    pub(crate) biases: (bool, bool),
     /// Whether out_proj has a bias.
-    pub out_bias: bool,
+    pub(crate) out_bias: bool,
 }
 
 /// A Mamba mixer's tensors (names under the mixer), in checkpoint order: in_proj, the conv,

@@ -15,7 +15,7 @@ pub enum Retention {
 
 impl Retention {
     /// Whether the boundary after block `b` (b ≥ 1) is kept.
-    pub fn keeps(self, b: usize) -> bool {
+    pub(crate) fn keeps(self, b: usize) -> bool {
         match self {
             Retention::Dense => true,
             Retention::Sparse(k) => b.is_multiple_of(k.max(1)),
@@ -59,11 +59,11 @@ impl CacheConfig {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CacheStats {
     /// Entries held now.
-    pub entries: usize,
+    pub(crate) entries: usize,
     /// Bytes they take.
     pub bytes_used: u64,
     /// The budget.
-    pub budget_bytes: u64,
+    pub(crate) budget_bytes: u64,
     /// Entries evicted so far.
     pub evictions: u64,
     /// Bytes reserved for checkpoints a call is computing (0 between calls: a failed call gives

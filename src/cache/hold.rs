@@ -12,7 +12,7 @@ use crate::error::Result;
 /// A slot reserved for one new checkpoint (a block or a prompt-end). Filled by
 /// [`Hold::insert_block`] / [`Hold::insert_end`]; released with its hold otherwise.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Reservation {
+pub(crate) struct Reservation {
     slot: usize,
     prompt_end: bool,
     /// Tokens of history of the state it will hold.
@@ -23,25 +23,26 @@ pub struct Reservation {
 
 impl Reservation {
     /// The engine slot to write the state into.
-    pub fn slot(&self) -> usize {
+    pub(crate) fn slot(&self) -> usize {
         self.slot
     }
 
     /// Pages mode: the page of each whole block before the state (element b: positions
     /// `b·B..(b+1)·B`); those `fresh` must be written before the entry is inserted.
-    pub fn pages(&self) -> &[Acquired] {
+    #[cfg(test)]
+    pub(crate) fn pages(&self) -> &[Acquired] {
         &self.pages
     }
 
     /// Pages mode: `(page, b)` for each page it made, block b's: what must be written (from
     /// the live caches: `Engine::save_pages`) before it is inserted.
-    pub fn fresh_pages(&self) -> Vec<(usize, usize)> {
+    pub(crate) fn fresh_pages(&self) -> Vec<(usize, usize)> {
         self.pages.iter().enumerate().filter(|(_, a)| a.fresh).map(|(b, a)| (a.id, b)).collect()
     }
 }
 
 /// A call's pins and reservations; see the module documentation.
-pub struct Hold<'a> {
+pub(crate) struct Hold<'a> {
     cache: &'a mut StateCache,
     pins: Vec<EntryId>,
     /// (slot, prompt_end, tokens, pages) of every reservation not yet filled.
@@ -54,12 +55,12 @@ impl<'a> Hold<'a> {
     }
 
     /// The cache (lookups).
-    pub fn cache(&mut self) -> &mut StateCache {
+    pub(crate) fn cache(&mut self) -> &mut StateCache {
         self.cache
     }
 
     /// Keeps entry `id` from eviction until the hold ends.
-    pub fn pin(&mut self, id: EntryId) {
+    pub(crate) fn pin(&mut self, id: EntryId) {
         self.cache.pin(id, true);
         self.pins.push(id);
     }
@@ -68,7 +69,12 @@ impl<'a> Hold<'a> {
     /// chain keys `keys` ([`Prefix::keys`]; pages mode references its blocks' pages), evicting
     /// least recently used unpinned entries to make room: a block is optional (`Ok(None)`
     /// without room), a prompt-end is not (`CacheBudget`).
-    pub fn reserve(&mut self, prompt_end: bool, len: usize, keys: &[Key]) -> Result<Option<Reservation>> {
+    pub(crate) fn reserve(
+        &mut self,
+        prompt_end: bool,
+        len: usize,
+        keys: &[Key],
+    ) -> Result<Option<Reservation>> {
         let got = self.cache.reserve(prompt_end, len, keys)?;
         Ok(got.map(|(slot, pages)| {
             self.open.push((slot, prompt_end, len, pages.clone()));
@@ -78,14 +84,14 @@ impl<'a> Hold<'a> {
 
     /// Records the block entry for the state after `len` tokens (chain key `key`) written
     /// into `r`'s slot.
-    pub fn insert_block(&mut self, r: Reservation, key: Key, len: usize) -> EntryId {
+    pub(crate) fn insert_block(&mut self, r: Reservation, key: Key, len: usize) -> EntryId {
         debug_assert!(!r.prompt_end && r.len == len, "a block's reservation holds it");
         self.filled(&r);
         self.cache.insert_block(key, len, r.slot, r.pages.iter().map(|a| a.id).collect())
     }
 
     /// Records the prompt-end entry for `prefix` written into `r`'s slot, with its logits.
-    pub fn insert_end(&mut self, r: Reservation, prefix: &Prefix, logits: Vec<f32>) -> EntryId {
+    pub(crate) fn insert_end(&mut self, r: Reservation, prefix: &Prefix, logits: Vec<f32>) -> EntryId {
         debug_assert!(r.prompt_end && r.len == prefix.len(), "a prompt-end's reservation holds it");
         self.filled(&r);
         self.cache.insert_end(prefix, r.slot, logits, r.pages.iter().map(|a| a.id).collect())

@@ -19,10 +19,10 @@
 mod budget;
 mod config;
 mod hold;
-pub mod keys;
+pub(crate) mod keys;
 #[cfg(test)]
 mod page_tests;
-pub mod pages;
+pub(crate) mod pages;
 mod prefix;
 #[cfg(test)]
 mod tests;
@@ -31,17 +31,19 @@ use std::collections::HashMap;
 
 use crate::error::{Error, Result};
 pub use config::{CacheConfig, CacheStats, Retention};
-pub use hold::{Hold, Reservation};
+pub(crate) use hold::Hold;
+#[cfg(test)]
+use hold::Reservation;
 use keys::Key;
 use pages::{PageId, Pages};
-pub use prefix::Prefix;
+pub(crate) use prefix::Prefix;
 
 /// Entry id (index into the entry table).
-pub type EntryId = usize;
+pub(crate) type EntryId = usize;
 
 /// What an entry holds.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// A block boundary state.
     Block,
     /// A prompt-end state: `tail` are the tokens after the last whole block, `logits` the
@@ -51,25 +53,25 @@ pub enum Kind {
 
 /// One cached state.
 #[derive(Clone, Debug)]
-pub struct Entry {
+pub(crate) struct Entry {
     /// Tokens of the prefix this state follows.
-    pub len: usize,
+    pub(crate) len: usize,
     /// Engine slot holding the state.
-    pub slot: usize,
+    pub(crate) slot: usize,
     /// Chain key of the whole blocks of the prefix.
-    pub key: Key,
+    pub(crate) key: Key,
     /// Block or prompt-end.
-    pub kind: Kind,
+    pub(crate) kind: Kind,
     /// The key/value pages of its whole blocks, in order (a hybrid's, in pages mode
     /// ([`StateCache::use_pages`]); empty otherwise).
-    pub pages: Vec<PageId>,
+    pub(crate) pages: Vec<PageId>,
     last_used: u64,
     pins: usize,
 }
 
 impl Entry {
     /// Whether it is a prompt-end (with logits).
-    pub fn logits(&self) -> Option<&[f32]> {
+    pub(crate) fn logits(&self) -> Option<&[f32]> {
         match &self.kind {
             Kind::PromptEnd { logits, .. } => Some(logits),
             Kind::Block => None,
@@ -78,7 +80,7 @@ impl Entry {
 }
 
 /// The cache's bookkeeping. See the module documentation.
-pub struct StateCache {
+pub(crate) struct StateCache {
     config: CacheConfig,
     slot_bytes: u64,
     logits_bytes: u64,
@@ -104,7 +106,12 @@ impl StateCache {
     /// A cache over `slots` (engine slot ids, each `slot_bytes`); prompt-end logits cost
     /// `logits_bytes`. The budget must hold two prompt-ends: a session's latest stays pinned
     /// while its next one is stored, so with room for one only a second turn would fail.
-    pub fn new(config: CacheConfig, slots: Vec<usize>, slot_bytes: u64, logits_bytes: u64) -> Result<Self> {
+    pub(crate) fn new(
+        config: CacheConfig,
+        slots: Vec<usize>,
+        slot_bytes: u64,
+        logits_bytes: u64,
+    ) -> Result<Self> {
         if config.block_size == 0 || matches!(config.retention, Retention::Sparse(0)) {
             return Err(Error::InvalidInput("block size and sparse interval must be at least 1".into()));
         }
@@ -138,7 +145,7 @@ impl StateCache {
 
     /// Charges every entry `bytes` more per token of its history: the attention caches of a
     /// hybrid model's states grow with the position they were taken at.
-    pub fn set_per_token_bytes(&mut self, bytes: u64) {
+    pub(crate) fn set_per_token_bytes(&mut self, bytes: u64) {
         self.per_token_bytes = bytes;
     }
 
@@ -146,40 +153,41 @@ impl StateCache {
     /// partial last block only, and reference the pages of their whole blocks, shared with
     /// every checkpoint whose history passes through them ([`pages`]). Page bytes count once,
     /// against the same budget.
-    pub fn use_pages(&mut self, pages: Pages) {
+    pub(crate) fn use_pages(&mut self, pages: Pages) {
         self.pages = Some(pages);
     }
 
     /// The pages (pages mode).
-    pub fn pages(&self) -> Option<&Pages> {
+    #[cfg(test)]
+    pub(crate) fn pages(&self) -> Option<&Pages> {
         self.pages.as_ref()
     }
 
     /// Slots a budget can use: no more than fit in it as bare states.
-    pub fn slots_for(config: &CacheConfig, slot_bytes: u64) -> usize {
+    pub(crate) fn slots_for(config: &CacheConfig, slot_bytes: u64) -> usize {
         (config.budget_bytes / slot_bytes.max(1)) as usize
     }
 
     /// The settings.
-    pub fn config(&self) -> &CacheConfig {
+    pub(crate) fn config(&self) -> &CacheConfig {
         &self.config
     }
 
     /// `tokens` with their chain keys, in the shared namespace or (with `salt`) a private one
     /// ([`keys::private_root`]).
-    pub fn prefix(&self, tokens: Vec<u32>, salt: Option<&Key>) -> Prefix {
+    pub(crate) fn prefix(&self, tokens: Vec<u32>, salt: Option<&Key>) -> Prefix {
         let block = self.config.block_size;
         let root = salt.map_or_else(|| keys::root(block), |salt| keys::private_root(block, salt));
         Prefix::new(root, tokens, block)
     }
 
     /// A call's hold on the cache: its pins and reservations end with it.
-    pub fn hold(&mut self) -> Hold<'_> {
+    pub(crate) fn hold(&mut self) -> Hold<'_> {
         Hold::new(self)
     }
 
     /// Moves a session's lasting pin from its previous latest prompt-end to `new`.
-    pub fn repin(&mut self, old: Option<EntryId>, new: Option<EntryId>) {
+    pub(crate) fn repin(&mut self, old: Option<EntryId>, new: Option<EntryId>) {
         if let Some(new) = new {
             self.pin(new, true);
         }
@@ -189,7 +197,7 @@ impl StateCache {
     }
 
     /// Counters.
-    pub fn stats(&self) -> CacheStats {
+    pub(crate) fn stats(&self) -> CacheStats {
         let page_bytes = self.pages.as_ref().map_or(0, Pages::bytes);
         CacheStats {
             entries: self.entries.iter().flatten().count(),
@@ -203,14 +211,14 @@ impl StateCache {
     }
 
     /// An entry.
-    pub fn entry(&self, id: EntryId) -> Option<&Entry> {
+    pub(crate) fn entry(&self, id: EntryId) -> Option<&Entry> {
         self.entries.get(id).and_then(Option::as_ref)
     }
 
     /// The longest cached state for a prefix of `tokens` usable to continue them: the state
     /// after m < n tokens, or after all n tokens only from a prompt-end (whose logits make
     /// recomputing the last position unnecessary).
-    pub fn lookup(&mut self, prefix: &Prefix) -> Option<EntryId> {
+    pub(crate) fn lookup(&mut self, prefix: &Prefix) -> Option<EntryId> {
         let (tokens, keys) = (prefix.tokens(), prefix.keys());
         let n = tokens.len();
         let block = self.config.block_size;
@@ -238,12 +246,12 @@ impl StateCache {
 
     /// Whether the block boundary after block `b` of a prefix with chain key `key` should be
     /// captured: retention keeps it and it is not cached yet.
-    pub fn wants_block(&self, b: usize, key: &Key) -> bool {
+    pub(crate) fn wants_block(&self, b: usize, key: &Key) -> bool {
         b > 0 && self.config.retention.keeps(b) && !self.blocks.contains_key(key)
     }
 
     /// Whether a prompt-end for exactly `prefix` is cached; returns it.
-    pub fn find_end(&self, prefix: &Prefix) -> Option<EntryId> {
+    pub(crate) fn find_end(&self, prefix: &Prefix) -> Option<EntryId> {
         let (tail, key) = (prefix.tail(), prefix.whole_blocks().1);
         self.ends_at(&key)
             .find(|(_, e)| matches!(&e.kind, Kind::PromptEnd { tail: t, .. } if t[..] == *tail))
@@ -314,7 +322,7 @@ impl StateCache {
     }
 
     /// Marks an entry as just used.
-    pub fn touch(&mut self, id: EntryId) {
+    pub(crate) fn touch(&mut self, id: EntryId) {
         self.tick += 1;
         if let Some(e) = self.entries[id].as_mut() {
             e.last_used = self.tick;
@@ -329,13 +337,14 @@ impl StateCache {
     }
 
     /// Whether an entry is pinned.
-    pub fn is_pinned(&self, id: EntryId) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_pinned(&self, id: EntryId) -> bool {
         self.entry(id).is_some_and(|e| e.pins > 0)
     }
 
     /// Pages mode: the blocks of `prefix` (block b: positions b·B..(b+1)·B) whose key/value
     /// page is cached, ascending.
-    pub fn pages_on(&self, prefix: &Prefix) -> Vec<usize> {
+    pub(crate) fn pages_on(&self, prefix: &Prefix) -> Vec<usize> {
         let Some(pages) = &self.pages else { return Vec::new() };
         let whole = prefix.len() / self.config.block_size;
         (0..whole).filter(|&b| prefix.keys().get(b + 1).is_some_and(|k| pages.find(k).is_some())).collect()
@@ -343,7 +352,7 @@ impl StateCache {
 
     /// Positions of every cached state on the path of `prefix` (block boundaries and
     /// prompt-ends that are prefixes of it), ascending.
-    pub fn positions_on(&self, prefix: &Prefix) -> Vec<usize> {
+    pub(crate) fn positions_on(&self, prefix: &Prefix) -> Vec<usize> {
         let (tokens, keys) = (prefix.tokens(), prefix.keys());
         let block = self.config.block_size;
         let mut out = Vec::new();

@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use super::keys::Key;
 
 /// Engine page-slot id.
-pub type PageId = usize;
+pub(crate) type PageId = usize;
 
 #[derive(Clone, Debug)]
 struct Page {
@@ -29,7 +29,7 @@ struct Page {
 
 /// Which pages exist, under which keys, and who still needs them. Bookkeeping only.
 #[derive(Debug)]
-pub struct Pages {
+pub(crate) struct Pages {
     page_bytes: u64,
     by_key: HashMap<Key, PageId>,
     /// Indexed by page id: the page held there, if any.
@@ -39,21 +39,21 @@ pub struct Pages {
 
 /// References counted as dropped by [`Pages::tally_drop`] (none is really dropped).
 #[derive(Debug, Default)]
-pub struct Tally(HashMap<PageId, usize>);
+pub(crate) struct Tally(HashMap<PageId, usize>);
 
 /// A reference taken by [`Pages::acquire`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Acquired {
+pub(crate) struct Acquired {
     /// Where the page lives.
-    pub id: PageId,
+    pub(crate) id: PageId,
     /// Whether it was just made: its rows must be written before anything reads them (a
     /// failed write releases the reference, which frees it).
-    pub fresh: bool,
+    pub(crate) fresh: bool,
 }
 
 impl Pages {
     /// Bookkeeping over the page slots `ids`, each holding `page_bytes`.
-    pub fn new(page_bytes: u64, ids: Vec<PageId>) -> Self {
+    pub(crate) fn new(page_bytes: u64, ids: Vec<PageId>) -> Self {
         let len = ids.iter().max().map_or(0, |m| m + 1);
         Self {
             page_bytes,
@@ -64,43 +64,38 @@ impl Pages {
     }
 
     /// Bytes of one page.
-    pub fn page_bytes(&self) -> u64 {
+    pub(crate) fn page_bytes(&self) -> u64 {
         self.page_bytes
     }
 
     /// Pages alive (referenced by something): the slots holding one, however they are named.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.pages.iter().filter(|p| p.is_some()).count()
     }
 
-    /// Whether no page is alive.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Bytes of the pages alive: each counted once, however many references it has.
-    pub fn bytes(&self) -> u64 {
+    pub(crate) fn bytes(&self) -> u64 {
         self.len() as u64 * self.page_bytes
     }
 
     /// Page slots not holding a page.
-    pub fn free_slots(&self) -> usize {
+    pub(crate) fn free_slots(&self) -> usize {
         self.free.len()
     }
 
     /// The page named `key`, if it exists.
-    pub fn find(&self, key: &Key) -> Option<PageId> {
+    pub(crate) fn find(&self, key: &Key) -> Option<PageId> {
         self.by_key.get(key).copied()
     }
 
     /// References held on page `id` (0: no page there).
-    pub fn refs(&self, id: PageId) -> usize {
+    pub(crate) fn refs(&self, id: PageId) -> usize {
         self.pages.get(id).and_then(Option::as_ref).map_or(0, |p| p.refs)
     }
 
     /// A reference to the page named `key`: the existing one, or a fresh one in a free slot.
     /// `None` when it does not exist and no slot is free.
-    pub fn acquire(&mut self, key: &Key) -> Option<Acquired> {
+    pub(crate) fn acquire(&mut self, key: &Key) -> Option<Acquired> {
         if let Some(id) = self.find(key) {
             self.retain(id);
             return Some(Acquired { id, fresh: false });
@@ -112,14 +107,14 @@ impl Pages {
     }
 
     /// One more reference to page `id` (a checkpoint taking over a chain it extends).
-    pub fn retain(&mut self, id: PageId) {
+    pub(crate) fn retain(&mut self, id: PageId) {
         if let Some(p) = self.pages.get_mut(id).and_then(Option::as_mut) {
             p.refs += 1;
         }
     }
 
     /// Drops a reference to page `id`; returns whether that freed it.
-    pub fn release(&mut self, id: PageId) -> bool {
+    pub(crate) fn release(&mut self, id: PageId) -> bool {
         let Some(slot) = self.pages.get_mut(id) else { return false };
         let Some(p) = slot.as_mut() else { return false };
         p.refs -= 1;
@@ -137,7 +132,7 @@ impl Pages {
     /// `tally`, without dropping it; returns how many pages that frees — those whose last
     /// reference it counts. Over a run of checkpoints: what evicting them all would give back
     /// (a page shared with a survivor frees nothing).
-    pub fn tally_drop(&self, tally: &mut Tally, ids: &[PageId]) -> usize {
+    pub(crate) fn tally_drop(&self, tally: &mut Tally, ids: &[PageId]) -> usize {
         let mut freed = 0;
         for &id in ids {
             let n = tally.0.entry(id).or_default();
@@ -148,7 +143,8 @@ impl Pages {
     }
 
     /// More page slots (the engine made more room).
-    pub fn add_slots(&mut self, ids: impl IntoIterator<Item = PageId>) {
+    #[cfg(test)]
+    pub(crate) fn add_slots(&mut self, ids: impl IntoIterator<Item = PageId>) {
         for id in ids {
             if id >= self.pages.len() {
                 self.pages.resize(id + 1, None);

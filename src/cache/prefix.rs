@@ -6,7 +6,7 @@ use crate::cache::keys::{self, Key};
 
 /// Tokens and `keys::chain_from(root, tokens, block)`, kept in step.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Prefix {
+pub(crate) struct Prefix {
     tokens: Vec<u32>,
     /// Element b covers `tokens[..b · block]`; element 0 is the root (never empty).
     keys: Vec<Key>,
@@ -21,27 +21,27 @@ impl Prefix {
     }
 
     /// The tokens.
-    pub fn tokens(&self) -> &[u32] {
+    pub(crate) fn tokens(&self) -> &[u32] {
         &self.tokens
     }
 
     /// The chain keys: element b covers the first b whole blocks (element 0: the root).
-    pub fn keys(&self) -> &[Key] {
+    pub(crate) fn keys(&self) -> &[Key] {
         &self.keys
     }
 
     /// Tokens in it.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.tokens.len()
     }
 
     /// Whether it has no tokens.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.tokens.is_empty()
     }
 
     /// Appends a token, chaining the next key when it completes a block; returns whether it did.
-    pub fn push(&mut self, token: u32) -> bool {
+    pub(crate) fn push(&mut self, token: u32) -> bool {
         self.tokens.push(token);
         if !self.tokens.len().is_multiple_of(self.block) {
             return false;
@@ -52,13 +52,13 @@ impl Prefix {
     }
 
     /// The number of whole blocks and the key covering them.
-    pub fn whole_blocks(&self) -> (usize, Key) {
+    pub(crate) fn whole_blocks(&self) -> (usize, Key) {
         let b = self.keys.len() - 1;
         (b, self.keys[b])
     }
 
     /// The tokens after the last whole block.
-    pub fn tail(&self) -> &[u32] {
+    pub(crate) fn tail(&self) -> &[u32] {
         &self.tokens[(self.keys.len() - 1) * self.block..]
     }
 }

@@ -13,7 +13,7 @@ use crate::load::json_shape::{JsonShape, MAX_SMALL_JSON_VALUES};
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ChatConfig {
     /// Named templates: `("default", …)` for a single `chat_template`, and e.g. `"tool_use"`.
-    pub templates: Vec<(String, String)>,
+    pub(crate) templates: Vec<(String, String)>,
     /// Special tokens as (name, text): `bos_token`, `eos_token`, `unk_token`, `pad_token`.
     pub special_tokens: Vec<(String, String)>,
     /// Token ids that end a turn: generation_config's `eos_token_id` (one or a list), then
@@ -26,7 +26,7 @@ pub struct ChatConfig {
 }
 
 /// The most ids a list of end-of-turn tokens may hold (published: a handful).
-pub const MAX_END_IDS: usize = 1024;
+pub(crate) const MAX_END_IDS: usize = 1024;
 
 /// A small JSON file's text, parsed — once its values are counted ([`JsonShape`]); `what` names
 /// it in errors.

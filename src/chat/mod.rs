@@ -13,7 +13,7 @@ mod grammar_error;
 mod pyjson;
 mod strict;
 mod template;
-pub mod template_memory;
+pub(crate) mod template_memory;
 mod tools;
 mod turn;
 

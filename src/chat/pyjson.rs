@@ -8,16 +8,16 @@ use minijinja::value::{Value, ValueKind};
 use minijinja::{Error, ErrorKind};
 
 /// How to print: `indent` spaces per level (None: one line), the item and key separators.
-pub struct Style {
-    pub indent: Option<String>,
-    pub item: String,
-    pub key: String,
-    pub sort_keys: bool,
+pub(crate) struct Style {
+    pub(crate) indent: Option<String>,
+    pub(crate) item: String,
+    pub(crate) key: String,
+    pub(crate) sort_keys: bool,
 }
 
 impl Style {
     /// Python's defaults for `indent` (None: `", "`/`": "`; else `","`/`": "`).
-    pub fn new(indent: Option<String>, separators: Option<(String, String)>, sort_keys: bool) -> Self {
+    pub(crate) fn new(indent: Option<String>, separators: Option<(String, String)>, sort_keys: bool) -> Self {
         let (item, key) = separators
             .unwrap_or_else(|| (if indent.is_some() { "," } else { ", " }.to_string(), ": ".to_string()));
         Self { indent, item, key, sort_keys }
@@ -26,7 +26,7 @@ impl Style {
 
 /// `v` as Python's `json.dumps` prints it. Under a template memory limit
 /// (`minijinja::memory`) the text stops with the limit's error as soon as it is longer.
-pub fn dumps(v: &Value, style: &Style) -> Result<String, Error> {
+pub(crate) fn dumps(v: &Value, style: &Style) -> Result<String, Error> {
     let mut out = String::new();
     write(v, style, 0, &mut out)?;
     Ok(out)
@@ -132,7 +132,7 @@ fn number(v: &Value) -> Result<String, Error> {
 }
 
 /// Python's `repr(float)`.
-pub fn float_repr(f: f64) -> String {
+pub(crate) fn float_repr(f: f64) -> String {
     if f.is_nan() {
         return "NaN".into();
     }

@@ -16,7 +16,7 @@ pub const TEMPLATE_MEMORY: usize = 4 << 20;
 
 /// The limit for a rendering of a `context_bytes`-byte conversation (or a compile of a
 /// template that long).
-pub fn limit_for(context_bytes: usize) -> usize {
+pub(crate) fn limit_for(context_bytes: usize) -> usize {
     TEMPLATE_MEMORY.saturating_add(context_bytes.saturating_mul(2))
 }
 
@@ -40,7 +40,7 @@ impl From<minijinja::memory::Usage> for TemplateUsage {
 
 /// Sizes the result of Python's `str.join` and `str.replace` (minijinja-contrib's `pycompat`,
 /// which builds them unchecked) before they are built; other methods pass.
-pub fn guard_method(value: &Value, method: &str, args: &[Value]) -> Result<(), Error> {
+pub(crate) fn guard_method(value: &Value, method: &str, args: &[Value]) -> Result<(), Error> {
     let (Some(s), Some(limit)) = (value.as_str(), minijinja::memory::limit()) else { return Ok(()) };
     match method {
         "join" => {

@@ -26,11 +26,11 @@ pub struct ToolSyntax {
     /// Before the calls (`<TOOLCALL>[`; usually empty).
     pub block_open: String,
     /// The text before a call's function name (`<tool_call>\n{"name": "`).
-    pub before_name: String,
+    pub(crate) before_name: String,
     /// Between the name and the arguments (`", "arguments": `).
     pub before_arguments: String,
     /// After the arguments (`}\n</tool_call>`).
-    pub after: String,
+    pub(crate) after: String,
     /// Between two calls (`\n`).
     pub separator: String,
     /// After the calls (`]</TOOLCALL>`; usually empty).

@@ -16,7 +16,7 @@ use crate::cpu::scan_portable::scan_tail;
 use crate::model::matrix::{bf16_to_f32, f16_to_f32};
 
 /// Whether this CPU runs the functions below (AVX2, FMA and F16C; every x86-64 CPU since 2013).
-pub fn available() -> bool {
+pub(crate) fn available() -> bool {
     static AVAILABLE: OnceLock<bool> = OnceLock::new();
     *AVAILABLE.get_or_init(|| {
         is_x86_feature_detected!("avx2")
@@ -100,21 +100,21 @@ dot_rows!(
 );
 
 /// N dot products of x with N f32 rows. Only where [`available`].
-pub fn dot_rows_f32<const N: usize>(x: &[f32], rows: [&[f32]; N]) -> [f32; N] {
+pub(crate) fn dot_rows_f32<const N: usize>(x: &[f32], rows: [&[f32]; N]) -> [f32; N] {
     debug_assert!(available());
     // SAFETY: the caller checked `available()`: the CPU has AVX2, FMA and F16C.
     unsafe { dot_rows_f32_avx2(x, rows) }
 }
 
 /// N dot products of x with N f16 rows. Only where [`available`].
-pub fn dot_rows_f16<const N: usize>(x: &[f32], rows: [&[f16]; N]) -> [f32; N] {
+pub(crate) fn dot_rows_f16<const N: usize>(x: &[f32], rows: [&[f16]; N]) -> [f32; N] {
     debug_assert!(available());
     // SAFETY: as in `dot_rows_f32`.
     unsafe { dot_rows_f16_avx2(x, rows) }
 }
 
 /// N dot products of x with N bf16 rows. Only where [`available`].
-pub fn dot_rows_bf16<const N: usize>(x: &[f32], rows: [&[bf16]; N]) -> [f32; N] {
+pub(crate) fn dot_rows_bf16<const N: usize>(x: &[f32], rows: [&[bf16]; N]) -> [f32; N] {
     debug_assert!(available());
     // SAFETY: as in `dot_rows_f32`.
     unsafe { dot_rows_bf16_avx2(x, rows) }
@@ -162,7 +162,7 @@ fn scan_step_avx2(h: &mut [f32], a: &[f32], b: &[f32], c: &[f32], dt: f32, dt_u:
 
 /// One step of the selective scan for one channel (see [`crate::cpu::ops::scan_step`]). Only
 /// where [`available`].
-pub fn scan_step(h: &mut [f32], a: &[f32], b: &[f32], c: &[f32], dt: f32, dt_u: f32) -> f32 {
+pub(crate) fn scan_step(h: &mut [f32], a: &[f32], b: &[f32], c: &[f32], dt: f32, dt_u: f32) -> f32 {
     debug_assert!(available());
     // SAFETY: as in `dot_rows_f32`.
     unsafe { scan_step_avx2(h, a, b, c, dt, dt_u) }

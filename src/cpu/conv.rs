@@ -9,18 +9,18 @@ use crate::model::{LayerState, State};
 /// Where one layer's states are captured: after each token in `positions`, into `states`.
 pub(crate) struct Capture<'a> {
     /// Positions (ascending, within this chunk) after which the state is captured.
-    pub positions: &'a [usize],
+    pub(crate) positions: &'a [usize],
     /// One snapshot per position.
-    pub states: &'a mut [State],
+    pub(crate) states: &'a mut [State],
     /// The layer being run.
-    pub layer: usize,
+    pub(crate) layer: usize,
 }
 
 impl Capture<'_> {
     /// Joins a scan of T tokens run in blocks of `channels` channels (the last may be narrower): each
     /// block's (y (T, width), its SSM state rows (width·N) after each captured position) →
     /// y (T, di), and each block's rows into the snapshots' SSM regions of this layer.
-    pub fn join_scan_blocks(
+    pub(crate) fn join_scan_blocks(
         &mut self,
         blocks: &[(Vec<f32>, Vec<f32>)],
         t_len: usize,
@@ -45,18 +45,18 @@ impl Capture<'_> {
 /// One block's run on the CPU: A = −exp(A_log) (precomputed), the normalised input x (T, D),
 /// the layer's state (updated) and where its captured states go.
 pub(crate) struct Run<'a> {
-    pub a: &'a [f32],
-    pub x: &'a [f32],
-    pub st: &'a mut LayerState,
-    pub cap: Capture<'a>,
+    pub(crate) a: &'a [f32],
+    pub(crate) x: &'a [f32],
+    pub(crate) st: &'a mut LayerState,
+    pub(crate) cap: Capture<'a>,
 }
 
 /// A depthwise conv1d's weights: the kernel (channels, K) and its bias (channels), if any.
 pub(crate) struct ConvWeights<'a> {
-    pub weight: &'a [f32],
-    pub bias: Option<&'a [f32]>,
+    pub(crate) weight: &'a [f32],
+    pub(crate) bias: Option<&'a [f32]>,
     /// K: the kernel width.
-    pub k: usize,
+    pub(crate) k: usize,
 }
 
 /// u = silu(conv1d(x) + b_conv): the causal depthwise conv over the `weight.len() / K`

@@ -7,7 +7,7 @@
 /// ~1e−38 instead of reaching 0 (x is clamped). The SIMD copies (`cpu/avx2.rs`,
 /// `cpu/simd128.rs`) use these constants (`EXP`) in the same order.
 #[inline(always)]
-pub fn exp(x: f32) -> f32 {
+pub(crate) fn exp(x: f32) -> f32 {
     let x = x.clamp(EXP.min, EXP.max);
     let shifted = x * EXP.log2e + EXP.round;
     let n = shifted - EXP.round; // round(x / ln 2), as a float
@@ -23,16 +23,16 @@ pub fn exp(x: f32) -> f32 {
 /// [`exp`]'s constants.
 pub(super) struct ExpConstants {
     /// The clamp: below `min` the result stays ~1e−38, above `max` ~3e38.
-    pub min: f32,
-    pub max: f32,
-    pub log2e: f32,
+    pub(crate) min: f32,
+    pub(crate) max: f32,
+    pub(crate) log2e: f32,
     /// ln 2 split in two for an exact n·ln2.
-    pub ln2_hi: f32,
-    pub ln2_lo: f32,
+    pub(crate) ln2_hi: f32,
+    pub(crate) ln2_lo: f32,
     /// 1.5·2²³: adding it rounds to an integer (|v| < 2²²).
-    pub round: f32,
+    pub(crate) round: f32,
     /// eʳ ≈ 1 + r + r²·p(r), p's coefficients from the highest power.
-    pub poly: [f32; 6],
+    pub(crate) poly: [f32; 6],
 }
 
 pub(super) const EXP: ExpConstants = ExpConstants {

@@ -5,7 +5,7 @@
 mod avx2;
 pub(crate) mod conv;
 mod exp;
-pub mod matmul;
+pub(crate) mod matmul;
 mod model;
 pub mod ops;
 mod scan_portable;

@@ -54,7 +54,7 @@ impl CpuModel {
     }
 
     /// How many threads its forward passes use.
-    pub fn threads(&self) -> usize {
+    pub(crate) fn threads(&self) -> usize {
         self.threads.count()
     }
 

@@ -2,15 +2,15 @@
 //! auto-vectorisation second (contiguous inner loops, several accumulators). The matrix
 //! products are in [`crate::cpu::matmul`].
 
-pub use super::exp::exp;
+pub(crate) use super::exp::exp;
 
 /// `Σ a[i]·b[i]` with eight independent accumulators so the compiler can vectorise it.
-pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
     dot_widening(a, b, |v| v)
 }
 
 /// `Σ a[i]·widen(b[i])` with eight independent accumulators so the compiler can vectorise it.
-pub fn dot_widening<T: Copy>(a: &[f32], b: &[T], widen: impl Fn(T) -> f32) -> f32 {
+pub(crate) fn dot_widening<T: Copy>(a: &[f32], b: &[T], widen: impl Fn(T) -> f32) -> f32 {
     debug_assert_eq!(a.len(), b.len());
     let mut acc = [0.0f32; 8];
     let (a8, a_rest) = a.split_at(a.len() / 8 * 8);
@@ -25,7 +25,7 @@ pub fn dot_widening<T: Copy>(a: &[f32], b: &[T], widen: impl Fn(T) -> f32) -> f3
 }
 
 /// softmax(x), with −∞ giving 0 (the sampler's and the mixtures' routers').
-pub fn softmax(x: &[f32]) -> Vec<f32> {
+pub(crate) fn softmax(x: &[f32]) -> Vec<f32> {
     let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let e: Vec<f32> = x.iter().map(|&v| (v - max).exp()).collect();
     let total: f32 = e.iter().sum();
@@ -45,14 +45,14 @@ pub fn rms_norm(x: &[f32], weight: &[f32], eps: f32) -> Vec<f32> {
 
 /// RMSNorm without a weight, in place: `x ← x / sqrt(mean(x²) + eps)` (HF
 /// `FalconMambaWeightlessRMSNorm`, on Δ's input, B and C of every token).
-pub fn rms_norm_in_place(x: &mut [f32], eps: f32) {
+pub(crate) fn rms_norm_in_place(x: &mut [f32], eps: f32) {
     let scale = 1.0 / (dot(x, x) / x.len() as f32 + eps).sqrt();
     x.iter_mut().for_each(|v| *v *= scale);
 }
 
 /// `x · σ(x)`, with [`exp`] (in wasm, `f32::exp` is a call into software libm, 74K of them per
 /// decoded token of a 130M model).
-pub fn silu(x: f32) -> f32 {
+pub(crate) fn silu(x: f32) -> f32 {
     x / (1.0 + exp(-x))
 }
 
@@ -60,7 +60,7 @@ pub fn silu(x: f32) -> f32 {
 /// branch-free form, `max(x, 0) + log1p(e^−|x|)` with an atanh series, vectorises and ran a
 /// native prefill ~5% faster, but moved the last bits enough that a Zamba2 fixture's resumed
 /// logits left `tests/session.rs`'s 1e-5 of the whole run's: kept as it was.)
-pub fn softplus(x: f32) -> f32 {
+pub(crate) fn softplus(x: f32) -> f32 {
     if x > 20.0 { x } else { x.exp().ln_1p() }
 }
 
@@ -81,7 +81,7 @@ pub fn argmax(values: &[f32]) -> Option<usize> {
 /// and FMA natively, checked at run time: `cpu/avx2.rs`; SIMD128 in wasm: `cpu/simd128.rs`) —
 /// the auto-vectorised loop below ran at 0.6x of them — else that loop. They differ by
 /// rounding only (fused multiply-adds, the order of the final sum).
-pub fn scan_step(h: &mut [f32], a: &[f32], b: &[f32], c: &[f32], dt: f32, dt_u: f32) -> f32 {
+pub(crate) fn scan_step(h: &mut [f32], a: &[f32], b: &[f32], c: &[f32], dt: f32, dt_u: f32) -> f32 {
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     {
         crate::cpu::simd128::scan_step(h, a, b, c, dt, dt_u)

@@ -78,7 +78,7 @@ impl Load8 for f16 {
 /// `a·b + c`: fused in the relaxed-SIMD module where the CPU has FMA (one rounding), else a
 /// multiply and an add.
 #[inline(always)]
-pub fn madd(a: v128, b: v128, c: v128) -> v128 {
+pub(crate) fn madd(a: v128, b: v128, c: v128) -> v128 {
     #[cfg(target_feature = "relaxed-simd")]
     return f32x4_relaxed_madd(a, b, c);
     #[cfg(not(target_feature = "relaxed-simd"))]
@@ -119,17 +119,17 @@ fn dot_rows<T: Load8, const N: usize>(x: &[f32], rows: [&[T]; N]) -> [f32; N] {
 }
 
 /// [`dot_rows`] over f32 rows.
-pub fn dot_rows_f32<const N: usize>(x: &[f32], rows: [&[f32]; N]) -> [f32; N] {
+pub(crate) fn dot_rows_f32<const N: usize>(x: &[f32], rows: [&[f32]; N]) -> [f32; N] {
     dot_rows(x, rows)
 }
 
 /// [`dot_rows`] over f16 rows.
-pub fn dot_rows_f16<const N: usize>(x: &[f32], rows: [&[f16]; N]) -> [f32; N] {
+pub(crate) fn dot_rows_f16<const N: usize>(x: &[f32], rows: [&[f16]; N]) -> [f32; N] {
     dot_rows(x, rows)
 }
 
 /// [`dot_rows`] over bf16 rows.
-pub fn dot_rows_bf16<const N: usize>(x: &[f32], rows: [&[bf16]; N]) -> [f32; N] {
+pub(crate) fn dot_rows_bf16<const N: usize>(x: &[f32], rows: [&[bf16]; N]) -> [f32; N] {
     dot_rows(x, rows)
 }
 
@@ -151,7 +151,7 @@ fn exp4(x: v128) -> v128 {
 
 /// One step of the selective scan for one channel (see [`crate::cpu::ops::scan_step`]), four
 /// entries at a time.
-pub fn scan_step(h: &mut [f32], a: &[f32], b: &[f32], c: &[f32], dt: f32, dt_u: f32) -> f32 {
+pub(crate) fn scan_step(h: &mut [f32], a: &[f32], b: &[f32], c: &[f32], dt: f32, dt_u: f32) -> f32 {
     let n = h.len();
     assert!(a.len() >= n && b.len() >= n && c.len() >= n, "a scan step's A, B or C is shorter than h");
     let n4 = n / 4 * 4;

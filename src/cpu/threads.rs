@@ -34,13 +34,14 @@ pub struct Threads {
 
 impl Threads {
     /// One thread: the caller's.
-    pub fn single() -> Self {
+    pub(crate) fn single() -> Self {
         Threads { pool: None, global: false }
     }
 
     /// Rayon's global pool when it has more than one thread — in wasm, the Web Workers
     /// `initThreadPool` started (only the `wasm-threads` build can) — else one thread.
-    pub fn global() -> Self {
+    #[cfg(target_arch = "wasm32")]
+    pub(crate) fn global() -> Self {
         // Natively the global pool would be made on first use; in wasm without threads it is
         // the calling thread alone.
         let workers = cfg!(feature = "wasm-threads") && rayon::current_num_threads() > 1;
@@ -95,7 +96,7 @@ impl Threads {
     }
 
     /// Runs `f` on the pool (its parallel loops split across it), or here with one thread.
-    pub fn run<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+    pub(crate) fn run<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
         match &self.pool {
             Some(pool) => pool.install(|| awake(f)),
             // `scope` runs its body on one of the pool's threads (the caller waits), so the
@@ -114,7 +115,7 @@ impl std::fmt::Debug for Threads {
 
 /// The thread count a model gets when none is asked for: every core natively
 /// (`std::thread::available_parallelism`), one in wasm.
-pub fn default_threads() -> usize {
+pub(crate) fn default_threads() -> usize {
     if cfg!(target_arch = "wasm32") {
         return 1;
     }
@@ -190,11 +191,11 @@ fn parallel() -> bool {
 /// wasm while they slept between loops. 130M bf16, 2 threads, decode (2026-12-04, builds
 /// alternated): natively 43 → 50–51 tok/s from staying awake (16 Ki or 64 Ki alike), in
 /// Chromium 36.7–36.9 → 40.3–40.5 from 16 Ki instead of 256 Ki (awake both).
-pub const MIN_PIECE: usize = 1 << 14;
+pub(crate) const MIN_PIECE: usize = 1 << 14;
 
 /// The fewest elements a piece of work takes when each is `steps` of [`MIN_PIECE`]'s steps (a
 /// GEMV row: its inputs; a scan channel: tokens × state entries): `chunk_len`'s `min`.
-pub fn min_elements(steps: usize) -> usize {
+pub(crate) fn min_elements(steps: usize) -> usize {
     MIN_PIECE / steps.max(1)
 }
 
@@ -203,7 +204,7 @@ pub fn min_elements(steps: usize) -> usize {
 /// elements, as many pieces as it has but a multiple of the thread count, of equal size — a
 /// decode step's 1536 channels with 1024 at least are two pieces of 768 for two threads, not
 /// 1024 and 512 (the second thread idle for a third of the loop).
-pub fn chunk_len(n: usize, min: usize, align: usize) -> usize {
+pub(crate) fn chunk_len(n: usize, min: usize, align: usize) -> usize {
     let align = align.max(1);
     if !parallel() {
         return n.max(1).next_multiple_of(align);
@@ -221,7 +222,7 @@ pub fn chunk_len(n: usize, min: usize, align: usize) -> usize {
 
 /// `f(i, piece)` for the `chunk`-element pieces of `data` (the last may be shorter), in
 /// parallel on the current pool.
-pub fn for_chunks<T: Send>(data: &mut [T], chunk: usize, f: impl Fn(usize, &mut [T]) + Sync + Send) {
+pub(crate) fn for_chunks<T: Send>(data: &mut [T], chunk: usize, f: impl Fn(usize, &mut [T]) + Sync + Send) {
     if !parallel() {
         data.chunks_mut(chunk).enumerate().for_each(|(i, c)| f(i, c));
         return;
@@ -232,7 +233,7 @@ pub fn for_chunks<T: Send>(data: &mut [T], chunk: usize, f: impl Fn(usize, &mut 
 }
 
 /// [`for_chunks`] returning each piece's result, in order.
-pub fn map_chunks<T: Send, R: Send>(
+pub(crate) fn map_chunks<T: Send, R: Send>(
     data: &mut [T],
     chunk: usize,
     f: impl Fn(usize, &mut [T]) -> R + Sync + Send,
@@ -259,7 +260,7 @@ pub fn map_chunks<T: Send, R: Send>(
 /// neighbouring column blocks of y on the two threads at once, where rayon's halves keep them
 /// on one — the wasm GEMM ran slower (130M bf16, 2 threads, Chromium, prefill 128: 141–198
 /// tok/s against 199–233 this way).
-pub fn map_range<R: Send>(n: usize, f: impl Fn(usize) -> R + Sync + Send) -> Vec<R> {
+pub(crate) fn map_range<R: Send>(n: usize, f: impl Fn(usize) -> R + Sync + Send) -> Vec<R> {
     if parallel() { (0..n).into_par_iter().map(f).collect() } else { (0..n).map(f).collect() }
 }
 

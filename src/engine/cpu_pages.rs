@@ -12,16 +12,16 @@ use crate::model::state_layout::Extent;
 /// One checkpoint slot: a state whose growing regions hold positions `from..` only.
 #[derive(Clone, Debug)]
 pub struct CpuSlot {
-    pub state: State,
-    pub from: usize,
+    pub(crate) state: State,
+    pub(crate) from: usize,
 }
 
 /// The page store: B, and per page id its rows (one vector per growing region, in layout
 /// order), filled on first write.
 #[derive(Debug, Default)]
 pub struct CpuPages {
-    pub block: usize,
-    pub pages: Vec<Option<Vec<Vec<f32>>>>,
+    pub(crate) block: usize,
+    pub(crate) pages: Vec<Option<Vec<Vec<f32>>>>,
 }
 
 /// (layer, region index in the layer, floats per token) of every growing region, in layout
@@ -43,12 +43,12 @@ fn growing(state: &State) -> Vec<(usize, usize, usize)> {
 impl CpuPages {
     /// The first position a checkpoint after `len` positions keeps in its slot: after its
     /// whole pages in pages mode (`block` > 0), else 0.
-    pub fn tail_start(&self, len: usize) -> usize {
+    pub(crate) fn tail_start(&self, len: usize) -> usize {
         len.checked_div(self.block).map_or(0, |b| b * self.block)
     }
 
     /// `state` as a checkpoint slot: its growing regions from [`CpuPages::tail_start`] on.
-    pub fn slot_of(&self, state: State) -> Result<CpuSlot> {
+    pub(crate) fn slot_of(&self, state: State) -> Result<CpuSlot> {
         match self.tail_start(state.context().unwrap_or(0)) {
             0 => Ok(CpuSlot { state, from: 0 }),
             from => Self::slot_from(&state, from),
@@ -56,7 +56,7 @@ impl CpuPages {
     }
 
     /// `state` as a slot keeping positions `from..` of its growing regions.
-    pub fn slot_from(state: &State, from: usize) -> Result<CpuSlot> {
+    pub(crate) fn slot_from(state: &State, from: usize) -> Result<CpuSlot> {
         let mut out = state.try_clone_fixed()?;
         for (l, i, per) in growing(state) {
             out.layers[l].regions[i] =
@@ -66,7 +66,7 @@ impl CpuPages {
     }
 
     /// Writes block `b` of `state`'s growing regions into page `page`.
-    pub fn save(&mut self, state: &State, page: usize, b: usize) -> Result<()> {
+    pub(crate) fn save(&mut self, state: &State, page: usize, b: usize) -> Result<()> {
         let block = self.block;
         if block == 0 || state.context().unwrap_or(0) < (b + 1) * block {
             return Err(Error::Internal(format!("key/value page of block {b}: the state does not reach it")));
@@ -85,7 +85,7 @@ impl CpuPages {
     }
 
     /// The state of checkpoint `slot` over `pages` (its whole blocks' pages, in order).
-    pub fn restore(&self, slot: &CpuSlot, pages: &[usize]) -> Result<State> {
+    pub(crate) fn restore(&self, slot: &CpuSlot, pages: &[usize]) -> Result<State> {
         if slot.from != pages.len() * self.block {
             return Err(Error::Internal(format!(
                 "a checkpoint keeps positions from {}, after {} pages of {}",

@@ -22,9 +22,9 @@ use crate::model::{Logits, State};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PickLimits {
     /// Most decode steps one greedy batch runs ([`DevicePicks::greedy`]).
-    pub max_batch: usize,
+    pub(crate) max_batch: usize,
     /// The largest `k` whose top the device summarises ([`DevicePicks::forward_top`]).
-    pub max_top_k: usize,
+    pub(crate) max_top_k: usize,
 }
 
 impl PickLimits {
@@ -40,11 +40,6 @@ impl PickLimits {
 pub struct DevicePicks<'a>(&'a mut GpuModel);
 
 impl DevicePicks<'_> {
-    /// Its limits.
-    pub fn limits(&self) -> PickLimits {
-        PickLimits::of(self.0)
-    }
-
     /// Greedy decode steps picked and fed on the device, one submit ([`GpuModel::greedy`]):
     /// feeds `first`, then each pick; returns the picks (fewer than `steps` after non-finite
     /// logits).
@@ -116,7 +111,7 @@ impl Engine {
 
     /// The most tokens of context the model may hold (`usize::MAX` for a model without
     /// attention).
-    pub fn max_context(&self) -> usize {
+    pub(crate) fn max_context(&self) -> usize {
         match self {
             Engine::Cpu { model, .. } => model.max_context(),
             Engine::Gpu(m) => m.max_context(),
@@ -154,7 +149,7 @@ impl Engine {
     }
 
     /// The model's fingerprint ([`ModelWeights::fingerprint`]; the same on both backends).
-    pub fn fingerprint(&self) -> [u8; 32] {
+    pub(crate) fn fingerprint(&self) -> [u8; 32] {
         match self {
             Engine::Cpu { model, .. } => model.weights().fingerprint,
             Engine::Gpu(m) => m.fingerprint(),
@@ -246,7 +241,7 @@ impl Engine {
     /// Copies the working state into checkpoint `slot`: in pages mode
     /// ([`Engine::enable_pages`]) only the key/value rows after its whole pages, which
     /// [`Engine::save_pages`] keeps; else all of it.
-    pub fn save_checkpoint(&mut self, slot: usize) -> Result<()> {
+    pub(crate) fn save_checkpoint(&mut self, slot: usize) -> Result<()> {
         match self {
             Engine::Cpu { state, slots, pages, .. } => {
                 let saved = CpuPages::slot_from(state, pages.tail_start(state.context().unwrap_or(0)))?;
@@ -264,7 +259,7 @@ impl Engine {
 
     /// Replaces the working state with checkpoint `slot`'s over `pages`: the pages of its whole
     /// blocks, in order (none outside pages mode).
-    pub fn load_checkpoint(&mut self, slot: usize, ids: &[usize]) -> Result<()> {
+    pub(crate) fn load_checkpoint(&mut self, slot: usize, ids: &[usize]) -> Result<()> {
         match self {
             Engine::Cpu { state, slots, pages, .. } => {
                 let saved = slots.get(slot).and_then(Option::as_ref).ok_or_else(|| no_slot(slot))?;
@@ -277,7 +272,7 @@ impl Engine {
 
     /// Pages mode: `n` key/value page slots of `block` positions each (filled on first write);
     /// returns their ids. Only for a model with attention.
-    pub fn enable_pages(&mut self, block: usize, n: usize) -> Result<Range<usize>> {
+    pub(crate) fn enable_pages(&mut self, block: usize, n: usize) -> Result<Range<usize>> {
         match self {
             Engine::Cpu { model, pages, .. } => {
                 if block == 0 || model.config().state_layout().per_token_floats() == 0 {
@@ -306,36 +301,10 @@ impl Engine {
 
     /// Writes block `b` of the working state's key/value caches (positions b·B..(b+1)·B, all
     /// computed) into page `page`, for every `(page, b)` of `which`.
-    pub fn save_pages(&mut self, which: &[(usize, usize)]) -> Result<()> {
+    pub(crate) fn save_pages(&mut self, which: &[(usize, usize)]) -> Result<()> {
         match self {
             Engine::Cpu { state, pages, .. } => which.iter().try_for_each(|&(p, b)| pages.save(state, p, b)),
             Engine::Gpu(m) => m.save_pages(which),
-        }
-    }
-
-    /// A CPU copy of `slot`, saved whole.
-    pub async fn read_slot(&self, slot: usize) -> Result<State> {
-        match self {
-            Engine::Cpu { slots, .. } => match slots.get(slot).and_then(Option::as_ref) {
-                Some(CpuSlot { state, from: 0 }) => Ok(state.clone()),
-                Some(_) => Err(Error::InvalidInput(format!("checkpoint slot {slot} is read with its pages"))),
-                None => Err(no_slot(slot)),
-            },
-            Engine::Gpu(m) => m.read_slot(slot).await,
-        }
-    }
-
-    /// Writes `state` into `slot`, whole.
-    pub fn write_slot(&mut self, slot: usize, new: &State) -> Result<()> {
-        match self {
-            Engine::Cpu { model, slots, .. } => {
-                new.check_fits(model.config())?;
-                context::check_room(new.context().unwrap_or(0), model.max_context())?;
-                let saved = CpuSlot { state: new.try_clone()?, from: 0 };
-                *slots.get_mut(slot).ok_or_else(|| no_slot(slot))? = Some(saved);
-                Ok(())
-            }
-            Engine::Gpu(m) => m.write_slot(slot, new),
         }
     }
 
@@ -356,7 +325,7 @@ impl Engine {
     }
 
     /// Replaces the working state.
-    pub fn write_state(&mut self, new: &State) -> Result<()> {
+    pub(crate) fn write_state(&mut self, new: &State) -> Result<()> {
         match self {
             Engine::Cpu { model, state, .. } => {
                 new.check_fits(model.config())?;

@@ -8,7 +8,7 @@ use crate::model::State;
 impl Engine {
     /// How this engine computes: `"cpu <arch>"` (the reference; its sums differ between SIMD
     /// instruction sets), or the GPU's adapter, weight and cache formats and matmul kernels.
-    pub fn numerics(&self) -> String {
+    pub(crate) fn numerics(&self) -> String {
         match self {
             Engine::Cpu { .. } => format!("cpu {}", std::env::consts::ARCH),
             Engine::Gpu(m) => m.numerics().to_owned(),
@@ -18,7 +18,7 @@ impl Engine {
     /// The fixed regions (conv windows, SSM states) of checkpoint `slot`, in
     /// [`State::to_flat`]'s order: a stored checkpoint's key/value rows come from the pages
     /// and the live caches instead.
-    pub async fn read_fixed(&self, slot: usize) -> Result<Vec<f32>> {
+    pub(crate) async fn read_fixed(&self, slot: usize) -> Result<Vec<f32>> {
         match self {
             Engine::Cpu { model, slots, .. } => {
                 let saved = slots.get(slot).and_then(Option::as_ref).ok_or_else(|| no_slot(slot))?;

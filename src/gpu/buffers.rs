@@ -15,12 +15,12 @@ const STORAGE: wgpu::BufferUsages =
 
 impl GpuContext {
     /// Largest storage binding this device allows, in bytes.
-    pub fn max_binding(&self) -> u64 {
+    pub(crate) fn max_binding(&self) -> u64 {
         self.summary().max_storage_buffer_binding_size.min(self.summary().max_buffer_size)
     }
 
     /// Fails unless a storage binding of `bytes` fits this device.
-    pub fn check_storage_binding(&self, bytes: u64) -> Result<()> {
+    pub(crate) fn check_storage_binding(&self, bytes: u64) -> Result<()> {
         let limit = self.max_binding();
         if bytes > limit {
             return Err(Error::LimitExceeded {
@@ -33,7 +33,7 @@ impl GpuContext {
     }
 
     /// Creates a buffer (counted).
-    pub fn create_buffer(&self, label: &str, size: u64, usage: wgpu::BufferUsages) -> wgpu::Buffer {
+    pub(crate) fn create_buffer(&self, label: &str, size: u64, usage: wgpu::BufferUsages) -> wgpu::Buffer {
         self.counters.buffers.fetch_add(1, Ordering::Relaxed);
         self.device().create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
@@ -44,7 +44,7 @@ impl GpuContext {
     }
 
     /// Creates a buffer holding `contents` (counted).
-    pub fn create_buffer_init(
+    pub(crate) fn create_buffer_init(
         &self,
         label: &str,
         contents: &[u8],
@@ -74,7 +74,7 @@ impl GpuContext {
     }
 
     /// A zeroed storage buffer of `bytes` bytes (rounded up to 4, at least 4).
-    pub fn storage_zeroed_bytes(&self, label: &str, bytes: u64) -> Result<wgpu::Buffer> {
+    pub(crate) fn storage_zeroed_bytes(&self, label: &str, bytes: u64) -> Result<wgpu::Buffer> {
         let bytes = bytes.max(1).div_ceil(4) * 4;
         self.check_storage_binding(bytes)?;
         Ok(self.create_buffer(label, bytes, STORAGE))
@@ -83,7 +83,7 @@ impl GpuContext {
     /// A uniform buffer holding `value` (rewritable in place with `queue().write_buffer`); also
     /// usable as read-only storage, as kernels bind it where the adapter wants that
     /// ([`crate::gpu::AdapterSummary::params_in_storage`]).
-    pub fn uniform<T: bytemuck::Pod>(&self, label: &str, value: &T) -> wgpu::Buffer {
+    pub(crate) fn uniform<T: bytemuck::Pod>(&self, label: &str, value: &T) -> wgpu::Buffer {
         self.create_buffer_init(
             label,
             bytemuck::bytes_of(value),
@@ -92,7 +92,7 @@ impl GpuContext {
     }
 
     /// Creates a bind group (counted) with each `(binding index, buffer)` bound whole.
-    pub fn create_bind_group(
+    pub(crate) fn create_bind_group(
         &self,
         label: &str,
         layout: &wgpu::BindGroupLayout,

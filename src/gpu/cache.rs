@@ -27,7 +27,7 @@ pub(crate) struct KernelCache {
 
 impl KernelCache {
     /// The layout made for `key`, made by `make` the first time.
-    pub fn layout(
+    pub(crate) fn layout(
         &self,
         key: LayoutKey,
         make: impl FnOnce() -> wgpu::BindGroupLayout,
@@ -37,12 +37,12 @@ impl KernelCache {
     }
 
     /// The pipeline compiled for `key`, if one was.
-    pub fn pipeline(&self, key: &PipelineKey) -> Option<wgpu::ComputePipeline> {
+    pub(crate) fn pipeline(&self, key: &PipelineKey) -> Option<wgpu::ComputePipeline> {
         self.pipelines.lock().unwrap_or_else(|e| e.into_inner()).get(key).cloned()
     }
 
     /// Keeps `pipeline`, compiled for `key`.
-    pub fn keep(&self, key: PipelineKey, pipeline: &wgpu::ComputePipeline) {
+    pub(crate) fn keep(&self, key: PipelineKey, pipeline: &wgpu::ComputePipeline) {
         self.pipelines.lock().unwrap_or_else(|e| e.into_inner()).insert(key, pipeline.clone());
     }
 }

@@ -24,30 +24,30 @@ const OPTIONAL_FEATURES: wgpu::Features = wgpu::Features::SHADER_F16
 #[derive(Clone, Debug)]
 pub struct AdapterSummary {
     /// Adapter name, e.g. `llvmpipe (LLVM 15.0.6, 256 bits)` or `SwiftShader Device (Subzero)`.
-    pub name: String,
+    pub(crate) name: String,
     /// Backend: `vulkan`, `metal`, `dx12`, `gl` or `webgpu`.
-    pub backend: String,
+    pub(crate) backend: String,
     /// Discrete, integrated, a software rasteriser (`Cpu`: lavapipe, SwiftShader), ... — wgpu's
     /// own type, not a string to compare.
-    pub device_type: wgpu::DeviceType,
+    pub(crate) device_type: wgpu::DeviceType,
     /// Driver name and version where the platform reports them (empty in browsers).
-    pub driver: String,
+    pub(crate) driver: String,
     /// Whether `shader-f16` was enabled on the device.
-    pub shader_f16: bool,
+    pub(crate) shader_f16: bool,
     /// Whether timestamp queries were enabled on the device.
-    pub timestamp_query: bool,
+    pub(crate) timestamp_query: bool,
     /// Whether subgroup operations were enabled on the device (`wgpu::Features::SUBGROUP`).
     pub subgroups: bool,
     /// The adapter's subgroup sizes, smallest and largest (0, 0 where it does not say).
-    pub subgroup_sizes: (u32, u32),
+    pub(crate) subgroup_sizes: (u32, u32),
     /// Largest storage-buffer binding in bytes (128 MiB on lavapipe and many phones).
-    pub max_storage_buffer_binding_size: u64,
+    pub(crate) max_storage_buffer_binding_size: u64,
     /// Largest buffer in bytes.
-    pub max_buffer_size: u64,
+    pub(crate) max_buffer_size: u64,
     /// Largest workgroup (invocations).
     pub max_compute_invocations_per_workgroup: u32,
     /// Workgroup memory in bytes.
-    pub max_compute_workgroup_storage_size: u32,
+    pub(crate) max_compute_workgroup_storage_size: u32,
     /// Largest dispatch along one dimension.
     pub max_compute_workgroups_per_dimension: u32,
     /// Whether kernels read their parameter structs (`var<uniform>` in the WGSL) as read-only
@@ -56,7 +56,7 @@ pub struct AdapterSummary {
     /// inlining, without the variant cache later versions added): 1–3 ms per dispatch, ~95%
     /// of a small model's decode step. Storage buffers are never inlined. Every other adapter
     /// (SwiftShader and real GPUs) gets the uniforms as written.
-    pub params_in_storage: bool,
+    pub(crate) params_in_storage: bool,
 }
 
 impl std::fmt::Display for AdapterSummary {
@@ -91,7 +91,7 @@ pub struct ObjectCounts {
     /// Bind groups created.
     pub bind_groups: u64,
     /// Compute pipelines created.
-    pub pipelines: u64,
+    pub(crate) pipelines: u64,
 }
 
 #[derive(Default)]
@@ -219,7 +219,7 @@ impl GpuContext {
     }
 
     /// The queue (buffer writes, submissions).
-    pub fn queue(&self) -> &wgpu::Queue {
+    pub(crate) fn queue(&self) -> &wgpu::Queue {
         &self.queue
     }
 
@@ -234,7 +234,7 @@ impl GpuContext {
     }
 
     /// A command encoder (one per submission; encoders are not counted).
-    pub fn encoder(&self, label: &str) -> wgpu::CommandEncoder {
+    pub(crate) fn encoder(&self, label: &str) -> wgpu::CommandEncoder {
         self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(label) })
     }
 
@@ -244,7 +244,7 @@ impl GpuContext {
     }
 
     /// The device's limits (equal to the adapter's: we request all of them).
-    pub fn limits(&self) -> wgpu::Limits {
+    pub(crate) fn limits(&self) -> wgpu::Limits {
         self.device.limits()
     }
 
@@ -261,7 +261,7 @@ impl GpuContext {
     /// outside any error scope since the last check ([`Error::OutOfMemory`] or [`Error::Gpu`],
     /// naming `context`). Every model call checks before and after its GPU work, so no such
     /// error can pass silently into a result.
-    pub fn check(&self, context: &str) -> Result<()> {
+    pub(crate) fn check(&self, context: &str) -> Result<()> {
         // Natively a destroyed or lost device reports it from the next poll.
         #[cfg(not(target_arch = "wasm32"))]
         let _ = self.device.poll(wgpu::PollType::Poll);
@@ -278,7 +278,7 @@ impl GpuContext {
     /// GPU error explains better becomes that error (a failed read on a lost device is
     /// [`Error::DeviceLost`], not a readback error), and a success still fails if a GPU error
     /// came up meanwhile ([`GpuContext::check`]).
-    pub fn checked<T>(&self, context: &str, result: Result<T>) -> Result<T> {
+    pub(crate) fn checked<T>(&self, context: &str, result: Result<T>) -> Result<T> {
         let value = result.map_err(|e| self.check(context).err().unwrap_or(e))?;
         self.check(context)?;
         Ok(value)
@@ -298,7 +298,7 @@ impl GpuContext {
 
     /// Submits what the queue holds (buffer writes included) and waits until the GPU has done
     /// it: bounds the staging memory a long run of `write_buffer` calls can pile up.
-    pub async fn flush(&self) -> Result<()> {
+    pub(crate) async fn flush(&self) -> Result<()> {
         let (tx, rx) = futures_channel::oneshot::channel();
         self.queue.on_submitted_work_done(move || {
             // The receiver only disappears if the awaiting future was dropped: nothing to do.
@@ -312,7 +312,7 @@ impl GpuContext {
 
     /// Natively: submits and blocks until the GPU is idle (no await needed).
     #[cfg(not(target_arch = "wasm32"))]
-    pub fn flush_blocking(&self) -> Result<()> {
+    pub(crate) fn flush_blocking(&self) -> Result<()> {
         self.queue.submit([]);
         self.device
             .poll(wgpu::PollType::wait_indefinitely())
@@ -323,7 +323,7 @@ impl GpuContext {
     /// Runs `f` inside validation, out-of-memory and internal error scopes and turns any error
     /// WebGPU reports into [`Error::Gpu`] (or [`Error::OutOfMemory`]) with `context` (e.g.
     /// "creating pipeline rms_norm"); a lost device is [`Error::DeviceLost`].
-    pub async fn scoped<T>(&self, context: &str, f: impl FnOnce() -> T) -> Result<T> {
+    pub(crate) async fn scoped<T>(&self, context: &str, f: impl FnOnce() -> T) -> Result<T> {
         let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let internal = self.device.push_error_scope(wgpu::ErrorFilter::Internal);
         let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);

@@ -16,4 +16,4 @@ pub use pipeline::{
 pub use profile::{
     DispatchTime, MAX_TIMED_DISPATCHES, can_time_dispatches, finish_dispatch_timing, start_dispatch_timing,
 };
-pub use readback::Readback;
+pub(crate) use readback::Readback;

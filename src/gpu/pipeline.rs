@@ -34,7 +34,7 @@ pub struct Binding {
 
 impl Binding {
     /// `@binding(index) var<uniform> name`.
-    pub const fn uniform(index: u32, name: &'static str) -> Self {
+    pub(crate) const fn uniform(index: u32, name: &'static str) -> Self {
         Self { name, index, access: Access::Uniform }
     }
 
@@ -95,19 +95,19 @@ pub fn resolve<T: Copy>(kernel: &str, bindings: &[Binding], named: &[(&str, T)])
 #[derive(Clone, Debug)]
 pub struct Layout {
     /// The bindings, as the kernel's Rust wrapper declares them.
-    pub bindings: &'static [Binding],
+    pub(crate) bindings: &'static [Binding],
     /// The wgpu layout made from them.
-    pub layout: wgpu::BindGroupLayout,
+    pub(crate) layout: wgpu::BindGroupLayout,
     /// Whether its `var<uniform>` bindings are read-only storage here (the adapter wants it,
     /// [`crate::gpu::AdapterSummary::params_in_storage`], and the device allows that many
     /// storage buffers); kernels compiled against it read them so.
-    pub params_in_storage: bool,
+    pub(crate) params_in_storage: bool,
 }
 
 impl Layout {
     /// A bind-group layout for `bindings` (labelled `name` where it is made): the context's
     /// own for that binding list once one was made ([`crate::gpu::GpuContext`]'s kernel cache).
-    pub fn new(ctx: &GpuContext, name: &str, bindings: &'static [Binding]) -> Self {
+    pub(crate) fn new(ctx: &GpuContext, name: &str, bindings: &'static [Binding]) -> Self {
         let params_in_storage = ctx.summary().params_in_storage
             && bindings.len() <= ctx.limits().max_storage_buffers_per_shader_stage as usize;
         let layout = ctx.kernels.layout(layout_key(bindings, params_in_storage), || {
@@ -134,23 +134,23 @@ fn layout_key(bindings: &[Binding], params_in_storage: bool) -> LayoutKey {
 #[derive(Clone, Debug, PartialEq)]
 pub struct KernelSpec {
     /// Its name (= WGSL file stem = entry point).
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// Its WGSL.
-    pub source: &'static str,
+    pub(crate) source: &'static str,
     /// Its declared bindings.
-    pub bindings: &'static [Binding],
+    pub(crate) bindings: &'static [Binding],
     /// Pipeline-overridable constants and their values.
-    pub constants: Vec<(&'static str, f64)>,
+    pub(crate) constants: Vec<(&'static str, f64)>,
 }
 
 /// A compiled kernel: its pipeline and the layout its bind groups must follow.
 pub struct Kernel {
     /// Name of the kernel (= WGSL file stem = entry point), used in labels and errors.
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// Layout of bind group 0, with the bindings it declares.
-    pub layout: Layout,
+    pub(crate) layout: Layout,
     /// The compute pipeline.
-    pub pipeline: wgpu::ComputePipeline,
+    pub(crate) pipeline: wgpu::ComputePipeline,
 }
 
 impl Kernel {
@@ -166,7 +166,7 @@ impl Kernel {
 
     /// Compiles `source` (entry point `name`) against an existing layout, so bind groups made
     /// for another kernel with that layout work with this one too (GEMM and GEMV share theirs).
-    pub async fn with_layout(
+    pub(crate) async fn with_layout(
         ctx: &GpuContext,
         name: &'static str,
         source: &str,
@@ -177,7 +177,7 @@ impl Kernel {
 
     /// Like [`Kernel::with_layout`], with values for the shader's pipeline-overridable
     /// constants (`override W_FORMAT: u32` ...): one pipeline per variant, from one source.
-    pub async fn with_constants(
+    pub(crate) async fn with_constants(
         ctx: &GpuContext,
         name: &'static str,
         source: &str,

@@ -12,14 +12,14 @@ use crate::gpu::context::GpuContext;
 
 /// A staging buffer created once and reused for every read (nothing is allocated on the GPU per
 /// read). Reads are at most `capacity` bytes.
-pub struct Readback {
+pub(crate) struct Readback {
     staging: wgpu::Buffer, // (capacity / 4) f32, MAP_READ | COPY_DST
     capacity: u64,
 }
 
 impl Readback {
     /// Creates the staging buffer (`capacity` bytes, rounded up to a multiple of 4).
-    pub fn new(ctx: &GpuContext, capacity: u64, label: &str) -> Self {
+    pub(crate) fn new(ctx: &GpuContext, capacity: u64, label: &str) -> Self {
         let capacity = capacity.div_ceil(wgpu::COPY_BUFFER_ALIGNMENT) * wgpu::COPY_BUFFER_ALIGNMENT;
         let staging =
             ctx.create_buffer(label, capacity, wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST);
@@ -27,13 +27,13 @@ impl Readback {
     }
 
     /// Bytes it can read at once.
-    pub fn capacity(&self) -> u64 {
+    pub(crate) fn capacity(&self) -> u64 {
         self.capacity
     }
 
     /// Copies `len` f32 values starting at byte `offset` of `src` (which needs `COPY_SRC`) to
     /// the CPU. Everything submitted before this call finishes first.
-    pub async fn read_f32(
+    pub(crate) async fn read_f32(
         &self,
         ctx: &GpuContext,
         src: &wgpu::Buffer,
@@ -44,7 +44,7 @@ impl Readback {
     }
 
     /// Like [`Readback::read_f32`], for any 4-byte plain type (`u32` token ids).
-    pub async fn read<T: bytemuck::Pod>(
+    pub(crate) async fn read<T: bytemuck::Pod>(
         &self,
         ctx: &GpuContext,
         src: &wgpu::Buffer,

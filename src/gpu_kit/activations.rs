@@ -11,12 +11,12 @@ use crate::model::{Config, StateLayout};
 
 /// Scratch buffers of one forward chunk of at most `max_tokens` tokens (T ≤ max_tokens).
 pub(crate) struct Activations {
-    pub step: wgpu::Buffer, // Step uniform
+    pub(crate) step: wgpu::Buffer, // Step uniform
     /// (max_picks) Steps, copied one by one into `step` between a greedy batch's passes.
-    pub step_list: wgpu::Buffer,
-    pub ids: wgpu::Buffer,    // (T) u32
-    pub h: wgpu::Buffer,      // (T, D) residual stream
-    pub x_norm: wgpu::Buffer, // (T, D) normalised h
+    pub(crate) step_list: wgpu::Buffer,
+    pub(crate) ids: wgpu::Buffer,    // (T) u32
+    pub(crate) h: wgpu::Buffer,      // (T, D) residual stream
+    pub(crate) x_norm: wgpu::Buffer, // (T, D) normalised h
     /// The scratch buffers the block kinds ask for, by name, each as large as the largest
     /// request of its name ([`Scratch`]): e.g. `xz` (T, in_proj rows), `ud`, `y` of the Mamba
     /// mixers, `dbc` of Mamba-1, `router`/`route` of a mixture (the kinds' gpu.rs say what
@@ -25,25 +25,25 @@ pub(crate) struct Activations {
     /// The inputs some block reads across layers (`blocks::Input`, by its name; (T, D) each),
     /// filled by the plan.
     inputs: Vec<(&'static str, wgpu::Buffer)>,
-    pub chunk_ab: wgpu::Buffer, // (chunks, 2, E·D, N) per-chunk affine maps
-    pub chunk_h0: wgpu::Buffer, // (chunks, E·D, N) chunk start states
-    pub logits: wgpu::Buffer,   // (logits_rows, V)
-    pub capture: wgpu::Buffer,  // (T_max) position → checkpoint number + 1, then (captures, slot_len)
-    pub readback: Readback,     // logits_rows · V floats
+    pub(crate) chunk_ab: wgpu::Buffer, // (chunks, 2, E·D, N) per-chunk affine maps
+    pub(crate) chunk_h0: wgpu::Buffer, // (chunks, E·D, N) chunk start states
+    pub(crate) logits: wgpu::Buffer,   // (logits_rows, V)
+    pub(crate) capture: wgpu::Buffer,  // (T_max) position → checkpoint number + 1, then (captures, slot_len)
+    pub(crate) readback: Readback,     // logits_rows · V floats
     /// (1 + max_picks) u32: count, then the greedy picks in order; or the top-k summary,
     /// top_k::words(CAPACITY) u32 — as long as the longer of the two.
-    pub picks: wgpu::Buffer,
-    pub picks_readback: Readback, // as long as `picks`
+    pub(crate) picks: wgpu::Buffer,
+    pub(crate) picks_readback: Readback, // as long as `picks`
     /// (slices(V), words) u32: what the first stage of `argmax` (and `top_k`) found in each
     /// slice of the logits, for the second.
-    pub slices: wgpu::Buffer,
+    pub(crate) slices: wgpu::Buffer,
     /// Greedy steps one submit can run (the picks list's room).
-    pub max_picks: usize,
-    pub max_tokens: usize,
-    pub logits_rows: usize,
-    pub chunk: usize,
+    pub(crate) max_picks: usize,
+    pub(crate) max_tokens: usize,
+    pub(crate) logits_rows: usize,
+    pub(crate) chunk: usize,
     /// Where the position map and the captured checkpoints sit in `capture`.
-    pub capture_layout: CaptureLayout,
+    pub(crate) capture_layout: CaptureLayout,
 }
 
 /// What one block kind needs of the scratch buffers for a chunk of T_max tokens: buffers by
@@ -52,28 +52,28 @@ pub(crate) struct Activations {
 /// `y`), and the prefill scan's chunk maps.
 pub(crate) struct Scratch {
     /// (name, floats) of each buffer it asks for.
-    pub buffers: Vec<(&'static str, usize)>,
+    pub(crate) buffers: Vec<(&'static str, usize)>,
     /// One chunk map's plane of the prefill scan (E·D · N); 1 for a block without a scan.
-    pub plane: usize,
+    pub(crate) plane: usize,
     /// Tokens per scan chunk (every block with a scan must agree: `checks.rs`); 0 for a
     /// block without one.
-    pub chunk: usize,
+    pub(crate) chunk: usize,
 }
 
 impl Scratch {
     /// No buffer, no scan.
-    pub fn none() -> Self {
+    pub(crate) fn none() -> Self {
         Self { buffers: Vec::new(), plane: 1, chunk: 0 }
     }
 
     /// This and a buffer `name` of `floats`.
-    pub fn with(mut self, name: &'static str, floats: usize) -> Self {
+    pub(crate) fn with(mut self, name: &'static str, floats: usize) -> Self {
         self.buffers.push((name, floats));
         self
     }
 
     /// What a kind made of `parts` needs: each name as large as the largest part asks.
-    pub fn most(parts: impl IntoIterator<Item = Scratch>) -> Self {
+    pub(crate) fn most(parts: impl IntoIterator<Item = Scratch>) -> Self {
         parts.into_iter().fold(Scratch::none(), |mut all, part| {
             all.buffers.extend(part.buffers);
             Scratch { plane: all.plane.max(part.plane), chunk: all.chunk.max(part.chunk), ..all }
@@ -81,7 +81,7 @@ impl Scratch {
     }
 
     /// Floats asked for under `name` (0: none).
-    pub fn floats(&self, name: &str) -> usize {
+    pub(crate) fn floats(&self, name: &str) -> usize {
         self.buffers.iter().filter(|(n, _)| *n == name).map(|(_, f)| *f).max().unwrap_or(0)
     }
 }
@@ -101,11 +101,11 @@ pub(crate) const CAPTURE_BYTES: u64 = 32 << 20;
 #[derive(Clone, Debug)]
 pub(crate) struct CaptureLayout {
     /// T_max: the map's length.
-    pub map_len: usize,
+    pub(crate) map_len: usize,
     /// Floats in one whole state.
-    pub slot_len: usize,
+    pub(crate) slot_len: usize,
     /// Checkpoints one forward chunk can capture.
-    pub captures: usize,
+    pub(crate) captures: usize,
     state: Arc<StateLayout>,
 }
 
@@ -115,53 +115,53 @@ impl CaptureLayout {
     }
 
     /// Floats of the whole buffer.
-    pub fn floats(&self) -> usize {
+    pub(crate) fn floats(&self) -> usize {
         self.map_len + self.captures * self.slot_len
     }
 
     /// The same layout with room for `captures` checkpoints.
-    pub fn with_captures(&self, captures: usize) -> Self {
+    pub(crate) fn with_captures(&self, captures: usize) -> Self {
         Self { captures, ..self.clone() }
     }
 
     /// How many checkpoints (at most `CAPTURES_MAX`; 0 where not one) a buffer of `bytes`
     /// holds after the map.
-    pub fn captures_within(&self, bytes: u64) -> usize {
+    pub(crate) fn captures_within(&self, bytes: u64) -> usize {
         let room = (bytes as usize).saturating_sub(4 * self.map_len);
         (room / (4 * self.slot_len.max(1))).min(CAPTURES_MAX)
     }
 
     /// Where layer `layer`'s conv window sits in a state (in the state buffer and in an area).
-    pub fn conv_at(&self, layer: usize) -> usize {
+    pub(crate) fn conv_at(&self, layer: usize) -> usize {
         self.state.offset(layer, "conv").unwrap_or(0)
     }
 
     /// Where layer `layer`'s SSM state sits in an area (after every layer's conv window).
-    pub fn ssm_at(&self, layer: usize) -> usize {
+    pub(crate) fn ssm_at(&self, layer: usize) -> usize {
         self.state.offset(layer, "ssm").unwrap_or(0)
     }
 
     /// Where layer `layer`'s SSM state sits in the live SSM buffer (which holds the SSM states
     /// alone, in the same order).
-    pub fn ssm_in_buffer(&self, layer: usize) -> usize {
+    pub(crate) fn ssm_in_buffer(&self, layer: usize) -> usize {
         self.ssm_at(layer).saturating_sub(self.state.floats_named("conv"))
     }
 
     /// The byte offset of area `i` in the buffer.
-    pub fn area_offset(&self, i: usize) -> u64 {
+    pub(crate) fn area_offset(&self, i: usize) -> u64 {
         4 * (self.map_len + i * self.slot_len) as u64
     }
 }
 
 /// The recurrent state of every layer on the GPU (the same layout as [`crate::State`]).
 pub(crate) struct StateBuffers {
-    pub conv: wgpu::Buffer, // (layers, K−1, conv_dim)
-    pub ssm: wgpu::Buffer,  // (layers, E·D, N)
+    pub(crate) conv: wgpu::Buffer, // (layers, K−1, conv_dim)
+    pub(crate) ssm: wgpu::Buffer,  // (layers, E·D, N)
     /// The state before a greedy batch (conv ‖ ssm, a checkpoint slot's layout), to rewind to
     /// when generation stops inside the batch.
-    pub rewind: wgpu::Buffer,
+    pub(crate) rewind: wgpu::Buffer,
     /// Bytes of conv window state in all (0 when K = 1).
-    pub conv_bytes: u64,
+    pub(crate) conv_bytes: u64,
 }
 
 impl Activations {
@@ -169,7 +169,7 @@ impl Activations {
     /// largest of the blocks' `needs` (for `max_tokens`), room for `max_picks` greedy picks, and
     /// a checkpoint capture area of about `capture_bytes` (at least one state, at most
     /// `CAPTURES_MAX`, within one binding; it grows on demand: `GpuModel::reserve_captures`).
-    pub fn new(
+    pub(crate) fn new(
         ctx: &GpuContext,
         c: &Config,
         (needs, reads): (&[Scratch], &[&'static str]),
@@ -230,7 +230,7 @@ impl Activations {
 
 impl Activations {
     /// The scratch buffer a block kind asked for as `name` ([`Scratch`]).
-    pub fn scratch(&self, name: &str) -> Result<&wgpu::Buffer> {
+    pub(crate) fn scratch(&self, name: &str) -> Result<&wgpu::Buffer> {
         self.scratch
             .get(name)
             .ok_or_else(|| Error::Internal(format!("no block kind asked for a scratch buffer `{name}`")))
@@ -238,7 +238,7 @@ impl Activations {
 
     /// The buffer (T, D) of the input across layers named `name` (`blocks::Input::name`),
     /// where a block kind reads it.
-    pub fn input(&self, name: &str) -> Result<&wgpu::Buffer> {
+    pub(crate) fn input(&self, name: &str) -> Result<&wgpu::Buffer> {
         self.inputs
             .iter()
             .find(|(n, _)| *n == name)
@@ -247,7 +247,7 @@ impl Activations {
     }
 
     /// Bytes of every activation buffer (the readback staging buffer included).
-    pub fn bytes(&self) -> u64 {
+    pub(crate) fn bytes(&self) -> u64 {
         [&self.ids, &self.h, &self.x_norm, &self.chunk_ab, &self.chunk_h0]
             .into_iter()
             .chain(self.scratch.values())
@@ -262,13 +262,13 @@ impl Activations {
 
 impl StateBuffers {
     /// Bytes of the working state and its rewind copy.
-    pub fn bytes(&self) -> u64 {
+    pub(crate) fn bytes(&self) -> u64 {
         self.conv.size() + self.ssm.size() + self.rewind.size()
     }
 
     /// Records copying the working state to (`save`) or from `buffer` at `offset`, laid out as
     /// a checkpoint slot (conv ‖ ssm).
-    pub fn record_copy(
+    pub(crate) fn record_copy(
         &self,
         encoder: &mut wgpu::CommandEncoder,
         buffer: &wgpu::Buffer,
@@ -285,7 +285,7 @@ impl StateBuffers {
         }
     }
 
-    pub fn new(ctx: &GpuContext, c: &Config) -> Result<Self> {
+    pub(crate) fn new(ctx: &GpuContext, c: &Config) -> Result<Self> {
         let layout = c.state_layout();
         let conv_len = layout.floats_named("conv");
         Ok(Self {

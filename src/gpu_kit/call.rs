@@ -14,21 +14,21 @@ use crate::kernels::{PARAMS, STEP, linear};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Dims {
     /// T: tokens.
-    pub t: u32,
+    pub(crate) t: u32,
     /// Scan chunks: ceil(T / CHUNK).
-    pub chunks: u32,
+    pub(crate) chunks: u32,
     /// Tokens of context before the chunk (the position of its first token).
-    pub past: u32,
+    pub(crate) past: u32,
     /// The device's largest dispatch along one dimension.
-    pub max_dim: u32,
+    pub(crate) max_dim: u32,
     /// No checkpoint is captured in the chunk: with T = 1, the fused decode kernels run.
-    pub no_captures: bool,
+    pub(crate) no_captures: bool,
 }
 
 impl Dims {
     /// Whether the chunk runs the fused decode kernels ([`Step::Fused`]): one token, nothing
     /// to capture (the fused kernels write no checkpoints).
-    pub fn fused(&self) -> bool {
+    pub(crate) fn fused(&self) -> bool {
         self.t == 1 && self.no_captures
     }
 }
@@ -60,7 +60,7 @@ pub(crate) enum Groups {
 
 impl Groups {
     /// A dispatch size that does not depend on T.
-    pub fn fixed((x, y, z): (u32, u32, u32)) -> Self {
+    pub(crate) fn fixed((x, y, z): (u32, u32, u32)) -> Self {
         Groups::Fixed(x, y, z)
     }
 
@@ -96,12 +96,12 @@ impl Groups {
 /// alive with it) and how many workgroups it dispatches. Encoding a pass needs nothing else.
 pub(crate) struct Call {
     /// The kernel's name (labels, dispatch timing).
-    pub name: &'static str,
-    pub pipeline: wgpu::ComputePipeline,
-    pub bind_group: wgpu::BindGroup,
+    pub(crate) name: &'static str,
+    pub(crate) pipeline: wgpu::ComputePipeline,
+    pub(crate) bind_group: wgpu::BindGroup,
     /// The parameter uniform (written once at load; `top_k`'s k per call).
-    pub params: wgpu::Buffer,
-    pub groups: Groups,
+    pub(crate) params: wgpu::Buffer,
+    pub(crate) groups: Groups,
 }
 
 impl Call {
@@ -114,23 +114,23 @@ impl Call {
 /// One part of a linear layer's weight matrix: its bind group, its outputs, and the pipelines
 /// of its weight format (the tiled or direct GEMM for many rows, the GEMV for one).
 pub(crate) struct LinearPart {
-    pub call: Call,
-    pub n_out: u32,
-    pub gemm: (&'static str, wgpu::ComputePipeline),
-    pub gemv: (&'static str, wgpu::ComputePipeline),
-    pub gemm_groups: GroupsFn,
-    pub gemv_groups: GroupsFn,
+    pub(crate) call: Call,
+    pub(crate) n_out: u32,
+    pub(crate) gemm: (&'static str, wgpu::ComputePipeline),
+    pub(crate) gemv: (&'static str, wgpu::ComputePipeline),
+    pub(crate) gemm_groups: GroupsFn,
+    pub(crate) gemv_groups: GroupsFn,
 }
 
 /// One linear layer: a call per part of its weight matrix.
 pub(crate) struct LinearCall {
-    pub parts: Vec<LinearPart>,
+    pub(crate) parts: Vec<LinearPart>,
 }
 
 impl LinearPart {
     /// The kernel (name, pipeline) for `rows` rows (the GEMV for a few, the GEMM for more) and
     /// its workgroups.
-    pub fn pick(&self, rows: u32) -> (&(&'static str, wgpu::ComputePipeline), (u32, u32, u32)) {
+    pub(crate) fn pick(&self, rows: u32) -> (&(&'static str, wgpu::ComputePipeline), (u32, u32, u32)) {
         if rows <= linear::GEMV_MAX_ROWS {
             (&self.gemv, (self.gemv_groups)(rows, self.n_out))
         } else {
@@ -152,9 +152,9 @@ impl LinearCall {
 /// A linear layer whose workgroup counts the GPU writes (a routed expert's matmul: zeros when
 /// no token chose the expert): part j's three u32 at byte `at + 12·j` of `args`.
 pub(crate) struct IndirectLinear {
-    pub linear: LinearCall,
-    pub args: wgpu::Buffer,
-    pub at: u64,
+    pub(crate) linear: LinearCall,
+    pub(crate) args: wgpu::Buffer,
+    pub(crate) at: u64,
 }
 
 impl IndirectLinear {
@@ -169,7 +169,7 @@ impl IndirectLinear {
 }
 
 /// One step of a layer's plan, as a block kind records it.
-pub(crate) enum Step {
+pub enum Step {
     /// A kernel call.
     Call(Call),
     /// A linear layer over the chunk's T rows.
@@ -215,18 +215,18 @@ impl Step {
 /// Makes the calls of a plan: every bind group gets the shared `step` uniform ([`STEP`]), a
 /// fresh parameter uniform ([`PARAMS`]) and the buffers its call site names.
 pub(crate) struct Builder<'a> {
-    pub ctx: &'a GpuContext,
-    pub k: &'a Kernels,
-    pub step: &'a wgpu::Buffer, // Step uniform
+    pub(crate) ctx: &'a GpuContext,
+    pub(crate) k: &'a Kernels,
+    pub(crate) step: &'a wgpu::Buffer, // Step uniform
     /// Bound where an optional input (a bias) is absent: 1 float.
-    pub dummy: &'a wgpu::Buffer,
+    pub(crate) dummy: &'a wgpu::Buffer,
 }
 
 impl Builder<'_> {
     /// A call of `kernel` with `params` and `buffers` — `(WGSL name, buffer)`, every binding
     /// of the kernel but `step` and `p` — dispatching `groups`. A name the kernel does not
     /// declare, one named twice or one left out is an [`crate::Error::Internal`].
-    pub fn call<P: bytemuck::Pod>(
+    pub(crate) fn call<P: bytemuck::Pod>(
         &self,
         kernel: &Kernel,
         params: &P,

@@ -27,10 +27,10 @@ use crate::error::{Error, Result};
 use crate::model::{Config, Role, tensor_sizes};
 
 /// Weights per int8 scale (along a row).
-pub const INT8_GROUP: usize = 32;
+pub(crate) const INT8_GROUP: usize = 32;
 
 /// Weights per q4 scale and minimum (row-major).
-pub const Q4_GROUP: usize = 64;
+pub(crate) const Q4_GROUP: usize = 64;
 
 /// How weight matrices are stored on the GPU (small tensors — norms, biases, A, D, the conv
 /// kernel — are always f32).
@@ -95,7 +95,7 @@ impl WeightFormat {
     }
 
     /// Bytes of `rows` rows of `cols` weights (int8, q4: the quants, then the scales).
-    pub fn bytes(self, rows: usize, cols: usize) -> u64 {
+    pub(crate) fn bytes(self, rows: usize, cols: usize) -> u64 {
         let n = (rows * cols) as u64;
         match self {
             WeightFormat::F32 => 4 * n,
@@ -107,7 +107,7 @@ impl WeightFormat {
 
     /// GPU bytes of a tensor playing `role`, `rows` × `cols`, when weights are asked for in
     /// this format: a matrix in [`Self::for_shape`], a small tensor in f32.
-    pub fn bytes_of(self, role: Role, rows: usize, cols: usize) -> u64 {
+    pub(crate) fn bytes_of(self, role: Role, rows: usize, cols: usize) -> u64 {
         let format = if role.is_matrix() { self.for_shape(rows, cols) } else { WeightFormat::F32 };
         format.bytes(rows, cols)
     }
@@ -144,15 +144,15 @@ impl WeightFormat {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ConversionStats {
     /// Nonzero values below f16's normal range (stored as f16 subnormals or zero: rounded).
-    pub f16_subnormal: u64,
+    pub(crate) f16_subnormal: u64,
     /// Values above 65504 in magnitude (clamped to ±65504).
-    pub f16_overflow: u64,
+    pub(crate) f16_overflow: u64,
 }
 
 /// A piece of rows in a storage format: the elements, and (int8) their scales.
 pub(crate) struct Encoded {
-    pub values: Vec<u8>,
-    pub scales: Vec<u8>,
+    pub(crate) values: Vec<u8>,
+    pub(crate) scales: Vec<u8>,
 }
 
 /// Values of `bytes` (little-endian `dtype`: F32, F16 or BF16) as f32.

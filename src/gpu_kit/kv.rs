@@ -28,7 +28,7 @@ pub enum KvFormat {
 
 impl KvFormat {
     /// Bytes of one value.
-    pub fn bytes(self) -> usize {
+    pub(crate) fn bytes(self) -> usize {
         match self {
             KvFormat::F32 => 4,
             KvFormat::F16 => 2,
@@ -36,7 +36,7 @@ impl KvFormat {
     }
 
     /// The shaders' `KV_FORMAT`.
-    pub fn shader_value(self) -> f64 {
+    pub(crate) fn shader_value(self) -> f64 {
         match self {
             KvFormat::F32 => 0.0,
             KvFormat::F16 => 1.0,
@@ -61,7 +61,7 @@ impl KvFormat {
     }
 
     /// Values `floats` as stored (f16: rounded, packed in pairs).
-    pub fn encode(self, floats: &[f32]) -> Vec<u8> {
+    pub(crate) fn encode(self, floats: &[f32]) -> Vec<u8> {
         match self {
             KvFormat::F32 => bytemuck::cast_slice(floats).to_vec(),
             KvFormat::F16 => floats.iter().flat_map(|&v| half::f16::from_f32(v).to_le_bytes()).collect(),
@@ -69,7 +69,7 @@ impl KvFormat {
     }
 
     /// Stored values back as f32 (`words`: the buffer's u32 words as read back).
-    pub fn decode(self, words: &[f32], values: usize) -> Vec<f32> {
+    pub(crate) fn decode(self, words: &[f32], values: usize) -> Vec<f32> {
         match self {
             KvFormat::F32 => words[..values].to_vec(),
             KvFormat::F16 => {
@@ -86,27 +86,27 @@ impl KvFormat {
 
 /// One attention layer's cache.
 pub(crate) struct LayerKv {
-    pub kv: wgpu::Buffer,           // K (capacity, Hkv, hd) ‖ V (capacity, Hkv, hd)
-    pub rope: Option<wgpu::Buffer>, // (capacity, 2, rot/2): cos ‖ sin per position
+    pub(crate) kv: wgpu::Buffer, // K (capacity, Hkv, hd) ‖ V (capacity, Hkv, hd)
+    pub(crate) rope: Option<wgpu::Buffer>, // (capacity, 2, rot/2): cos ‖ sin per position
     /// Hkv · hd: values of one position's keys (or values).
-    pub width: usize,
+    pub(crate) width: usize,
     /// Bytes of one value.
-    pub value_bytes: usize,
+    pub(crate) value_bytes: usize,
 }
 
 /// Every attention layer's cache.
 pub(crate) struct KvCaches {
     /// Per block: its cache when it has attention.
-    pub layers: Vec<Option<LayerKv>>,
+    pub(crate) layers: Vec<Option<LayerKv>>,
     /// Positions each cache holds (0 for a model without attention).
-    pub capacity: usize,
+    pub(crate) capacity: usize,
     /// Most positions a context may reach.
-    pub max_context: usize,
+    pub(crate) max_context: usize,
     /// How they store keys and values.
-    pub format: KvFormat,
+    pub(crate) format: KvFormat,
     /// attention_decode's partial results, for the layer that needs the most:
     /// (splits, 1, Hq, hd + 2).
-    pub scratch: wgpu::Buffer,
+    pub(crate) scratch: wgpu::Buffer,
 }
 
 /// The `max_context` of a load asking for `wanted` on `ctx` (see [`context::max_context`]):
@@ -119,7 +119,7 @@ pub(crate) fn max_context(c: &Config, ctx: &GpuContext, wanted: Option<usize>) -
 impl KvCaches {
     /// Caches for block list `c` holding `capacity` positions (0: none yet) in `format`, at
     /// most `max_context`.
-    pub fn new(
+    pub(crate) fn new(
         ctx: &GpuContext,
         c: &Config,
         (capacity, max_context): (usize, usize),
@@ -163,25 +163,25 @@ impl KvCaches {
     }
 
     /// Whether any block has attention.
-    pub fn any(&self) -> bool {
+    pub(crate) fn any(&self) -> bool {
         self.layers.iter().any(Option::is_some)
     }
 
     /// Bytes of every buffer.
-    pub fn bytes(&self) -> u64 {
+    pub(crate) fn bytes(&self) -> u64 {
         let layers = self.layers.iter().flatten();
         layers.map(|l| l.kv.size() + l.rope.as_ref().map_or(0, wgpu::Buffer::size)).sum::<u64>()
             + self.scratch.size()
     }
 
     /// Fails with [`Error::ContextFull`] unless a context of `needed` positions is allowed.
-    pub fn check_room(&self, needed: usize) -> Result<()> {
+    pub(crate) fn check_room(&self, needed: usize) -> Result<()> {
         context::check_room(needed, self.max_context)
     }
 
     /// The capacity to grow to for `needed` positions: at least double, whole pages, at most
     /// `max_context`; `None` when the caches hold it already (or the model has none).
-    pub fn growth(&self, needed: usize) -> Option<usize> {
+    pub(crate) fn growth(&self, needed: usize) -> Option<usize> {
         if !self.any() || needed <= self.capacity {
             return None;
         }
@@ -190,7 +190,7 @@ impl KvCaches {
 
     /// Caches of `capacity` positions holding this one's first `live` positions (the copy is
     /// recorded into `encoder`).
-    pub fn grown(
+    pub(crate) fn grown(
         &self,
         ctx: &GpuContext,
         c: &Config,
@@ -210,18 +210,18 @@ impl KvCaches {
 
 impl LayerKv {
     /// Byte offset of the V region in a cache of `capacity` positions.
-    pub fn kv_rows_at(&self, capacity: usize) -> u64 {
+    pub(crate) fn kv_rows_at(&self, capacity: usize) -> u64 {
         (self.value_bytes * capacity * self.width) as u64
     }
 
     /// Bytes of `tokens` positions' keys (or values).
-    pub fn row_bytes(&self, tokens: usize) -> u64 {
+    pub(crate) fn row_bytes(&self, tokens: usize) -> u64 {
         (self.value_bytes * tokens * self.width) as u64
     }
 
     /// Records copying positions `rows` of this cache (of `capacity` positions): K rows to `to`
     /// at byte `k_at`, V rows at byte `v_at`.
-    pub fn record_rows(
+    pub(crate) fn record_rows(
         &self,
         encoder: &mut wgpu::CommandEncoder,
         capacity: usize,
@@ -237,7 +237,7 @@ impl LayerKv {
 
     /// Records copying keys and values from `from` (K rows at byte `k_at`, V rows at `v_at`)
     /// into positions `rows` of this cache (of `capacity` positions).
-    pub fn record_rows_from(
+    pub(crate) fn record_rows_from(
         &self,
         encoder: &mut wgpu::CommandEncoder,
         capacity: usize,

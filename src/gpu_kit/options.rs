@@ -108,5 +108,5 @@ pub struct GpuMemory {
     /// Bytes of key/value page slabs allocated so far (pages mode).
     pub pages: u64,
     /// What f16 storage could not hold exactly.
-    pub conversion: ConversionStats,
+    pub(crate) conversion: ConversionStats,
 }

@@ -10,15 +10,15 @@ use crate::load::{Phase, Reporter};
 
 /// The pipelines that read weights, for one weight format (the shaders' `W_FORMAT`).
 pub(crate) struct WeightKernels {
-    pub format: WeightFormat,
-    pub embedding: Kernel,
+    pub(crate) format: WeightFormat,
+    pub(crate) embedding: Kernel,
     /// The many-rows matmul: `linear` (workgroup-memory tiles) or `linear_direct`.
-    pub linear: Kernel,
+    pub(crate) linear: Kernel,
     /// The few-rows matmul: `gemv_coalesced` (real GPUs) or `gemv` (software adapters).
-    pub gemv: Kernel,
+    pub(crate) gemv: Kernel,
     /// `gemv`'s workgroups for (rows, outputs).
-    pub gemm_groups: GroupsFn,
-    pub gemv_groups: GroupsFn,
+    pub(crate) gemm_groups: GroupsFn,
+    pub(crate) gemv_groups: GroupsFn,
 }
 
 /// Workgroups of a dispatch for (rows, outputs).
@@ -45,18 +45,18 @@ pub(crate) fn gemm_kernel(direct: bool) -> (&'static str, &'static str, GroupsFn
 /// The compiled pipelines.
 pub(crate) struct Kernels {
     /// One set per weight format the model's matrices use.
-    pub weights: Vec<WeightKernels>,
-    pub rms_norm: Kernel,
-    pub argmax: Argmax,
-    pub top_k: TopK,
+    pub(crate) weights: Vec<WeightKernels>,
+    pub(crate) rms_norm: Kernel,
+    pub(crate) argmax: Argmax,
+    pub(crate) top_k: TopK,
     /// The software-adapter matmuls are in use (see [`Matmul`]).
-    pub direct: bool,
+    pub(crate) direct: bool,
     /// Decode steps run the fused kernels (`GpuModelOptions::fused`).
-    pub fused: bool,
+    pub(crate) fused: bool,
     /// The GEMV kernels sum across a workgroup with subgroup operations
     /// ([`crate::kernels::lanes`]): asked for (`GpuModelOptions::subgroups`), the adapter has
     /// them, and the real-GPU kernels are in use.
-    pub subgroups: bool,
+    pub(crate) subgroups: bool,
     /// What the model's block kinds asked for (each spec once), found by [`Kernels::block`].
     blocks: Vec<(KernelSpec, Kernel)>,
 }
@@ -65,7 +65,7 @@ impl Kernels {
     /// Compiles every kernel — the weight-reading ones once per format in `formats`, and each
     /// of `block_kernels` (what the model's block kinds ask for) once — reporting each pipeline
     /// as it is done.
-    pub async fn new(
+    pub(crate) async fn new(
         ctx: &GpuContext,
         options: &GpuModelOptions,
         formats: &[WeightFormat],
@@ -133,20 +133,20 @@ impl Kernels {
     }
 
     /// The compiled kernel named `name` among `specs` (what a block kind asked for).
-    pub fn named(&self, specs: &[KernelSpec], name: &str) -> Result<&Kernel> {
+    pub(crate) fn named(&self, specs: &[KernelSpec], name: &str) -> Result<&Kernel> {
         let spec = specs.iter().find(|s| s.name == name);
         self.block(spec.ok_or_else(|| Error::Internal(format!("no {name} kernel among the block's")))?)
     }
 
     /// The compiled kernel of `spec` (one a block kind of this model asked for).
-    pub fn block(&self, spec: &KernelSpec) -> Result<&Kernel> {
+    pub(crate) fn block(&self, spec: &KernelSpec) -> Result<&Kernel> {
         self.blocks.iter().find(|(s, _)| s == spec).map(|(_, k)| k).ok_or_else(|| {
             Error::Internal(format!("the {} kernel was not compiled for this model's blocks", spec.name))
         })
     }
 
     /// The weight-reading kernels for `format`.
-    pub fn for_format(&self, format: WeightFormat) -> Result<&WeightKernels> {
+    pub(crate) fn for_format(&self, format: WeightFormat) -> Result<&WeightKernels> {
         self.weights.iter().find(|k| k.format == format).ok_or_else(|| Error::Gpu {
             context: "building the forward pass".into(),
             message: format!("no kernels compiled for {} weights", format.name()),

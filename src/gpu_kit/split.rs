@@ -13,29 +13,29 @@ use crate::model::{Layout, Part, Role};
 /// Rows [row_start, row_start + rows) of a matrix, in one buffer.
 pub(crate) struct MatrixPart {
     /// (rows, cols) in the matrix's format; int8: the quants, then (rows, cols / 32) scales.
-    pub buffer: wgpu::Buffer,
+    pub(crate) buffer: wgpu::Buffer,
     /// The part's slice of the matrix's bias, if it has one. (rows) f32
-    pub bias: Option<wgpu::Buffer>,
-    pub row_start: usize,
-    pub rows: usize,
+    pub(crate) bias: Option<wgpu::Buffer>,
+    pub(crate) row_start: usize,
+    pub(crate) rows: usize,
 }
 
 /// A (rows, cols) matrix split by rows across bindings.
 pub(crate) struct SplitMatrix {
-    pub parts: Vec<MatrixPart>,
-    pub cols: usize,
-    pub format: WeightFormat,
+    pub(crate) parts: Vec<MatrixPart>,
+    pub(crate) cols: usize,
+    pub(crate) format: WeightFormat,
 }
 
 impl SplitMatrix {
     /// Rows of the whole matrix.
-    pub fn rows(&self) -> usize {
+    pub(crate) fn rows(&self) -> usize {
         self.parts.iter().map(|p| p.rows).sum()
     }
 
     /// Allocates a (rows, cols) matrix in `asked.for_shape(rows, cols)`, with a bias of `rows` if
     /// `has_bias`.
-    pub fn allocate(
+    pub(crate) fn allocate(
         ctx: &GpuContext,
         label: &str,
         (rows, cols): (usize, usize),
@@ -70,7 +70,7 @@ impl SplitMatrix {
     }
 
     /// Writes `rows` rows starting at row `first`, encoded in this matrix's format.
-    pub fn write_rows(&self, ctx: &GpuContext, first: usize, rows: usize, e: &Encoded) {
+    pub(crate) fn write_rows(&self, ctx: &GpuContext, first: usize, rows: usize, e: &Encoded) {
         let values_per_row = e.values.len() / rows.max(1);
         let scales_per_row = e.scales.len() / rows.max(1);
         for part in &self.parts {
@@ -90,7 +90,7 @@ impl SplitMatrix {
     }
 
     /// Writes the bias (rows) into the parts' bias buffers.
-    pub fn write_bias(&self, ctx: &GpuContext, bias: &[f32]) {
+    pub(crate) fn write_bias(&self, ctx: &GpuContext, bias: &[f32]) {
         for part in &self.parts {
             if let Some(b) = &part.bias {
                 let slice = &bias[part.row_start..part.row_start + part.rows];
@@ -100,7 +100,7 @@ impl SplitMatrix {
     }
 
     /// Bytes of its buffers (with biases).
-    pub fn bytes(&self) -> u64 {
+    pub(crate) fn bytes(&self) -> u64 {
         self.parts.iter().map(|p| p.buffer.size() + p.bias.as_ref().map_or(0, wgpu::Buffer::size)).sum()
     }
 }
@@ -122,28 +122,28 @@ pub(crate) enum Destination<'a> {
 /// What allocating one layer's buffers needs: the device, the matrices' format and binding
 /// limit, and which of the layer's optional tensors the checkpoint has.
 pub(crate) struct Alloc<'a> {
-    pub ctx: &'a GpuContext,
-    pub layout: &'a Layout,
-    pub format: WeightFormat,
+    pub(crate) ctx: &'a GpuContext,
+    pub(crate) layout: &'a Layout,
+    pub(crate) format: WeightFormat,
     /// Bytes one buffer may have (the device's binding limit, or a lower one asked for).
-    pub max_binding: u64,
-    pub layer: usize,
+    pub(crate) max_binding: u64,
+    pub(crate) layer: usize,
 }
 
 impl Alloc<'_> {
     /// A zeroed f32 buffer of `len`, labelled by its layer.
-    pub fn vector(&self, label: &str, len: usize) -> Result<wgpu::Buffer> {
+    pub(crate) fn vector(&self, label: &str, len: usize) -> Result<wgpu::Buffer> {
         self.ctx.storage_zeroed_f32(&format!("layers.{}.{label}", self.layer), len)
     }
 
     /// A zeroed (rows, cols) matrix in the model's weight format, with a bias if `bias`.
-    pub fn matrix(&self, label: &str, shape: (usize, usize), bias: bool) -> Result<SplitMatrix> {
+    pub(crate) fn matrix(&self, label: &str, shape: (usize, usize), bias: bool) -> Result<SplitMatrix> {
         let label = format!("layers.{}.{label}", self.layer);
         SplitMatrix::allocate(self.ctx, &label, shape, (self.format, self.max_binding), bias)
     }
 
     /// Whether the checkpoint has this layer's `part` (an optional bias).
-    pub fn has(&self, part: Part) -> bool {
+    pub(crate) fn has(&self, part: Part) -> bool {
         self.layout.get(Role::Layer(self.layer, part)).is_some()
     }
 }

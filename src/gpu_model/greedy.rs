@@ -19,7 +19,7 @@ use crate::gpu_model::encode::{self, Head};
 use crate::kernels::{Step, argmax};
 
 /// Most greedy steps one submit runs (the picks list's room).
-pub const MAX_GREEDY_STEPS: usize = 64;
+pub(crate) const MAX_GREEDY_STEPS: usize = 64;
 
 /// A greedy batch recorded ahead, for the next call of its shape.
 pub(super) struct Prepared {
@@ -111,7 +111,7 @@ impl GpuModel {
     /// (its step count, from the position after it) and drops them unsubmitted; returns the
     /// dispatches recorded, `None` before any batch. The CPU's part of a batch alone, for
     /// benchmarks to time (`bench --suite`'s `record_us_per_dispatch`).
-    pub fn record_next_greedy_unsubmitted(&self) -> Option<u64> {
+    pub(crate) fn record_next_greedy_unsubmitted(&self) -> Option<u64> {
         let p = self.prepared.as_ref()?;
         let before = crate::gpu::dispatches_recorded();
         drop(self.record_greedy(p.dims, p.steps));
@@ -135,7 +135,7 @@ impl GpuModel {
     }
 
     /// Most steps one [`GpuModel::greedy`] batch runs.
-    pub fn max_greedy_steps(&self) -> usize {
+    pub(crate) fn max_greedy_steps(&self) -> usize {
         self.acts.max_picks
     }
 

@@ -15,13 +15,13 @@ use crate::gpu_model::slots::kv_offsets;
 /// The page store.
 pub(crate) struct KvPages {
     /// B: positions per page.
-    pub block: usize,
+    pub(crate) block: usize,
     slabs: Slabs,
 }
 
 impl KvPages {
     /// Bytes of every slab created so far.
-    pub fn bytes(&self) -> u64 {
+    pub(crate) fn bytes(&self) -> u64 {
         self.slabs.bytes()
     }
 }
@@ -29,7 +29,7 @@ impl KvPages {
 impl GpuModel {
     /// Pages mode: `n` key/value page slots of `block` positions each (no memory until written);
     /// returns their ids. From now on a checkpoint's slot keeps only its partial last block.
-    pub fn enable_pages(&mut self, block: usize, n: usize) -> Result<Range<usize>> {
+    pub(crate) fn enable_pages(&mut self, block: usize, n: usize) -> Result<Range<usize>> {
         if block == 0 || !self.kv.any() {
             return Err(Error::InvalidInput("key/value pages need attention layers and a block size".into()));
         }
@@ -57,7 +57,7 @@ impl GpuModel {
 
     /// Writes block `b` of the live caches (positions b·B..(b+1)·B, all computed) into page
     /// `page`, for every `(page, b)` of `pages`.
-    pub fn save_pages(&mut self, pages: &[(usize, usize)]) -> Result<()> {
+    pub(crate) fn save_pages(&mut self, pages: &[(usize, usize)]) -> Result<()> {
         if pages.is_empty() {
             return Ok(());
         }
@@ -90,7 +90,7 @@ impl GpuModel {
     /// Replaces the working state with checkpoint slot `slot`'s over `pages` (its whole blocks'
     /// pages, in order: none outside pages mode): the slot's state, the pages' rows, then the
     /// slot's own rows.
-    pub fn load_checkpoint(&mut self, slot: usize, pages: &[usize]) -> Result<()> {
+    pub(crate) fn load_checkpoint(&mut self, slot: usize, pages: &[usize]) -> Result<()> {
         self.ctx.check("before restoring a state")?;
         self.slots.locate(slot)?;
         let block = self.pages.as_ref().map_or(0, |p| p.block);

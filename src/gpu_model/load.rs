@@ -118,7 +118,7 @@ impl GpuModel {
 impl Loading<'_> {
     /// After every weight was streamed in: waits for the uploads, compiles the kernels (one set
     /// per weight format in use) and builds every bind group.
-    pub async fn finish(self, fingerprint: [u8; 32], reporter: &mut Reporter) -> Result<GpuModel> {
+    pub(crate) async fn finish(self, fingerprint: [u8; 32], reporter: &mut Reporter) -> Result<GpuModel> {
         let Loading { ctx, config, options, sink, acts, state, kv } = self;
         ctx.flush().await?;
         let (w, conversion) = (sink.weights, sink.stats);

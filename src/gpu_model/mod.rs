@@ -29,8 +29,9 @@ pub use crate::gpu_kit::{
 };
 #[cfg(not(target_arch = "wasm32"))]
 pub use gemm_rate::gemm_gflop_s;
-pub use greedy::MAX_GREEDY_STEPS;
-pub use upload::FLUSH_BYTES;
+pub(crate) use greedy::MAX_GREEDY_STEPS;
+#[cfg(target_arch = "wasm32")]
+pub(crate) use upload::FLUSH_BYTES;
 
 use crate::error::Result;
 use crate::gpu::GpuContext;
@@ -127,7 +128,7 @@ impl GpuModel {
     }
 
     /// How the key/value caches store keys and values.
-    pub fn kv_format(&self) -> KvFormat {
+    pub(crate) fn kv_format(&self) -> KvFormat {
         self.kv.format
     }
 

@@ -18,29 +18,29 @@ use crate::model::Config;
 /// The whole forward pass.
 pub(crate) struct Plan {
     /// A call per part of the embedding (with the pipeline of its weight format).
-    pub embedding: Vec<Call>,
+    pub(crate) embedding: Vec<Call>,
     /// Per layer, its steps in dispatch order (the norm before the block, then the block's).
-    pub layers: Vec<Vec<Step>>,
+    pub(crate) layers: Vec<Vec<Step>>,
     /// norm_f over all T rows (for all-position logits) / over row T−1 only.
-    pub norm_all: Call,
-    pub norm_last: Call,
+    pub(crate) norm_all: Call,
+    pub(crate) norm_last: Call,
     /// LM head over the one normalised last row.
-    pub head_last: LinearCall,
+    pub(crate) head_last: LinearCall,
     /// norm_f and the LM head as one call per part, for fused decode steps (`Dims::fused`;
     /// `None`: not fused, or a part too tall for one dispatch).
-    pub head_fused: Option<Vec<Call>>,
+    pub(crate) head_fused: Option<Vec<Call>>,
     /// LM head over block b of rows (b · logits_rows ..), for all-position logits.
-    pub head_blocks: Vec<LinearCall>,
+    pub(crate) head_blocks: Vec<LinearCall>,
     /// The greedy pick from the last row's logits into the next step's token (ids[0]): the
     /// slices' bests, then the pick.
-    pub argmax: [Call; 2],
+    pub(crate) argmax: [Call; 2],
     /// The top k of the last row's logits (k written per call, into both calls' parameters):
     /// the slices' tops, then the select over them.
-    pub top_k: [Call; 2],
+    pub(crate) top_k: [Call; 2],
 }
 
 impl Plan {
-    pub fn new(
+    pub(crate) fn new(
         ctx: &GpuContext,
         c: &Config,
         k: &Kernels,

@@ -21,14 +21,14 @@ pub(crate) struct Slabs {
     /// Items handed out so far.
     len: usize,
     per_slab: usize,
-    pub item_bytes: u64,
+    pub(crate) item_bytes: u64,
     /// What an item is, for errors ("checkpoint slot", "key/value page").
     what: &'static str,
 }
 
 impl Slabs {
     /// No items yet; fails when one item would not fit a buffer of this device.
-    pub fn new(ctx: &GpuContext, item_bytes: u64, what: &'static str) -> Result<Self> {
+    pub(crate) fn new(ctx: &GpuContext, item_bytes: u64, what: &'static str) -> Result<Self> {
         let max = ctx.summary().max_buffer_size;
         if item_bytes > max {
             return Err(Error::LimitExceeded { what, requested: item_bytes, limit: max });
@@ -38,12 +38,12 @@ impl Slabs {
     }
 
     /// Bytes of every slab created so far.
-    pub fn bytes(&self) -> u64 {
+    pub(crate) fn bytes(&self) -> u64 {
         self.slabs.iter().flatten().map(wgpu::Buffer::size).sum()
     }
 
     /// Hands out `n` more ids (no memory yet).
-    pub fn add(&mut self, n: usize) -> Range<usize> {
+    pub(crate) fn add(&mut self, n: usize) -> Range<usize> {
         let first = self.len;
         self.len += n;
         self.slabs.resize_with(self.len.div_ceil(self.per_slab), || None);
@@ -51,7 +51,7 @@ impl Slabs {
     }
 
     /// Where item `id` lives, for reading: its slab must exist (something was written to it).
-    pub fn locate(&self, id: usize) -> Result<(&wgpu::Buffer, u64)> {
+    pub(crate) fn locate(&self, id: usize) -> Result<(&wgpu::Buffer, u64)> {
         self.check(id)?;
         let slab = self.slabs[id / self.per_slab].as_ref().ok_or_else(|| {
             Error::InvalidInput(format!("{} {id} was read before anything was saved in it", self.what))
@@ -62,7 +62,7 @@ impl Slabs {
     /// Where item `id` lives, for writing: creates its slab if needed. A slab the device
     /// refuses is [`Error::OutOfMemory`] (natively at once; in a browser, where WebGPU reports
     /// it asynchronously, at the model's next check).
-    pub fn locate_for_write(&mut self, ctx: &GpuContext, id: usize) -> Result<(&wgpu::Buffer, u64)> {
+    pub(crate) fn locate_for_write(&mut self, ctx: &GpuContext, id: usize) -> Result<(&wgpu::Buffer, u64)> {
         self.check(id)?;
         let s = id / self.per_slab;
         if self.slabs[s].is_none() {
@@ -84,7 +84,7 @@ impl Slabs {
     }
 
     /// Fails unless `id` was handed out.
-    pub fn check(&self, id: usize) -> Result<()> {
+    pub(crate) fn check(&self, id: usize) -> Result<()> {
         if id >= self.len {
             return Err(Error::InvalidInput(format!("no {} {id} (there are {})", self.what, self.len)));
         }

@@ -18,7 +18,7 @@ use crate::gpu_model::slabs::Slabs;
 /// All slots of a model.
 pub(crate) struct Slots {
     slabs: Slabs,
-    pub slot_bytes: u64,
+    pub(crate) slot_bytes: u64,
     /// Per slot, the key/value rows saved with its state (models with attention).
     kv: Vec<Option<SlotKv>>,
     /// Hkv·hd of each attention layer, in block order.
@@ -29,20 +29,20 @@ pub(crate) struct Slots {
 
 /// One slot's key/value rows: positions `from..from + tokens` of every attention layer.
 pub(crate) struct SlotKv {
-    pub buffer: wgpu::Buffer,
-    pub from: usize,
-    pub tokens: usize,
+    pub(crate) buffer: wgpu::Buffer,
+    pub(crate) from: usize,
+    pub(crate) tokens: usize,
 }
 
 impl SlotKv {
     /// Byte offsets of attention layer `j`'s K rows and V rows for `widths` (Hkv·hd per
     /// attention layer) of `value_bytes` each.
-    pub fn at(&self, widths: (&[usize], usize), j: usize) -> (u64, u64) {
+    pub(crate) fn at(&self, widths: (&[usize], usize), j: usize) -> (u64, u64) {
         kv_offsets(widths, self.tokens, j)
     }
 
     /// The positions it holds.
-    pub fn rows(&self) -> Range<usize> {
+    pub(crate) fn rows(&self) -> Range<usize> {
         self.from..self.from + self.tokens
     }
 }
@@ -58,7 +58,7 @@ pub(crate) fn kv_offsets((widths, value_bytes): (&[usize], usize), tokens: usize
 
 impl Slots {
     /// No slots yet; fails when one slot would not fit a buffer of this device.
-    pub fn new(ctx: &GpuContext, slot_bytes: u64, kv: &KvCaches) -> Result<Self> {
+    pub(crate) fn new(ctx: &GpuContext, slot_bytes: u64, kv: &KvCaches) -> Result<Self> {
         let slabs = Slabs::new(ctx, slot_bytes, "checkpoint slot")?;
         let widths = kv.layers.iter().flatten().map(|l| l.width).collect();
         let value_bytes = kv.format.bytes();
@@ -66,23 +66,23 @@ impl Slots {
     }
 
     /// Bytes of every slab created so far, and of the key/value rows saved.
-    pub fn bytes(&self) -> u64 {
+    pub(crate) fn bytes(&self) -> u64 {
         self.slabs.bytes() + self.kv.iter().flatten().map(|k| k.buffer.size()).sum::<u64>()
     }
 
     /// Hkv·hd of each attention layer, in block order, and the bytes of one value.
-    pub fn widths(&self) -> (&[usize], usize) {
+    pub(crate) fn widths(&self) -> (&[usize], usize) {
         (&self.widths, self.value_bytes)
     }
 
     /// The key/value rows saved in slot `id` (none: no attention, or nothing saved yet).
-    pub fn kv(&self, id: usize) -> Option<&SlotKv> {
+    pub(crate) fn kv(&self, id: usize) -> Option<&SlotKv> {
         self.kv.get(id)?.as_ref()
     }
 
     /// Slot `id`'s key/value rows, made ready to take positions `rows` (a buffer made or
     /// enlarged as needed); `None` for a model without attention.
-    pub fn kv_for_write(
+    pub(crate) fn kv_for_write(
         &mut self,
         ctx: &GpuContext,
         id: usize,
@@ -120,17 +120,17 @@ impl Slots {
     }
 
     /// Hands out `n` more slot ids (no memory yet).
-    pub fn add(&mut self, n: usize) -> Range<usize> {
+    pub(crate) fn add(&mut self, n: usize) -> Range<usize> {
         self.slabs.add(n)
     }
 
     /// Where slot `id` lives, for reading: its slab must exist (something was written to it).
-    pub fn locate(&self, id: usize) -> Result<(&wgpu::Buffer, u64)> {
+    pub(crate) fn locate(&self, id: usize) -> Result<(&wgpu::Buffer, u64)> {
         self.slabs.locate(id)
     }
 
     /// Where slot `id` lives, for writing: creates its slab if needed ([`Slabs::locate_for_write`]).
-    pub fn locate_for_write(&mut self, ctx: &GpuContext, id: usize) -> Result<(&wgpu::Buffer, u64)> {
+    pub(crate) fn locate_for_write(&mut self, ctx: &GpuContext, id: usize) -> Result<(&wgpu::Buffer, u64)> {
         self.slabs.locate_for_write(ctx, id)
     }
 }

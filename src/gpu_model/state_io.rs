@@ -153,13 +153,13 @@ impl GpuModel {
 
     /// Copies the whole working state, every key/value row included, into slot `slot` (on the
     /// GPU: no CPU round trip).
-    pub fn save_state(&mut self, slot: usize) -> Result<()> {
+    pub(crate) fn save_state(&mut self, slot: usize) -> Result<()> {
         self.save_rows(slot, 0)
     }
 
     /// Copies the working state into checkpoint slot `slot`: in pages mode only the key/value
     /// rows after its whole pages (which [`GpuModel::save_pages`] keeps), else all of them.
-    pub fn save_checkpoint(&mut self, slot: usize) -> Result<()> {
+    pub(crate) fn save_checkpoint(&mut self, slot: usize) -> Result<()> {
         self.save_rows(slot, self.tail_start(self.context))
     }
 
@@ -207,36 +207,5 @@ impl GpuModel {
             }
         }
         State::from_flat(&self.config, &flat)
-    }
-
-    /// Writes `state` into slot `slot`.
-    pub fn write_slot(&mut self, slot: usize, state: &State) -> Result<()> {
-        state.check_fits(&self.config)?;
-        let tokens = state.context().unwrap_or(0);
-        self.kv.check_room(tokens)?;
-        let flat = state.to_flat();
-        let fixed = State::floats(&self.config);
-        let (buffer, offset) = self.slots.locate_for_write(&self.ctx, slot)?;
-        self.ctx.queue().write_buffer(buffer, offset, bytemuck::cast_slice(&flat[..fixed]));
-        let layers: Vec<usize> =
-            (0..self.config.blocks.len()).filter(|&i| self.kv.layers[i].is_some()).collect();
-        let (widths, value_bytes) = self.slots.widths();
-        let widths = widths.to_vec();
-        let format = self.kv.format;
-        if let Some(saved) = self.slots.kv_for_write(&self.ctx, slot, 0..tokens)? {
-            let widths = (&widths[..], value_bytes);
-            for (j, &i) in layers.iter().enumerate() {
-                let region = state.region(i, "kv").ok_or_else(|| {
-                    Error::Internal(format!("layer {i} has attention but its state has no key/value cache"))
-                })?;
-                let (k, v) = split(region, widths.0[j]);
-                let (k_at, v_at) = saved.at(widths, j);
-                if !k.is_empty() {
-                    self.ctx.queue().write_buffer(&saved.buffer, k_at, &format.encode(&k));
-                    self.ctx.queue().write_buffer(&saved.buffer, v_at, &format.encode(&v));
-                }
-            }
-        }
-        Ok(())
     }
 }

@@ -12,7 +12,7 @@ impl GpuModel {
     /// Feeds `token` (one decode step) and returns the top `k` of the logits after it, or
     /// [`Top::TooManyTies`] (more logits tied at the k-th than [`top_k::CAPACITY`]: read them
     /// with [`GpuModel::last_logits`]) or [`Top::NonFinite`] (a NaN or ±Inf among them).
-    pub async fn forward_top(&mut self, token: u32, k: usize) -> Result<Top> {
+    pub(crate) async fn forward_top(&mut self, token: u32, k: usize) -> Result<Top> {
         let v = self.config.vocab_size;
         if k == 0 || k > self.max_top_k() {
             return Err(Error::InvalidInput(format!(
@@ -46,7 +46,7 @@ impl GpuModel {
 
     /// The largest `k` [`GpuModel::forward_top`] serves: the `top` buffer's room
     /// ([`top_k::CAPACITY`]), at most V.
-    pub fn max_top_k(&self) -> usize {
+    pub(crate) fn max_top_k(&self) -> usize {
         top_k::CAPACITY.min(self.config.vocab_size)
     }
 }

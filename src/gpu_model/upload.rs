@@ -13,19 +13,19 @@ use crate::load::stream::Sink;
 use crate::model::{Part, Planned, Role};
 
 /// Bytes written between queue flushes.
-pub const FLUSH_BYTES: u64 = 64 << 20;
+pub(crate) const FLUSH_BYTES: u64 = 64 << 20;
 
 /// Weights being uploaded.
 pub(crate) struct Upload<'a> {
     ctx: &'a GpuContext,
-    pub weights: GpuWeights,
-    pub stats: ConversionStats,
+    pub(crate) weights: GpuWeights,
+    pub(crate) stats: ConversionStats,
     /// Bytes written since the last flush.
     unflushed: u64,
 }
 
 impl<'a> Upload<'a> {
-    pub fn new(ctx: &'a GpuContext, weights: GpuWeights) -> Self {
+    pub(crate) fn new(ctx: &'a GpuContext, weights: GpuWeights) -> Self {
         Self { ctx, weights, stats: ConversionStats::default(), unflushed: 0 }
     }
 }

@@ -12,24 +12,24 @@ use crate::model::{Config, Layout, Role};
 
 /// One layer's weights on the GPU: the RMSNorm before its block, and its block's by kind.
 pub(crate) struct GpuLayer {
-    pub norm: wgpu::Buffer, // (D)
-    pub mixer: GpuBlockWeights,
+    pub(crate) norm: wgpu::Buffer, // (D)
+    pub(crate) mixer: GpuBlockWeights,
 }
 
 /// All weights on the GPU.
 pub(crate) struct GpuWeights {
-    pub embedding: SplitMatrix,       // (V, D)
-    pub lm_head: Option<SplitMatrix>, // (V, D) when untied
-    pub layers: Vec<GpuLayer>,
-    pub norm_f: wgpu::Buffer, // (D)
+    pub(crate) embedding: SplitMatrix,       // (V, D)
+    pub(crate) lm_head: Option<SplitMatrix>, // (V, D) when untied
+    pub(crate) layers: Vec<GpuLayer>,
+    pub(crate) norm_f: wgpu::Buffer, // (D)
     /// A 1-element buffer bound where a kernel's optional input (a bias) is absent.
-    pub dummy: wgpu::Buffer,
+    pub(crate) dummy: wgpu::Buffer,
 }
 
 impl GpuWeights {
     /// Allocates (zeroed) every buffer the model's weights need, matrices in `format`, each
     /// buffer at most `max_binding` bytes (else the device's limit).
-    pub fn allocate(
+    pub(crate) fn allocate(
         ctx: &GpuContext,
         c: &Config,
         layout: &Layout,
@@ -63,18 +63,18 @@ impl GpuWeights {
     }
 
     /// The LM head: `lm_head.weight` if the checkpoint has one, else the tied embedding.
-    pub fn lm_head(&self) -> &SplitMatrix {
+    pub(crate) fn lm_head(&self) -> &SplitMatrix {
         self.lm_head.as_ref().unwrap_or(&self.embedding)
     }
 
     /// Every matrix, for listing formats and bytes.
-    pub fn matrices(&self) -> impl Iterator<Item = &SplitMatrix> {
+    pub(crate) fn matrices(&self) -> impl Iterator<Item = &SplitMatrix> {
         let layers = self.layers.iter().flat_map(|l| l.mixer.matrices());
         std::iter::once(&self.embedding).chain(self.lm_head.as_ref()).chain(layers)
     }
 
     /// Bytes of every weight buffer.
-    pub fn bytes(&self) -> u64 {
+    pub(crate) fn bytes(&self) -> u64 {
         let vectors = |l: &GpuLayer| l.norm.size() + l.mixer.vectors().iter().map(|b| b.size()).sum::<u64>();
         self.matrices().map(SplitMatrix::bytes).sum::<u64>()
             + self.layers.iter().map(vectors).sum::<u64>()

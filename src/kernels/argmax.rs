@@ -8,10 +8,10 @@ use crate::gpu::{Binding, GpuContext, Kernel, Readback};
 use crate::kernels::{PARAMS, STEP, Step};
 
 /// WGSL source of the kernel.
-pub const SOURCE: &str = include_str!("../../shaders/argmax.wgsl");
+pub(crate) const SOURCE: &str = include_str!("../../shaders/argmax.wgsl");
 
 /// The kernel's bindings.
-pub const BINDINGS: &[Binding] = &[
+pub(crate) const BINDINGS: &[Binding] = &[
     STEP,
     PARAMS,                           // ArgmaxParams
     Binding::read(2, "logits"),       // (V): row 0 of the logits
@@ -24,10 +24,10 @@ pub const BINDINGS: &[Binding] = &[
 pub const SLICE: usize = 2048;
 
 /// u32 words the first entry point writes per slice (value bits, index, non-finite seen).
-pub const SLICE_WORDS: usize = 3;
+pub(crate) const SLICE_WORDS: usize = 3;
 
 /// Slices (workgroups of `argmax_slices`) of `vocab` logits.
-pub fn slices(vocab: usize) -> usize {
+pub(crate) fn slices(vocab: usize) -> usize {
     vocab.div_ceil(SLICE)
 }
 
@@ -35,7 +35,7 @@ pub fn slices(vocab: usize) -> usize {
 pub const NON_FINITE_PICK: u32 = 0xffff_fffe;
 
 /// Workgroups of the second entry point, `argmax` (the first's: [`slices`]).
-pub const GROUPS: (u32, u32, u32) = (1, 1, 1);
+pub(crate) const GROUPS: (u32, u32, u32) = (1, 1, 1);
 
 /// The kernel's uniform parameters (`Params` in the shader).
 #[repr(C)]
@@ -64,7 +64,7 @@ impl Argmax {
     }
 
     /// Both pipelines, in dispatch order.
-    pub fn kernels(&self) -> [&Kernel; 2] {
+    pub(crate) fn kernels(&self) -> [&Kernel; 2] {
         [&self.slices, &self.pick]
     }
 

@@ -44,7 +44,7 @@ impl AttentionShape {
 
     /// Fails unless the kernels can run this shape: 1 ≤ hd ≤ [`HEAD_DIM_MAX`], Hkv ≥ 1
     /// dividing Hq, a finite scale.
-    pub fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         if self.head_dim == 0 || self.head_dim > HEAD_DIM_MAX {
             return Err(Error::InvalidInput(format!(
                 "attention head_dim {} is outside 1..={HEAD_DIM_MAX}, what the kernels support",
@@ -65,7 +65,7 @@ impl AttentionShape {
 
     /// Fails unless a call of `t` tokens after `past` fits the cache and `kv` (`kv_len` floats)
     /// holds the layer's cache.
-    pub fn check_call(&self, past: u32, t: u32, kv_len: usize) -> Result<()> {
+    pub(crate) fn check_call(&self, past: u32, t: u32, kv_len: usize) -> Result<()> {
         self.check()?;
         if t == 0 || u64::from(past) + u64::from(t) > u64::from(self.capacity) {
             return Err(Error::InvalidInput(format!(
@@ -100,13 +100,13 @@ pub(crate) fn rows_of(tensor: &str, len: usize, width: usize) -> Result<u32> {
 /// What the attention kernels' one-shot runs upload: the call's T, its `Step`, q and the cache.
 pub(crate) struct Upload {
     /// T: query rows.
-    pub t: u32,
+    pub(crate) t: u32,
     /// The `Step` uniform (T, past).
-    pub step: wgpu::Buffer,
+    pub(crate) step: wgpu::Buffer,
     /// q (T, Hq · hd).
-    pub q: wgpu::Buffer,
+    pub(crate) q: wgpu::Buffer,
     /// The whole cache buffer.
-    pub kv: wgpu::Buffer,
+    pub(crate) kv: wgpu::Buffer,
 }
 
 /// Checks a one-shot attention call of q (T, Hq · hd) at `past` over `kv` and uploads it.

@@ -7,10 +7,10 @@ use crate::gpu::{Binding, grid_2d};
 use crate::kernels::{PARAMS, STEP};
 
 /// WGSL source of the kernel.
-pub const SOURCE: &str = include_str!("../../shaders/attention_combine.wgsl");
+pub(crate) const SOURCE: &str = include_str!("../../shaders/attention_combine.wgsl");
 
 /// The kernel's bindings.
-pub const BINDINGS: &[Binding] = &[
+pub(crate) const BINDINGS: &[Binding] = &[
     STEP,
     PARAMS,                      // AttentionCombineParams
     Binding::read(2, "scratch"), // (splits, T, Hq, hd + 2): (m, l, acc) per split
@@ -36,7 +36,7 @@ pub struct AttentionCombineParams {
 }
 
 /// Workgroups for a call of `t` tokens: one per (token, head) row, on a 2-D grid.
-pub fn groups(t: u32, heads: u32, max_per_dim: u32) -> (u32, u32, u32) {
+pub(crate) fn groups(t: u32, heads: u32, max_per_dim: u32) -> (u32, u32, u32) {
     let (x, y) = grid_2d(t * heads, max_per_dim);
     (x, y, 1)
 }

@@ -1,6 +1,6 @@
 //! Split-context attention for a few query rows (decode: T = 1) over a long context: the Rust
 //! side of `shaders/attention_decode.wgsl`, whose workgroups each take one (split of keys,
-//! token, head) and write a partial softmax (m, l, acc[hd]) to a scratch buffer, merged by
+//! token, head) and write a partial softmax (m, l, acc\[hd\]) to a scratch buffer, merged by
 //! `attention_combine`. [`splits`] sizes the splits and the scratch.
 
 use crate::error::Result;
@@ -10,10 +10,10 @@ use crate::kernels::attention_combine::{self, AttentionCombineParams};
 use crate::kernels::{PARAMS, STEP};
 
 /// WGSL source of the kernel.
-pub const SOURCE: &str = include_str!("../../shaders/attention_decode.wgsl");
+pub(crate) const SOURCE: &str = include_str!("../../shaders/attention_decode.wgsl");
 
 /// The kernel's bindings.
-pub const BINDINGS: &[Binding] = &[
+pub(crate) const BINDINGS: &[Binding] = &[
     STEP,
     PARAMS,                            // AttentionDecodeParams
     Binding::read(2, "q"),             // (T, q_stride): (Hq, hd) at q_col
@@ -89,7 +89,7 @@ pub fn splits(context: u32, heads: u32, t: u32, head_dim: u32) -> Splits {
 
 /// Decode workgroups for a call of `t` tokens with `splits` splits: one per (split, token,
 /// head), on a 2-D grid.
-pub fn groups(t: u32, heads: u32, splits: u32, max_per_dim: u32) -> (u32, u32, u32) {
+pub(crate) fn groups(t: u32, heads: u32, splits: u32, max_per_dim: u32) -> (u32, u32, u32) {
     let (x, y) = grid_2d(splits * t * heads, max_per_dim);
     (x, y, 1)
 }

@@ -12,10 +12,10 @@ use crate::kernels::attention::{AttentionShape, HEAD_DIM_MAX, upload};
 use crate::kernels::{PARAMS, STEP};
 
 /// WGSL source of the kernel.
-pub const SOURCE: &str = include_str!("../../shaders/attention_prefill.wgsl");
+pub(crate) const SOURCE: &str = include_str!("../../shaders/attention_prefill.wgsl");
 
 /// The kernel's bindings.
-pub const BINDINGS: &[Binding] = &[
+pub(crate) const BINDINGS: &[Binding] = &[
     STEP,
     PARAMS,                      // AttentionPrefillParams
     Binding::read(2, "q"),       // (T, q_stride): (Hq, hd) at q_col
@@ -68,7 +68,7 @@ pub struct AttentionPrefillParams {
 
 impl AttentionPrefillParams {
     /// The parameters for `shape`, with q and o dense (T, Hq · hd) rows.
-    pub fn new(shape: &AttentionShape) -> Self {
+    pub(crate) fn new(shape: &AttentionShape) -> Self {
         let (rows, keys) = tiles(shape.head_dim);
         let width = shape.heads * shape.head_dim;
         Self {
@@ -91,7 +91,7 @@ impl AttentionPrefillParams {
 /// (BQ, BK) for head dim `head_dim` (1..=[`HEAD_DIM_MAX`]): BQ the largest power of two ≤ 64
 /// with BQ · hd ≤ STAGE (so an invocation owns ≤ STAGE / WG = 16 output dims), BK the most
 /// keys with BK · hd ≤ STAGE and BQ · BK ≤ STAGE. hd 64: (16, 16); 128: (8, 8); 256: (4, 4).
-pub fn tiles(head_dim: u32) -> (u32, u32) {
+pub(crate) fn tiles(head_dim: u32) -> (u32, u32) {
     let hd = head_dim.clamp(1, HEAD_DIM_MAX);
     let fit = (STAGE / hd).min(WG);
     let rows = 1 << fit.ilog2();
@@ -99,7 +99,7 @@ pub fn tiles(head_dim: u32) -> (u32, u32) {
 }
 
 /// Workgroups for a call of `t` tokens: ceil(T · Hq/Hkv / BQ) row tiles per kv head, 2-D grid.
-pub fn groups(t: u32, params: &AttentionPrefillParams, max_per_dim: u32) -> (u32, u32, u32) {
+pub(crate) fn groups(t: u32, params: &AttentionPrefillParams, max_per_dim: u32) -> (u32, u32, u32) {
     let rows = t * (params.heads / params.kv_heads);
     let (x, y) = grid_2d(rows.div_ceil(params.rows) * params.kv_heads, max_per_dim);
     (x, y, 1)

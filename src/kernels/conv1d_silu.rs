@@ -5,13 +5,13 @@ use crate::gpu::Binding;
 use crate::kernels::{PARAMS, STEP};
 
 /// WGSL source.
-pub const SOURCE: &str = include_str!("../../shaders/conv1d_silu.wgsl");
+pub(crate) const SOURCE: &str = include_str!("../../shaders/conv1d_silu.wgsl");
 
 /// Largest `conv_kernel` the shader supports (`K_MAX`).
 pub const K_MAX: usize = 8;
 
 /// The kernel's bindings. Eight storage bindings: WebGPU's guaranteed minimum.
-pub const BINDINGS: &[Binding] = &[
+pub(crate) const BINDINGS: &[Binding] = &[
     STEP,
     PARAMS,                               // Conv1dParams
     Binding::read(2, "xz"),               // (T, xz_stride): the input from column x_at
@@ -45,6 +45,6 @@ pub struct Conv1dParams {
 }
 
 /// Workgroups: one invocation per channel.
-pub fn groups(d_inner: u32) -> (u32, u32, u32) {
+pub(crate) fn groups(d_inner: u32) -> (u32, u32, u32) {
     (d_inner.div_ceil(64), 1, 1)
 }

@@ -5,10 +5,10 @@ use crate::gpu::Binding;
 use crate::kernels::{PARAMS, STEP};
 
 /// WGSL source.
-pub const SOURCE: &str = include_str!("../../shaders/copy_cols.wgsl");
+pub(crate) const SOURCE: &str = include_str!("../../shaders/copy_cols.wgsl");
 
 /// The kernel's bindings.
-pub const BINDINGS: &[Binding] = &[
+pub(crate) const BINDINGS: &[Binding] = &[
     STEP,
     PARAMS,                      // CopyColsParams
     Binding::read(2, "x"),       // (T, x_stride)
@@ -16,7 +16,7 @@ pub const BINDINGS: &[Binding] = &[
 ];
 
 /// Invocations per workgroup: one per value.
-pub const WG: u32 = 64;
+pub(crate) const WG: u32 = 64;
 
 /// `Params` of the shader.
 #[repr(C)]

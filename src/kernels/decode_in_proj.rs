@@ -5,13 +5,13 @@ use crate::gpu::Binding;
 use crate::kernels::{PARAMS, STEP};
 
 /// WGSL source (its workgroup sum a tree; [`crate::kernels::lanes`] makes the subgroup version).
-pub const SOURCE: &str = include_str!("../../shaders/decode_in_proj.wgsl");
+pub(crate) const SOURCE: &str = include_str!("../../shaders/decode_in_proj.wgsl");
 
 /// Outputs one group of lanes computes (`OUT`).
 pub const OUTPUTS_PER_LANE_GROUP: u32 = 4;
 
 /// The kernel's bindings. Eight storage bindings: WebGPU's guaranteed minimum.
-pub const BINDINGS: &[Binding] = &[
+pub(crate) const BINDINGS: &[Binding] = &[
     STEP,
     PARAMS,                               // DecodeInProjParams
     Binding::read(2, "h"),                // (1, D) the residual
@@ -74,12 +74,12 @@ pub struct DecodeInProjParams {
 
 /// Lanes per group of outputs: one invocation per four rows on software adapters (`direct`),
 /// a whole workgroup reading one group's rows side by side on GPUs.
-pub fn lanes(direct: bool) -> u32 {
+pub(crate) fn lanes(direct: bool) -> u32 {
     if direct { 1 } else { 64 }
 }
 
 /// Workgroups for `n_out` outputs.
-pub fn groups(n_out: u32, direct: bool) -> (u32, u32, u32) {
+pub(crate) fn groups(n_out: u32, direct: bool) -> (u32, u32, u32) {
     let per_group = 64 / lanes(direct) * OUTPUTS_PER_LANE_GROUP;
     (n_out.div_ceil(per_group), 1, 1)
 }

@@ -6,13 +6,13 @@ use crate::gpu::Binding;
 use crate::kernels::{PARAMS, STEP};
 
 /// WGSL source (its workgroup sum a tree; [`crate::kernels::lanes`] makes the subgroup version).
-pub const SOURCE: &str = include_str!("../../shaders/decode_out_proj.wgsl");
+pub(crate) const SOURCE: &str = include_str!("../../shaders/decode_out_proj.wgsl");
 
 /// Most norm groups the shader supports (`G_MAX`).
 pub const G_MAX: usize = 8;
 
 /// The kernel's bindings. Five storage bindings.
-pub const BINDINGS: &[Binding] = &[
+pub(crate) const BINDINGS: &[Binding] = &[
     STEP,
     PARAMS,                      // DecodeOutProjParams
     Binding::read(2, "x"),       // (1, E·D) the scan's gated output

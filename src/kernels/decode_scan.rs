@@ -5,7 +5,7 @@ use crate::gpu::Binding;
 use crate::kernels::{PARAMS, STEP};
 
 /// WGSL source.
-pub const SOURCE: &str = include_str!("../../shaders/decode_scan.wgsl");
+pub(crate) const SOURCE: &str = include_str!("../../shaders/decode_scan.wgsl");
 
 /// Floats of workgroup memory for δ ‖ B ‖ C (`STAGE`): R + 2N must fit.
 pub const STAGE: usize = 1024;
@@ -14,7 +14,7 @@ pub const STAGE: usize = 1024;
 pub const WG: u32 = 64;
 
 /// The kernel's bindings. Seven storage bindings.
-pub const BINDINGS: &[Binding] = &[
+pub(crate) const BINDINGS: &[Binding] = &[
     STEP,
     PARAMS,                              // DecodeScanParams
     Binding::read(2, "xz"),              // (1, 2·E·D) u ‖ z
@@ -51,11 +51,11 @@ pub struct DecodeScanParams {
 
 /// Workgroup memory the shader uses for state size `n`: the δ ‖ B ‖ C stage, then the 64
 /// channels' rows padded to n + 1.
-pub fn workgroup_bytes(n: usize) -> usize {
+pub(crate) fn workgroup_bytes(n: usize) -> usize {
     4 * (STAGE + WG as usize * (n + 1))
 }
 
 /// Workgroups for E·D channels.
-pub fn groups(d_inner: u32) -> (u32, u32, u32) {
+pub(crate) fn groups(d_inner: u32) -> (u32, u32, u32) {
     (d_inner.div_ceil(WG), 1, 1)
 }

@@ -5,10 +5,10 @@ use crate::gpu::Binding;
 use crate::kernels::{PARAMS, STEP};
 
 /// WGSL source.
-pub const SOURCE: &str = include_str!("../../shaders/embedding.wgsl");
+pub(crate) const SOURCE: &str = include_str!("../../shaders/embedding.wgsl");
 
 /// The kernel's bindings.
-pub const BINDINGS: &[Binding] = &[
+pub(crate) const BINDINGS: &[Binding] = &[
     STEP,
     PARAMS,                      // EmbeddingParams
     Binding::read(2, "ids"),     // (T) u32

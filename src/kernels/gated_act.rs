@@ -2,14 +2,14 @@
 //! optionally as one routed expert of a mixture: the Rust side of `shaders/gated_act.wgsl`.
 
 use crate::blocks::Activation;
-use crate::gpu::{Binding, grid_2d};
+use crate::gpu::Binding;
 use crate::kernels::{PARAMS, STEP};
 
 /// WGSL source.
-pub const SOURCE: &str = include_str!("../../shaders/gated_act.wgsl");
+pub(crate) const SOURCE: &str = include_str!("../../shaders/gated_act.wgsl");
 
 /// The kernel's bindings.
-pub const BINDINGS: &[Binding] = &[
+pub(crate) const BINDINGS: &[Binding] = &[
     STEP,
     PARAMS,                      // GatedActParams
     Binding::read(2, "x"),       // (T, x_stride): gate and up at their columns
@@ -18,13 +18,13 @@ pub const BINDINGS: &[Binding] = &[
 ];
 
 /// Invocations per workgroup.
-pub const WG: u32 = 64;
+pub(crate) const WG: u32 = 64;
 
 /// `expert` of a call that is not a routed expert's.
-pub const NOT_ROUTED: u32 = u32::MAX;
+pub(crate) const NOT_ROUTED: u32 = u32::MAX;
 
 /// The shader's `act` value for `act`.
-pub fn act_code(act: Activation) -> u32 {
+pub(crate) fn act_code(act: Activation) -> u32 {
     match act {
         Activation::Silu => 0,
         Activation::Gelu => 1,
@@ -59,10 +59,4 @@ pub struct GatedActParams {
     pub top_k: u32,
     /// Uniform structs are padded to 16 bytes.
     pub _pad: [u32; 2],
-}
-
-/// Workgroups for T · I values (one invocation each, on a 2-D grid).
-pub fn groups(values: u32, max_per_dim: u32) -> (u32, u32, u32) {
-    let (x, y) = grid_2d(values.div_ceil(WG), max_per_dim);
-    (x, y, 1)
 }

@@ -3,4 +3,4 @@
 //! [`crate::kernels::linear::LinearParams`].
 
 /// WGSL source.
-pub const SOURCE: &str = include_str!("../../shaders/gemv.wgsl");
+pub(crate) const SOURCE: &str = include_str!("../../shaders/gemv.wgsl");

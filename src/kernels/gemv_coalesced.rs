@@ -4,12 +4,12 @@
 //! [`crate::kernels::linear`] and [`crate::kernels::gemv`].
 
 /// WGSL source (its workgroup sum a tree; [`crate::kernels::lanes`] makes the subgroup version).
-pub const SOURCE: &str = include_str!("../../shaders/gemv_coalesced.wgsl");
+pub(crate) const SOURCE: &str = include_str!("../../shaders/gemv_coalesced.wgsl");
 
 /// Outputs one workgroup computes (`ROWS` in the shader).
 pub const OUTPUTS_PER_GROUP: u32 = 4;
 
 /// Workgroups for `rows` rows of X and `n_out` outputs.
-pub fn groups(rows: u32, n_out: u32) -> (u32, u32, u32) {
+pub(crate) fn groups(rows: u32, n_out: u32) -> (u32, u32, u32) {
     (n_out.div_ceil(OUTPUTS_PER_GROUP), rows, 1)
 }

@@ -13,10 +13,10 @@ use crate::kernels::attention::rows_of;
 use crate::kernels::{PARAMS, STEP, Step};
 
 /// WGSL source of the kernel.
-pub const SOURCE: &str = include_str!("../../shaders/kv_append.wgsl");
+pub(crate) const SOURCE: &str = include_str!("../../shaders/kv_append.wgsl");
 
 /// The kernel's bindings.
-pub const BINDINGS: &[Binding] = &[
+pub(crate) const BINDINGS: &[Binding] = &[
     STEP,
     PARAMS,                       // KvAppendParams
     Binding::read(2, "k"),        // (T, k_stride): (Hkv, hd) at k_col
@@ -50,7 +50,7 @@ pub struct KvAppendParams {
 }
 
 /// Workgroups for a call of `t` tokens (one invocation per copied key/value pair, 2-D grid).
-pub fn groups(t: u32, width: u32, max_per_dim: u32) -> (u32, u32, u32) {
+pub(crate) fn groups(t: u32, width: u32, max_per_dim: u32) -> (u32, u32, u32) {
     let (x, y) = grid_2d((t * width).div_ceil(WG), max_per_dim);
     (x, y, 1)
 }

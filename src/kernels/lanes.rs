@@ -72,7 +72,7 @@ fn tree_span(source: &str) -> Option<std::ops::Range<usize>> {
 }
 
 /// `source` with its tree block replaced by [`SUBGROUP_BLOCK`] (`None` without one).
-pub fn with_subgroups(source: &str) -> Option<String> {
+pub(crate) fn with_subgroups(source: &str) -> Option<String> {
     let span = tree_span(source)?;
     Some([&source[..span.start], SUBGROUP_BLOCK, &source[span.end..]].concat())
 }

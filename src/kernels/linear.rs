@@ -6,7 +6,7 @@ use crate::gpu::Binding;
 use crate::kernels::{PARAMS, STEP};
 
 /// WGSL source of the tiled GEMM.
-pub const SOURCE: &str = include_str!("../../shaders/linear.wgsl");
+pub(crate) const SOURCE: &str = include_str!("../../shaders/linear.wgsl");
 
 /// The bindings of `linear`, `linear_direct`, `gemv` and `gemv_coalesced` (one declaration:
 /// `tests/kernel_contract.rs` checks all four shaders against it).
@@ -30,7 +30,7 @@ pub const SOFTPLUS: u32 = 4;
 pub const SCALE: u32 = 8;
 
 /// Rows up to which the GEMV pipeline is used instead of the tiled GEMM.
-pub const GEMV_MAX_ROWS: u32 = 1;
+pub(crate) const GEMV_MAX_ROWS: u32 = 1;
 
 /// Outputs and rows per workgroup tile of `linear` (the GPUs' GEMM).
 pub const TILE: u32 = 64;
@@ -63,12 +63,12 @@ pub struct LinearParams {
     /// With [`SCALE`]: what the result is multiplied by.
     pub scale: f32,
     /// Padding to 48 bytes.
-    pub _pad: [u32; 2],
+    pub(crate) _pad: [u32; 2],
 }
 
 impl LinearParams {
     /// These parameters with the result multiplied by `s` ([`SCALE`]; nothing when `s` is 1).
-    pub fn scaled(mut self, s: f32) -> Self {
+    pub(crate) fn scaled(mut self, s: f32) -> Self {
         if s != 1.0 {
             self.flags |= SCALE;
             self.scale = s;
@@ -78,16 +78,16 @@ impl LinearParams {
 }
 
 /// Workgroups for `linear` over `rows` × `n_out`.
-pub fn gemm_groups(rows: u32, n_out: u32) -> (u32, u32, u32) {
+pub(crate) fn gemm_groups(rows: u32, n_out: u32) -> (u32, u32, u32) {
     (n_out.div_ceil(TILE), rows.div_ceil(TILE), 1)
 }
 
 /// Workgroups for `linear_direct` over `rows` × `n_out`.
-pub fn direct_gemm_groups(rows: u32, n_out: u32) -> (u32, u32, u32) {
+pub(crate) fn direct_gemm_groups(rows: u32, n_out: u32) -> (u32, u32, u32) {
     (n_out.div_ceil(DIRECT_TILE), rows.div_ceil(DIRECT_TILE), 1)
 }
 
 /// Workgroups for the GEMV over `rows` × `n_out`.
-pub fn gemv_groups(rows: u32, n_out: u32) -> (u32, u32, u32) {
+pub(crate) fn gemv_groups(rows: u32, n_out: u32) -> (u32, u32, u32) {
     (n_out.div_ceil(64), rows, 1)
 }

@@ -3,4 +3,4 @@
 //! workgroup tiling (32 rows × 32 outputs), so it shares bind groups and dispatch sizes.
 
 /// WGSL source.
-pub const SOURCE: &str = include_str!("../../shaders/linear_direct.wgsl");
+pub(crate) const SOURCE: &str = include_str!("../../shaders/linear_direct.wgsl");

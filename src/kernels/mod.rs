@@ -15,7 +15,7 @@
 use crate::gpu::Binding;
 
 pub mod argmax;
-pub mod attention;
+pub(crate) mod attention;
 pub mod attention_combine;
 pub mod attention_decode;
 pub mod attention_prefill;
@@ -26,12 +26,12 @@ pub mod decode_out_proj;
 pub mod decode_scan;
 pub mod embedding;
 pub mod gated_act;
-pub mod gemv;
+pub(crate) mod gemv;
 pub mod gemv_coalesced;
 pub mod kv_append;
 pub mod lanes;
 pub mod linear;
-pub mod linear_direct;
+pub(crate) mod linear_direct;
 pub mod moe_route;
 pub mod rms_norm;
 pub mod rms_slices;
@@ -55,10 +55,10 @@ pub use rope::Rope;
 pub use top_k::TopK;
 
 /// Binding 0 of every kernel: the shared [`Step`] uniform.
-pub const STEP: Binding = Binding::uniform(0, "step");
+pub(crate) const STEP: Binding = Binding::uniform(0, "step");
 
 /// Binding 1 of every kernel: its own `Params` uniform (`p` in every shader).
-pub const PARAMS: Binding = Binding::uniform(1, "p");
+pub(crate) const PARAMS: Binding = Binding::uniform(1, "p");
 
 /// One shader the crate compiles.
 #[derive(Clone, Copy, Debug)]
@@ -121,5 +121,5 @@ pub struct Step {
     /// where rotary embeddings start and how many cached keys attention sees.
     pub past: u32,
     /// Uniform structs are padded to 16 bytes.
-    pub _pad: u32,
+    pub(crate) _pad: u32,
 }

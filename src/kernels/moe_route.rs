@@ -7,10 +7,10 @@ use crate::gpu::Binding;
 use crate::kernels::{PARAMS, STEP};
 
 /// WGSL source.
-pub const SOURCE: &str = include_str!("../../shaders/moe_route.wgsl");
+pub(crate) const SOURCE: &str = include_str!("../../shaders/moe_route.wgsl");
 
 /// The kernel's bindings.
-pub const BINDINGS: &[Binding] = &[
+pub(crate) const BINDINGS: &[Binding] = &[
     STEP,
     PARAMS,                          // MoeRouteParams
     Binding::read(2, "logits"),      // (T, E) router logits
@@ -21,17 +21,17 @@ pub const BINDINGS: &[Binding] = &[
 ];
 
 /// `routing`: the k largest logits, softmax over them (Granite).
-pub const SOFTMAX_TOP_K: u32 = 0;
+pub(crate) const SOFTMAX_TOP_K: u32 = 0;
 /// `routing`: softmax over all, the k most probable (Jamba).
-pub const SOFTMAX: u32 = 1;
+pub(crate) const SOFTMAX: u32 = 1;
 /// `routing`: sigmoid scores with a correction and groups (Nemotron-H).
-pub const SIGMOID: u32 = 2;
+pub(crate) const SIGMOID: u32 = 2;
 /// `flags`: normalise the chosen weights.
-pub const NORMALIZE: u32 = 1;
+pub(crate) const NORMALIZE: u32 = 1;
 /// `flags`: add `bias` to the scores the choice ranks by.
-pub const HAS_BIAS: u32 = 2;
+pub(crate) const HAS_BIAS: u32 = 2;
 /// Most expert groups the kernel takes.
-pub const GROUPS_MAX: u32 = 32;
+pub(crate) const GROUPS_MAX: u32 = 32;
 
 /// `Params` of the shader.
 #[repr(C)]
@@ -58,7 +58,12 @@ pub struct MoeRouteParams {
 impl MoeRouteParams {
     /// The parameters of `routing` over `experts` experts choosing `top_k`, with `parts`
     /// dispatches per expert and a score correction if `has_bias`.
-    pub fn new(routing: Routing, (experts, top_k): (usize, usize), parts: usize, has_bias: bool) -> Self {
+    pub(crate) fn new(
+        routing: Routing,
+        (experts, top_k): (usize, usize),
+        parts: usize,
+        has_bias: bool,
+    ) -> Self {
         let (routing, flags, n_group, topk_group, scale) = match routing {
             Routing::SoftmaxTopK => (SOFTMAX_TOP_K, 0, 1, 1, 1.0),
             Routing::Softmax { renormalize } => (SOFTMAX, if renormalize { NORMALIZE } else { 0 }, 1, 1, 1.0),

@@ -8,10 +8,10 @@ use crate::gpu::{Binding, GpuContext, Kernel, grid_2d};
 use crate::kernels::{PARAMS, STEP, Step};
 
 /// WGSL source of the kernel.
-pub const SOURCE: &str = include_str!("../../shaders/rms_norm.wgsl");
+pub(crate) const SOURCE: &str = include_str!("../../shaders/rms_norm.wgsl");
 
 /// The kernel's bindings.
-pub const BINDINGS: &[Binding] = &[
+pub(crate) const BINDINGS: &[Binding] = &[
     STEP,
     PARAMS,                      // RmsNormParams
     Binding::read(2, "x"),       // (T, d)
@@ -38,7 +38,7 @@ pub struct RmsNormParams {
 }
 
 /// Workgroups for `rows` rows (one per row, on a 2-D grid within the device's limit).
-pub fn groups(rows: u32, max_per_dim: u32) -> (u32, u32, u32) {
+pub(crate) fn groups(rows: u32, max_per_dim: u32) -> (u32, u32, u32) {
     let (x, y) = grid_2d(rows, max_per_dim);
     (x, y, 1)
 }

@@ -9,10 +9,10 @@ use crate::gpu::Binding;
 use crate::kernels::{PARAMS, STEP};
 
 /// WGSL source of the kernel.
-pub const SOURCE: &str = include_str!("../../shaders/rms_slices.wgsl");
+pub(crate) const SOURCE: &str = include_str!("../../shaders/rms_slices.wgsl");
 
 /// The kernel's bindings.
-pub const BINDINGS: &[Binding] = &[
+pub(crate) const BINDINGS: &[Binding] = &[
     STEP,
     PARAMS,                        // RmsSlicesParams
     Binding::read_write(2, "dbc"), // (T, R + 2N): δ ‖ B ‖ C, normalised in place
@@ -20,7 +20,7 @@ pub const BINDINGS: &[Binding] = &[
 ];
 
 /// Multiply each normalised slice by its gain.
-pub const HAS_GAINS: u32 = 1;
+pub(crate) const HAS_GAINS: u32 = 1;
 
 /// The kernel's uniform parameters (`Params` in the shader).
 #[repr(C)]
@@ -42,4 +42,4 @@ pub struct RmsSlicesParams {
 
 /// Workgroups along z: one per slice (δ, B, C); the rows go on a 2-D grid within the device's
 /// limit, a workgroup each.
-pub const SLICES: u32 = 3;
+pub(crate) const SLICES: u32 = 3;

@@ -12,10 +12,10 @@ use crate::kernels::attention::rows_of;
 use crate::kernels::{PARAMS, STEP, Step};
 
 /// WGSL source of the kernel.
-pub const SOURCE: &str = include_str!("../../shaders/rope.wgsl");
+pub(crate) const SOURCE: &str = include_str!("../../shaders/rope.wgsl");
 
 /// The kernel's bindings.
-pub const BINDINGS: &[Binding] = &[
+pub(crate) const BINDINGS: &[Binding] = &[
     STEP,
     PARAMS,                      // RopeParams
     Binding::read(2, "cos_sin"), // (positions, 2, rot/2): cos ‖ sin per position
@@ -62,7 +62,7 @@ pub fn rope_table(theta: f64, rot: u32, positions: u32) -> Vec<f32> {
 
 /// The rows of [`rope_table`] for positions `start .. start + count` (the CPU reference rotates
 /// a call's tokens with them; the same numbers, bit for bit).
-pub fn rope_rows(theta: f64, rot: u32, start: usize, count: usize) -> Vec<f32> {
+pub(crate) fn rope_rows(theta: f64, rot: u32, start: usize, count: usize) -> Vec<f32> {
     let half = (rot / 2) as usize;
     let base = theta as f32;
     let inv_freq: Vec<f32> = (0..half).map(|i| 1.0 / base.powf((2 * i) as f32 / rot as f32)).collect();
@@ -76,7 +76,7 @@ pub fn rope_rows(theta: f64, rot: u32, start: usize, count: usize) -> Vec<f32> {
 }
 
 /// Workgroups for a call of `t` tokens (one invocation per pair, on a 2-D grid).
-pub fn groups(t: u32, params: &RopeParams, max_per_dim: u32) -> (u32, u32, u32) {
+pub(crate) fn groups(t: u32, params: &RopeParams, max_per_dim: u32) -> (u32, u32, u32) {
     let pairs = t * params.heads * (params.rot / 2);
     let (x, y) = grid_2d(pairs.div_ceil(WG), max_per_dim);
     (x, y, 1)

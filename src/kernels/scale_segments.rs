@@ -5,10 +5,10 @@ use crate::gpu::Binding;
 use crate::kernels::{PARAMS, STEP};
 
 /// WGSL source.
-pub const SOURCE: &str = include_str!("../../shaders/scale_segments.wgsl");
+pub(crate) const SOURCE: &str = include_str!("../../shaders/scale_segments.wgsl");
 
 /// The kernel's bindings.
-pub const BINDINGS: &[Binding] = &[
+pub(crate) const BINDINGS: &[Binding] = &[
     STEP,
     PARAMS,                      // ScaleSegmentsParams
     Binding::read_write(2, "x"), // (T, width), scaled in place

@@ -5,10 +5,10 @@ use crate::gpu::Binding;
 use crate::kernels::{PARAMS, STEP};
 
 /// WGSL source.
-pub const SOURCE: &str = include_str!("../../shaders/scan_carry.wgsl");
+pub(crate) const SOURCE: &str = include_str!("../../shaders/scan_carry.wgsl");
 
 /// The kernel's bindings.
-pub const BINDINGS: &[Binding] = &[
+pub(crate) const BINDINGS: &[Binding] = &[
     STEP,
     PARAMS,                             // ScanCarryParams
     Binding::read(2, "chunk_ab"),       // (chunks, 2, E·D, N) a ‖ b
@@ -29,6 +29,6 @@ pub struct ScanCarryParams {
 }
 
 /// Workgroups: one invocation per (channel, state index).
-pub fn groups(plane: u32) -> (u32, u32, u32) {
+pub(crate) fn groups(plane: u32) -> (u32, u32, u32) {
     (plane.div_ceil(64), 1, 1)
 }

@@ -5,19 +5,19 @@ use crate::gpu::Binding;
 use crate::kernels::{PARAMS, STEP};
 
 /// WGSL source.
-pub const SOURCE: &str = include_str!("../../shaders/scan_chunks.wgsl");
+pub(crate) const SOURCE: &str = include_str!("../../shaders/scan_chunks.wgsl");
 
 /// Floats of workgroup memory the scan kernels stage B (and C) in (`STAGE`).
 pub const STAGE: usize = 2048;
 
 /// Workgroup memory the shader uses for state size `n` (B staging, then the 64 channels' rows
 /// padded to n + 1): as much as `scan_output`'s.
-pub fn workgroup_bytes(n: usize) -> usize {
+pub(crate) fn workgroup_bytes(n: usize) -> usize {
     4 * (STAGE + 64 * (n + 1))
 }
 
 /// The kernel's bindings.
-pub const BINDINGS: &[Binding] = &[
+pub(crate) const BINDINGS: &[Binding] = &[
     STEP,
     PARAMS,                             // ScanChunksParams
     Binding::read(2, "ud"),             // (2, T_max, E·D): conv output u, then Δ
@@ -45,11 +45,11 @@ pub struct ScanChunksParams {
 }
 
 /// Tokens per scan chunk for state size `d_state`: B‖C of a chunk must fit the staging area.
-pub fn chunk_len(d_state: usize) -> usize {
+pub(crate) fn chunk_len(d_state: usize) -> usize {
     (STAGE / (2 * d_state)).min(64)
 }
 
 /// Workgroups: 64 channels × one chunk each.
-pub fn groups(d_inner: u32, n_chunks: u32) -> (u32, u32, u32) {
+pub(crate) fn groups(d_inner: u32, n_chunks: u32) -> (u32, u32, u32) {
     (d_inner.div_ceil(64), n_chunks, 1)
 }

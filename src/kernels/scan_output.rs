@@ -5,7 +5,7 @@ use crate::gpu::Binding;
 use crate::kernels::{PARAMS, STEP};
 
 /// WGSL source.
-pub const SOURCE: &str = include_str!("../../shaders/scan_output.wgsl");
+pub(crate) const SOURCE: &str = include_str!("../../shaders/scan_output.wgsl");
 
 /// Largest `state_size` the shader supports (`N_MAX`).
 pub const N_MAX: usize = 64;
@@ -13,12 +13,12 @@ pub const N_MAX: usize = 64;
 /// Workgroup memory the shader uses for state size `n` (B ‖ C staging, then the 64 channels'
 /// rows padded to n + 1): 12.3 KiB for N = 16; WebGPU guarantees 16 KiB, so N ≤ 31 runs
 /// everywhere.
-pub fn workgroup_bytes(n: usize) -> usize {
+pub(crate) fn workgroup_bytes(n: usize) -> usize {
     4 * (super::scan_chunks::STAGE + 64 * (n + 1))
 }
 
 /// The kernel's bindings. Eight storage bindings: WebGPU's guaranteed minimum.
-pub const BINDINGS: &[Binding] = &[
+pub(crate) const BINDINGS: &[Binding] = &[
     STEP,
     PARAMS,                              // ScanOutputParams
     Binding::read(2, "ud"),              // (2, T_max, E·D): conv output u, then Δ

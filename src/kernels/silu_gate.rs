@@ -5,10 +5,10 @@ use crate::gpu::Binding;
 use crate::kernels::{PARAMS, STEP};
 
 /// WGSL source.
-pub const SOURCE: &str = include_str!("../../shaders/silu_gate.wgsl");
+pub(crate) const SOURCE: &str = include_str!("../../shaders/silu_gate.wgsl");
 
 /// The kernel's bindings.
-pub const BINDINGS: &[Binding] = &[
+pub(crate) const BINDINGS: &[Binding] = &[
     STEP,
     PARAMS,                      // SiluGateParams
     Binding::read(2, "z"),       // (T, z_stride): in_proj's output, the gate at z_col

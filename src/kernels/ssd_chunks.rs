@@ -6,7 +6,7 @@ use crate::gpu::Binding;
 use crate::kernels::{PARAMS, STEP};
 
 /// WGSL source.
-pub const SOURCE: &str = include_str!("../../shaders/ssd_chunks.wgsl");
+pub(crate) const SOURCE: &str = include_str!("../../shaders/ssd_chunks.wgsl");
 
 /// Largest `state_size` the SSD kernels support (`N_MAX`).
 pub const N_MAX: usize = 256;
@@ -16,7 +16,7 @@ pub const N_LANE: usize = 16;
 
 /// Lanes per channel in `ssd_chunks` and `ssd_output` (their `SPLIT`) for state size `n`: the
 /// least power of two with n ≤ SPLIT · [`N_LANE`] (1 up to N = 16; Mamba-2's N = 128: 8).
-pub fn split(n: usize) -> usize {
+pub(crate) fn split(n: usize) -> usize {
     n.div_ceil(N_LANE).next_power_of_two()
 }
 
@@ -25,13 +25,13 @@ pub fn split(n: usize) -> usize {
 pub const STAGE: usize = 2048;
 
 /// Tokens per chunk of the three-pass prefill scan.
-pub const CHUNK: usize = 64;
+pub(crate) const CHUNK: usize = 64;
 
 /// The kernel's bindings (`PARAMS`: [`SsdParams`]).
-pub const BINDINGS: &[Binding] = &[STEP, PARAMS, INPUTS[0], INPUTS[1], INPUTS[2], CHUNK_AB];
+pub(crate) const BINDINGS: &[Binding] = &[STEP, PARAMS, INPUTS[0], INPUTS[1], INPUTS[2], CHUNK_AB];
 
 /// What both SSD passes (this and `ssd_output`) read, at bindings 2–4.
-pub const INPUTS: [Binding; 3] = [
+pub(crate) const INPUTS: [Binding; 3] = [
     Binding::read(2, "u"),      // (T, conv_dim) x ‖ B ‖ C after the conv
     Binding::read(3, "zxbcdt"), // (T, E·D + conv_dim + H) in_proj output
     Binding::read(4, "a_dt"),   // (3·H) A = −exp(A_log) ‖ D ‖ dt_bias
@@ -72,7 +72,7 @@ pub struct SsdParams {
 
 impl SsdParams {
     /// The parameters of Mamba-2 block `c` (chunks of `chunk` tokens).
-    pub fn new(c: &crate::blocks::Mamba2, chunk: usize) -> Self {
+    pub(crate) fn new(c: &crate::blocks::Mamba2, chunk: usize) -> Self {
         let group_channels = c.d_inner / c.n_groups;
         Self {
             d_inner: c.d_inner as u32,
@@ -91,7 +91,7 @@ impl SsdParams {
     }
 
     /// Workgroups: 64 / [`split`] channels of one group × one chunk each.
-    pub fn groups(&self, n_chunks: u32) -> (u32, u32, u32) {
+    pub(crate) fn groups(&self, n_chunks: u32) -> (u32, u32, u32) {
         (self.n_groups * self.group_wgs, n_chunks, 1)
     }
 }

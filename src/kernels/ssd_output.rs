@@ -7,10 +7,10 @@ use crate::kernels::ssd_chunks::{self, SsdParams};
 use crate::kernels::{PARAMS, STEP};
 
 /// WGSL source.
-pub const SOURCE: &str = include_str!("../../shaders/ssd_output.wgsl");
+pub(crate) const SOURCE: &str = include_str!("../../shaders/ssd_output.wgsl");
 
 /// The kernel's bindings.
-pub const BINDINGS: &[Binding] = &[
+pub(crate) const BINDINGS: &[Binding] = &[
     STEP,
     PARAMS, // SsdOutputParams
     // u, zxbcdt, a_dt: as ssd_chunks reads them.
@@ -28,7 +28,7 @@ pub const BINDINGS: &[Binding] = &[
 #[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct SsdOutputParams {
     /// As in `ssd_chunks`.
-    pub ssd: SsdParams,
+    pub(crate) ssd: SsdParams,
     /// layer · E·D·N: this layer's SSM state in the state buffer.
     pub state_offset: u32,
     /// T_max: length of the position map at the start of the capture buffer.
@@ -41,5 +41,5 @@ pub struct SsdOutputParams {
     /// (which binds zxbcdt as u: decode_in_proj leaves the conv's output in place of x ‖ B ‖ C).
     pub u_at: u32,
     /// Padding to 80 bytes.
-    pub _pad: [u32; 3],
+    pub(crate) _pad: [u32; 3],
 }

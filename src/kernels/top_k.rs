@@ -9,10 +9,10 @@ use crate::kernels::{PARAMS, STEP, Step};
 use crate::sampling::LogitsTop;
 
 /// WGSL source of the kernel.
-pub const SOURCE: &str = include_str!("../../shaders/top_k.wgsl");
+pub(crate) const SOURCE: &str = include_str!("../../shaders/top_k.wgsl");
 
 /// The kernel's bindings.
-pub const BINDINGS: &[Binding] = &[
+pub(crate) const BINDINGS: &[Binding] = &[
     STEP,
     PARAMS,                           // TopKParams
     Binding::read(2, "logits"),       // (V): row 0 of the logits
@@ -28,19 +28,19 @@ pub const SLICE: usize = 2048;
 pub const SLICE_WORDS: usize = 4 + 2 * SLICE;
 
 /// Slices (workgroups of `top_k_slices`) of `vocab` logits.
-pub fn slices(vocab: usize) -> usize {
+pub(crate) fn slices(vocab: usize) -> usize {
     vocab.div_ceil(SLICE)
 }
 
 /// Workgroups of the second entry point, `top_k` (the first's: [`slices`]).
-pub const GROUPS: (u32, u32, u32) = (1, 1, 1);
+pub(crate) const GROUPS: (u32, u32, u32) = (1, 1, 1);
 
 /// (index, value) pairs the model's `top` buffer holds: top-k sampling on the GPU serves
 /// `top_k` up to this (and ties at the threshold up to it).
-pub const CAPACITY: usize = 512;
+pub(crate) const CAPACITY: usize = 512;
 
 /// u32 words of a `top` buffer with room for `capacity` pairs.
-pub fn words(capacity: usize) -> usize {
+pub(crate) fn words(capacity: usize) -> usize {
     4 + 2 * capacity
 }
 
@@ -75,7 +75,7 @@ pub enum Top {
 }
 
 /// The kernel's output (`raw`: the `top` buffer) for `vocab` logits.
-pub fn decode(raw: &[u32], vocab: usize) -> Top {
+pub(crate) fn decode(raw: &[u32], vocab: usize) -> Top {
     let (found, non_finite, below) = (raw[0] as usize, raw[1] != 0, raw[2]);
     let pairs = &raw[4..];
     if non_finite {
@@ -105,7 +105,7 @@ impl TopK {
     }
 
     /// Both pipelines, in dispatch order.
-    pub fn kernels(&self) -> [&Kernel; 2] {
+    pub(crate) fn kernels(&self) -> [&Kernel; 2] {
         [&self.slices, &self.select]
     }
 

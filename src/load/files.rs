@@ -15,7 +15,7 @@ use crate::load::stream::{Sink, TensorStream};
 use crate::model::{FileHeader, Layout};
 
 /// Bytes read from a file at a time.
-pub const READ_BYTES: usize = 4 << 20;
+pub(crate) const READ_BYTES: usize = 4 << 20;
 
 /// Largest `tokenizer.json` read whole (the largest published tokenizers are ~35 MB).
 pub const MAX_TOKENIZER_BYTES: u64 = 128 << 20;
@@ -27,7 +27,7 @@ pub const MAX_JSON_BYTES: u64 = 16 << 20;
 
 /// The most bytes read of small file `name`: [`MAX_TOKENIZER_BYTES`] for `tokenizer.json`,
 /// [`MAX_JSON_BYTES`] for the others. The same natively and in the browser.
-pub fn max_small_bytes(name: &str) -> u64 {
+pub(crate) fn max_small_bytes(name: &str) -> u64 {
     if name == "tokenizer.json" { MAX_TOKENIZER_BYTES } else { MAX_JSON_BYTES }
 }
 
@@ -43,7 +43,7 @@ pub(crate) enum Files {
 impl Files {
     /// Reads a small whole file (`config.json`, `tokenizer.json`, the index); `None` when absent.
     #[cfg(not(target_arch = "wasm32"))]
-    pub fn read_small(&self, name: &str) -> Result<Option<Vec<u8>>> {
+    pub(crate) fn read_small(&self, name: &str) -> Result<Option<Vec<u8>>> {
         match self {
             Files::Memory(_) => Ok(self.in_memory(name).ok().map(<[u8]>::to_vec)),
             Files::Dir(dir) => {
@@ -68,7 +68,7 @@ impl Files {
     }
 
     /// Reads the header of safetensors file `name`.
-    pub fn header(&self, name: &str) -> Result<FileHeader> {
+    pub(crate) fn header(&self, name: &str) -> Result<FileHeader> {
         let size = self.size(name)?;
         let mut first8 = vec![0; 8.min(size as usize)];
         self.read_at(name, 0, &mut first8)?;
@@ -79,7 +79,12 @@ impl Files {
     }
 
     /// Streams the data section of every file of `layout`, in order, into `sink`.
-    pub fn stream(&self, layout: &Layout, stream: &mut TensorStream<'_>, sink: &mut dyn Sink) -> Result<()> {
+    pub(crate) fn stream(
+        &self,
+        layout: &Layout,
+        stream: &mut TensorStream<'_>,
+        sink: &mut dyn Sink,
+    ) -> Result<()> {
         let mut buf = vec![0; READ_BYTES];
         for (f, header) in layout.files.iter().enumerate() {
             stream.begin_file(f);

@@ -32,7 +32,7 @@ pub(crate) struct HostSink {
 
 impl HostSink {
     /// Reserves memory for every tensor `layout` plans.
-    pub fn new(layout: &Layout) -> Result<Self> {
+    pub(crate) fn new(layout: &Layout) -> Result<Self> {
         let needed: u64 = layout.planned().map(host_bytes).sum();
         check_fits(needed)?;
         let oom = || Error::OutOfMemory {
@@ -54,7 +54,12 @@ impl HostSink {
     }
 
     /// The finished weights.
-    pub fn finish(mut self, config: &Config, layout: &Layout, fingerprint: [u8; 32]) -> Result<ModelWeights> {
+    pub(crate) fn finish(
+        mut self,
+        config: &Config,
+        layout: &Layout,
+        fingerprint: [u8; 32],
+    ) -> Result<ModelWeights> {
         let t = &mut self.tensors;
         let embedding = take_matrix(t, layout, Role::Embedding)?;
         let lm_head =

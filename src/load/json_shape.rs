@@ -13,29 +13,29 @@ use crate::error::{Error, Result};
 
 /// The most values (every number, string, list, map and map key counted once) a small JSON file
 /// may hold: `tokenizer.json`'s (published ones: Qwen's ~0.9 M, Gemma's ~3 M), the others'.
-pub const MAX_TOKENIZER_VALUES: u64 = 16 << 20;
+pub(crate) const MAX_TOKENIZER_VALUES: u64 = 16 << 20;
 /// See [`MAX_TOKENIZER_VALUES`]: config.json, the safetensors index, tokenizer_config.json,
 /// generation_config.json (published ones: at most tens of thousands).
-pub const MAX_SMALL_JSON_VALUES: u64 = 1 << 20;
+pub(crate) const MAX_SMALL_JSON_VALUES: u64 = 1 << 20;
 /// The most tokens in `tokenizer.json`'s `model.vocab` (published: up to 262,144).
 pub const MAX_VOCAB: u64 = 1 << 20;
 /// The most merges in `model.merges` (published: up to ~0.5 M).
-pub const MAX_MERGES: u64 = 1 << 20;
+pub(crate) const MAX_MERGES: u64 = 1 << 20;
 /// The most entries in `added_tokens` (published: up to a few thousand).
-pub const MAX_ADDED_TOKENS: u64 = 1 << 17;
+pub(crate) const MAX_ADDED_TOKENS: u64 = 1 << 17;
 
 /// A JSON document's counts: all values, and the items of the lists or maps at the paths a
 /// tokenizer grows with.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct JsonShape {
     /// Every value, a map's keys included.
-    pub values: u64,
+    pub(crate) values: u64,
     /// Items of `model.vocab` (a map, or a list of pairs).
     pub vocab: u64,
     /// Items of `model.merges`.
-    pub merges: u64,
+    pub(crate) merges: u64,
     /// Items of `added_tokens`.
-    pub added_tokens: u64,
+    pub(crate) added_tokens: u64,
 }
 
 /// Where in the document a value is.
@@ -51,7 +51,7 @@ enum At {
 
 impl JsonShape {
     /// Counts `bytes`, JSON file `what`; stops with a `Config` error once `max_values` is passed.
-    pub fn of(what: &str, bytes: &[u8], max_values: u64) -> Result<Self> {
+    pub(crate) fn of(what: &str, bytes: &[u8], max_values: u64) -> Result<Self> {
         Self::counted(what, bytes, max_values).map_err(Error::Config)
     }
 

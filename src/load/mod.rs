@@ -17,7 +17,7 @@ pub(crate) mod files;
 pub(crate) mod host;
 pub mod integrity;
 pub mod json_shape;
-pub mod progress;
+pub(crate) mod progress;
 pub(crate) mod stream;
 
 pub use files::{MAX_JSON_BYTES, MAX_TOKENIZER_BYTES};

@@ -39,7 +39,7 @@ pub struct Progress {
     /// Total (bytes, or pipelines).
     pub total: u64,
     /// Something went wrong that did not stop the load (e.g. the offline cache is full).
-    pub warning: Option<String>,
+    pub(crate) warning: Option<String>,
 }
 
 /// Where progress events go.
@@ -65,7 +65,7 @@ impl Reporter {
 
     /// `loaded` of `total` done in `phase` for `file`; sent when it is the first, the last, or
     /// at least a percent (and 1 MiB for bytes) past the last one sent.
-    pub fn report(&mut self, phase: Phase, file: &str, loaded: u64, total: u64) {
+    pub(crate) fn report(&mut self, phase: Phase, file: &str, loaded: u64, total: u64) {
         let step = if phase == Phase::Compile { 1 } else { (total / 100).max(1 << 20) };
         let key = (phase, file.to_string());
         let send = match self.last.get(&key) {
@@ -80,14 +80,16 @@ impl Reporter {
 
     /// A warning about `file` in `phase`: kept for the load's result and sent with the last
     /// progress values of that file.
-    pub fn warn(&mut self, phase: Phase, file: &str, total: u64, message: String) {
+    #[cfg(target_arch = "wasm32")]
+    pub(crate) fn warn(&mut self, phase: Phase, file: &str, total: u64, message: String) {
         let loaded = self.last.get(&(phase, file.to_string())).copied().unwrap_or(0);
         self.warnings.push(message.clone());
         self.send(Progress { phase, file: file.to_string(), loaded, total, warning: Some(message) });
     }
 
     /// The `loaded` of the last event sent for (`phase`, `file`); 0 before any.
-    pub fn loaded(&self, phase: Phase, file: &str) -> u64 {
+    #[cfg(target_arch = "wasm32")]
+    pub(crate) fn loaded(&self, phase: Phase, file: &str) -> u64 {
         self.last.get(&(phase, file.to_string())).copied().unwrap_or(0)
     }
 

@@ -16,7 +16,7 @@ use crate::model::{Config, Layout, Planned};
 
 /// Bytes of source data gathered before they are handed on (rounded to whole rows, at least
 /// one row).
-pub const PIECE_BYTES: usize = 4 << 20;
+pub(crate) const PIECE_BYTES: usize = 4 << 20;
 
 /// Bytes of each tensor that go into the fingerprint.
 const FINGERPRINT_PREFIX: u64 = 4096;
@@ -47,7 +47,7 @@ pub(crate) struct TensorStream<'a> {
 
 impl<'a> TensorStream<'a> {
     /// A stream over `layout`'s files, reporting "upload" progress through `reporter`.
-    pub fn new(layout: &'a Layout, reporter: &'a mut Reporter) -> Self {
+    pub(crate) fn new(layout: &'a Layout, reporter: &'a mut Reporter) -> Self {
         Self {
             layout,
             file: usize::MAX,
@@ -61,7 +61,7 @@ impl<'a> TensorStream<'a> {
     }
 
     /// Starts file `file` (its data section; the header is the reader's to skip).
-    pub fn begin_file(&mut self, file: usize) {
+    pub(crate) fn begin_file(&mut self, file: usize) {
         self.file = file;
         self.pos = 0;
         self.tensor = 0;
@@ -70,7 +70,7 @@ impl<'a> TensorStream<'a> {
     }
 
     /// The next `bytes` of the current file's data section.
-    pub fn feed(&mut self, sink: &mut dyn Sink, mut bytes: &[u8]) -> Result<()> {
+    pub(crate) fn feed(&mut self, sink: &mut dyn Sink, mut bytes: &[u8]) -> Result<()> {
         let header = &self.layout.files[self.file];
         while !bytes.is_empty() {
             // Past the tensors already complete (and any empty ones).
@@ -131,7 +131,7 @@ impl<'a> TensorStream<'a> {
     }
 
     /// Ends the current file; fails unless its whole data section was read.
-    pub fn end_file(&mut self) -> Result<()> {
+    pub(crate) fn end_file(&mut self) -> Result<()> {
         let header = &self.layout.files[self.file];
         let expected = header.size - header.data_start;
         if self.pos != expected {
@@ -148,7 +148,7 @@ impl<'a> TensorStream<'a> {
 
     /// The model's fingerprint: blake3 over the config, then every tensor's name, dtype, shape
     /// and first 4 KiB, in name order (so two fine-tunes of one architecture differ).
-    pub fn fingerprint(&self, config: &Config) -> [u8; 32] {
+    pub(crate) fn fingerprint(&self, config: &Config) -> [u8; 32] {
         let mut h = blake3::Hasher::new();
         h.update(config.identity().as_bytes());
         let mut entries: Vec<_> = self.layout.files.iter().flat_map(|f| &f.tensors).collect();
@@ -161,7 +161,7 @@ impl<'a> TensorStream<'a> {
     }
 
     /// The progress reporter (for drivers that report downloads through the same callback).
-    pub fn reporter(&mut self) -> &mut Reporter {
+    pub(crate) fn reporter(&mut self) -> &mut Reporter {
         self.reporter
     }
 }

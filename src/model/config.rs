@@ -50,7 +50,7 @@ pub enum Arch {
 
 impl Arch {
     /// The `model_type` of its HF config (also what exported states and `info` call it).
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Arch::Mamba => "mamba",
             Arch::FalconMamba => "falcon_mamba",
@@ -65,7 +65,7 @@ impl Arch {
     }
 
     /// The HF class that runs it.
-    pub fn hf_class(self) -> &'static str {
+    pub(crate) fn hf_class(self) -> &'static str {
         match self {
             Arch::Mamba => "MambaForCausalLM",
             Arch::FalconMamba => "FalconMambaForCausalLM",
@@ -80,7 +80,7 @@ impl Arch {
     }
 
     /// Whether it is one of the pure Mamba architectures (one Mamba block per layer).
-    pub fn is_pure_mamba(self) -> bool {
+    pub(crate) fn is_pure_mamba(self) -> bool {
         matches!(self, Arch::Mamba | Arch::FalconMamba | Arch::Mamba2)
     }
 }
@@ -89,14 +89,14 @@ impl Arch {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Names {
     /// The token embeddings (`backbone.embeddings.weight`, `model.embed_tokens.weight`).
-    pub embedding: &'static str,
+    pub(crate) embedding: &'static str,
     /// The final RMSNorm's gain (`backbone.norm_f.weight`, `model.norm.weight`...).
-    pub norm_f: &'static str,
+    pub(crate) norm_f: &'static str,
 }
 
 impl Names {
     /// The Mamba checkpoints' names (`backbone.…`).
-    pub const MAMBA: Names =
+    pub(crate) const MAMBA: Names =
         Names { embedding: "backbone.embeddings.weight", norm_f: "backbone.norm_f.weight" };
 }
 
@@ -104,14 +104,14 @@ impl Names {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Scales {
     /// Multiplies the embeddings (Granite's and Falcon-H1's `embedding_multiplier`).
-    pub embedding: f32,
+    pub(crate) embedding: f32,
     /// Multiplies the logits (1 / Granite's `logits_scaling`; Falcon-H1's `lm_head_multiplier`).
-    pub logits: f32,
+    pub(crate) logits: f32,
 }
 
 impl Scales {
     /// No scaling.
-    pub const NONE: Scales = Scales { embedding: 1.0, logits: 1.0 };
+    pub(crate) const NONE: Scales = Scales { embedding: 1.0, logits: 1.0 };
 }
 
 /// A model's hyper-parameters, normalised from any config format: the parts every model
@@ -204,7 +204,7 @@ impl Config {
     }
 
     /// Fails unless every id is inside the vocabulary.
-    pub fn check_ids(&self, tokens: &[u32]) -> Result<()> {
+    pub(crate) fn check_ids(&self, tokens: &[u32]) -> Result<()> {
         match tokens.iter().find(|&&t| t as usize >= self.vocab_size) {
             Some(bad) => Err(Error::InvalidInput(format!(
                 "token id {bad} is outside the vocabulary (size {})",
@@ -216,7 +216,11 @@ impl Config {
 
     /// The checks every forward pass makes before touching any state: at least one token, ids
     /// inside the vocabulary, checkpoint positions ascending and within the tokens.
-    pub fn check_forward(&self, tokens: &[u32], positions: impl IntoIterator<Item = usize>) -> Result<()> {
+    pub(crate) fn check_forward(
+        &self,
+        tokens: &[u32],
+        positions: impl IntoIterator<Item = usize>,
+    ) -> Result<()> {
         if tokens.is_empty() {
             return Err(Error::InvalidInput("forward needs at least one token".into()));
         }

@@ -8,10 +8,10 @@ use crate::model::Config;
 
 /// Memory the key/value caches may take together when a load does not say how long a
 /// context it wants (`maxContext`): 1 GiB of f32 keys and values.
-pub const KV_BUDGET_BYTES: u64 = 1 << 30;
+pub(crate) const KV_BUDGET_BYTES: u64 = 1 << 30;
 
 /// Bytes one position takes in every attention layer's cache together (f32 keys and values).
-pub fn kv_bytes_per_position(c: &Config) -> u64 {
+pub(crate) fn kv_bytes_per_position(c: &Config) -> u64 {
     c.blocks.iter().filter_map(|b| b.kind.attention()).map(|a| 8 * a.kv_dim() as u64).sum()
 }
 
@@ -19,7 +19,7 @@ pub fn kv_bytes_per_position(c: &Config) -> u64 {
 /// `per_layer` positions (the GPU's binding limit; `u64::MAX` on the CPU). `None`: what
 /// [`KV_BUDGET_BYTES`] holds, at most `max_position_embeddings` where the model has RoPE. A
 /// model without attention: no limit (`usize::MAX`) unless asked.
-pub fn max_context(c: &Config, wanted: Option<usize>, per_layer: u64) -> Result<usize> {
+pub(crate) fn max_context(c: &Config, wanted: Option<usize>, per_layer: u64) -> Result<usize> {
     let per_position = kv_bytes_per_position(c);
     match wanted {
         Some(0) => Err(Error::InvalidInput("maxContext must be at least 1".into())),
@@ -39,7 +39,7 @@ pub fn max_context(c: &Config, wanted: Option<usize>, per_layer: u64) -> Result<
 }
 
 /// Fails with [`Error::ContextFull`] when a context of `needed` positions passes `max_context`.
-pub fn check_room(needed: usize, max_context: usize) -> Result<()> {
+pub(crate) fn check_room(needed: usize, max_context: usize) -> Result<()> {
     if needed > max_context {
         return Err(Error::ContextFull { needed: needed as u64, max_context: max_context as u64 });
     }

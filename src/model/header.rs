@@ -15,15 +15,15 @@ use crate::error::{Error, Result};
 use crate::load::json_shape::{JsonShape, MAX_SMALL_JSON_VALUES};
 
 /// Largest header accepted (the `safetensors` crate's limit).
-pub const MAX_HEADER_BYTES: u64 = 100_000_000;
+pub(crate) const MAX_HEADER_BYTES: u64 = 100_000_000;
 
 /// One tensor's entry in a header.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TensorEntry {
     /// Full name (`backbone.layers.0.mixer.in_proj.weight`).
-    pub name: String,
+    pub(crate) name: String,
     /// Element type.
-    pub dtype: Dtype,
+    pub(crate) dtype: Dtype,
     /// Shape.
     pub shape: Vec<usize>,
     /// Byte range within the data section.
@@ -32,18 +32,13 @@ pub struct TensorEntry {
     pub end: u64,
 }
 
-impl TensorEntry {
-    /// Bytes of data.
-    pub fn bytes(&self) -> u64 {
-        self.end - self.start
-    }
-}
+impl TensorEntry {}
 
 /// One safetensors file's header.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FileHeader {
     /// The file's name in the model folder.
-    pub name: String,
+    pub(crate) name: String,
     /// Where the data section starts: 8 + header length.
     pub data_start: u64,
     /// The whole file's size: data_start + data length.

@@ -50,7 +50,7 @@ pub struct Planned {
     /// What it is.
     pub role: Role,
     /// Full name in the checkpoint.
-    pub name: String,
+    pub(crate) name: String,
     /// Stored element type (F32, F16 or BF16).
     pub dtype: Dtype,
     /// First dimension (1 for a vector).
@@ -61,12 +61,12 @@ pub struct Planned {
 
 impl Planned {
     /// Bytes of one row as stored.
-    pub fn row_bytes(&self) -> usize {
+    pub(crate) fn row_bytes(&self) -> usize {
         self.cols * self.dtype.bitsize() / 8
     }
 
     /// Bytes of the whole tensor as stored.
-    pub fn bytes(&self) -> u64 {
+    pub(crate) fn bytes(&self) -> u64 {
         (self.rows * self.row_bytes()) as u64
     }
 }
@@ -83,7 +83,7 @@ pub struct Layout {
 impl Layout {
     /// Checks `files` against `config` (and against the index's `weight_map` for a sharded
     /// checkpoint): every tensor the model needs exists once, with its shape and a float dtype.
-    pub fn new(
+    pub(crate) fn new(
         config: &Config,
         files: Vec<FileHeader>,
         weight_map: Option<&BTreeMap<String, String>>,
@@ -143,13 +143,8 @@ impl Layout {
     }
 
     /// The tensor playing `role`, if any.
-    pub fn get(&self, role: Role) -> Option<&Planned> {
+    pub(crate) fn get(&self, role: Role) -> Option<&Planned> {
         self.planned().find(|p| p.role == role)
-    }
-
-    /// Bytes of every tensor the model uses, as stored.
-    pub fn weight_bytes(&self) -> u64 {
-        self.planned().map(Planned::bytes).sum()
     }
 
     /// Bytes of every file's data section (what streams through a sink).

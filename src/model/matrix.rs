@@ -21,11 +21,11 @@ pub enum MatrixData {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Matrix {
     /// Rows (outputs of a linear layer, vocabulary entries of an embedding).
-    pub rows: usize,
+    pub(crate) rows: usize,
     /// Columns (inputs of a linear layer, D for an embedding).
-    pub cols: usize,
+    pub(crate) cols: usize,
     /// The elements. (rows, cols)
-    pub data: MatrixData,
+    pub(crate) data: MatrixData,
 }
 
 impl Matrix {
@@ -36,7 +36,7 @@ impl Matrix {
     }
 
     /// Splits it into `n` matrices of rows/n rows each, in order (stacked experts' slices).
-    pub fn split_rows(self, n: usize) -> Vec<Matrix> {
+    pub(crate) fn split_rows(self, n: usize) -> Vec<Matrix> {
         let rows = self.rows.checked_div(n).unwrap_or(0);
         let per = rows * self.cols;
         let cols = self.cols;
@@ -83,7 +83,7 @@ impl Matrix {
     }
 
     /// Row `r` as f32: borrowed when stored as f32, else converted into `scratch` (cols).
-    pub fn row<'a>(&'a self, r: usize, scratch: &'a mut [f32]) -> &'a [f32] {
+    pub(crate) fn row<'a>(&'a self, r: usize, scratch: &'a mut [f32]) -> &'a [f32] {
         let range = r * self.cols..(r + 1) * self.cols;
         match &self.data {
             MatrixData::F32(v) => &v[range],
@@ -113,7 +113,7 @@ impl Matrix {
 /// bf16 → f32: exact, by a shift (bf16 is f32's upper half). Unlike `half`'s conversion this
 /// does not quiet signalling NaNs, so it has no branch and vectorises.
 #[inline]
-pub fn bf16_to_f32(v: bf16) -> f32 {
+pub(crate) fn bf16_to_f32(v: bf16) -> f32 {
     f32::from_bits((v.to_bits() as u32) << 16)
 }
 
@@ -122,7 +122,7 @@ pub fn bf16_to_f32(v: bf16) -> f32 {
 /// by 2¹¹², which also turns f16's subnormals into the right normal f32s; ±Inf and NaN (whose
 /// exponent is all ones) are mapped by a select.
 #[inline]
-pub fn f16_to_f32(v: f16) -> f32 {
+pub(crate) fn f16_to_f32(v: f16) -> f32 {
     let h = v.to_bits() as u32;
     let sign = (h & 0x8000) << 16;
     let magnitude = h & 0x7fff;

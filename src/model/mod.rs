@@ -54,7 +54,7 @@ mod config_fields;
 mod config_formats;
 mod config_json;
 mod config_out;
-pub mod context;
+pub(crate) mod context;
 mod header;
 mod hybrid;
 mod layout;
@@ -64,20 +64,20 @@ mod part;
 pub mod published;
 mod random;
 pub(crate) mod state;
-pub mod state_layout;
+pub(crate) mod state_layout;
 mod weights;
 
 pub use checkpoint::Checkpoint;
 pub use config::{Arch, Config, Names, Scales};
+#[cfg(any(target_arch = "wasm32", test))]
 pub(crate) use header::check_file_name;
 pub use header::{FileHeader, TensorEntry, parse_index, shard_names};
 pub use layout::{Layout, Planned, Role, tensor_sizes};
 pub use logits::Logits;
 pub use matrix::{Matrix, MatrixData};
-pub use part::{MlpPart, Part};
-pub use random::word_level_tokenizer;
+pub(crate) use part::{MlpPart, Part};
 #[cfg(not(target_arch = "wasm32"))]
 pub use random::{Values, write_random_checkpoint, write_random_checkpoint_json};
 pub use state::{LayerState, State};
-pub use state_layout::{Extent, Region, StateLayout};
+pub(crate) use state_layout::{Extent, StateLayout};
 pub use weights::{LayerWeights, ModelWeights};

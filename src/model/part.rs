@@ -21,7 +21,7 @@ pub enum MlpPart {
 
 impl MlpPart {
     /// Whether it is a bias (a vector) rather than a matrix.
-    pub fn is_bias(self) -> bool {
+    pub(crate) fn is_bias(self) -> bool {
         matches!(self, MlpPart::GateBias | MlpPart::UpBias | MlpPart::GateUpBias | MlpPart::DownBias)
     }
 }
@@ -99,7 +99,7 @@ pub enum Part {
 impl Part {
     /// Whether it is a weight matrix (stored in the file's dtype on the CPU, in the weight
     /// format on the GPU) rather than a small f32 vector.
-    pub fn is_matrix(self) -> bool {
+    pub(crate) fn is_matrix(self) -> bool {
         matches!(
             self,
             Part::InProj

@@ -233,7 +233,8 @@ impl Checkpoint {
 
 /// A word-level `tokenizer.json` of `vocab` tokens (`t0`, `t1`, …; whitespace-separated), for
 /// random checkpoints of any vocabulary.
-pub fn word_level_tokenizer(vocab: usize) -> String {
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) fn word_level_tokenizer(vocab: usize) -> String {
     let words: serde_json::Map<String, serde_json::Value> =
         (0..vocab).map(|i| (format!("t{i}"), serde_json::Value::from(i))).collect();
     serde_json::json!({

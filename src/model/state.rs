@@ -31,7 +31,7 @@ impl State {
     }
 
     /// The state before any token for `layout`.
-    pub fn empty(layout: Arc<StateLayout>) -> Self {
+    pub(crate) fn empty(layout: Arc<StateLayout>) -> Self {
         let layers = (0..layout.layers())
             .map(|l| {
                 let regions = layout
@@ -48,7 +48,7 @@ impl State {
     }
 
     /// Its layout.
-    pub fn layout(&self) -> &Arc<StateLayout> {
+    pub(crate) fn layout(&self) -> &Arc<StateLayout> {
         &self.layout
     }
 
@@ -60,12 +60,12 @@ impl State {
 
     /// A copy, or [`Error::OutOfMemory`] when the allocator refuses it (a CPU checkpoint cache
     /// that grows into the end of memory — wasm32's 4 GiB — must fail, not abort).
-    pub fn try_clone(&self) -> Result<Self> {
+    pub(crate) fn try_clone(&self) -> Result<Self> {
         self.copy(true)
     }
 
     /// A copy of the fixed regions, the growing ones empty ([`State::try_clone`]'s errors).
-    pub fn try_clone_fixed(&self) -> Result<Self> {
+    pub(crate) fn try_clone_fixed(&self) -> Result<Self> {
         self.copy(false)
     }
 
@@ -91,7 +91,7 @@ impl State {
     }
 
     /// Fails unless this state has the shape of `c`'s states.
-    pub fn check_fits(&self, c: &Config) -> Result<()> {
+    pub(crate) fn check_fits(&self, c: &Config) -> Result<()> {
         let layout = c.state_layout();
         let fits = *self.layout == layout
             && self.layers.iter().enumerate().all(|(l, s)| {
@@ -139,7 +139,7 @@ impl State {
 
     /// The inverse of [`State::to_flat`]: the fixed regions, then the growing ones, each
     /// holding as many tokens as the length says (the same for every growing region).
-    pub fn from_flat(c: &Config, flat: &[f32]) -> Result<Self> {
+    pub(crate) fn from_flat(c: &Config, flat: &[f32]) -> Result<Self> {
         let mut state = Self::zeros(c);
         let layout = state.layout.clone();
         let (fixed, per_token) = (layout.fixed_floats(), layout.per_token_floats());

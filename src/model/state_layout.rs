@@ -21,13 +21,13 @@ pub enum Extent {
 
 /// One layer's region of the state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Region {
+pub(crate) struct Region {
     /// The layer it belongs to.
-    pub layer: usize,
+    pub(crate) layer: usize,
     /// What it is, as its block kind names it (`"conv"`, `"ssm"`).
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// Its size.
-    pub extent: Extent,
+    pub(crate) extent: Extent,
 }
 
 /// Every region of a model's state, in flat order.
@@ -44,7 +44,7 @@ pub struct StateLayout {
 impl StateLayout {
     /// The layout of a model whose layer `i` has the regions `per_layer[i]` (name and extent, in
     /// its block kind's order).
-    pub fn new(per_layer: &[Vec<(&'static str, Extent)>]) -> Self {
+    pub(crate) fn new(per_layer: &[Vec<(&'static str, Extent)>]) -> Self {
         let mut names: Vec<&'static str> = Vec::new();
         for (name, _) in per_layer.iter().flatten() {
             if !names.contains(name) {
@@ -82,28 +82,28 @@ impl StateLayout {
     }
 
     /// Every region, in flat order.
-    pub fn regions(&self) -> &[Region] {
+    pub(crate) fn regions(&self) -> &[Region] {
         &self.regions
     }
 
     /// Layers.
-    pub fn layers(&self) -> usize {
+    pub(crate) fn layers(&self) -> usize {
         self.by_layer.len()
     }
 
     /// Layer `layer`'s regions in its block kind's order.
-    pub fn layer(&self, layer: usize) -> impl Iterator<Item = &Region> {
+    pub(crate) fn layer(&self, layer: usize) -> impl Iterator<Item = &Region> {
         self.by_layer[layer].iter().map(|&i| &self.regions[i])
     }
 
     /// Where fixed region `name` of `layer` starts in the flat state, if it has one.
-    pub fn offset(&self, layer: usize, name: &str) -> Option<usize> {
+    pub(crate) fn offset(&self, layer: usize, name: &str) -> Option<usize> {
         let i = self.by_layer.get(layer)?.iter().copied().find(|&i| self.regions[i].name == name)?;
         matches!(self.regions[i].extent, Extent::Fixed(_)).then_some(self.offsets[i])
     }
 
     /// Floats of the fixed part: the whole state of a model without growing regions.
-    pub fn fixed_floats(&self) -> usize {
+    pub(crate) fn fixed_floats(&self) -> usize {
         self.fixed_floats
     }
 
@@ -118,13 +118,8 @@ impl StateLayout {
             .sum()
     }
 
-    /// Bytes of a state after `tokens` tokens, in f32: what a checkpoint of it costs.
-    pub fn bytes(&self, tokens: usize) -> u64 {
-        4 * (self.fixed_floats as u64 + tokens as u64 * self.per_token_floats() as u64)
-    }
-
     /// Floats of all of region `name`'s fixed regions together (one GPU buffer holds them).
-    pub fn floats_named(&self, name: &str) -> usize {
+    pub(crate) fn floats_named(&self, name: &str) -> usize {
         self.regions
             .iter()
             .filter(|r| r.name == name)
@@ -151,7 +146,6 @@ mod tests {
         assert_eq!(l.offset(2, "ssm"), Some(28));
         assert_eq!(l.offset(1, "k"), None);
         assert_eq!(l.fixed_floats(), 44);
-        assert_eq!(l.bytes(10), 4 * (44 + 80));
         assert_eq!(l.layer(2).map(|r| r.name).collect::<Vec<_>>(), ["conv", "ssm"]);
         assert_eq!(l.floats_named("ssm"), 32);
     }

@@ -25,13 +25,13 @@ pub struct LayerWeights {
 #[derive(Clone, Debug)]
 pub struct ModelWeights {
     /// The hyper-parameters the shapes were checked against.
-    pub config: Config,
+    pub(crate) config: Config,
     /// Token embeddings. (V, D)
     pub embedding: Matrix,
     /// The blocks, in order.
     pub layers: Vec<LayerWeights>,
     /// Final RMSNorm gain. (D)
-    pub norm_f: Vec<f32>,
+    pub(crate) norm_f: Vec<f32>,
     /// Untied LM head, when the checkpoint has `lm_head.weight`; else the embedding is used.
     /// (V, D)
     pub lm_head: Option<Matrix>,
@@ -43,19 +43,19 @@ pub struct ModelWeights {
 
 impl LayerWeights {
     /// The weight matrices.
-    pub fn matrices(&self) -> impl Iterator<Item = &Matrix> {
+    pub(crate) fn matrices(&self) -> impl Iterator<Item = &Matrix> {
         self.mixer.matrices().into_iter()
     }
 
     /// Elements of the small f32 tensors (the norm, the mixer's biases, conv, A_log, D...).
-    pub fn vector_len(&self) -> usize {
+    pub(crate) fn vector_len(&self) -> usize {
         self.norm.len() + self.mixer.vector_len()
     }
 }
 
 impl ModelWeights {
     /// The LM head matrix: `lm_head.weight` if present, else the tied embedding. (V, D)
-    pub fn lm_head(&self) -> &Matrix {
+    pub(crate) fn lm_head(&self) -> &Matrix {
         self.lm_head.as_ref().unwrap_or(&self.embedding)
     }
 

@@ -94,22 +94,22 @@ impl Decoding {
     }
 
     /// Tokens handed out so far.
-    pub fn produced(&self) -> usize {
+    pub(crate) fn produced(&self) -> usize {
         self.produced
     }
 
     /// Whether the last token handed out was the end of text, which ends the decode.
-    pub fn reached_eos(&self) -> bool {
+    pub(crate) fn reached_eos(&self) -> bool {
         self.eos
     }
 
     /// No more tokens: the next [`Runtime::decode_next`] hands out none.
-    pub fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         self.stopped = true;
     }
 
     /// Whether no more tokens will be handed out (stopped, the end of text, or `max_tokens`).
-    pub fn is_over(&self) -> bool {
+    pub(crate) fn is_over(&self) -> bool {
         self.stopped || self.eos || self.produced >= self.options.max_tokens
     }
 
@@ -330,7 +330,7 @@ impl Runtime {
     /// budget allows (best effort: the previous one stays pinned otherwise), so a regenerate
     /// or the next turn resumes there. Logits that are not finite are not kept:
     /// [`Error::NonFiniteOutput`].
-    pub fn settle(&mut self, id: SessionId) -> Result<()> {
+    pub(crate) fn settle(&mut self, id: SessionId) -> Result<()> {
         let s = self.session(id)?;
         if !(s.live_valid && s.logits.is_some()) || self.active != Some(id.0) {
             return Ok(()); // nothing current to keep

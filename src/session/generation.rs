@@ -92,7 +92,8 @@ impl Generation {
     }
 
     /// The sampler (its generator state moves on with every draw).
-    pub fn sampler_mut(&mut self) -> &mut Sampler {
+    #[cfg(target_arch = "wasm32")]
+    pub(crate) fn sampler_mut(&mut self) -> &mut Sampler {
         &mut self.sampler
     }
 
@@ -107,7 +108,7 @@ impl Generation {
     }
 
     /// Whether no more tokens will come (then [`Generation::end`] finishes it).
-    pub fn is_over(&self) -> bool {
+    pub(crate) fn is_over(&self) -> bool {
         self.done || self.decoding.is_over() || self.constraint.as_ref().is_some_and(Constraint::is_stopped)
     }
 
@@ -125,7 +126,7 @@ impl Generation {
 
     /// Asks for no more tokens (the caller stopped, aborted, or its callback failed); `cut`:
     /// not even the text still held back (a caller that leaves).
-    pub fn stop(&mut self, cut: bool) {
+    pub(crate) fn stop(&mut self, cut: bool) {
         self.decoding.stop();
         self.cut |= cut;
     }

@@ -68,14 +68,14 @@ pub struct SessionStats {
     /// Operations that restored a cached checkpoint.
     pub hits: u64,
     /// Operations that found no checkpoint and started from zeros.
-    pub misses: u64,
+    pub(crate) misses: u64,
     /// Positions of cached states on this session's history (block boundaries, prompt-ends).
     pub checkpoints: Vec<usize>,
     /// Bytes one such checkpoint takes (the whole state, f32).
-    pub checkpoint_bytes: u64,
+    pub(crate) checkpoint_bytes: u64,
     /// A hybrid's: the blocks of this session's history (block b: positions b·B..(b+1)·B)
     /// whose key/value page is cached (shared with every history through it).
-    pub pages: Vec<usize>,
+    pub(crate) pages: Vec<usize>,
     /// Operations that resumed from a checkpoint read from the persistent store.
     pub store_hits: u64,
 }

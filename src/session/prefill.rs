@@ -13,7 +13,7 @@ impl Runtime {
     /// logits of its last position. Fails before changing anything when the tokens are bad or
     /// the cache cannot keep the prompt-end checkpoint. Logits that are not finite are
     /// [`Error::NonFiniteOutput`] after the history became `target` (see `session/finite.rs`).
-    pub async fn ensure(&mut self, id: SessionId, target: &[u32]) -> Result<Outcome> {
+    pub(crate) async fn ensure(&mut self, id: SessionId, target: &[u32]) -> Result<Outcome> {
         self.engine.config().check_ids(target)?;
         self.activate(id)?;
         let n = target.len();

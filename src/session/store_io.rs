@@ -17,9 +17,9 @@ use crate::store::{Kind, Record, Store};
 
 /// A state found in the store: the state after `len` tokens and, for a prompt-end, its logits.
 pub(super) struct Stored {
-    pub len: usize,
-    pub state: State,
-    pub logits: Option<Vec<f32>>,
+    pub(crate) len: usize,
+    pub(crate) state: State,
+    pub(crate) logits: Option<Vec<f32>>,
 }
 
 /// Per-token floats of each growing region, in the flat order (a Mamba model has none).

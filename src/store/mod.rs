@@ -4,7 +4,7 @@
 //!
 //! - A record's name comes from the store fingerprint and its key (`Store::name`); its bytes
 //!   repeat both and carry a checksum (`record.rs`), so a damaged, cut, foreign or misnamed
-//!   record is a [`Miss`]: deleted, and the tokens are computed instead — never a wrong state.
+//!   record is a [`Miss`](record::Miss): deleted, and the tokens are computed instead — never a wrong state.
 //! - The store fingerprint = the model's fingerprint + how the engine computes (backend, weight
 //!   and cache formats): a record is only used by a runtime that would have computed the same
 //!   numbers.
@@ -12,10 +12,10 @@
 //! - A failing store never fails a call: reads that fail are misses, writes that fail are
 //!   warnings (`Store::take_warnings`), and the session goes on in memory.
 //! - Writes are queued (`writer.rs`): awaited by the call that made them, or — in the browser,
-//!   [`Store::write_in_background`] — written after the call has returned; [`Store::flush`]
+//!   `Store::write_in_background` — written after the call has returned; [`Store::flush`]
 //!   waits for them.
 
-pub mod record;
+pub(crate) mod record;
 mod writer;
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -28,13 +28,13 @@ use std::rc::Rc;
 
 use crate::cache::keys::Key;
 use crate::error::Result;
-pub use record::{Kind, Miss, Record};
+pub(crate) use record::{Kind, Record};
 
 /// A boxed future that need not be `Send` (a browser's are not).
-pub type LocalFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
+pub(crate) type LocalFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 
 /// Temporary files (a record being written) end with this; they are never read.
-pub const TEMP_SUFFIX: &str = ".tmp";
+pub(crate) const TEMP_SUFFIX: &str = ".tmp";
 /// A temporary this old was left by a writer that died: removed when the budget is enforced.
 const STALE_TEMP_MS: u64 = 10 * 60 * 1000;
 
@@ -48,11 +48,11 @@ fn ours(name: &str) -> bool {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Entry {
     /// Its name.
-    pub name: String,
+    pub(crate) name: String,
     /// Its size.
-    pub bytes: u64,
+    pub(crate) bytes: u64,
     /// When it was last written or used (milliseconds since 1970).
-    pub used_ms: u64,
+    pub(crate) used_ms: u64,
 }
 
 /// Where the records live: a folder natively, the origin private file system in a browser.
@@ -126,14 +126,14 @@ pub struct Store {
 impl Store {
     /// A store over `backend` for a runtime whose `fingerprint` is [`Store::fingerprint`]'s.
     /// Its writes are awaited by the call that makes them until [`Store::write_in_background`].
-    pub fn new(backend: Box<dyn Backend>, fingerprint: Key, config: StoreConfig) -> Self {
+    pub(crate) fn new(backend: Box<dyn Backend>, fingerprint: Key, config: StoreConfig) -> Self {
         let (ledger, writer) = (Default::default(), Default::default());
         Self { backend: Rc::from(backend), fingerprint, config, ledger, writer }
     }
 
     /// The fingerprint of a runtime's numbers: the model's weights (`ModelWeights::fingerprint`)
     /// and how the engine computes (e.g. "gpu f16 weights f32 kv", "cpu").
-    pub fn fingerprint(model: &Key, engine: &str) -> Key {
+    pub(crate) fn fingerprint(model: &Key, engine: &str) -> Key {
         let mut h = blake3::Hasher::new();
         h.update(b"webmamba/store/v1");
         h.update(model);
@@ -142,7 +142,7 @@ impl Store {
     }
 
     /// The file name of the `kind` record `key` under `fingerprint`.
-    pub fn name(kind: Kind, fingerprint: &Key, key: &Key) -> String {
+    pub(crate) fn name(kind: Kind, fingerprint: &Key, key: &Key) -> String {
         let mut h = blake3::Hasher::new();
         h.update(fingerprint);
         h.update(key);
@@ -150,18 +150,18 @@ impl Store {
     }
 
     /// The fingerprint its records carry.
-    pub fn fingerprint_of(&self) -> Key {
+    pub(crate) fn fingerprint_of(&self) -> Key {
         self.fingerprint
     }
 
     /// Whether this store wrote, queued or read the `kind` record `key` (it may have been
     /// evicted or removed since).
-    pub fn knows(&self, kind: Kind, key: &Key) -> bool {
+    pub(crate) fn knows(&self, kind: Kind, key: &Key) -> bool {
         self.ledger.borrow().known.contains(&(kind, *key))
     }
 
     /// The settings.
-    pub fn config(&self) -> StoreConfig {
+    pub(crate) fn config(&self) -> StoreConfig {
         self.config
     }
 
@@ -181,7 +181,7 @@ impl Store {
 
     /// The `kind` record `key`, checked whole; `None` if there is none or it is unusable (then it
     /// is deleted). A hit marks the record used.
-    pub async fn get(&self, kind: Kind, key: &Key) -> Option<Record> {
+    pub(crate) async fn get(&self, kind: Kind, key: &Key) -> Option<Record> {
         let name = Self::name(kind, &self.fingerprint, key);
         let bytes = match self.backend.read(&name).await {
             Ok(Some(bytes)) => bytes,
@@ -219,7 +219,7 @@ impl Store {
 
     /// Writes `record` (its fingerprint must be this store's), then keeps the store within its
     /// budget. A failure is a warning: the caller goes on without it.
-    pub async fn put(&self, record: &Record) {
+    pub(crate) async fn put(&self, record: &Record) {
         debug_assert_eq!(record.fingerprint, self.fingerprint, "a record of another runtime");
         let bytes = record.to_bytes();
         if bytes.len() as u64 > self.config.budget_bytes {
@@ -255,7 +255,7 @@ impl Store {
 
     /// Lists the store and removes least recently used records (and stale temporaries) until it
     /// is within its budget; counts what is left.
-    pub async fn enforce_budget(&self) {
+    pub(crate) async fn enforce_budget(&self) {
         let mut entries = match self.backend.list().await {
             Ok(entries) => entries.into_iter().filter(|e| ours(&e.name)).collect::<Vec<_>>(),
             Err(e) => return self.warn(format!("state store: {e}")),
@@ -288,7 +288,8 @@ impl Store {
     }
 
     /// Bytes on disk (listing the store).
-    pub async fn bytes(&self) -> u64 {
+    #[cfg(all(test, not(target_arch = "wasm32")))]
+    async fn bytes(&self) -> u64 {
         self.enforce_budget().await;
         self.ledger.borrow().bytes.unwrap_or(0)
     }

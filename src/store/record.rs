@@ -29,7 +29,7 @@ const HEAD: usize = 8 + 4 + 1 + 32 + 32 + 8;
 
 /// What a record holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// A state at a position (a block or a prompt-end checkpoint).
     Checkpoint,
     /// One block of every attention layer's keys and values.
@@ -45,7 +45,7 @@ impl Kind {
     }
 
     /// The prefix of its records' names.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Kind::Checkpoint => "ckpt",
             Kind::Page => "page",
@@ -55,25 +55,25 @@ impl Kind {
 
 /// A decoded record.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Record {
+pub(crate) struct Record {
     /// Checkpoint or page.
-    pub kind: Kind,
+    pub(crate) kind: Kind,
     /// `Store::fingerprint` of the runtime that wrote it.
-    pub fingerprint: Key,
+    pub(crate) fingerprint: Key,
     /// The cache key (checkpoint) or chain key (page) it is stored under.
-    pub key: Key,
+    pub(crate) key: Key,
     /// Tokens before the checkpoint; a page's block end.
-    pub position: u64,
+    pub(crate) position: u64,
     /// A prompt-end's logits (V), else empty.
-    pub logits: Vec<f32>,
+    pub(crate) logits: Vec<f32>,
     /// The state's or the page's values.
-    pub values: Vec<f32>,
+    pub(crate) values: Vec<f32>,
 }
 
 /// Why stored bytes are not the record asked for. Each is a miss: the record is deleted and the
 /// tokens are computed instead.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Miss {
+pub(crate) enum Miss {
     /// Fewer bytes than the fields say (a half-written or cut record).
     Truncated,
     /// Not a record, or a version this build does not read.
@@ -100,7 +100,7 @@ impl std::fmt::Display for Miss {
 
 impl Record {
     /// The record as bytes (see the module documentation).
-    pub fn to_bytes(&self) -> Vec<u8> {
+    pub(crate) fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(HEAD + 16 + 4 * (self.logits.len() + self.values.len()) + 32);
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&VERSION.to_le_bytes());
@@ -120,7 +120,7 @@ impl Record {
     }
 
     /// Reads `bytes` as the `kind` record `key` of `fingerprint`: anything else is a [`Miss`].
-    pub fn from_bytes(bytes: &[u8], kind: Kind, fingerprint: &Key, key: &Key) -> Result<Record, Miss> {
+    pub(crate) fn from_bytes(bytes: &[u8], kind: Kind, fingerprint: &Key, key: &Key) -> Result<Record, Miss> {
         if bytes.len() < 8 || &bytes[..8] != MAGIC {
             return Err(if MAGIC.starts_with(bytes) {
                 Miss::Truncated

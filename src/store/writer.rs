@@ -12,7 +12,7 @@ use std::task::{Poll, Waker};
 use super::{LocalFuture, Record, Store};
 
 /// Starts a future that runs to its end on its own (the browser's `spawn_local`).
-pub type Spawner = Rc<dyn Fn(LocalFuture<'static, ()>)>;
+pub(crate) type Spawner = Rc<dyn Fn(LocalFuture<'static, ()>)>;
 
 /// The queue and who drains it.
 #[derive(Default)]
@@ -39,14 +39,15 @@ impl Writer {
 impl Store {
     /// From now on the records a call makes are written by a task `spawn` starts, after the
     /// call has returned ([`Store::flush`] waits for them).
-    pub fn write_in_background(&self, spawn: Spawner) {
+    #[cfg(target_arch = "wasm32")]
+    pub(crate) fn write_in_background(&self, spawn: Spawner) {
         *self.writer.spawner.borrow_mut() = Some(spawn);
     }
 
     /// Queues `records` for writing, in order; they count as known at once (a page queued is
     /// not queued again; one whose write fails is forgotten). Without a background task, returns
     /// once they are written.
-    pub async fn write(&self, records: Vec<Record>) {
+    pub(crate) async fn write(&self, records: Vec<Record>) {
         if records.is_empty() {
             return;
         }
@@ -83,7 +84,7 @@ impl Store {
     }
 
     /// Waits until every record queued so far is written (or failed: a warning).
-    pub async fn flush(&self) {
+    pub(crate) async fn flush(&self) {
         std::future::poll_fn(|cx| {
             if self.writer.idle() {
                 return Poll::Ready(());

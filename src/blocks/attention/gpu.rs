@@ -26,15 +26,15 @@ use crate::model::Part;
 
 /// An attention block's weights on the GPU.
 pub(crate) struct GpuWeights {
-    pub q: SplitMatrix, // (Hq·hd, D_in), bias when qkv_bias
-    pub k: SplitMatrix, // (Hkv·hd, D_in)
-    pub v: SplitMatrix, // (Hkv·hd, D_in)
-    pub o: SplitMatrix, // (D_out, Hq·hd), bias when o_bias
+    pub(crate) q: SplitMatrix, // (Hq·hd, D_in), bias when qkv_bias
+    pub(crate) k: SplitMatrix, // (Hkv·hd, D_in)
+    pub(crate) v: SplitMatrix, // (Hkv·hd, D_in)
+    pub(crate) o: SplitMatrix, // (D_out, Hq·hd), bias when o_bias
 }
 
 impl GpuWeights {
     /// Allocates (zeroed) the buffers of block `p` reading rows of `d_in` and writing `d_out`.
-    pub fn allocate(p: &Attention, (d_in, d_out): (usize, usize), a: &Alloc<'_>) -> Result<Self> {
+    pub(crate) fn allocate(p: &Attention, (d_in, d_out): (usize, usize), a: &Alloc<'_>) -> Result<Self> {
         let (q, kv) = (p.q_dim(), p.kv_dim());
         Ok(Self {
             q: a.matrix("q_proj", (q, d_in), a.has(Part::QBias))?,
@@ -118,9 +118,9 @@ fn shape(p: &Attention, capacity: usize) -> AttentionShape {
 /// Zamba2's shared block hidden ‖ embeddings), where o_proj's output goes, and LoRA adapters on
 /// q, k, v (Zamba2's per-use ones).
 pub(crate) struct Io<'a> {
-    pub x: &'a wgpu::Buffer,
-    pub out: Out<'a>,
-    pub adapters: [Option<&'a GpuAdapter>; 3],
+    pub(crate) x: &'a wgpu::Buffer,
+    pub(crate) out: Out<'a>,
+    pub(crate) adapters: [Option<&'a GpuAdapter>; 3],
 }
 
 /// The calls of attention block `p` (weights `w`, cache `kv` of `capacity` positions), in

@@ -17,20 +17,20 @@ use crate::model::{Extent, Matrix, Part};
 #[derive(Clone, Debug, PartialEq)]
 pub struct Weights {
     /// q_proj (Hq·hd, D), k_proj, v_proj (Hkv·hd, D), o_proj (D, Hq·hd).
-    pub q: Matrix,
-    pub k: Matrix,
-    pub v: Matrix,
-    pub o: Matrix,
+    pub(crate) q: Matrix,
+    pub(crate) k: Matrix,
+    pub(crate) v: Matrix,
+    pub(crate) o: Matrix,
     /// Their biases, when the config has them.
-    pub q_bias: Option<Vec<f32>>,
-    pub k_bias: Option<Vec<f32>>,
-    pub v_bias: Option<Vec<f32>>,
-    pub o_bias: Option<Vec<f32>>,
+    pub(crate) q_bias: Option<Vec<f32>>,
+    pub(crate) k_bias: Option<Vec<f32>>,
+    pub(crate) v_bias: Option<Vec<f32>>,
+    pub(crate) o_bias: Option<Vec<f32>>,
 }
 
 impl Weights {
     /// Takes its tensors from `t`.
-    pub fn take(p: &Attention, t: &mut dyn TakeTensor) -> Result<Self> {
+    pub(crate) fn take(p: &Attention, t: &mut dyn TakeTensor) -> Result<Self> {
         let mut bias = |part, present: bool| if present { t.vector(part).map(Some) } else { Ok(None) };
         let (q_bias, k_bias, v_bias) =
             (bias(Part::QBias, p.qkv_bias)?, bias(Part::KBias, p.qkv_bias)?, bias(Part::VBias, p.qkv_bias)?);

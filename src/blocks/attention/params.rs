@@ -10,9 +10,9 @@ use crate::model::Part;
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Rope {
     /// θ (`rope_theta`).
-    pub theta: f32,
+    pub(crate) theta: f32,
     /// Channels rotated per head (head_dim × `partial_rotary_factor`; even).
-    pub dims: usize,
+    pub(crate) dims: usize,
 }
 
 /// A causal grouped-query attention block (`q_proj`, `k_proj`, `v_proj`, `o_proj`).
@@ -23,33 +23,33 @@ pub struct Attention {
     /// Hkv: key/value heads (`num_key_value_heads`); divides Hq.
     pub n_kv_heads: usize,
     /// hd: channels per head (`head_dim`, else hidden_size / Hq).
-    pub head_dim: usize,
+    pub(crate) head_dim: usize,
     /// Whether q/k/v_proj have biases.
-    pub qkv_bias: bool,
+    pub(crate) qkv_bias: bool,
     /// Whether o_proj has a bias.
-    pub o_bias: bool,
+    pub(crate) o_bias: bool,
     /// Rotary embedding, or none (NoPE: Granite-H's "nope", Jamba, Nemotron-H).
-    pub rope: Option<Rope>,
+    pub(crate) rope: Option<Rope>,
     /// The softmax's scale on q·k (1/√hd, or Granite's `attention_multiplier`).
-    pub scale: f32,
+    pub(crate) scale: f32,
     /// Multiplies the keys (Falcon-H1's `key_multiplier`; 1 elsewhere).
-    pub key_scale: f32,
+    pub(crate) key_scale: f32,
 }
 
 impl Attention {
     /// Width of the queries (Hq · hd).
-    pub fn q_dim(&self) -> usize {
+    pub(crate) fn q_dim(&self) -> usize {
         self.n_heads.saturating_mul(self.head_dim)
     }
 
     /// Width of the keys and of the values (Hkv · hd).
-    pub fn kv_dim(&self) -> usize {
+    pub(crate) fn kv_dim(&self) -> usize {
         self.n_kv_heads.saturating_mul(self.head_dim)
     }
 
     /// Its tensors for inputs of width `d` and outputs of width `out` (Zamba2's shared block
     /// reads hidden ‖ embeddings, 2·D, and writes D).
-    pub fn tensors_io(&self, d: usize, out: usize) -> Vec<Tensor> {
+    pub(crate) fn tensors_io(&self, d: usize, out: usize) -> Vec<Tensor> {
         let (q, kv) = (self.q_dim(), self.kv_dim());
         let t = Tensor::new;
         vec![

@@ -19,16 +19,16 @@ use crate::model::Part;
 /// A Mamba-1 block's weights on the GPU.
 pub(crate) struct GpuWeights {
     /// in_proj (2·E·D, D), the conv (E·D, K), A ‖ D (E·D·N + E·D), out_proj (D, E·D).
-    pub ssm: GpuSsm,
-    pub x_proj: SplitMatrix,  // (R + 2N, E·D)
-    pub dt_proj: SplitMatrix, // (E·D, R), bias (E·D)
+    pub(crate) ssm: GpuSsm,
+    pub(crate) x_proj: SplitMatrix,  // (R + 2N, E·D)
+    pub(crate) dt_proj: SplitMatrix, // (E·D, R), bias (E·D)
     /// Jamba's gains of the δ, B and C norms: (R ‖ N ‖ N).
-    pub dbc_gains: Option<wgpu::Buffer>,
+    pub(crate) dbc_gains: Option<wgpu::Buffer>,
 }
 
 impl GpuWeights {
     /// Allocates (zeroed) every buffer of block `p` (residual width `d`).
-    pub fn allocate(p: &Mamba1, d: usize, a: &Alloc<'_>) -> Result<Self> {
+    pub(crate) fn allocate(p: &Mamba1, d: usize, a: &Alloc<'_>) -> Result<Self> {
         let (di, n, r) = (p.d_inner, p.d_state, p.dt_rank);
         let shape = SsmShape {
             in_proj: (p.in_proj_dim(), d),

@@ -31,22 +31,22 @@ pub struct Mamba1 {
     /// C — before they are used (`mixer_rms_eps`); none in Mamba-1.
     pub dbc_norm_eps: Option<f32>,
     /// Jamba: those norms have gains (`dt_layernorm`, `b_layernorm`, `c_layernorm`).
-    pub dbc_gains: bool,
+    pub(crate) dbc_gains: bool,
 }
 
 impl Mamba1 {
     /// Channels of the conv1d and of its carried window: x (E·D).
-    pub fn conv_dim(&self) -> usize {
+    pub(crate) fn conv_dim(&self) -> usize {
         self.d_inner
     }
 
     /// Width of `in_proj`'s output: x ‖ z (2·E·D).
-    pub fn in_proj_dim(&self) -> usize {
+    pub(crate) fn in_proj_dim(&self) -> usize {
         2usize.saturating_mul(self.d_inner)
     }
 
     /// Width of `x_proj`'s output: δ (R) ‖ B (N) ‖ C (N).
-    pub fn x_proj_dim(&self) -> usize {
+    pub(crate) fn x_proj_dim(&self) -> usize {
         self.dt_rank.saturating_add(2usize.saturating_mul(self.d_state))
     }
 
@@ -67,16 +67,16 @@ pub struct Weights {
     /// in_proj, the conv, Δ's bias (`dt_proj.bias`, (E·D)), A_log (E·D, N), D, out_proj.
     pub ssm: SsmWeights,
     /// `x_proj.weight`: rows give δ (R), then B (N), then C (N). (R + 2N, E·D)
-    pub x_proj: Matrix,
+    pub(crate) x_proj: Matrix,
     /// `dt_proj.weight`. (E·D, R)
-    pub dt_proj: Matrix,
+    pub(crate) dt_proj: Matrix,
     /// Jamba: the gains of the norms on δ (R), B (N) and C (N).
-    pub dbc_gains: Option<[Vec<f32>; 3]>,
+    pub(crate) dbc_gains: Option<[Vec<f32>; 3]>,
 }
 
 impl Weights {
     /// Takes its tensors from `t`.
-    pub fn take(p: &Mamba1, t: &mut dyn TakeTensor) -> Result<Self> {
+    pub(crate) fn take(p: &Mamba1, t: &mut dyn TakeTensor) -> Result<Self> {
         let ssm = SsmWeights::take(t, Part::DtProjBias)?;
         let (x_proj, dt_proj) = (t.matrix(Part::XProj)?, t.matrix(Part::DtProj)?);
         let dbc_gains = if p.dbc_gains {

@@ -29,13 +29,13 @@ use crate::model::Part;
 pub(crate) struct GpuWeights {
     /// in_proj (E·D + conv_dim + H, D), the conv (conv_dim, K), A ‖ D ‖ dt_bias (3·H),
     /// out_proj (D, E·D).
-    pub ssm: GpuSsm,
-    pub gated_norm: wgpu::Buffer, // (E·D): the gated RMSNorm's gain
+    pub(crate) ssm: GpuSsm,
+    pub(crate) gated_norm: wgpu::Buffer, // (E·D): the gated RMSNorm's gain
 }
 
 impl GpuWeights {
     /// Allocates (zeroed) every buffer of block `p` (residual width `d`).
-    pub fn allocate(p: &Mamba2, d: usize, a: &Alloc<'_>) -> Result<Self> {
+    pub(crate) fn allocate(p: &Mamba2, d: usize, a: &Alloc<'_>) -> Result<Self> {
         let h = p.n_heads;
         let shape = SsmShape {
             in_proj: (p.in_proj_dim(), d),
@@ -130,15 +130,15 @@ pub(crate) fn check(p: &Mamba2) -> Result<()> {
 /// input (folded into in_proj's result, exact without a bias: W(s·x) = s·(W x); Falcon-H1's
 /// `ssm_in_multiplier`), and where out_proj's output goes.
 pub(crate) struct Io<'a> {
-    pub x: &'a wgpu::Buffer,
-    pub in_scale: f32,
-    pub out: Out<'a>,
+    pub(crate) x: &'a wgpu::Buffer,
+    pub(crate) in_scale: f32,
+    pub(crate) out: Out<'a>,
     /// Decode steps fuse the RMSNorm of this buffer (row 0: the residual h, or Zamba2's Mamba
     /// input; the norm's output is `x`, x_norm), in_proj and the conv; `None`: never.
-    pub fused: Option<&'a wgpu::Buffer>,
+    pub(crate) fused: Option<&'a wgpu::Buffer>,
     /// The block makes `x` itself (an RMSNorm step that fused decode steps skip); false where
     /// the plan's norm before the block makes it for other readers too (Falcon-H1's attention).
-    pub own_norm: bool,
+    pub(crate) own_norm: bool,
 }
 
 /// The calls of a layer, a block `p` with weights `w`, in dispatch order: over the normed

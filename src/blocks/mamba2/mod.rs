@@ -35,11 +35,11 @@ pub struct Mamba2 {
     /// Whether `in_proj` has a bias (`use_bias`).
     pub use_bias: bool,
     /// Whether `out_proj` has a bias (`use_bias`; Falcon-H1's `projectors_bias`).
-    pub out_bias: bool,
+    pub(crate) out_bias: bool,
     /// Whether the conv1d has a bias (`use_conv_bias`).
     pub use_conv_bias: bool,
     /// ε of the gated RMSNorm (the model's `layer_norm_epsilon`).
-    pub norm_eps: f32,
+    pub(crate) norm_eps: f32,
     /// Where the gate and the grouped RMSNorm go.
     pub gated_norm: GatedNorm,
     /// Multiplies in_proj's output, bias included, per segment z, x, B, C, δ (Falcon-H1's
@@ -47,7 +47,7 @@ pub struct Mamba2 {
     pub in_scales: [f32; 5],
     /// `time_step_rank` and `mixer_rms_eps` as config.json gives them: unused by the math, but
     /// part of the model's identity (the fingerprint of states exported by earlier builds).
-    pub unused: (usize, f32),
+    pub(crate) unused: (usize, f32),
 }
 
 /// How a Mamba-2 block's output meets its gate and its grouped RMSNorm.
@@ -84,7 +84,7 @@ pub struct Weights {
 
 impl Weights {
     /// Takes its tensors from `t`.
-    pub fn take(p: &Mamba2, t: &mut dyn TakeTensor) -> Result<Self> {
+    pub(crate) fn take(p: &Mamba2, t: &mut dyn TakeTensor) -> Result<Self> {
         let ssm = SsmWeights::take(t, Part::DtBias)?;
         let gated_norm =
             if p.gated_norm == GatedNorm::GateOnly { Vec::new() } else { t.vector(Part::GatedNorm)? };

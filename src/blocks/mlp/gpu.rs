@@ -18,15 +18,15 @@ use crate::model::{MlpPart, Part};
 
 /// An MLP's weights on the GPU.
 pub(crate) struct GpuWeights {
-    pub gate: Option<SplitMatrix>, // (I, D) when the checkpoint has gate_proj of its own
-    pub up: SplitMatrix,           // (I, D), or gate ‖ up (2·I, D)
-    pub down: SplitMatrix,         // (D, I)
+    pub(crate) gate: Option<SplitMatrix>, // (I, D) when the checkpoint has gate_proj of its own
+    pub(crate) up: SplitMatrix,           // (I, D), or gate ‖ up (2·I, D)
+    pub(crate) down: SplitMatrix,         // (D, I)
 }
 
 impl GpuWeights {
     /// Allocates (zeroed) the buffers of MLP `p` (residual width `d`), its tensors playing
     /// `part(m)` (`Part::Mlp` for a dense MLP).
-    pub fn allocate(p: &Mlp, d: usize, a: &Alloc<'_>, part: impl Fn(MlpPart) -> Part) -> Result<Self> {
+    pub(crate) fn allocate(p: &Mlp, d: usize, a: &Alloc<'_>, part: impl Fn(MlpPart) -> Part) -> Result<Self> {
         let i = p.inner;
         let m = |label, shape, bias| a.matrix(label, shape, a.has(part(bias)));
         let (gate, up) = match p.names {
@@ -42,7 +42,7 @@ impl GpuWeights {
     }
 
     /// Where the rows of its tensor `m` go.
-    pub fn destination(&self, m: MlpPart) -> Option<Destination<'_>> {
+    pub(crate) fn destination(&self, m: MlpPart) -> Option<Destination<'_>> {
         Some(match m {
             MlpPart::Gate => Destination::Matrix(self.gate.as_ref()?),
             MlpPart::GateBias => Destination::Bias(self.gate.as_ref()?),
@@ -54,7 +54,7 @@ impl GpuWeights {
     }
 
     /// Its weight matrices, in the order its matmuls run (gate, up, down).
-    pub fn matrices(&self) -> Vec<&SplitMatrix> {
+    pub(crate) fn matrices(&self) -> Vec<&SplitMatrix> {
         self.gate.iter().chain([&self.up, &self.down]).collect()
     }
 }
@@ -79,15 +79,15 @@ pub(crate) fn scratch(p: &Mlp, t: usize) -> Scratch {
 /// How one MLP's calls run: its input `x` (T, D), where the down projection's output goes, a
 /// LoRA adapter on gate ‖ up (Zamba2's), and for a routed expert of a mixture its routing.
 pub(crate) struct Io<'a> {
-    pub x: &'a wgpu::Buffer,
-    pub out: Out<'a>,
-    pub adapter: Option<&'a GpuAdapter>,
-    pub routed: Option<Routed<'a>>,
+    pub(crate) x: &'a wgpu::Buffer,
+    pub(crate) out: Out<'a>,
+    pub(crate) adapter: Option<&'a GpuAdapter>,
+    pub(crate) routed: Option<Routed<'a>>,
 }
 
 impl<'a> Io<'a> {
     /// A dense MLP over `x` added onto the residual times `scale`.
-    pub fn residual(x: &'a wgpu::Buffer, scale: f32) -> Self {
+    pub(crate) fn residual(x: &'a wgpu::Buffer, scale: f32) -> Self {
         Self { x, out: Out::Residual(scale), adapter: None, routed: None }
     }
 }
@@ -96,11 +96,11 @@ impl<'a> Io<'a> {
 /// (T, 2k)), its id, and where its matmuls' workgroup counts are (`args` from byte `at`, three
 /// u32 per matrix part: gate, up, down in order).
 pub(crate) struct Routed<'a> {
-    pub route: &'a wgpu::Buffer,
-    pub expert: u32,
-    pub top_k: u32,
-    pub args: &'a wgpu::Buffer,
-    pub at: u64,
+    pub(crate) route: &'a wgpu::Buffer,
+    pub(crate) expert: u32,
+    pub(crate) top_k: u32,
+    pub(crate) args: &'a wgpu::Buffer,
+    pub(crate) at: u64,
 }
 
 /// The calls of MLP `p` (weights `w`), in dispatch order.

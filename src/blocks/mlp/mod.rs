@@ -12,7 +12,7 @@ use crate::model::{Matrix, MlpPart, Part};
 
 /// The activation (`hidden_act` / `mlp_hidden_act`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Activation {
+pub(crate) enum Activation {
     /// x · sigmoid(x) (`silu`, `swish`).
     Silu,
     /// The exact GELU, x · Φ(x) (`gelu`).
@@ -26,7 +26,7 @@ pub enum Activation {
 impl Activation {
     /// The activation config.json names `name`; anything else is [`Error::UnsupportedModel`]
     /// naming `field`.
-    pub fn parse(field: &str, name: &str) -> Result<Self> {
+    pub(crate) fn parse(field: &str, name: &str) -> Result<Self> {
         Ok(match name {
             "silu" | "swish" => Activation::Silu,
             "gelu" => Activation::Gelu,
@@ -39,7 +39,7 @@ impl Activation {
 
 /// How a checkpoint names (and splits) an MLP's matrices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MlpNames {
+pub(crate) enum MlpNames {
     /// `gate_proj`, `up_proj`, `down_proj` (Bamba, Falcon-H1, Jamba).
     Separate,
     /// `input_linear` (gate ‖ up), `output_linear` (Granite).
@@ -54,27 +54,27 @@ pub enum MlpNames {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Mlp {
     /// I: the inner width (`intermediate_size`, `shared_intermediate_size`...).
-    pub inner: usize,
+    pub(crate) inner: usize,
     /// The activation.
-    pub act: Activation,
+    pub(crate) act: Activation,
     /// Its matrices' names (and whether it is gated).
-    pub names: MlpNames,
+    pub(crate) names: MlpNames,
     /// Whether its matrices have biases (`mlp_bias`).
-    pub bias: bool,
+    pub(crate) bias: bool,
     /// Multiplies the gate's pre-activation and the output (Falcon-H1's `mlp_multipliers`;
     /// (1, 1) elsewhere).
-    pub scales: (f32, f32),
+    pub(crate) scales: (f32, f32),
 }
 
 impl Mlp {
     /// Whether it is gated.
-    pub fn gated(&self) -> bool {
+    pub(crate) fn gated(&self) -> bool {
         self.names != MlpNames::Plain
     }
 
     /// Its tensors (names under its prefix), for residual width `d` (D), as `part` plays them
     /// (`Part::Mlp` for a dense MLP, `|m| Part::Expert(e, m)` for a routed expert).
-    pub fn tensors_as(&self, d: usize, part: impl Fn(MlpPart) -> Part) -> Vec<Tensor> {
+    pub(crate) fn tensors_as(&self, d: usize, part: impl Fn(MlpPart) -> Part) -> Vec<Tensor> {
         let i = self.inner;
         let i2 = i.saturating_mul(2);
         let mut out = Vec::new();
@@ -110,18 +110,18 @@ impl Mlp {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Weights {
     /// The gate projection (I, D) when it is a matrix of its own (`gate_proj`).
-    pub gate: Option<Matrix>,
+    pub(crate) gate: Option<Matrix>,
     /// The up projection (I, D); gate ‖ up (2·I, D) where one matrix holds both.
-    pub up: Matrix,
+    pub(crate) up: Matrix,
     /// The down projection (D, I).
-    pub down: Matrix,
+    pub(crate) down: Matrix,
     /// Biases of gate, up (or gate ‖ up) and down, when the config has them.
-    pub biases: [Option<Vec<f32>>; 3],
+    pub(crate) biases: [Option<Vec<f32>>; 3],
 }
 
 impl Weights {
     /// Takes the tensors of `p` from `t`, each as `part` plays it.
-    pub fn take_as(p: &Mlp, t: &mut dyn TakeTensor, part: impl Fn(MlpPart) -> Part) -> Result<Self> {
+    pub(crate) fn take_as(p: &Mlp, t: &mut dyn TakeTensor, part: impl Fn(MlpPart) -> Part) -> Result<Self> {
         let mut bias = |m| if p.bias { t.vector(part(m)).map(Some) } else { Ok(None) };
         let biases = match p.names {
             MlpNames::Separate => {
@@ -141,7 +141,7 @@ impl Weights {
     }
 
     /// Takes a dense MLP's tensors.
-    pub fn take(p: &Mlp, t: &mut dyn TakeTensor) -> Result<Self> {
+    pub(crate) fn take(p: &Mlp, t: &mut dyn TakeTensor) -> Result<Self> {
         Self::take_as(p, t, Part::Mlp)
     }
 }

@@ -26,19 +26,19 @@ use crate::model::{MlpPart, Part};
 
 /// A mixture's weights on the GPU, and its routing buffers.
 pub(crate) struct GpuWeights {
-    pub router: SplitMatrix,               // (E, D)
-    pub router_bias: Option<wgpu::Buffer>, // (E) Nemotron-H's score correction
-    pub experts: Vec<mlp::gpu::GpuWeights>,
-    pub shared: Option<mlp::gpu::GpuWeights>,
+    pub(crate) router: SplitMatrix,               // (E, D)
+    pub(crate) router_bias: Option<wgpu::Buffer>, // (E) Nemotron-H's score correction
+    pub(crate) experts: Vec<mlp::gpu::GpuWeights>,
+    pub(crate) shared: Option<mlp::gpu::GpuWeights>,
     /// (P, 3) u32: the workgroups of each of an expert's matmul parts for this chunk's T.
-    pub template: wgpu::Buffer,
+    pub(crate) template: wgpu::Buffer,
     /// (E, P, 3) u32: each expert's indirect dispatch arguments (moe_route writes them).
-    pub args: wgpu::Buffer,
+    pub(crate) args: wgpu::Buffer,
 }
 
 impl GpuWeights {
     /// Allocates (zeroed) the buffers of mixture `p` (residual width `d`).
-    pub fn allocate(p: &Moe, d: usize, a: &Alloc<'_>) -> Result<Self> {
+    pub(crate) fn allocate(p: &Moe, d: usize, a: &Alloc<'_>) -> Result<Self> {
         let e = p.n_experts;
         let experts = (0..e)
             .map(|x| mlp::gpu::GpuWeights::allocate(&p.expert, d, a, |m| Part::Expert(x as u16, m)))
@@ -66,13 +66,13 @@ impl GpuWeights {
     }
 
     /// Matmul parts per expert (P).
-    pub fn parts(&self) -> usize {
+    pub(crate) fn parts(&self) -> usize {
         parts_per_expert(&self.experts)
     }
 
     /// Writes the workgroups of an expert's matmul parts for a chunk of `t` tokens (with the
     /// GEMV or GEMM `kernels` pick for that many rows).
-    pub fn write_template(&self, queue: &wgpu::Queue, kernels: &Kernels, t: u32) -> Result<()> {
+    pub(crate) fn write_template(&self, queue: &wgpu::Queue, kernels: &Kernels, t: u32) -> Result<()> {
         let Some(expert) = self.experts.first() else { return Ok(()) };
         let mut groups = Vec::new();
         for m in expert.matrices() {

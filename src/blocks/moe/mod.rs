@@ -14,7 +14,7 @@ use crate::model::{Matrix, MlpPart, Part};
 
 /// How the router's scores become the chosen experts and their weights.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Routing {
+pub(crate) enum Routing {
     /// The k largest logits, weighted by a softmax over those k (Granite).
     SoftmaxTopK,
     /// A softmax over every expert, the k most probable weighted by their probability,
@@ -28,7 +28,7 @@ pub enum Routing {
 
 /// How a checkpoint names a mixture's tensors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ExpertLayout {
+pub(crate) enum ExpertLayout {
     /// Granite: `block_sparse_moe.router.layer`, the experts stacked in
     /// `block_sparse_moe.input_linear` (E, 2·I, D) and `output_linear` (E, D, I), the shared
     /// MLP beside them as `shared_mlp.`.
@@ -44,17 +44,17 @@ pub enum ExpertLayout {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Moe {
     /// E: routed experts.
-    pub n_experts: usize,
+    pub(crate) n_experts: usize,
     /// k: experts per token (`num_experts_per_tok`).
     pub top_k: usize,
     /// Each routed expert.
-    pub expert: Mlp,
+    pub(crate) expert: Mlp,
     /// How experts are chosen and weighted.
-    pub routing: Routing,
+    pub(crate) routing: Routing,
     /// Its tensors' names.
-    pub layout: ExpertLayout,
+    pub(crate) layout: ExpertLayout,
     /// The shared expert, run for every token, if any.
-    pub shared: Option<Mlp>,
+    pub(crate) shared: Option<Mlp>,
 }
 
 impl Moe {}
@@ -63,18 +63,18 @@ impl Moe {}
 #[derive(Clone, Debug, PartialEq)]
 pub struct Weights {
     /// The router (E, D).
-    pub router: Matrix,
+    pub(crate) router: Matrix,
     /// Nemotron-H's score correction (E).
-    pub router_bias: Option<Vec<f32>>,
+    pub(crate) router_bias: Option<Vec<f32>>,
     /// Each routed expert (a checkpoint's stacked experts split apart).
-    pub experts: Vec<mlp::Weights>,
+    pub(crate) experts: Vec<mlp::Weights>,
     /// The shared expert.
-    pub shared: Option<mlp::Weights>,
+    pub(crate) shared: Option<mlp::Weights>,
 }
 
 impl Weights {
     /// Takes the tensors of `p` from `t`.
-    pub fn take(p: &Moe, t: &mut dyn TakeTensor) -> Result<Self> {
+    pub(crate) fn take(p: &Moe, t: &mut dyn TakeTensor) -> Result<Self> {
         let router = t.matrix(Part::Router)?;
         let router_bias = if matches!(p.routing, Routing::Sigmoid { .. }) {
             Some(t.vector(Part::RouterBias)?)

@@ -23,13 +23,13 @@ use crate::model::Part;
 
 /// A parallel block's weights on the GPU: each branch's own.
 pub(crate) struct GpuWeights {
-    pub mamba: mamba2::gpu::GpuWeights,
-    pub attention: attention::gpu::GpuWeights,
+    pub(crate) mamba: mamba2::gpu::GpuWeights,
+    pub(crate) attention: attention::gpu::GpuWeights,
 }
 
 impl GpuWeights {
     /// Allocates (zeroed) the buffers of block `p` (residual width `d`).
-    pub fn allocate(p: &Parallel, d: usize, a: &Alloc<'_>) -> Result<Self> {
+    pub(crate) fn allocate(p: &Parallel, d: usize, a: &Alloc<'_>) -> Result<Self> {
         Ok(Self {
             mamba: mamba2::gpu::GpuWeights::allocate(&p.mamba, d, a)?,
             attention: attention::gpu::GpuWeights::allocate(&p.attention, (d, d), a)?,

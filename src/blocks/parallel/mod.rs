@@ -21,10 +21,10 @@ pub struct Parallel {
     pub mamba: Mamba2,
     /// Multipliers of the attention branch's input and output (`attention_in_multiplier`,
     /// `attention_out_multiplier`).
-    pub attention_scales: (f32, f32),
+    pub(crate) attention_scales: (f32, f32),
     /// Multipliers of the Mamba branch's input and output (`ssm_in_multiplier`,
     /// `ssm_out_multiplier`).
-    pub mamba_scales: (f32, f32),
+    pub(crate) mamba_scales: (f32, f32),
 }
 
 /// Index of the attention's key/value cache among its state regions (after Mamba's two).
@@ -35,13 +35,13 @@ impl Parallel {}
 /// A parallel block's weights in memory.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Weights {
-    pub attention: attention::Weights,
-    pub mamba: mamba2::Weights,
+    pub(crate) attention: attention::Weights,
+    pub(crate) mamba: mamba2::Weights,
 }
 
 impl Weights {
     /// Takes the tensors of `p` from `t`.
-    pub fn take(p: &Parallel, t: &mut dyn TakeTensor) -> Result<Self> {
+    pub(crate) fn take(p: &Parallel, t: &mut dyn TakeTensor) -> Result<Self> {
         Ok(Self {
             mamba: mamba2::Weights::take(&p.mamba, t)?,
             attention: attention::Weights::take(&p.attention, t)?,

@@ -21,7 +21,7 @@ pub struct Toy;
 /// Its weights: W (D, D).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Weights {
-    pub w: Matrix,
+    pub(crate) w: Matrix,
 }
 
 impl HostKind for Toy {

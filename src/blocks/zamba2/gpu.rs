@@ -28,24 +28,24 @@ use crate::model::Part;
 
 /// The shared transformer block's weights (on its owner).
 pub(crate) struct Shared {
-    pub norm: wgpu::Buffer,                    // (2·D) RMSNorm gain over hidden ‖ embeddings
-    pub attention: attention::gpu::GpuWeights, // q, k, v (·, 2·D), o (D, Hq·hd)
-    pub ff_norm: wgpu::Buffer,                 // (D)
-    pub mlp: mlp::gpu::GpuWeights,
+    pub(crate) norm: wgpu::Buffer, // (2·D) RMSNorm gain over hidden ‖ embeddings
+    pub(crate) attention: attention::gpu::GpuWeights, // q, k, v (·, 2·D), o (D, Hq·hd)
+    pub(crate) ff_norm: wgpu::Buffer, // (D)
+    pub(crate) mlp: mlp::gpu::GpuWeights,
 }
 
 /// A Zamba2 layer's weights on the GPU.
 pub(crate) struct GpuWeights {
-    pub shared: Option<Shared>,
+    pub(crate) shared: Option<Shared>,
     /// LoRA adapters of q, k, v (where the model has them) and of the MLP's gate ‖ up.
-    pub adapters: [Option<GpuAdapter>; 4],
-    pub linear: SplitMatrix, // (D, D)
-    pub mamba: mamba2::gpu::GpuWeights,
+    pub(crate) adapters: [Option<GpuAdapter>; 4],
+    pub(crate) linear: SplitMatrix, // (D, D)
+    pub(crate) mamba: mamba2::gpu::GpuWeights,
 }
 
 impl GpuWeights {
     /// Allocates (zeroed) the buffers of layer `p` (residual width `d`).
-    pub fn allocate(p: &Zamba2Layer, d: usize, a: &Alloc<'_>) -> Result<Self> {
+    pub(crate) fn allocate(p: &Zamba2Layer, d: usize, a: &Alloc<'_>) -> Result<Self> {
         let s = &p.shared;
         let shared = p
             .owns()

@@ -19,32 +19,32 @@ use crate::model::{Extent, Matrix, Part};
 
 /// The shared transformer block's hyper-parameters (the same for every use).
 #[derive(Clone, Debug, PartialEq)]
-pub struct SharedBlock {
+pub(crate) struct SharedBlock {
     /// Its attention, over inputs of width 2·D.
-    pub attention: Attention,
+    pub(crate) attention: Attention,
     /// Its MLP (`gate_up_proj`, `down_proj`).
-    pub mlp: Mlp,
+    pub(crate) mlp: Mlp,
     /// LoRA rank of the adapters (`adapter_rank`).
-    pub rank: usize,
+    pub(crate) rank: usize,
     /// Whether q, k and v have adapters (`use_shared_attention_adapter`; the MLP always has).
-    pub attention_adapters: bool,
+    pub(crate) attention_adapters: bool,
 }
 
 /// One hybrid layer.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Zamba2Layer {
     /// The shared block it uses.
-    pub shared: SharedBlock,
+    pub(crate) shared: SharedBlock,
     /// The model layer whose tensors hold that block (`hybrid_layer_ids[j % num_mem_blocks]`).
-    pub owner_layer: usize,
+    pub(crate) owner_layer: usize,
     /// The block (index in the model's list) that owns those weights.
-    pub owner_block: usize,
+    pub(crate) owner_block: usize,
     /// j: which use of the shared blocks this is (its adapters' index).
-    pub use_index: usize,
+    pub(crate) use_index: usize,
     /// This layer (its tensors are `model.layers.{layer}.…`) and this block's index in the
     /// model's list.
-    pub layer: usize,
-    pub block: usize,
+    pub(crate) layer: usize,
+    pub(crate) block: usize,
     /// Its Mamba-2 mixer (`mamba_decoder.mamba.`).
     pub mamba: Mamba2,
 }
@@ -54,40 +54,40 @@ pub(crate) const KV: usize = 2;
 
 impl Zamba2Layer {
     /// Whether this block holds the shared block's weights.
-    pub fn owns(&self) -> bool {
+    pub(crate) fn owns(&self) -> bool {
         self.owner_block == self.block
     }
 }
 
 /// One adapter: down to the rank (r, in), back up (out, r).
-pub type Adapter = (Matrix, Matrix);
+pub(crate) type Adapter = (Matrix, Matrix);
 
 /// The shared block's weights (held by its owner).
 #[derive(Clone, Debug, PartialEq)]
-pub struct SharedWeights {
+pub(crate) struct SharedWeights {
     /// RMSNorm gain over hidden ‖ embeddings (2·D).
-    pub norm: Vec<f32>,
-    pub attention: attention::Weights,
+    pub(crate) norm: Vec<f32>,
+    pub(crate) attention: attention::Weights,
     /// RMSNorm gain before the MLP (D).
-    pub ff_norm: Vec<f32>,
-    pub mlp: mlp::Weights,
+    pub(crate) ff_norm: Vec<f32>,
+    pub(crate) mlp: mlp::Weights,
 }
 
 /// A hybrid layer's weights in memory.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Weights {
     /// The shared block's, on its owner only.
-    pub shared: Option<SharedWeights>,
+    pub(crate) shared: Option<SharedWeights>,
     /// This use's adapters of q, k, v (if any) and of the MLP's gate ‖ up.
-    pub adapters: [Option<Adapter>; 4],
+    pub(crate) adapters: [Option<Adapter>; 4],
     /// `linear` (D, D).
-    pub linear: Matrix,
-    pub mamba: mamba2::Weights,
+    pub(crate) linear: Matrix,
+    pub(crate) mamba: mamba2::Weights,
 }
 
 impl Weights {
     /// Takes the tensors of `p` from `t`.
-    pub fn take(p: &Zamba2Layer, t: &mut dyn TakeTensor) -> Result<Self> {
+    pub(crate) fn take(p: &Zamba2Layer, t: &mut dyn TakeTensor) -> Result<Self> {
         let shared = if p.owns() {
             Some(SharedWeights {
                 norm: t.vector(Part::SharedNorm)?,

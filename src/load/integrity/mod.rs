@@ -4,7 +4,7 @@
 //! [`Error::Integrity`] naming the file.
 //!
 //! Where a digest comes from (a [`Publisher`]):
-//! - the caller's `integrity` load option, SRI syntax per file name ([`Integrity`], [`sri`]);
+//! - the caller's `integrity` load option, SRI syntax per file name (`Integrity`, [`sri`]);
 //! - the Hugging Face Hub's SHA-256 of an LFS file: its tree listing's `lfs.oid` ([`hub`]), or
 //!   the `ETag` / `X-Linked-Etag` of a response, where the page can read it ([`sri::etag_sha256`]).
 //!
@@ -13,6 +13,7 @@
 pub mod hub;
 pub mod sri;
 
+#[cfg(any(target_arch = "wasm32", test))]
 use std::collections::BTreeMap;
 
 use sha2::Digest as _;
@@ -29,7 +30,7 @@ pub enum Algorithm {
 
 impl Algorithm {
     /// SRI's name: `sha256`, `sha384` or `sha512`.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Algorithm::Sha256 => "sha256",
             Algorithm::Sha384 => "sha384",
@@ -38,7 +39,7 @@ impl Algorithm {
     }
 
     /// The algorithm SRI calls `name`.
-    pub fn from_name(name: &str) -> Option<Self> {
+    pub(crate) fn from_name(name: &str) -> Option<Self> {
         [Algorithm::Sha256, Algorithm::Sha384, Algorithm::Sha512].into_iter().find(|a| a.name() == name)
     }
 
@@ -79,7 +80,7 @@ pub struct Expected {
     pub alg: Algorithm,
     /// Each `alg.digest_len()` bytes.
     pub digests: Vec<Vec<u8>>,
-    pub from: Publisher,
+    pub(crate) from: Publisher,
 }
 
 impl Expected {
@@ -96,19 +97,22 @@ impl Expected {
 }
 
 /// The `integrity` load option, parsed: for each file name, the caller's [`Expected`].
+#[cfg(any(target_arch = "wasm32", test))]
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Integrity {
+pub(crate) struct Integrity {
     files: BTreeMap<String, Expected>,
 }
 
 /// The most entries `integrity` may have (a model folder has a handful of files).
-pub const MAX_INTEGRITY_ENTRIES: usize = 1024;
+#[cfg(any(target_arch = "wasm32", test))]
+pub(crate) const MAX_INTEGRITY_ENTRIES: usize = 1024;
 
+#[cfg(any(target_arch = "wasm32", test))]
 impl Integrity {
     /// `(file name, SRI metadata)` pairs (`{ 'model.safetensors': 'sha256-…' }`); every name must
     /// be a plain file name and every value valid SRI of a supported algorithm ([`sri::parse`]),
     /// else `InvalidInput` naming the entry.
-    pub fn parse(entries: impl IntoIterator<Item = (String, String)>) -> Result<Self> {
+    pub(crate) fn parse(entries: impl IntoIterator<Item = (String, String)>) -> Result<Self> {
         let mut files = BTreeMap::new();
         for (name, value) in entries {
             if files.len() == MAX_INTEGRITY_ENTRIES {
@@ -126,18 +130,19 @@ impl Integrity {
     }
 
     /// No entries.
-    pub fn is_empty(&self) -> bool {
+    #[cfg(target_arch = "wasm32")]
+    pub(crate) fn is_empty(&self) -> bool {
         self.files.is_empty()
     }
 
     /// What the caller expects of file `name`.
-    pub fn get(&self, name: &str) -> Option<&Expected> {
+    pub(crate) fn get(&self, name: &str) -> Option<&Expected> {
         self.files.get(name)
     }
 
     /// Fails (`InvalidInput`) when an entry names a file that is not among `read`, the files the
     /// load read: a misspelt name would otherwise check nothing.
-    pub fn check_names<'a>(&self, read: impl IntoIterator<Item = &'a str> + Clone) -> Result<()> {
+    pub(crate) fn check_names<'a>(&self, read: impl IntoIterator<Item = &'a str> + Clone) -> Result<()> {
         match self.files.keys().find(|k| !read.clone().into_iter().any(|r| r == k.as_str())) {
             None => Ok(()),
             Some(k) => {
@@ -151,7 +156,7 @@ impl Integrity {
     }
 
     /// Checks a file the caller passed whole (`Model.load`'s bytes) against its entry, if any.
-    pub fn verify(&self, name: &str, bytes: &[u8]) -> Result<()> {
+    pub(crate) fn verify(&self, name: &str, bytes: &[u8]) -> Result<()> {
         let Some(mut check) = FileCheck::new(name, self.get(name).into_iter().cloned().collect()) else {
             return Ok(());
         };
@@ -197,11 +202,11 @@ impl Hasher {
 /// Running hashes of one byte stream, one per algorithm (what a [`FileCheck`] keeps, or what
 /// another thread keeps for it: the browser's hashing worker, `js/hash-worker.js`).
 #[derive(Clone, Default)]
-pub struct Hashers(Vec<(Algorithm, Hasher)>);
+pub(crate) struct Hashers(Vec<(Algorithm, Hasher)>);
 
 impl Hashers {
     /// One hash per algorithm of `algs` (duplicates once).
-    pub fn new(algs: &[Algorithm]) -> Self {
+    pub(crate) fn new(algs: &[Algorithm]) -> Self {
         let mut algs = algs.to_vec();
         algs.sort();
         algs.dedup();
@@ -209,19 +214,20 @@ impl Hashers {
     }
 
     /// The algorithms, in order.
-    pub fn algorithms(&self) -> Vec<Algorithm> {
+    #[cfg(any(target_arch = "wasm32", test))]
+    pub(crate) fn algorithms(&self) -> Vec<Algorithm> {
         self.0.iter().map(|(a, _)| *a).collect()
     }
 
     /// The next bytes of the stream.
-    pub fn update(&mut self, bytes: &[u8]) {
+    pub(crate) fn update(&mut self, bytes: &[u8]) {
         for (_, h) in &mut self.0 {
             h.update(bytes);
         }
     }
 
     /// Each algorithm's digest of everything given.
-    pub fn finish(self) -> Vec<(Algorithm, Vec<u8>)> {
+    pub(crate) fn finish(self) -> Vec<(Algorithm, Vec<u8>)> {
         self.0.into_iter().map(|(a, h)| (a, h.finish())).collect()
     }
 }
@@ -305,14 +311,15 @@ impl FileCheck {
     /// itself: the caller hashes every byte it gives [`Self::update`] elsewhere (another
     /// thread) and ends the check with [`Self::finish_with`]. The head check stays here, so a
     /// changed header still fails before anything after it is used.
-    pub fn hash_elsewhere(&mut self) -> Vec<Algorithm> {
+    #[cfg(any(target_arch = "wasm32", test))]
+    pub(crate) fn hash_elsewhere(&mut self) -> Vec<Algorithm> {
         std::mem::take(&mut self.hashers).algorithms()
     }
 
     /// [`Self::finish`] with the whole file's digests computed elsewhere: `Integrity` unless
     /// every publisher's digest matches its algorithm's digest in `got` (an algorithm missing
     /// from `got` is a digest that matches nothing).
-    pub fn finish_with(self, got: &[(Algorithm, Vec<u8>)]) -> Result<()> {
+    pub(crate) fn finish_with(self, got: &[(Algorithm, Vec<u8>)]) -> Result<()> {
         for e in &self.expected {
             let digest = got.iter().find(|(a, _)| *a == e.alg).map(|(_, d)| d);
             if !digest.is_some_and(|digest| e.digests.contains(digest)) {

@@ -13,7 +13,7 @@ use base64::engine::general_purpose::STANDARD as BASE64_STANDARD;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 
 /// Longest `integrity` value accepted (a few digests of the longest algorithm).
-pub const MAX_SRI_CHARS: usize = 4096;
+pub(crate) const MAX_SRI_CHARS: usize = 4096;
 
 /// Parses SRI metadata (`"sha256-<base64>"`, optionally several whitespace-separated tokens)
 /// into what the caller expects; the error says what is wrong, for an `InvalidInput`.
@@ -48,7 +48,7 @@ pub fn parse(value: &str) -> Result<Expected, String> {
 }
 
 /// `<alg>-<base64 digest>`.
-pub fn to_sri(alg: Algorithm, digest: &[u8]) -> String {
+pub(crate) fn to_sri(alg: Algorithm, digest: &[u8]) -> String {
     format!("{}-{}", alg.name(), base64_encode(digest))
 }
 
@@ -82,7 +82,7 @@ pub fn etag_sha256(value: &str) -> Option<[u8; 32]> {
 }
 
 /// Exactly 64 hex digits, as 32 bytes.
-pub fn hex32(text: &str) -> Option<[u8; 32]> {
+pub(crate) fn hex32(text: &str) -> Option<[u8; 32]> {
     let bytes = text.as_bytes();
     if bytes.len() != 64 {
         return None;

@@ -43,7 +43,7 @@ pub(crate) enum LayerType {
 
 impl LayerType {
     /// The layer type `name` (Hub and HF 5 spellings alike) in `field`.
-    pub fn parse(field: &str, name: &str) -> Result<Self> {
+    pub(crate) fn parse(field: &str, name: &str) -> Result<Self> {
         Ok(match name {
             "mamba" | "linear_attention" => LayerType::Mamba,
             "attention" | "full_attention" => LayerType::Attention,
@@ -201,17 +201,17 @@ pub(crate) fn attention(heads: usize, kv_heads: usize, head_dim: usize, rope: Op
 
 /// The sizes of a hybrid's Mamba-2 mixer.
 pub(crate) struct Ssd {
-    pub heads: usize,
-    pub head_dim: usize,
-    pub groups: usize,
-    pub state: usize,
-    pub conv: usize,
-    pub inner: usize,
-    pub chunk: usize,
-    pub limit: (f32, f32),
-    pub bias: bool,
-    pub conv_bias: bool,
-    pub eps: f32,
+    pub(crate) heads: usize,
+    pub(crate) head_dim: usize,
+    pub(crate) groups: usize,
+    pub(crate) state: usize,
+    pub(crate) conv: usize,
+    pub(crate) inner: usize,
+    pub(crate) chunk: usize,
+    pub(crate) limit: (f32, f32),
+    pub(crate) bias: bool,
+    pub(crate) conv_bias: bool,
+    pub(crate) eps: f32,
 }
 
 /// A Mamba-2 block of sizes `s` (its gated RMSNorm over `s.groups` groups).
