@@ -16,11 +16,11 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use serde_json::json;
+use webmamba::GenerateOptions;
 use webmamba::chat::{ChatHistory, ChatTemplate, ToolSyntax};
 use webmamba::session::{Generation, Pace};
-use webmamba::{CacheConfig, GenerateOptions, Matmul, Runtime, Tokenizer};
 
-use crate::setup::{Backend, ContextArgs, SamplingArgs, Weights, checkpoint, engine};
+use crate::setup::{LoadArgs, SamplingArgs, checkpoint, tokenizer};
 
 /// `webmamba chat`'s flags.
 #[derive(Args)]
@@ -45,21 +45,14 @@ pub struct ChatArgs {
     max_tokens: usize,
     #[command(flatten)]
     sampling: SamplingArgs,
-    /// Where to run the forward pass.
-    #[arg(long, value_enum, default_value_t = Backend::Cpu)]
-    backend: Backend,
-    /// How the GPU stores weight matrices.
-    #[arg(long, value_enum, default_value_t = Weights::F16)]
-    weights: Weights,
     #[command(flatten)]
-    context: ContextArgs,
+    load: LoadArgs,
 }
 
 /// Runs it.
 pub fn run(a: ChatArgs) -> Result<()> {
     let checkpoint = checkpoint(a.model.as_ref())?;
-    let json = checkpoint.tokenizer_json.as_deref().context("the model folder has no tokenizer.json")?;
-    let tokenizer = Tokenizer::from_bytes(json)?;
+    let tokenizer = tokenizer(&checkpoint)?;
     let source = match &a.template {
         Some(path) => std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?,
         None => match checkpoint.chat.template(a.tools.is_some()) {
@@ -90,10 +83,7 @@ pub fn run(a: ChatArgs) -> Result<()> {
         ),
         None => None,
     };
-    let engine = engine(&checkpoint, a.backend, Matmul::Auto, a.weights, a.context)?;
-    let cache = CacheConfig::for_model(engine.config());
-    let mut rt = Runtime::new(engine, cache)?;
-    rt.set_end_tokens(checkpoint.chat.end_ids(|t| tokenizer.token_to_id(t)));
+    let mut rt = a.load.runtime(&checkpoint, &tokenizer)?;
     let mut sampler = Some(a.sampling.sampler()?);
     let generate = GenerateOptions { max_tokens: a.max_tokens, stop_at_eos: true };
     let system: Vec<serde_json::Value> =

@@ -6,12 +6,12 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
+use webmamba::GenerateOptions;
 use webmamba::session::{Generation, Pace};
-use webmamba::{CacheConfig, GenerateOptions, Matmul, Runtime, Tokenizer};
 
-use crate::setup::{Backend, ContextArgs, SamplingArgs, Weights, checkpoint, engine};
+use crate::setup::{LoadArgs, SamplingArgs, checkpoint, tokenizer};
 
 /// `webmamba generate`'s flags.
 #[derive(Args)]
@@ -31,25 +31,15 @@ pub struct GenerateArgs {
     /// Stop at this string (not printed); may be given several times.
     #[arg(long)]
     stop: Vec<String>,
-    /// Where to run the forward pass.
-    #[arg(long, value_enum, default_value_t = Backend::Cpu)]
-    backend: Backend,
-    /// How the GPU stores weight matrices.
-    #[arg(long, value_enum, default_value_t = Weights::F16)]
-    weights: Weights,
     #[command(flatten)]
-    context: ContextArgs,
+    load: LoadArgs,
 }
 
 /// Runs it.
 pub fn run(a: GenerateArgs) -> Result<()> {
     let checkpoint = checkpoint(a.model.as_ref())?;
-    let json = checkpoint.tokenizer_json.as_deref().context("the model folder has no tokenizer.json")?;
-    let tokenizer = Tokenizer::from_bytes(json)?;
-    let engine = engine(&checkpoint, a.backend, Matmul::Auto, a.weights, a.context)?;
-    let cache = CacheConfig::for_model(engine.config());
-    let mut rt = Runtime::new(engine, cache)?;
-    rt.set_end_tokens(checkpoint.chat.end_ids(|t| tokenizer.token_to_id(t)));
+    let tokenizer = tokenizer(&checkpoint)?;
+    let mut rt = a.load.runtime(&checkpoint, &tokenizer)?;
     let session = rt.new_session()?;
     let ids = tokenizer.encode(&a.prompt, true)?;
     pollster::block_on(rt.append(session, &ids))?;

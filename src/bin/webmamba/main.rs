@@ -33,9 +33,9 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use webmamba::{Logits, Matmul};
+use webmamba::Logits;
 
-use setup::{Backend, ContextArgs, Dtype, Weights, checkpoint, engine};
+use setup::{Dtype, LoadArgs, checkpoint};
 
 #[derive(Parser)]
 #[command(name = "webmamba", version, about = "Mamba language models on WebGPU and the CPU")]
@@ -55,14 +55,8 @@ enum Command {
         /// Comma-separated token ids.
         #[arg(long, value_delimiter = ',', required = true)]
         ids: Vec<u32>,
-        /// Where to run the forward pass.
-        #[arg(long, value_enum, default_value_t = Backend::Cpu)]
-        backend: Backend,
-        /// How the GPU stores weight matrices.
-        #[arg(long, value_enum, default_value_t = Weights::F16)]
-        weights: Weights,
         #[command(flatten)]
-        context: ContextArgs,
+        load: LoadArgs,
         /// Output .npy path.
         #[arg(long)]
         out: PathBuf,
@@ -112,8 +106,8 @@ enum Command {
 
 fn main() -> Result<()> {
     match Cli::parse().command {
-        Command::Logits { model, ids, backend, weights, context, out } => {
-            let mut e = engine(&checkpoint(model.as_ref())?, backend, Matmul::Auto, weights, context)?;
+        Command::Logits { model, ids, load, out } => {
+            let mut e = load.engine(&checkpoint(model.as_ref())?)?;
             let logits = pollster::block_on(e.forward(&ids, Logits::All))?;
             let vocab = e.config().vocab_size;
             let file = std::fs::File::create(&out).with_context(|| format!("creating {}", out.display()))?;

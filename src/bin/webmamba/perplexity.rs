@@ -7,10 +7,8 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use serde_json::json;
-use webmamba::Matmul;
-use webmamba::tokenizer::Tokenizer;
 
-use crate::setup::{Backend, ContextArgs, Weights, checkpoint, engine};
+use crate::setup::{Backend, LoadArgs, checkpoint, tokenizer};
 
 #[derive(clap::Args)]
 pub struct PerplexityArgs {
@@ -25,14 +23,8 @@ pub struct PerplexityArgs {
     /// left out.
     #[arg(long, default_value_t = 512)]
     context: usize,
-    /// Where to run the forward passes.
-    #[arg(long, value_enum, default_value_t = Backend::Cpu)]
-    backend: Backend,
-    /// How the GPU stores weight matrices.
-    #[arg(long, value_enum, default_value_t = Weights::F16)]
-    weights: Weights,
     #[command(flatten)]
-    model_context: ContextArgs,
+    load: LoadArgs,
     /// One JSON object on stdout instead of the line of text.
     #[arg(long)]
     json: bool,
@@ -40,15 +32,13 @@ pub struct PerplexityArgs {
 
 pub fn run(a: PerplexityArgs) -> Result<()> {
     let checkpoint = checkpoint(a.model.as_ref())?;
-    let tokenizer_json =
-        checkpoint.tokenizer_json.as_deref().context("the model folder has no tokenizer.json")?;
-    let tokenizer = Tokenizer::from_bytes(tokenizer_json)?;
+    let tokenizer = tokenizer(&checkpoint)?;
     let text = std::fs::read_to_string(&a.text).with_context(|| format!("reading {}", a.text.display()))?;
     let tokens = tokenizer.encode(&text, false)?;
-    let mut e = engine(&checkpoint, a.backend, Matmul::Auto, a.weights, a.model_context)?;
-    let weights = match a.backend {
+    let mut e = a.load.engine(&checkpoint)?;
+    let weights = match a.load.backend {
         Backend::Cpu => "f32 (CPU)".to_string(),
-        Backend::Gpu => format!("{:?}", a.weights).to_lowercase(),
+        Backend::Gpu => format!("{:?}", a.load.weights).to_lowercase(),
     };
     let report =
         pollster::block_on(webmamba::perplexity::perplexity(&mut e, &tokens, a.context, |done, n, ppl| {

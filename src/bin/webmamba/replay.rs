@@ -15,9 +15,9 @@ use clap::Args;
 use serde_json::{Value, json};
 use webmamba::sampling::Sampler;
 use webmamba::store::{StoreConfig, folder::Folder};
-use webmamba::{CacheConfig, GenerateOptions, Matmul, Retention, Runtime, Tokenizer};
+use webmamba::{CacheConfig, GenerateOptions, Retention, Runtime, Tokenizer};
 
-use crate::setup::{Backend, ContextArgs, Weights, checkpoint, engine};
+use crate::setup::{LoadArgs, checkpoint};
 
 /// Options of `webmamba replay`.
 #[derive(Args)]
@@ -38,14 +38,8 @@ pub struct ReplayArgs {
     /// Cache budget in bytes (default: 64 MiB, or four checkpoints where the model's are larger).
     #[arg(long)]
     budget: Option<u64>,
-    /// Where to run the model.
-    #[arg(long, value_enum, default_value_t = Backend::Cpu)]
-    backend: Backend,
-    /// How the GPU stores weight matrices.
-    #[arg(long, value_enum, default_value_t = Weights::F16)]
-    weights: Weights,
     #[command(flatten)]
-    context: ContextArgs,
+    load: LoadArgs,
     /// A folder of stored checkpoints shared with other runs of the same model: a prefix any
     /// run read is not read again (created if missing).
     #[arg(long)]
@@ -87,7 +81,7 @@ pub fn run(a: ReplayArgs) -> Result<()> {
             .context("--ops must be a JSON array")?;
     let checkpoint = checkpoint(a.model.as_ref())?;
     let tokenizer = checkpoint.tokenizer_json.as_deref().map(Tokenizer::from_bytes).transpose()?;
-    let engine = engine(&checkpoint, a.backend, Matmul::Auto, a.weights, a.context)?;
+    let engine = a.load.engine(&checkpoint)?;
     let config = CacheConfig {
         block_size: a.block_size,
         retention: retention(&a.retention)?,

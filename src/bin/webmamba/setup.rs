@@ -1,12 +1,16 @@
 //! What every command shares: the backend, weight-format and context flags, the model folder
-//! (or the embedded default model) and loading it onto a backend with a progress bar.
+//! (or the embedded default model), its tokenizer, and loading it onto a backend with a progress
+//! bar.
 
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::ValueEnum;
 use webmamba::cpu::threads::Threads;
-use webmamba::{Checkpoint, Engine, GpuContext, GpuModel, GpuModelOptions, KvFormat, Matmul, WeightFormat};
+use webmamba::{
+    CacheConfig, Checkpoint, Engine, GpuContext, GpuModel, GpuModelOptions, KvFormat, Matmul, Runtime,
+    Tokenizer, WeightFormat,
+};
 
 use crate::{default_model, progress};
 
@@ -113,6 +117,37 @@ pub struct ContextArgs {
     pub no_subgroups: bool,
 }
 
+/// Where and how a command runs the model (`logits`, `generate`, `chat`, `replay`,
+/// `perplexity`): the backend, the GPU's weight format and the context flags.
+#[derive(Clone, Copy, Debug, clap::Args)]
+pub struct LoadArgs {
+    /// Where to run the forward pass.
+    #[arg(long, value_enum, default_value_t = Backend::Cpu)]
+    pub backend: Backend,
+    /// How the GPU stores weight matrices.
+    #[arg(long, value_enum, default_value_t = Weights::F16)]
+    pub weights: Weights,
+    #[command(flatten)]
+    pub context: ContextArgs,
+}
+
+impl LoadArgs {
+    /// [`engine`] with these flags and `Matmul::Auto`.
+    pub fn engine(self, checkpoint: &Checkpoint) -> Result<Engine> {
+        engine(checkpoint, self.backend, Matmul::Auto, self.weights, self.context)
+    }
+
+    /// A runtime over [`LoadArgs::engine`] with the model's default cache, its replies ending at
+    /// the model's end-of-turn tokens (`generate`, `chat`).
+    pub fn runtime(self, checkpoint: &Checkpoint, tokenizer: &Tokenizer) -> Result<Runtime> {
+        let engine = self.engine(checkpoint)?;
+        let cache = CacheConfig::for_model(engine.config());
+        let mut rt = Runtime::new(engine, cache)?;
+        rt.set_end_tokens(checkpoint.chat.end_ids(|t| tokenizer.token_to_id(t)));
+        Ok(rt)
+    }
+}
+
 /// Storage dtypes of random checkpoints.
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum Dtype {
@@ -183,4 +218,10 @@ pub fn checkpoint(dir: Option<&PathBuf>) -> Result<Checkpoint> {
         Some(dir) => Checkpoint::from_dir(dir).with_context(|| format!("loading {}", dir.display())),
         None => default_model::checkpoint().context(default_model::NAME),
     }
+}
+
+/// The tokenizer of `checkpoint` (its tokenizer.json).
+pub fn tokenizer(checkpoint: &Checkpoint) -> Result<Tokenizer> {
+    let json = checkpoint.tokenizer_json.as_deref().context("the model folder has no tokenizer.json")?;
+    Ok(Tokenizer::from_bytes(json)?)
 }
