@@ -49,11 +49,20 @@ fn check(shader: &str, struct_name: &str, size: usize, rust: &[(&str, usize)]) {
 }
 
 /// Checks `shader`'s `Params` against Rust type `$ty` with fields `$f…` (in declaration order;
-/// a field left out changes the size and fails).
+/// a field left out changes the size and fails). A field of an embedded struct is named by its
+/// path (`shape.heads`) and matched to the WGSL member of its last name: the shaders' structs
+/// are flat.
 macro_rules! params {
-    ($shader:literal, $ty:ty, [$($f:ident),* $(,)?]) => {
-        check($shader, "Params", size_of::<$ty>(), &[$((stringify!($f), offset_of!($ty, $f))),*])
+    ($shader:literal, $ty:ty, [$($($f:ident).+),* $(,)?]) => {
+        check($shader, "Params", size_of::<$ty>(), &[
+            $((member(stringify!($($f).+)), offset_of!($ty, $($f).+))),*
+        ])
     };
+}
+
+/// The WGSL member a Rust field path stands for: its last name (`shape.heads` → `heads`).
+fn member(path: &'static str) -> &'static str {
+    path.rsplit('.').next().unwrap_or(path).trim()
 }
 
 #[test]
@@ -138,12 +147,36 @@ fn every_params_struct_matches_its_rust_struct() {
     params!(
         "attention_prefill",
         attention_prefill::AttentionPrefillParams,
-        [q_stride, q_col, o_stride, o_col, heads, kv_heads, head_dim, kv_offset, capacity, scale, rows, keys]
+        [
+            q_stride,
+            q_col,
+            o_stride,
+            o_col,
+            shape.heads,
+            shape.kv_heads,
+            shape.head_dim,
+            shape.kv_offset,
+            shape.capacity,
+            shape.scale,
+            rows,
+            keys
+        ]
     );
     params!(
         "attention_decode",
         attention_decode::AttentionDecodeParams,
-        [q_stride, q_col, heads, kv_heads, head_dim, kv_offset, capacity, scale, split_keys, _pad]
+        [
+            q_stride,
+            q_col,
+            shape.heads,
+            shape.kv_heads,
+            shape.head_dim,
+            shape.kv_offset,
+            shape.capacity,
+            shape.scale,
+            split_keys,
+            _pad
+        ]
     );
     params!(
         "attention_combine",

@@ -14,8 +14,9 @@ use crate::kernels::Step;
 pub const HEAD_DIM_MAX: u32 = 256;
 
 /// One attention layer's shapes and cache placement: what the attention kernels' `Params`
-/// are made from.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// are made from. `repr(C)`: their `Params` embed it, six 4-byte members in this order.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct AttentionShape {
     /// Hq: query heads.
     pub heads: u32,

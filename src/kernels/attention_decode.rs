@@ -43,22 +43,20 @@ pub struct AttentionDecodeParams {
     pub q_stride: u32,
     /// Column of head 0's query in a row of q.
     pub q_col: u32,
-    /// Hq.
-    pub heads: u32,
-    /// Hkv.
-    pub kv_heads: u32,
-    /// hd.
-    pub head_dim: u32,
-    /// Floats from the start of `kv` to the layer's K region.
-    pub kv_offset: u32,
-    /// Positions of the layer's cache.
-    pub capacity: u32,
-    /// Softmax scale.
-    pub scale: f32,
+    /// Hq, Hkv, hd, the layer's K region and capacity, the softmax scale.
+    pub shape: AttentionShape,
     /// Keys per split, ≤ [`SPLIT_MAX`] ([`splits`]).
     pub split_keys: u32,
     /// Uniform structs are padded to 16 bytes.
     pub _pad: [u32; 3],
+}
+
+impl AttentionDecodeParams {
+    /// The parameters for `shape` with `split_keys` keys per split ([`splits`]), q dense
+    /// (T, Hq · hd) rows.
+    pub(crate) fn new(shape: &AttentionShape, split_keys: u32) -> Self {
+        Self { q_stride: shape.heads * shape.head_dim, q_col: 0, shape: *shape, split_keys, _pad: [0; 3] }
+    }
 }
 
 /// How a context is split for [`AttentionDecode`].
@@ -129,18 +127,7 @@ impl AttentionDecode {
         let up = upload(ctx, "attention_decode", q, kv, &shape, past)?;
         let (t, width) = (up.t, shape.heads * shape.head_dim);
         let split = splits(past + t, shape.heads, t, shape.head_dim);
-        let decode = AttentionDecodeParams {
-            q_stride: width,
-            q_col: 0,
-            heads: shape.heads,
-            kv_heads: shape.kv_heads,
-            head_dim: shape.head_dim,
-            kv_offset: shape.kv_offset,
-            capacity: shape.capacity,
-            scale: shape.scale,
-            split_keys: split.split_keys,
-            _pad: [0; 3],
-        };
+        let decode = AttentionDecodeParams::new(&shape, split.split_keys);
         let combine = AttentionCombineParams {
             o_stride: width,
             o_col: 0,

@@ -48,18 +48,8 @@ pub struct AttentionPrefillParams {
     pub o_stride: u32,
     /// Column of head 0's output in a row of o.
     pub o_col: u32,
-    /// Hq.
-    pub heads: u32,
-    /// Hkv.
-    pub kv_heads: u32,
-    /// hd.
-    pub head_dim: u32,
-    /// Floats from the start of `kv` to the layer's K region.
-    pub kv_offset: u32,
-    /// Positions of the layer's cache.
-    pub capacity: u32,
-    /// Softmax scale.
-    pub scale: f32,
+    /// Hq, Hkv, hd, the layer's K region and capacity, the softmax scale.
+    pub shape: AttentionShape,
     /// BQ: query rows per workgroup ([`tiles`]).
     pub rows: u32,
     /// BK: keys per staged tile ([`tiles`]).
@@ -71,20 +61,7 @@ impl AttentionPrefillParams {
     pub(crate) fn new(shape: &AttentionShape) -> Self {
         let (rows, keys) = tiles(shape.head_dim);
         let width = shape.heads * shape.head_dim;
-        Self {
-            q_stride: width,
-            q_col: 0,
-            o_stride: width,
-            o_col: 0,
-            heads: shape.heads,
-            kv_heads: shape.kv_heads,
-            head_dim: shape.head_dim,
-            kv_offset: shape.kv_offset,
-            capacity: shape.capacity,
-            scale: shape.scale,
-            rows,
-            keys,
-        }
+        Self { q_stride: width, q_col: 0, o_stride: width, o_col: 0, shape: *shape, rows, keys }
     }
 }
 
@@ -100,8 +77,9 @@ pub(crate) fn tiles(head_dim: u32) -> (u32, u32) {
 
 /// Workgroups for a call of `t` tokens: ceil(T · Hq/Hkv / BQ) row tiles per kv head, 2-D grid.
 pub(crate) fn groups(t: u32, params: &AttentionPrefillParams, max_per_dim: u32) -> (u32, u32, u32) {
-    let rows = t * (params.heads / params.kv_heads);
-    let (x, y) = grid_2d(rows.div_ceil(params.rows) * params.kv_heads, max_per_dim);
+    let (heads, kv_heads) = (params.shape.heads, params.shape.kv_heads);
+    let rows = t * (heads / kv_heads);
+    let (x, y) = grid_2d(rows.div_ceil(params.rows) * kv_heads, max_per_dim);
     (x, y, 1)
 }
 

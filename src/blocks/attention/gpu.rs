@@ -213,18 +213,7 @@ pub(crate) fn plan_scaled(
     steps.push(Step::Bulk(b.call(kernel("attention_prefill")?, &prefill, &io_prefill, groups)?));
     // A decode step: the context cut into splits, then the splits merged.
     let split_keys = attention_decode::splits(capacity as u32, sh.heads, 1, sh.head_dim).split_keys;
-    let decode = AttentionDecodeParams {
-        q_stride: row,
-        q_col: 0,
-        heads: sh.heads,
-        kv_heads: sh.kv_heads,
-        head_dim: sh.head_dim,
-        kv_offset: 0,
-        capacity: capacity as u32,
-        scale: sh.scale,
-        split_keys,
-        _pad: [0; 3],
-    };
+    let decode = AttentionDecodeParams { q_stride: row, ..AttentionDecodeParams::new(&sh, split_keys) };
     let io_decode = [("q", a.scratch("xz")?), ("kv", &kv.kv), ("scratch", &cx.kv.scratch)];
     let groups = Groups::Splits { per_token: sh.heads, keys: split_keys };
     steps.push(Step::Decode(b.call(kernel("attention_decode")?, &decode, &io_decode, groups)?));
