@@ -88,15 +88,15 @@ fn every_params_struct_matches_its_rust_struct() {
             flags,
             eps,
             scale,
-            end_z,
-            end_x,
-            end_b,
-            end_c,
-            scale_z,
-            scale_x,
-            scale_b,
-            scale_c,
-            scale_dt,
+            segments.end_z,
+            segments.end_x,
+            segments.end_b,
+            segments.end_c,
+            segments.scale_z,
+            segments.scale_x,
+            segments.scale_b,
+            segments.scale_c,
+            segments.scale_dt,
         ]
     );
     params!(
@@ -211,7 +211,19 @@ fn every_params_struct_matches_its_rust_struct() {
     params!(
         "scale_segments",
         scale_segments::ScaleSegmentsParams,
-        [width, end_z, end_x, end_b, end_c, scale_z, scale_x, scale_b, scale_c, scale_dt, _pad]
+        [
+            width,
+            segments.end_z,
+            segments.end_x,
+            segments.end_b,
+            segments.end_c,
+            segments.scale_z,
+            segments.scale_x,
+            segments.scale_b,
+            segments.scale_c,
+            segments.scale_dt,
+            _pad
+        ]
     );
     params!("silu_gate", silu_gate::SiluGateParams, [cols, y_stride, z_stride, z_col]);
     use ssd_chunks::SsdParams as S;

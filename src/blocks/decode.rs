@@ -11,7 +11,7 @@ use crate::gpu::KernelSpec;
 use crate::gpu_kit::WeightFormat;
 use crate::gpu_kit::call::{Builder, Call, Groups, ROWS, Step, scales_at};
 use crate::gpu_kit::split::SplitMatrix;
-use crate::kernels::scale_segments::ScaleSegmentsParams;
+use crate::kernels::scale_segments::Segments;
 use crate::kernels::{conv1d_silu, decode_in_proj, decode_out_proj, rms_norm};
 
 /// The decode_in_proj kernel for in_proj weights in `format` (`direct`: the software-adapter
@@ -71,8 +71,8 @@ pub(crate) struct ConvRows {
 #[derive(Clone, Copy)]
 pub(crate) struct InMultipliers {
     pub(crate) scale: f32,
-    /// scale_segments' ends and scales (its `width` unused: in_proj's rows end δ).
-    pub(crate) segments: Option<ScaleSegmentsParams>,
+    /// scale_segments' ends and scales.
+    pub(crate) segments: Option<Segments>,
 }
 
 impl InMultipliers {
@@ -94,7 +94,6 @@ pub(crate) fn in_proj(
     let conv_bias = if ssm.conv_bias.is_some() { decode_in_proj::CONV_BIAS } else { 0 };
     let scaled = if mult.scale != 1.0 { decode_in_proj::SCALE } else { 0 };
     let segments = if mult.segments.is_some() { decode_in_proj::SEGMENTS } else { 0 };
-    let seg = mult.segments.unwrap_or_default();
     m.parts
         .iter()
         .map(|part| {
@@ -111,15 +110,7 @@ pub(crate) fn in_proj(
                 flags: bias | conv_bias | scaled | segments,
                 eps: cx.eps,
                 scale: mult.scale,
-                end_z: seg.end_z,
-                end_x: seg.end_x,
-                end_b: seg.end_b,
-                end_c: seg.end_c,
-                scale_z: seg.scale_z,
-                scale_x: seg.scale_x,
-                scale_b: seg.scale_b,
-                scale_c: seg.scale_c,
-                scale_dt: seg.scale_dt,
+                segments: mult.segments.unwrap_or_default(),
             };
             let io = [
                 ("h", input),

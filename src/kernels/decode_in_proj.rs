@@ -2,6 +2,7 @@
 //! `shaders/decode_in_proj.wgsl` (only for a chunk of one token with no checkpoint to capture).
 
 use crate::gpu::Binding;
+use crate::kernels::scale_segments::Segments;
 use crate::kernels::{PARAMS, STEP};
 
 /// WGSL source (its workgroup sum a tree; [`crate::kernels::lanes`] makes the subgroup version).
@@ -59,17 +60,9 @@ pub struct DecodeInProjParams {
     pub eps: f32,
     /// With `SCALE`: the factor.
     pub scale: f32,
-    /// With `SEGMENTS`: the in_proj rows where z, x, B and C end (δ: the rest).
-    pub end_z: u32,
-    pub end_x: u32,
-    pub end_b: u32,
-    pub end_c: u32,
-    /// With `SEGMENTS`: the scales of z, x, B, C and δ.
-    pub scale_z: f32,
-    pub scale_x: f32,
-    pub scale_b: f32,
-    pub scale_c: f32,
-    pub scale_dt: f32,
+    /// With `SEGMENTS`: the in_proj rows where z, x, B and C end (δ: the rest), the scales of
+    /// z, x, B, C and δ.
+    pub segments: Segments,
 }
 
 /// Lanes per group of outputs: one invocation per four rows on software adapters (`direct`),

@@ -23,6 +23,18 @@ pub const WG: u32 = 64;
 pub struct ScaleSegmentsParams {
     /// Floats per row (E·D + conv_dim + H): where the last segment, δ, ends.
     pub width: u32,
+    /// Where the first four segments end, the five scales.
+    pub segments: Segments,
+    /// Uniform structs are padded to 16 bytes.
+    pub _pad: [u32; 2],
+}
+
+/// The row segments z ‖ x ‖ B ‖ C ‖ δ of a Mamba-2 in_proj's output and their multipliers:
+/// members of this kernel's and `decode_in_proj`'s `Params`, which embed it (`repr(C)`, nine
+/// 4-byte members in this order).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct Segments {
     /// Where z ends and x starts (E·D).
     pub end_z: u32,
     /// Where x ends and B starts (2·E·D).
@@ -41,6 +53,4 @@ pub struct ScaleSegmentsParams {
     pub scale_c: f32,
     /// Multiplies δ (before dt_bias is added in the scan).
     pub scale_dt: f32,
-    /// Uniform structs are padded to 16 bytes.
-    pub _pad: [u32; 2],
 }

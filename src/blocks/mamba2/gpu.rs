@@ -18,7 +18,7 @@ use crate::gpu_kit::activations::Scratch;
 use crate::gpu_kit::call::{Groups, Step};
 use crate::gpu_kit::kv::KvFormat;
 use crate::gpu_kit::split::{Alloc, Destination, SplitMatrix};
-use crate::kernels::scale_segments::{self, ScaleSegmentsParams};
+use crate::kernels::scale_segments::{self, ScaleSegmentsParams, Segments};
 use crate::kernels::silu_gate::{self, SiluGateParams};
 use crate::kernels::ssd_chunks::{self, SsdParams};
 use crate::kernels::ssd_output::{self, SsdOutputParams};
@@ -208,8 +208,7 @@ pub(crate) fn plan_io(p: &Mamba2, w: &GpuWeights, cx: LayerCx<'_>, io: Io<'_>) -
     let segments = (p.in_scales != [1.0; 5]).then(|| {
         let gn = groups * n;
         let [scale_z, scale_x, scale_b, scale_c, scale_dt] = p.in_scales;
-        ScaleSegmentsParams {
-            width,
+        Segments {
             end_z: di,
             end_x: 2 * di,
             end_b: 2 * di + gn,
@@ -219,7 +218,6 @@ pub(crate) fn plan_io(p: &Mamba2, w: &GpuWeights, cx: LayerCx<'_>, io: Io<'_>) -
             scale_b,
             scale_c,
             scale_dt,
-            _pad: [0; 2],
         }
     });
     steps.push(unfused(Step::Linear(b.linear(
@@ -227,7 +225,8 @@ pub(crate) fn plan_io(p: &Mamba2, w: &GpuWeights, cx: LayerCx<'_>, io: Io<'_>) -
         &[("x", io.x), ("y", a.scratch("xz")?)],
         in_proj,
     )?)));
-    if let Some(params) = segments {
+    if let Some(segments) = segments {
+        let params = ScaleSegmentsParams { width, segments, _pad: [0; 2] };
         let values = Groups::Values { per_token: width, wg: scale_segments::WG };
         steps.push(unfused(Step::Call(b.call(
             kernel("scale_segments")?,
