@@ -3,7 +3,7 @@
 
 use crate::blocks::{CONV, SSM};
 use crate::cpu::ops::silu;
-use crate::cpu::threads::{chunk_len, for_chunks};
+use crate::cpu::threads::{chunk_len, for_chunks, map_chunks};
 use crate::model::{LayerState, State};
 
 /// Where one layer's states are captured: after each token in `positions`, into `states`.
@@ -17,10 +17,40 @@ pub(crate) struct Capture<'a> {
 }
 
 impl Capture<'_> {
+    /// A scan of T tokens over this layer's SSM state `state` (E·D channels of N entries), in
+    /// blocks of `channels` channels on the model's threads: `step(first, t, h, y_t)` advances a
+    /// block's state `h` (its channels from `first` on, N entries each) through token t and
+    /// writes their outputs `y_t`. Returns y (T, E·D); the block's state after each of
+    /// `positions` goes to the snapshots ([`Capture::join_scan_blocks`]).
+    pub(crate) fn scan_blocks(
+        &mut self,
+        state: &mut [f32],
+        (t_len, channels, n): (usize, usize, usize),
+        step: impl Fn(usize, usize, &mut [f32], &mut [f32]) + Sync,
+    ) -> Vec<f32> {
+        let positions = self.positions;
+        let blocks = map_chunks(state, channels * n, |i, hs| {
+            let first = i * channels;
+            let width = hs.len() / n;
+            let mut y = vec![0.0; t_len * width];
+            let mut snaps = Vec::with_capacity(positions.len() * hs.len());
+            let mut next_snapshot = 0;
+            for t in 0..t_len {
+                step(first, t, hs, &mut y[t * width..(t + 1) * width]);
+                if positions.get(next_snapshot) == Some(&t) {
+                    snaps.extend_from_slice(hs);
+                    next_snapshot += 1;
+                }
+            }
+            (y, snaps)
+        });
+        self.join_scan_blocks(&blocks, t_len, channels, state.len() / n, n)
+    }
+
     /// Joins a scan of T tokens run in blocks of `channels` channels (the last may be narrower): each
     /// block's (y (T, width), its SSM state rows (width·N) after each captured position) →
     /// y (T, di), and each block's rows into the snapshots' SSM regions of this layer.
-    pub(crate) fn join_scan_blocks(
+    fn join_scan_blocks(
         &mut self,
         blocks: &[(Vec<f32>, Vec<f32>)],
         t_len: usize,

@@ -8,7 +8,7 @@ use crate::blocks::mamba1::{Mamba1, Weights};
 use crate::cpu::conv::{ConvWeights, Run, conv_silu};
 use crate::cpu::matmul::linear;
 use crate::cpu::ops::{rms_norm_in_place, scan_step, silu, softplus};
-use crate::cpu::threads::{chunk_len, for_chunks, map_chunks, min_elements};
+use crate::cpu::threads::{chunk_len, for_chunks, min_elements};
 
 /// The block's mixer over x (T, D) from state `st`, updating it; returns (T, D). `a` is
 /// A = −exp(A_log), (E·D, N). The layer's state after each of `cap.positions` goes to
@@ -55,36 +55,23 @@ pub(crate) fn forward(p: &Mamba1, w: &Weights, run: Run<'_>) -> Vec<f32> {
 
     // Selective scan, sequential in t, in blocks of channels on the model's threads:
     //   h_t = exp(Δ_t A) ⊙ h_{t−1} + (Δ_t u_t) B_t,   y_t = h_t · C_t + D u_t,
-    // then the gate: y ← y · silu(z). Each block returns its y (T, channels) and its part of
-    // the state after each captured position.
+    // then the gate: y ← y · silu(z). A step takes a block's channels through token t
+    // (`Capture::scan_blocks` keeps the states after captured positions).
     // (`threads::MIN_PIECE` state entries a piece at least: a decode step's whole scan is
     // ~25K, two pieces)
     let channels = chunk_len(di, min_elements(t_len * n).max(64), 1);
-    let blocks = map_chunks(&mut st.regions[SSM], channels * n, |i, hs| {
-        let first = i * channels;
-        let width = hs.len() / n;
-        let mut y = vec![0.0; t_len * width];
-        let mut snaps = Vec::with_capacity(cap.positions.len() * hs.len());
-        let mut next_snapshot = 0;
-        for t in 0..t_len {
-            let bc = &dbc[t * (r + 2 * n) + r..(t + 1) * (r + 2 * n)];
-            let (b, cc) = bc.split_at(n);
-            for (j, h) in hs.chunks_exact_mut(n).enumerate() {
-                let ch = first + j;
-                let dt = delta[t * di + ch];
-                let ut = u[t * di + ch];
-                let acc = scan_step(h, &a[ch * n..(ch + 1) * n], b, cc, dt, dt * ut);
-                let z = xz[t * 2 * di + di + ch];
-                y[t * width + j] = (acc + w.ssm.d[ch] * ut) * silu(z);
-            }
-            if cap.positions.get(next_snapshot) == Some(&t) {
-                snaps.extend_from_slice(hs);
-                next_snapshot += 1;
-            }
+    let y = cap.scan_blocks(&mut st.regions[SSM], (t_len, channels, n), |first, t, hs, y_t| {
+        let bc = &dbc[t * (r + 2 * n) + r..(t + 1) * (r + 2 * n)];
+        let (b, cc) = bc.split_at(n);
+        for (j, h) in hs.chunks_exact_mut(n).enumerate() {
+            let ch = first + j;
+            let dt = delta[t * di + ch];
+            let ut = u[t * di + ch];
+            let acc = scan_step(h, &a[ch * n..(ch + 1) * n], b, cc, dt, dt * ut);
+            let z = xz[t * 2 * di + di + ch];
+            y_t[j] = (acc + w.ssm.d[ch] * ut) * silu(z);
         }
-        (y, snaps)
     });
-    let y = cap.join_scan_blocks(&blocks, t_len, channels, di, n);
 
     // out = y · W_outᵀ (+ b_out): (T, D)
     linear(&y, &w.ssm.out_proj, w.ssm.out_proj_bias.as_deref())

@@ -13,7 +13,7 @@ use crate::blocks::mamba2::{GatedNorm, Mamba2, Weights};
 use crate::cpu::conv::{ConvWeights, Run, conv_silu};
 use crate::cpu::matmul::linear;
 use crate::cpu::ops::{dot, exp, silu, softplus};
-use crate::cpu::threads::{chunk_len, map_chunks, min_elements};
+use crate::cpu::threads::{chunk_len, min_elements};
 
 /// The block's mixer over x (T, D) from state `st`, updating it; returns (T, D). `a` is
 /// A = −exp(A_log), (H). The layer's state after each of `cap.positions` goes to `cap.states`.
@@ -49,43 +49,30 @@ pub(crate) fn forward(c: &Mamba2, w: &Weights, run: Run<'_>) -> Vec<f32> {
     );
 
     // The scan, sequential in t, in blocks of whole heads on the model's threads, then the
-    // gate: y ← y · silu(z) (after the norm below for NormThenGate). Each block returns its y
-    // (T, channels) and its part of the state after each captured position.
+    // gate: y ← y · silu(z) (after the norm below for NormThenGate). A step takes a block's
+    // heads through token t (`Capture::scan_blocks` keeps the states after captured positions).
     let gate_first = c.gated_norm != GatedNorm::NormThenGate;
     // (`threads::MIN_PIECE` state entries a piece at least, as Mamba-1's scan)
     let channels = chunk_len(di, min_elements(t_len * n).max(64), p);
-    let blocks = map_chunks(&mut st.regions[SSM], channels * n, |i, hs| {
-        let first = i * channels;
-        let width = hs.len() / n;
-        let mut y = vec![0.0; t_len * width];
-        let mut snaps = Vec::with_capacity(cap.positions.len() * hs.len());
-        let mut next_snapshot = 0;
-        for t in 0..t_len {
-            let (ut, row) = (&u[t * cd..(t + 1) * cd], &zxbcdt[t * width_in..(t + 1) * width_in]);
-            for (j, h_head) in hs.chunks_exact_mut(p * n).enumerate() {
-                let hd = first / p + j;
-                // Δ = clamp(softplus(δ + dt_bias), time_step_limit), one per head.
-                let dt = softplus(row[di + cd + hd] + w.ssm.dt_bias[hd]).max(lo).min(hi);
-                let decay = exp(dt * a[hd]);
-                let group = hd / (heads / g);
-                let b = &ut[di + group * n..di + (group + 1) * n];
-                let cc = &ut[di + (g + group) * n..di + (g + group + 1) * n];
-                for (q, h) in h_head.chunks_exact_mut(n).enumerate() {
-                    let ch = hd * p + q;
-                    let xt = ut[ch];
-                    h.iter_mut().zip(b).for_each(|(h, b)| *h = decay * *h + dt * xt * b);
-                    let gate = if gate_first { silu(row[ch]) } else { 1.0 };
-                    y[t * width + ch - first] = (dot(h, cc) + w.ssm.d[hd] * xt) * gate;
-                }
-            }
-            if cap.positions.get(next_snapshot) == Some(&t) {
-                snaps.extend_from_slice(hs);
-                next_snapshot += 1;
+    let mut y = cap.scan_blocks(&mut st.regions[SSM], (t_len, channels, n), |first, t, hs, y_t| {
+        let (ut, row) = (&u[t * cd..(t + 1) * cd], &zxbcdt[t * width_in..(t + 1) * width_in]);
+        for (j, h_head) in hs.chunks_exact_mut(p * n).enumerate() {
+            let hd = first / p + j;
+            // Δ = clamp(softplus(δ + dt_bias), time_step_limit), one per head.
+            let dt = softplus(row[di + cd + hd] + w.ssm.dt_bias[hd]).max(lo).min(hi);
+            let decay = exp(dt * a[hd]);
+            let group = hd / (heads / g);
+            let b = &ut[di + group * n..di + (group + 1) * n];
+            let cc = &ut[di + (g + group) * n..di + (g + group + 1) * n];
+            for (q, h) in h_head.chunks_exact_mut(n).enumerate() {
+                let ch = hd * p + q;
+                let xt = ut[ch];
+                h.iter_mut().zip(b).for_each(|(h, b)| *h = decay * *h + dt * xt * b);
+                let gate = if gate_first { silu(row[ch]) } else { 1.0 };
+                y_t[ch - first] = (dot(h, cc) + w.ssm.d[hd] * xt) * gate;
             }
         }
-        (y, snaps)
     });
-    let mut y = cap.join_scan_blocks(&blocks, t_len, channels, di, n);
 
     // The gated RMSNorm: each group of E·D / G channels by its own RMS, then the gain.
     let gain = &w.gated_norm;
