@@ -100,17 +100,6 @@ impl CpuModel {
         which: Logits,
         positions: &[usize],
     ) -> Result<(Vec<f32>, Vec<State>)> {
-        self.threads.run(|| self.forward_on_threads(tokens, state, which, positions))
-    }
-
-    /// [`CpuModel::forward_capturing`] on the model's threads.
-    fn forward_on_threads(
-        &self,
-        tokens: &[u32],
-        state: &mut State,
-        which: Logits,
-        positions: &[usize],
-    ) -> Result<(Vec<f32>, Vec<State>)> {
         let c = &self.w.config;
         c.check_forward(tokens, positions.iter().copied())?;
         if let Some(context) = state.context() {
@@ -134,21 +123,25 @@ impl CpuModel {
             limit: "the allocator refused it (ask for the last position's logits only)".into(),
         })?;
         let mut snapshots = Vec::with_capacity(positions.len());
-        for (i, chunk) in tokens.chunks(CHUNK_TOKENS).enumerate() {
-            let start = i * CHUNK_TOKENS;
-            let here: Vec<usize> = positions
-                .iter()
-                .filter(|&&p| p >= start && p < start + chunk.len())
-                .map(|p| p - start)
-                .collect();
-            let head = match which {
-                Logits::All => Some(Logits::All),
-                Logits::Last => (start + chunk.len() == tokens.len()).then_some(Logits::Last),
-            };
-            let (l, s) = self.forward_chunk(chunk, state, head, &here)?;
-            logits.extend_from_slice(&l);
-            snapshots.extend(s);
-        }
+        // The chunks, on the model's threads.
+        self.threads.run(|| {
+            for (i, chunk) in tokens.chunks(CHUNK_TOKENS).enumerate() {
+                let start = i * CHUNK_TOKENS;
+                let here: Vec<usize> = positions
+                    .iter()
+                    .filter(|&&p| p >= start && p < start + chunk.len())
+                    .map(|p| p - start)
+                    .collect();
+                let head = match which {
+                    Logits::All => Some(Logits::All),
+                    Logits::Last => (start + chunk.len() == tokens.len()).then_some(Logits::Last),
+                };
+                let (l, s) = self.forward_chunk(chunk, state, head, &here)?;
+                logits.extend_from_slice(&l);
+                snapshots.extend(s);
+            }
+            Ok::<_, Error>(())
+        })?;
         Ok((logits, snapshots))
     }
 
