@@ -23,12 +23,13 @@ pub(crate) mod mlp;
 pub(crate) mod moe;
 pub(crate) mod parallel;
 mod registry;
+pub(crate) mod short_conv;
 pub(crate) mod ssm;
 #[cfg(test)]
 pub(crate) mod toy;
 pub(crate) mod zamba2;
 
-pub use attention::{Attention, Rope};
+pub use attention::{Attention, QkNorm, Rope};
 pub(crate) use gpu::GpuBlockWeights;
 pub(crate) use kind::{HostKind, HostParts, Input};
 pub use mamba1::Mamba1;
@@ -37,6 +38,7 @@ pub(crate) use mlp::{Activation, Mlp, MlpNames};
 pub(crate) use moe::{ExpertLayout, Moe, Routing};
 pub(crate) use parallel::Parallel;
 pub(crate) use registry::with_kinds;
+pub use short_conv::ShortConv;
 #[cfg(test)]
 pub(crate) use toy::Toy;
 pub(crate) use zamba2::{SharedBlock, Zamba2Layer};

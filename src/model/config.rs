@@ -46,6 +46,8 @@ pub enum Arch {
     FalconH1,
     /// Zyphra Zamba2 (`Zamba2ForCausalLM`, `"zamba2"`).
     Zamba2,
+    /// Liquid LFM2 (`Lfm2ForCausalLM`, `"lfm2"`): gated short convolutions and attention.
+    Lfm2,
 }
 
 impl Arch {
@@ -61,6 +63,7 @@ impl Arch {
             Arch::Jamba => "jamba",
             Arch::FalconH1 => "falcon_h1",
             Arch::Zamba2 => "zamba2",
+            Arch::Lfm2 => "lfm2",
         }
     }
 
@@ -76,6 +79,7 @@ impl Arch {
             Arch::Jamba => "JambaForCausalLM",
             Arch::FalconH1 => "FalconH1ForCausalLM",
             Arch::Zamba2 => "Zamba2ForCausalLM",
+            Arch::Lfm2 => "Lfm2ForCausalLM",
         }
     }
 

@@ -198,6 +198,7 @@ const REGISTRY: &[(&str, Parser)] = &[
     ("jamba", hybrid::jamba),
     ("falcon_h1", hybrid::falcon_h1),
     ("zamba2", hybrid::zamba2),
+    ("lfm2", hybrid::lfm2),
 ];
 
 /// `value` (a parsed config.json) as a checked [`Config`].

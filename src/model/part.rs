@@ -72,6 +72,9 @@ pub enum Part {
     KBias,
     VBias,
     OBias,
+    /// The per-head norms' gains on q and on k (hd), where the model has them
+    QNorm,
+    KNorm,
     /// A dense MLP's (or a mixture's shared expert's) matrix
     Mlp(MlpPart),
     /// A mixture's router (experts, D)

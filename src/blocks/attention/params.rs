@@ -15,6 +15,17 @@ pub struct Rope {
     pub(crate) dims: usize,
 }
 
+/// Per-head RMSNorms on the queries and keys, before RoPE (LFM2's `q_layernorm` /
+/// `k_layernorm`; Qwen3.5's `q_norm` / `k_norm`): each head's hd channels by their own RMS,
+/// times a gain (hd) shared by the heads.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct QkNorm {
+    /// ε of both norms.
+    pub(crate) eps: f32,
+    /// The gains' names under the block's prefix (`q_layernorm`, `k_layernorm`).
+    pub(crate) names: (&'static str, &'static str),
+}
+
 /// A causal grouped-query attention block (`q_proj`, `k_proj`, `v_proj`, `o_proj`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Attention {
@@ -34,6 +45,10 @@ pub struct Attention {
     pub(crate) scale: f32,
     /// Multiplies the keys (Falcon-H1's `key_multiplier`; 1 elsewhere).
     pub(crate) key_scale: f32,
+    /// Per-head norms of q and k, where the model has them.
+    pub(crate) qk_norm: Option<QkNorm>,
+    /// o_proj's name (`o_proj`; LFM2's `out_proj`).
+    pub(crate) o_name: &'static str,
 }
 
 impl Attention {
@@ -59,8 +74,20 @@ impl Attention {
             t(Part::KBias, "k_proj.bias", vec![kv], self.qkv_bias),
             t(Part::V, "v_proj.weight", vec![kv, d], true),
             t(Part::VBias, "v_proj.bias", vec![kv], self.qkv_bias),
-            t(Part::O, "o_proj.weight", vec![out, q], true),
-            t(Part::OBias, "o_proj.bias", vec![out], self.o_bias),
+            t(Part::O, &format!("{}.weight", self.o_name), vec![out, q], true),
+            t(Part::OBias, &format!("{}.bias", self.o_name), vec![out], self.o_bias),
+            t(
+                Part::QNorm,
+                &format!("{}.weight", self.qk_norm.map_or("", |n| n.names.0)),
+                vec![self.head_dim],
+                self.qk_norm.is_some(),
+            ),
+            t(
+                Part::KNorm,
+                &format!("{}.weight", self.qk_norm.map_or("", |n| n.names.1)),
+                vec![self.head_dim],
+                self.qk_norm.is_some(),
+            ),
         ]
     }
 }

@@ -9,6 +9,7 @@ mod bamba;
 mod falcon_h1;
 mod granite;
 mod jamba;
+mod lfm2;
 mod nemotron_h;
 mod zamba2;
 
@@ -16,6 +17,7 @@ pub(super) use bamba::parse as bamba;
 pub(super) use falcon_h1::parse as falcon_h1;
 pub(super) use granite::parse as granite;
 pub(super) use jamba::parse as jamba;
+pub(super) use lfm2::parse as lfm2;
 pub(super) use nemotron_h::parse as nemotron_h;
 pub(super) use zamba2::parse as zamba2;
 
@@ -196,6 +198,8 @@ pub(crate) fn attention(heads: usize, kv_heads: usize, head_dim: usize, rope: Op
         rope,
         scale: 1.0 / (head_dim as f32).sqrt(),
         key_scale: 1.0,
+        qk_norm: None,
+        o_name: "o_proj",
     }
 }
 
