@@ -9,7 +9,7 @@ use crate::blocks::Toy;
 use crate::blocks::gpu_common::LayerCx;
 use crate::blocks::gpu_kind::{GpuKind, GpuParts};
 use crate::blocks::{
-    Attention, BlockKind, Mamba1, Mamba2, Mlp, Moe, Parallel, ShortConv, Zamba2Layer, with_kinds,
+    Attention, BlockKind, DeltaNet, Mamba1, Mamba2, Mlp, Moe, Parallel, ShortConv, Zamba2Layer, with_kinds,
 };
 use crate::error::Result;
 use crate::gpu::{GpuContext, KernelSpec};

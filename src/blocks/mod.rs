@@ -13,6 +13,7 @@
 
 pub(crate) mod attention;
 pub(crate) mod decode;
+pub(crate) mod delta_net;
 pub(crate) mod gpu;
 pub(crate) mod gpu_common;
 pub(crate) mod gpu_kind;
@@ -30,6 +31,7 @@ pub(crate) mod toy;
 pub(crate) mod zamba2;
 
 pub use attention::{Attention, QkNorm, Rope};
+pub use delta_net::DeltaNet;
 pub(crate) use gpu::GpuBlockWeights;
 pub(crate) use kind::{HostKind, HostParts, Input};
 pub use mamba1::Mamba1;

@@ -28,6 +28,8 @@ macro_rules! with_kinds {
         Zamba2(Zamba2Layer),
         /// LFM2's gated short convolution.
         ShortConv(ShortConv),
+        /// Qwen3.5's Gated DeltaNet.
+        DeltaNet(DeltaNet),
         /// The tests' toy kind (`blocks/toy/`): `h ← h + W · rms_norm(h)`.
         #[cfg(test)]
         Toy(Toy),

@@ -97,6 +97,12 @@ pub enum Part {
     },
     /// Zamba2: the per-layer projection of the shared block's output (D, D)
     Linear,
+    /// Gated DeltaNet: `in_proj_z`, the output gate's projection (H_v·d_v, D)
+    Gate,
+    /// Gated DeltaNet: `in_proj_b`, β's projection (H_v, D)
+    Beta,
+    /// Gated DeltaNet: `in_proj_a`, the decay's input projection (H_v, D)
+    DtIn,
 }
 
 impl Part {
@@ -116,6 +122,9 @@ impl Part {
                 | Part::Router
                 | Part::Adapter { .. }
                 | Part::Linear
+                | Part::Gate
+                | Part::Beta
+                | Part::DtIn
         ) || matches!(self, Part::Mlp(m) | Part::Expert(_, m) | Part::Experts(m) if !m.is_bias())
     }
 }
