@@ -201,12 +201,20 @@ pub struct Tensor {
     pub(crate) shape: Vec<usize>,
     /// Whether this block has it (a bias the config turns off has none).
     pub(crate) present: bool,
+    /// Whether 1 is added to each of its values as it is loaded (a zero-centred norm's gain,
+    /// stored as w and used as 1 + w).
+    pub(crate) plus_one: bool,
 }
 
 impl Tensor {
     /// A tensor playing `part`, named `leaf`, of `shape`, `present` or not.
     pub(crate) fn new(part: Part, leaf: &str, shape: Vec<usize>, present: bool) -> Self {
-        Self { part, leaf: leaf.to_string(), shape, present }
+        Self { part, leaf: leaf.to_string(), shape, present, plus_one: false }
+    }
+
+    /// The same tensor, 1 added to its values as they are loaded where `plus_one`.
+    pub(crate) fn plus_one(self, plus_one: bool) -> Self {
+        Self { plus_one, ..self }
     }
 }
 

@@ -112,6 +112,11 @@ pub(crate) fn scratch(p: &Attention, t: usize) -> Scratch {
 /// Fails unless the kernels can run it (head_dim within `HEAD_DIM_MAX`; f16 caches pack
 /// values in pairs, so they need an even Hkv·hd).
 pub(crate) fn check(p: &Attention, format: KvFormat) -> Result<()> {
+    if p.output_gate || p.qk_norm.is_some_and(|n| n.plus_one) {
+        return Err(Error::UnsupportedModel(
+            "Qwen3.5's gated attention on the GPU backend (not yet: use the CPU backend)".into(),
+        ));
+    }
     if format == KvFormat::F16 && !p.kv_dim().is_multiple_of(2) {
         return Err(Error::UnsupportedModel(format!(
             "kvFormat f16 with an odd key/value width ({}): use kvFormat f32",

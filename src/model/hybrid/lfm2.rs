@@ -99,7 +99,7 @@ pub(crate) fn parse(mut v: Value) -> Result<Config> {
     }
     let rope = rope(&v, head_dim, 1.0, false)?;
     let mut attn = attention(heads, kv_heads, head_dim, Some(rope));
-    attn.qk_norm = Some(QkNorm { eps, names: ("q_layernorm", "k_layernorm") });
+    attn.qk_norm = Some(QkNorm { eps, names: ("q_layernorm", "k_layernorm"), plus_one: false });
     attn.o_name = "out_proj";
     let conv =
         ShortConv { channels: d, taps: size(&v, "conv_L_cache", 3)?, bias: flag(&v, "conv_bias", false)? };

@@ -11,6 +11,7 @@ mod granite;
 mod jamba;
 mod lfm2;
 mod nemotron_h;
+mod qwen3_5;
 mod zamba2;
 
 pub(super) use bamba::parse as bamba;
@@ -19,6 +20,7 @@ pub(super) use granite::parse as granite;
 pub(super) use jamba::parse as jamba;
 pub(super) use lfm2::parse as lfm2;
 pub(super) use nemotron_h::parse as nemotron_h;
+pub(super) use qwen3_5::{parse_multimodal as qwen3_5, parse_text as qwen3_5_text};
 pub(super) use zamba2::parse as zamba2;
 
 use serde_json::Value;
@@ -200,6 +202,7 @@ pub(crate) fn attention(heads: usize, kv_heads: usize, head_dim: usize, rope: Op
         key_scale: 1.0,
         qk_norm: None,
         o_name: "o_proj",
+        output_gate: false,
     }
 }
 
