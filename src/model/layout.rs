@@ -176,14 +176,14 @@ pub fn tensor_sizes(c: &Config) -> Result<Vec<(Role, usize, usize)>> {
         .collect())
 }
 
+/// A tensor the config implies: its role, name, shape, and whether 1 is added to its values
+/// as they load.
+type Wanted = (Role, String, Vec<usize>, bool);
+
 /// Every tensor the config implies, as (role, name, shape, whether 1 is added to it), in the
 /// order the old loader read them: embedding, blocks (each as its kind lists its tensors), final
 /// norm, LM head.
-fn wanted(
-    c: &Config,
-    original_layout: bool,
-    has_lm_head: bool,
-) -> Result<Vec<(Role, String, Vec<usize>, bool)>> {
+fn wanted(c: &Config, original_layout: bool, has_lm_head: bool) -> Result<Vec<Wanted>> {
     let (d, v) = (c.d_model, c.vocab_size);
     let embedding = match c.names.embedding {
         "backbone.embeddings.weight" if original_layout => "backbone.embedding.weight",

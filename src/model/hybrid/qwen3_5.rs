@@ -66,7 +66,9 @@ fn stack(v: &Value, (arch, prefix, names): (Arch, &str, Names), tie: bool) -> Re
             if every == 0 {
                 return Err(Error::Config("full_attention_interval must be positive".into()));
             }
-            let kind = |i: usize| if (i + 1) % every == 0 { LayerType::Attention } else { LayerType::Mamba };
+            let kind = |i: usize| {
+                if (i + 1).is_multiple_of(every) { LayerType::Attention } else { LayerType::Mamba }
+            };
             (0..n_layer).map(kind).collect()
         }
     };
