@@ -6,7 +6,8 @@ use crate::blocks::delta_net::{DeltaNet, Weights};
 use crate::cpu::conv::{ConvWeights, Run, conv_silu};
 use crate::cpu::matmul::linear;
 use crate::cpu::ops::{dot, rms_norm_in_place, silu, softplus};
-use crate::cpu::threads::{chunk_len, map_chunks, min_elements};
+use crate::blocks::SSM;
+use crate::cpu::threads::{chunk_len, min_elements};
 
 /// x · (Σ x² + 10⁻⁶)^−½: HF's `l2norm` (FLA's convention).
 fn l2norm(x: &mut [f32]) {
@@ -19,7 +20,7 @@ fn l2norm(x: &mut [f32]) {
 pub(crate) fn forward(p: &DeltaNet, w: &Weights, run: Run<'_>) -> Vec<f32> {
     let Run { x, st, mut cap, .. } = run;
     let (hv, dk, dv) = (p.v_heads, p.k_dim, p.v_dim);
-    let (kw, vw, cd) = (p.key_width(), p.value_width(), p.conv_dim());
+    let (kw, cd) = (p.key_width(), p.conv_dim());
     let group = hv / p.k_heads;
     let t_len = x.len() / w.qkv.cols;
 
@@ -56,45 +57,30 @@ pub(crate) fn forward(p: &DeltaNet, w: &Weights, run: Run<'_>) -> Vec<f32> {
         }
     }
 
-    // The recurrence, sequential in t, in blocks of value heads on the model's threads. S of
-    // head h is (d_v, d_k): row j holds S[:, j]. Each block returns its o (T, width·d_v) and
-    // its part of the state after each captured position.
+    // The recurrence, sequential in t, in blocks of whole value heads on the model's threads.
+    // S of head h is (d_v, d_k): row j holds S[:, j]. Per token and head:
+    // S ← exp(g)·S; Sᵀk; S ← S + k ⊗ β(v − Sᵀk); o = Sᵀq.
     let per_head = dv * dk;
     let heads = chunk_len(hv, min_elements(t_len * per_head).max(1), 1);
-    let blocks = map_chunks(&mut st.regions[1], heads * per_head, |i, s| {
-        let first = i * heads;
-        let width = s.len() / per_head;
-        let mut o = vec![0.0; t_len * width * dv];
-        let mut snaps = Vec::with_capacity(cap.positions.len() * s.len());
-        let mut next_snapshot = 0;
+    let mut o = cap.scan_blocks(&mut st.regions[SSM], (t_len, heads * dv, dk), |first, t, s, out| {
         let mut kv_mem = vec![0.0; dv];
-        for t in 0..t_len {
-            for (j, sh) in s.chunks_exact_mut(per_head).enumerate() {
-                let h = first + j;
-                let kh = h / group;
-                let (qt, kt) = (&q[(t * p.k_heads + kh) * dk..][..dk], &k[(t * p.k_heads + kh) * dk..][..dk]);
-                let vt = &u[t * cd + 2 * kw + h * dv..][..dv];
-                let (g, bt) = (decay[t * hv + h], beta[t * hv + h]);
-                // S ← exp(g)·S; Sᵀk; S ← S + k ⊗ β(v − Sᵀk); o = Sᵀq
-                for (row, mem) in sh.chunks_exact_mut(dk).zip(kv_mem.iter_mut()) {
-                    row.iter_mut().for_each(|v| *v *= g);
-                    *mem = dot(row, kt);
-                }
-                let out = &mut o[(t * width + j) * dv..][..dv];
-                for (c, row) in sh.chunks_exact_mut(dk).enumerate() {
-                    let delta = (vt[c] - kv_mem[c]) * bt;
-                    row.iter_mut().zip(kt).for_each(|(v, kk)| *v += kk * delta);
-                    out[c] = dot(row, qt);
-                }
+        for (j, (sh, out)) in s.chunks_exact_mut(per_head).zip(out.chunks_exact_mut(dv)).enumerate() {
+            let h = first / dv + j;
+            let kh = h / group;
+            let (qt, kt) = (&q[(t * p.k_heads + kh) * dk..][..dk], &k[(t * p.k_heads + kh) * dk..][..dk]);
+            let vt = &u[t * cd + 2 * kw + h * dv..][..dv];
+            let (g, bt) = (decay[t * hv + h], beta[t * hv + h]);
+            for (row, mem) in sh.chunks_exact_mut(dk).zip(kv_mem.iter_mut()) {
+                row.iter_mut().for_each(|v| *v *= g);
+                *mem = dot(row, kt);
             }
-            if cap.positions.get(next_snapshot) == Some(&t) {
-                snaps.extend_from_slice(s);
-                next_snapshot += 1;
+            for (c, row) in sh.chunks_exact_mut(dk).enumerate() {
+                let delta = (vt[c] - kv_mem[c]) * bt;
+                row.iter_mut().zip(kt).for_each(|(v, kk)| *v += kk * delta);
+                out[c] = dot(row, qt);
             }
         }
-        (o, snaps)
     });
-    let mut o = cap.join_scan_blocks(&blocks, t_len, heads * dv, vw, dk);
 
     // The gated RMSNorm per head: rms_norm(o) · w ⊙ silu(z); then out_proj: (T, D)
     for (head, gate) in o.chunks_exact_mut(dv).zip(z.chunks_exact(dv)) {
