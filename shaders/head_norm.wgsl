@@ -11,8 +11,8 @@ const WG: u32 = 64u; // invocations per workgroup (a power of two; see the tree 
 
 struct Step {
     t_len: u32,    // T: tokens in this forward call
-    n_chunks: u32, // scan chunks (unused here)
-    past: u32,     // tokens before this call (unused here)
+    n_chunks: u32, // scan chunks: ceil(T / CHUNK)
+    past: u32,     // tokens in the context before this call: position of its first token
     _pad0: u32,
 }
 

@@ -16,8 +16,8 @@ const K_MAX: u32 = 16u; // most taps supported (LFM2 has 3)
 
 struct Step {
     t_len: u32,    // T: tokens in this forward call
-    n_chunks: u32, // scan chunks (unused here)
-    past: u32,     // tokens before this call (unused here)
+    n_chunks: u32, // scan chunks: ceil(T / CHUNK)
+    past: u32,     // tokens in the context before this call: position of its first token
     _pad0: u32,
 }
 

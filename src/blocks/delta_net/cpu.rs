@@ -2,11 +2,11 @@
 //! `torch_recurrent_gated_delta_rule` computes it (its chunked form is the same sums in
 //! another order), the value heads split across the model's threads.
 
+use crate::blocks::SSM;
 use crate::blocks::delta_net::{DeltaNet, Weights};
 use crate::cpu::conv::{ConvWeights, Run, conv_silu};
 use crate::cpu::matmul::linear;
 use crate::cpu::ops::{dot, rms_norm_in_place, silu, softplus};
-use crate::blocks::SSM;
 use crate::cpu::threads::{chunk_len, min_elements};
 
 /// x · (Σ x² + 10⁻⁶)^−½: HF's `l2norm` (FLA's convention).
