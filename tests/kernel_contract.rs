@@ -73,6 +73,12 @@ fn every_params_struct_matches_its_rust_struct() {
         conv1d_silu::Conv1dParams,
         [d_inner, d_conv, xz_stride, state_offset, has_bias, map_len, slot_len, x_at]
     );
+    params!("head_norm", head_norm::HeadNormParams, [stride, heads, q_heads, head_dim, eps, _pad]);
+    params!(
+        "short_conv",
+        short_conv::ShortConvParams,
+        [channels, taps, state_offset, has_bias, map_len, slot_len, _pad]
+    );
     params!(
         "decode_in_proj",
         decode_in_proj::DecodeInProjParams,
@@ -401,6 +407,7 @@ fn shared_constants_have_one_value() {
     assert_eq!(header + 2 * top_k::SLICE, top_k::SLICE_WORDS, "top_k: a slice's words");
     assert_eq!(constant("top_k", "PER") * constant("top_k", "WG"), constant("top_k", "SLICE"));
     assert_eq!(constant("conv1d_silu", "K_MAX") as usize, conv1d_silu::K_MAX);
+    assert_eq!(constant("short_conv", "K_MAX") as usize, short_conv::K_MAX);
     assert_eq!(constant("decode_in_proj", "K_MAX") as usize, conv1d_silu::K_MAX);
     assert_eq!(constant("decode_in_proj", "OUT"), decode_in_proj::OUTPUTS_PER_LANE_GROUP);
     assert_eq!(constant("decode_in_proj", "BIAS"), decode_in_proj::BIAS);

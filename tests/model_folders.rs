@@ -169,35 +169,54 @@ fn shard_names_must_stay_inside_the_folder() {
 
 /// The published hybrid shapes of `webmamba random --shape` (`webmamba::model::published`):
 /// their config.json parses to the published sizes, and a random checkpoint of the real shape
-/// (written as holes: 1 to 3 GB that no test reads) has every tensor the model needs, with the
-/// config.json text written unchanged. Loading one would take 2 to 6 GB, so only headers are read.
+/// (written as holes: 1 to 4 GB that no test reads) has every tensor the model needs, with the
+/// config.json text written unchanged (Qwen3.5's whole multimodal file; the checkpoint holds its
+/// text model only). Loading one would take 2 to 8 GB, so only headers are read.
 #[test]
 fn published_hybrid_shapes_have_their_sizes_and_a_consistent_layout() {
     use webmamba::blocks::BlockKind;
-    use webmamba::model::published::{FALCON_H1_0_5B, GRANITE_4_0_H_1B, ZAMBA2_1_2B};
-    // (name, config.json, d_model, layers, blocks, attention mixers, Mamba-2 mixers, vocab,
-    // (total weights, tensors) where published).
+    use webmamba::model::published::{
+        FALCON_H1_0_5B, GRANITE_4_0_H_1B, LFM2_1_2B, QWEN3_5_0_8B, QWEN3_5_2B, ZAMBA2_1_2B,
+    };
+    // (name, config.json, d_model, layers, blocks, attention mixers, recurrent mixers (Mamba-2,
+    // short convolution, Gated DeltaNet), vocab, (total weights, tensors) where published).
     let shapes = [
         ("granite-h-1b", GRANITE_4_0_H_1B, 1536, 40, 80, 4, 36, 100352, Some((1_461_538_368u64, None))),
         ("falcon-h1-0.5b", FALCON_H1_0_5B, 1024, 36, 72, 36, 36, 32784, None),
         // Zamba2-1.2B: HF builds 406 parameters, 1,215,064,704 weights, from this config.json.
         ("zamba2-1.2b", ZAMBA2_1_2B, 2048, 38, 38, 6, 38, 32000, Some((1_215_064_704, Some(406)))),
+        // LFM2-1.2B: the Hub's model.safetensors, 148 tensors of 1,170,340,608 weights.
+        ("lfm2-1.2b", LFM2_1_2B, 2048, 16, 32, 6, 10, 65536, Some((1_170_340_608, Some(148)))),
+        // Qwen3.5: the text model HF's Qwen3_5ForCausalLM loads from the Hub's checkpoint.
+        ("qwen3.5-0.8b", QWEN3_5_0_8B, 1024, 24, 48, 6, 18, 248320, Some((752_393_024, Some(320)))),
+        ("qwen3.5-2b", QWEN3_5_2B, 2048, 24, 48, 6, 18, 248320, Some((1_881_825_088, Some(320)))),
     ];
+    // LFM2's and Qwen3.5's are the Hub's files byte for byte: their lengths (LFM2's as its
+    // mirror's model_files.json lists it).
+    for (json, bytes) in [(LFM2_1_2B, 1000), (QWEN3_5_0_8B, 2907), (QWEN3_5_2B, 2908)] {
+        assert_eq!(json.len(), bytes);
+    }
     for (name, json, d, layers, blocks, attention, mamba, vocab, published) in shapes {
         let c = config(json).unwrap_or_else(|e| panic!("{name}: {e}"));
-        // Each layer has one mixer (attention, Mamba-2, or both side by side), then its MLP.
-        let (mut attn, mut ssd, mut mixers) = (0, 0, 0);
+        // Each layer has one mixer (attention, a recurrent one, or both side by side), then its
+        // MLP; `attn_at`: the layers whose mixer is attention alone.
+        let (mut attn, mut ssd, mut mixers, mut attn_at) = (0, 0, 0, Vec::new());
         for b in &c.blocks {
+            if matches!(b.kind, BlockKind::Attention(_)) {
+                attn_at.push(mixers);
+            }
             mixers += matches!(
                 b.kind,
                 BlockKind::Attention(_)
                     | BlockKind::Mamba2(_)
                     | BlockKind::Parallel(_)
                     | BlockKind::Zamba2(_)
+                    | BlockKind::ShortConv(_)
+                    | BlockKind::DeltaNet(_)
             ) as usize;
             match &b.kind {
                 BlockKind::Attention(_) => attn += 1,
-                BlockKind::Mamba2(_) => ssd += 1,
+                BlockKind::Mamba2(_) | BlockKind::ShortConv(_) | BlockKind::DeltaNet(_) => ssd += 1,
                 BlockKind::Parallel(p) => {
                     assert_eq!((p.attention.n_heads, p.attention.n_kv_heads), (8, 2), "{name}");
                     assert_eq!(
@@ -220,7 +239,26 @@ fn published_hybrid_shapes_have_their_sizes_and_a_consistent_layout() {
             }
         }
         assert_eq!((c.d_model, mixers, c.blocks.len(), c.vocab_size), (d, layers, blocks, vocab), "{name}");
-        assert_eq!((attn, ssd), (attention, mamba), "{name}: attention and Mamba-2 mixers");
+        assert_eq!((attn, ssd), (attention, mamba), "{name}: attention and recurrent mixers");
+        // Where the new shapes put their attention: LFM2's `full_attn_idxs`, Qwen3.5's
+        // `layer_types` (every 4th layer).
+        let want_at: Option<Vec<usize>> = match name {
+            "lfm2-1.2b" => Some(vec![2, 5, 8, 10, 12, 14]),
+            "qwen3.5-0.8b" | "qwen3.5-2b" => Some((3..24).step_by(4).collect()),
+            _ => None,
+        };
+        if let Some(want_at) = want_at {
+            assert_eq!(attn_at, want_at, "{name}: the attention layers");
+        }
+        // Their end-of-text token, context and tied embeddings (Qwen3.5's from `text_config`).
+        let want_ends = match name {
+            "lfm2-1.2b" => Some((Some(7), Some(128_000), true)),
+            "qwen3.5-0.8b" | "qwen3.5-2b" => Some((Some(248_044), Some(262_144), true)),
+            _ => None,
+        };
+        if let Some(want_ends) = want_ends {
+            assert_eq!((c.eos_token_id, c.max_positions, c.tie_embeddings), want_ends, "{name}");
+        }
         assert!(
             matches!(Checkpoint::random(&c, 1, Dtype::BF16), Err(Error::InvalidInput(_))),
             "{name}: a hybrid's config.json is not derived from its Config"

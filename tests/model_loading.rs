@@ -308,3 +308,68 @@ fn config_identity_is_stable() {
     assert!(f.identity().ends_with(", arch: \"falcon_mamba\", mixer_rms_eps: 1e-6 }"), "{}", f.identity());
     assert_eq!(webmamba::Config::from_json(f.to_hf_json().as_bytes()).unwrap(), f);
 }
+
+dual_test! {
+    async fn lfm2_and_qwen3_5_configs_and_their_errors() {
+        let kinds = |c: &Config| -> String {
+            c.blocks
+                .iter()
+                .map(|b| match b.kind {
+                    BlockKind::ShortConv(_) => 'c',
+                    BlockKind::DeltaNet(_) => 'd',
+                    BlockKind::Attention(_) => 'a',
+                    BlockKind::Mlp(_) => 'm',
+                    _ => '?',
+                })
+                .collect()
+        };
+        let lfm2 = r#"{"model_type":"lfm2","vocab_size":300,"hidden_size":32,"num_hidden_layers":3,
+            "num_attention_heads":4,"num_key_value_heads":2,"intermediate_size":100,"block_multiple_of":32 LAYERS}"#;
+        let lfm2 = lfm2.replace("LAYERS", r#","layer_types":["conv","full_attention","conv"]LAYERS"#);
+        let c = config(&lfm2.replace("LAYERS", "")).unwrap();
+        assert_eq!((c.arch, kinds(&c).as_str(), c.tie_embeddings), (Arch::Lfm2, "cmamcm", true));
+        // HF's Lfm2MLP: int(2 · 100 / 3) = 66, × 1.0, up to a multiple of 32: 96 (w1 is (96, 32)).
+        let sizes = webmamba::model::tensor_sizes(&c).unwrap();
+        let w1 = sizes.iter().find(|(role, ..)| format!("{role:?}") == "Layer(1, Mlp(Gate))").unwrap();
+        assert_eq!((w1.1, w1.2), (96, 32));
+        // full_attn_idxs instead of layer_types; without either every layer is attention.
+        let idxs = lfm2.replace(r#""layer_types":["conv","full_attention","conv"]LAYERS"#, r#""full_attn_idxs":[2]"#);
+        assert!(idxs.contains("full_attn_idxs"));
+        assert_eq!(kinds(&config(&idxs).unwrap()), "cmcmam");
+        let all = lfm2.replace(r#","layer_types":["conv","full_attention","conv"]LAYERS"#, "");
+        assert!(!all.contains("layer_types"));
+        assert_eq!(kinds(&config(&all).unwrap()), "amamam");
+
+        let qwen = r#"{"model_type":"qwen3_5_text","vocab_size":300,"hidden_size":32,"num_hidden_layers":4,
+            "num_attention_heads":4,"num_key_value_heads":2,"head_dim":8,"intermediate_size":64,
+            "linear_num_key_heads":2,"linear_num_value_heads":4,"linear_key_head_dim":8,"linear_value_head_dim":8,
+            "rope_parameters":{"rope_type":"default","rope_theta":10000000,"partial_rotary_factor":0.25}EXTRA}"#;
+        let c = config(&qwen.replace("EXTRA", "")).unwrap();
+        // Every 4th layer attention (full_attention_interval's default).
+        assert_eq!((c.arch, kinds(&c).as_str(), c.zero_centred_norms), (Arch::Qwen3_5Text, "dmdmdmam", true));
+        let text = qwen.replace(r#""model_type":"qwen3_5_text","#, "").replace("EXTRA", "");
+        let vl = format!(r#"{{"model_type":"qwen3_5","tie_word_embeddings":true,"text_config":{text},"vision_config":{{"depth":1}}}}"#);
+        let c = config(&vl).unwrap();
+        assert_eq!((c.arch, kinds(&c).as_str(), c.tie_embeddings), (Arch::Qwen3_5, "dmdmdmam", true));
+        let embedding = webmamba::model::tensor_sizes(&c).unwrap()[0].0;
+        assert_eq!(format!("{embedding:?}"), "Embedding");
+
+        for (bad, kind) in [
+            (lfm2.replace(r#""num_attention_heads":4"#, r#""num_attention_heads":0"#).replace("LAYERS", ""), "Config"),
+            (lfm2.replace("LAYERS", r#","conv_L_cache":0"#), "Config"),
+            (lfm2.replace(r#""conv","full_attention""#, r#""conv","sliding_attention""#).replace("LAYERS", ""), "UnsupportedModel"),
+            (lfm2.replace(r#""num_key_value_heads":2"#, r#""num_key_value_heads":3"#).replace("LAYERS", ""), "Config"),
+            (qwen.replace(r#""linear_num_key_heads":2"#, r#""linear_num_key_heads":3"#).replace("EXTRA", ""), "Config"),
+            (qwen.replace(r#""num_attention_heads":4"#, r#""num_attention_heads":0"#).replace("EXTRA", ""), "Config"),
+            (qwen.replace("EXTRA", r#","linear_conv_kernel_dim":0"#), "Config"),
+            (qwen.replace("EXTRA", r#","layer_types":["linear_attention","mamba2","linear_attention","full_attention"]"#), "UnsupportedModel"),
+            (qwen.replace("qwen3_5_text", "qwen3_5_moe").replace("EXTRA", ""), "UnsupportedModel"),
+            (qwen.replace("qwen3_5_text", "qwen3_next").replace("EXTRA", ""), "UnsupportedModel"),
+            (lfm2.replace(r#""lfm2""#, r#""lfm2_moe""#).replace("LAYERS", ""), "UnsupportedModel"),
+            (r#"{"model_type":"qwen3_5","text_config":7}"#.to_string(), "Config"),
+        ] {
+            let e = config(&bad).expect_err(&bad);
+            assert_eq!(e.code(), kind, "{bad}: {e}");
+        }
+    }
+}

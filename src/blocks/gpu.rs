@@ -8,7 +8,9 @@ use std::any::Any;
 use crate::blocks::Toy;
 use crate::blocks::gpu_common::LayerCx;
 use crate::blocks::gpu_kind::{GpuKind, GpuParts};
-use crate::blocks::{Attention, BlockKind, Mamba1, Mamba2, Mlp, Moe, Parallel, Zamba2Layer, with_kinds};
+use crate::blocks::{
+    Attention, BlockKind, DeltaNet, Mamba1, Mamba2, Mlp, Moe, Parallel, ShortConv, Zamba2Layer, with_kinds,
+};
 use crate::error::Result;
 use crate::gpu::{GpuContext, KernelSpec};
 use crate::gpu_kit::WeightFormat;

@@ -13,6 +13,7 @@
 
 pub(crate) mod attention;
 pub(crate) mod decode;
+pub(crate) mod delta_net;
 pub(crate) mod gpu;
 pub(crate) mod gpu_common;
 pub(crate) mod gpu_kind;
@@ -23,12 +24,14 @@ pub(crate) mod mlp;
 pub(crate) mod moe;
 pub(crate) mod parallel;
 mod registry;
+pub(crate) mod short_conv;
 pub(crate) mod ssm;
 #[cfg(test)]
 pub(crate) mod toy;
 pub(crate) mod zamba2;
 
-pub use attention::{Attention, Rope};
+pub use attention::{Attention, QkNorm, Rope};
+pub use delta_net::DeltaNet;
 pub(crate) use gpu::GpuBlockWeights;
 pub(crate) use kind::{HostKind, HostParts, Input};
 pub use mamba1::Mamba1;
@@ -37,6 +40,7 @@ pub(crate) use mlp::{Activation, Mlp, MlpNames};
 pub(crate) use moe::{ExpertLayout, Moe, Routing};
 pub(crate) use parallel::Parallel;
 pub(crate) use registry::with_kinds;
+pub use short_conv::ShortConv;
 #[cfg(test)]
 pub(crate) use toy::Toy;
 pub(crate) use zamba2::{SharedBlock, Zamba2Layer};
@@ -197,12 +201,20 @@ pub struct Tensor {
     pub(crate) shape: Vec<usize>,
     /// Whether this block has it (a bias the config turns off has none).
     pub(crate) present: bool,
+    /// Whether 1 is added to each of its values as it is loaded (a zero-centred norm's gain,
+    /// stored as w and used as 1 + w).
+    pub(crate) plus_one: bool,
 }
 
 impl Tensor {
     /// A tensor playing `part`, named `leaf`, of `shape`, `present` or not.
     pub(crate) fn new(part: Part, leaf: &str, shape: Vec<usize>, present: bool) -> Self {
-        Self { part, leaf: leaf.to_string(), shape, present }
+        Self { part, leaf: leaf.to_string(), shape, present, plus_one: false }
+    }
+
+    /// The same tensor, 1 added to its values as they are loaded where `plus_one`.
+    pub(crate) fn plus_one(self, plus_one: bool) -> Self {
+        Self { plus_one, ..self }
     }
 }
 

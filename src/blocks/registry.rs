@@ -26,6 +26,10 @@ macro_rules! with_kinds {
         Parallel(Parallel),
         /// Zamba2's shared transformer block feeding a Mamba-2 mixer.
         Zamba2(Zamba2Layer),
+        /// LFM2's gated short convolution.
+        ShortConv(ShortConv),
+        /// Qwen3.5's Gated DeltaNet.
+        DeltaNet(DeltaNet),
         /// The tests' toy kind (`blocks/toy/`): `h ← h + W · rms_norm(h)`.
         #[cfg(test)]
         Toy(Toy),

@@ -101,6 +101,19 @@ pub(crate) fn conv_silu(
     st: &mut LayerState,
     cap: &mut Capture<'_>,
 ) -> Vec<f32> {
+    causal_conv(w, proj, stride, at, st, cap, silu)
+}
+
+/// The same conv followed by `act` (the identity for LFM2's short conv) instead of SiLU.
+pub(crate) fn causal_conv(
+    w: ConvWeights<'_>,
+    proj: &[f32],
+    stride: usize,
+    at: usize,
+    st: &mut LayerState,
+    cap: &mut Capture<'_>,
+    act: impl Fn(f32) -> f32 + Sync,
+) -> Vec<f32> {
     let k = w.k;
     let ch_len = w.weight.len() / k;
     let t_len = proj.len() / stride;
@@ -120,7 +133,7 @@ pub(crate) fn conv_silu(
                 for j in 0..k {
                     acc += w.weight[ch * k + j] * window[(t + j) * ch_len + ch];
                 }
-                *out = silu(acc);
+                *out = act(acc);
             }
         }
     });

@@ -162,6 +162,9 @@ pub(crate) struct StateBuffers {
     pub(crate) rewind: wgpu::Buffer,
     /// Bytes of conv window state in all (0 when K = 1).
     pub(crate) conv_bytes: u64,
+    /// Bytes of SSM state in all (0 for a model without one, as LFM2: its buffer is then a
+    /// minimal placeholder).
+    pub(crate) ssm_bytes: u64,
 }
 
 impl Activations {
@@ -275,7 +278,7 @@ impl StateBuffers {
         offset: u64,
         save: bool,
     ) {
-        let parts = [(&self.conv, 0, self.conv_bytes), (&self.ssm, self.conv_bytes, self.ssm.size())];
+        let parts = [(&self.conv, 0, self.conv_bytes), (&self.ssm, self.conv_bytes, self.ssm_bytes)];
         for (live, at, bytes) in parts.into_iter().filter(|p| p.2 > 0) {
             if save {
                 encoder.copy_buffer_to_buffer(live, 0, buffer, offset + at, bytes);
@@ -287,12 +290,13 @@ impl StateBuffers {
 
     pub(crate) fn new(ctx: &GpuContext, c: &Config) -> Result<Self> {
         let layout = c.state_layout();
-        let conv_len = layout.floats_named("conv");
+        let (conv_len, ssm_len) = (layout.floats_named("conv"), layout.floats_named("ssm"));
         Ok(Self {
             conv: ctx.storage_zeroed_f32("conv state", conv_len)?,
-            ssm: ctx.storage_zeroed_f32("ssm state", layout.floats_named("ssm"))?,
+            ssm: ctx.storage_zeroed_f32("ssm state", ssm_len)?,
             rewind: ctx.storage_zeroed_f32("rewind state", layout.fixed_floats())?,
             conv_bytes: 4 * conv_len as u64,
+            ssm_bytes: 4 * ssm_len as u64,
         })
     }
 }

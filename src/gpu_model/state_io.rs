@@ -98,8 +98,10 @@ impl GpuModel {
         let conv_len = (self.state.conv_bytes / 4) as usize;
         let conv = self.ctx.read_f32(&self.state.conv, 0, conv_len).await;
         let mut flat = self.ctx.checked("reading the state", conv)?;
-        let ssm = self.ctx.read_f32(&self.state.ssm, 0, State::floats(c) - conv_len).await;
-        flat.extend(self.ctx.checked("reading the state", ssm)?);
+        if self.state.ssm_bytes > 0 {
+            let ssm = self.ctx.read_f32(&self.state.ssm, 0, State::floats(c) - conv_len).await;
+            flat.extend(self.ctx.checked("reading the state", ssm)?);
+        }
         for layer in self.kv.layers.iter().flatten() {
             let rows = self.context * layer.width;
             let k = self.read_rows(&layer.kv, 0, rows).await?;
@@ -133,7 +135,9 @@ impl GpuModel {
         if !conv.is_empty() {
             queue.write_buffer(&self.state.conv, 0, bytemuck::cast_slice(conv));
         }
-        queue.write_buffer(&self.state.ssm, 0, bytemuck::cast_slice(ssm));
+        if !ssm.is_empty() {
+            queue.write_buffer(&self.state.ssm, 0, bytemuck::cast_slice(ssm));
+        }
         for (i, layer) in self.kv.layers.iter().enumerate() {
             let (Some(layer), Some(region)) = (layer, state.region(i, "kv")) else { continue };
             let (k, v) = split(region, layer.width);

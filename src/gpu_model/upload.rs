@@ -80,6 +80,9 @@ impl Sink for Upload<'_> {
                 if neg_exp {
                     values.iter_mut().for_each(|v| *v = -v.exp());
                 }
+                if t.plus_one {
+                    values.iter_mut().for_each(|v| *v += 1.0); // a zero-centred norm's 1 + w
+                }
                 let at = at + first_row * t.cols;
                 ctx.queue().write_buffer(buffer, 4 * at as u64, bytemuck::cast_slice(&values));
                 *unflushed += 4 * values.len() as u64;

@@ -28,6 +28,7 @@ pub mod embedding;
 pub mod gated_act;
 pub(crate) mod gemv;
 pub mod gemv_coalesced;
+pub mod head_norm;
 pub mod kv_append;
 pub mod lanes;
 pub mod linear;
@@ -40,6 +41,7 @@ pub mod scale_segments;
 pub mod scan_carry;
 pub mod scan_chunks;
 pub mod scan_output;
+pub mod short_conv;
 pub mod silu_gate;
 pub mod ssd_chunks;
 pub mod ssd_output;
@@ -92,6 +94,7 @@ pub const SHADERS: &[Shader] = &[
     shader("gated_act", gated_act::SOURCE, gated_act::BINDINGS),
     shader("gemv", gemv::SOURCE, linear::BINDINGS),
     shader("gemv_coalesced", gemv_coalesced::SOURCE, linear::BINDINGS),
+    shader("head_norm", head_norm::SOURCE, head_norm::BINDINGS),
     shader("kv_append", kv_append::SOURCE, kv_append::BINDINGS),
     shader("linear", linear::SOURCE, linear::BINDINGS),
     shader("linear_direct", linear_direct::SOURCE, linear::BINDINGS),
@@ -103,6 +106,7 @@ pub const SHADERS: &[Shader] = &[
     shader("scan_carry", scan_carry::SOURCE, scan_carry::BINDINGS),
     shader("scan_chunks", scan_chunks::SOURCE, scan_chunks::BINDINGS),
     shader("scan_output", scan_output::SOURCE, scan_output::BINDINGS),
+    shader("short_conv", short_conv::SOURCE, short_conv::BINDINGS),
     shader("silu_gate", silu_gate::SOURCE, silu_gate::BINDINGS),
     shader("ssd_chunks", ssd_chunks::SOURCE, ssd_chunks::BINDINGS),
     shader("ssd_output", ssd_output::SOURCE, ssd_output::BINDINGS),

@@ -115,21 +115,24 @@ impl Sink for HostSink {
     fn rows(&mut self, tensor: &Planned, _first_row: usize, bytes: &[u8]) -> Result<()> {
         let building = self.tensors.get_mut(&tensor.role).ok_or_else(|| missing(tensor.role))?;
         // Rows arrive in order, so appending puts them in place.
-        match (building, tensor.dtype) {
-            (Building::F16(v), _) => {
-                v.extend(bytes.chunks_exact(2).map(|b| f16::from_le_bytes([b[0], b[1]])))
-            }
-            (Building::BF16(v), _) => {
-                v.extend(bytes.chunks_exact(2).map(|b| bf16::from_le_bytes([b[0], b[1]])))
-            }
-            (Building::F32(v), Dtype::F32) => {
-                v.extend(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])))
-            }
-            (Building::F32(v), Dtype::F16) => {
-                v.extend(bytes.chunks_exact(2).map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32()))
-            }
-            (Building::F32(v), _) => {
-                v.extend(bytes.chunks_exact(2).map(|b| bf16::from_le_bytes([b[0], b[1]]).to_f32()))
+        match building {
+            Building::F16(v) => v.extend(bytes.chunks_exact(2).map(|b| f16::from_le_bytes([b[0], b[1]]))),
+            Building::BF16(v) => v.extend(bytes.chunks_exact(2).map(|b| bf16::from_le_bytes([b[0], b[1]]))),
+            Building::F32(v) => {
+                let from = v.len();
+                match tensor.dtype {
+                    Dtype::F32 => {
+                        v.extend(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])))
+                    }
+                    Dtype::F16 => {
+                        v.extend(bytes.chunks_exact(2).map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32()))
+                    }
+                    _ => v.extend(bytes.chunks_exact(2).map(|b| bf16::from_le_bytes([b[0], b[1]]).to_f32())),
+                }
+                if tensor.plus_one {
+                    // A zero-centred norm's gain: 1 + w, in f32 as HF adds it.
+                    v[from..].iter_mut().for_each(|x| *x += 1.0);
+                }
             }
         }
         Ok(())

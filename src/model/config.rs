@@ -46,6 +46,14 @@ pub enum Arch {
     FalconH1,
     /// Zyphra Zamba2 (`Zamba2ForCausalLM`, `"zamba2"`).
     Zamba2,
+    /// Liquid LFM2 (`Lfm2ForCausalLM`, `"lfm2"`): gated short convolutions and attention.
+    Lfm2,
+    /// Qwen3.5's text model (`Qwen3_5ForCausalLM`, `"qwen3_5_text"`): Gated DeltaNet and gated
+    /// attention.
+    Qwen3_5Text,
+    /// Qwen3.5 as the Hub has it (`Qwen3_5ForConditionalGeneration`, `"qwen3_5"`): the text
+    /// model of a vision-language checkpoint.
+    Qwen3_5,
 }
 
 impl Arch {
@@ -61,6 +69,9 @@ impl Arch {
             Arch::Jamba => "jamba",
             Arch::FalconH1 => "falcon_h1",
             Arch::Zamba2 => "zamba2",
+            Arch::Lfm2 => "lfm2",
+            Arch::Qwen3_5Text => "qwen3_5_text",
+            Arch::Qwen3_5 => "qwen3_5",
         }
     }
 
@@ -76,6 +87,9 @@ impl Arch {
             Arch::Jamba => "JambaForCausalLM",
             Arch::FalconH1 => "FalconH1ForCausalLM",
             Arch::Zamba2 => "Zamba2ForCausalLM",
+            Arch::Lfm2 => "Lfm2ForCausalLM",
+            Arch::Qwen3_5Text => "Qwen3_5ForCausalLM",
+            Arch::Qwen3_5 => "Qwen3_5ForConditionalGeneration",
         }
     }
 
@@ -141,6 +155,9 @@ pub struct Config {
     /// The longest context its positions were trained for (`max_position_embeddings`), where
     /// it has rotary embeddings.
     pub max_positions: Option<usize>,
+    /// Whether the RMSNorms around the blocks and the final one are zero-centred (Qwen3.5's
+    /// `x̂ · (1 + w)`): their gains get 1 added as they are loaded.
+    pub zero_centred_norms: bool,
 }
 
 impl Config {

@@ -64,5 +64,6 @@ pub(crate) fn shared(
         names: Names::MAMBA,
         scales: Scales::NONE,
         max_positions: None,
+        zero_centred_norms: false,
     }
 }

@@ -198,6 +198,9 @@ const REGISTRY: &[(&str, Parser)] = &[
     ("jamba", hybrid::jamba),
     ("falcon_h1", hybrid::falcon_h1),
     ("zamba2", hybrid::zamba2),
+    ("lfm2", hybrid::lfm2),
+    ("qwen3_5_text", hybrid::qwen3_5_text),
+    ("qwen3_5", hybrid::qwen3_5),
 ];
 
 /// `value` (a parsed config.json) as a checked [`Config`].

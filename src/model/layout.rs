@@ -57,6 +57,8 @@ pub struct Planned {
     pub rows: usize,
     /// Product of the other dimensions (the vector's length for a vector).
     pub cols: usize,
+    /// Whether 1 is added to each value as it is loaded (a zero-centred norm's gain).
+    pub(crate) plus_one: bool,
 }
 
 impl Planned {
@@ -120,7 +122,9 @@ impl Layout {
         let mut roles: Vec<Vec<Option<Planned>>> =
             files.iter().map(|f| vec![None; f.tensors.len()]).collect();
         let has = |name: &str| by_name.contains_key(name);
-        for (role, name, shape) in wanted(config, has("backbone.embedding.weight"), has("lm_head.weight"))? {
+        for (role, name, shape, plus_one) in
+            wanted(config, has("backbone.embedding.weight"), has("lm_head.weight"))?
+        {
             let &(f, t) = by_name
                 .get(name.as_str())
                 .ok_or_else(|| Error::MissingTensor { tensor: name.clone(), file: file_names() })?;
@@ -132,7 +136,7 @@ impl Layout {
                 return Err(Error::UnsupportedDtype { tensor: name, dtype: entry.dtype.to_string() });
             }
             let (rows, cols) = rows_cols(&shape);
-            roles[f][t] = Some(Planned { role, name, dtype: entry.dtype, rows, cols });
+            roles[f][t] = Some(Planned { role, name, dtype: entry.dtype, rows, cols, plus_one });
         }
         Ok(Self { files, roles })
     }
@@ -165,30 +169,36 @@ fn rows_cols(shape: &[usize]) -> (usize, usize) {
 pub fn tensor_sizes(c: &Config) -> Result<Vec<(Role, usize, usize)>> {
     Ok(wanted(c, false, !c.tie_embeddings)?
         .into_iter()
-        .map(|(role, _, shape)| {
+        .map(|(role, _, shape, _)| {
             let (rows, cols) = rows_cols(&shape);
             (role, rows, cols)
         })
         .collect())
 }
 
-/// Every tensor the config implies, as (role, name, shape), in the order the old loader read
-/// them: embedding, blocks (each as its kind lists its tensors), final norm, LM head.
-fn wanted(c: &Config, original_layout: bool, has_lm_head: bool) -> Result<Vec<(Role, String, Vec<usize>)>> {
+/// A tensor the config implies: its role, name, shape, and whether 1 is added to its values
+/// as they load.
+type Wanted = (Role, String, Vec<usize>, bool);
+
+/// Every tensor the config implies, as (role, name, shape, whether 1 is added to it), in the
+/// order the old loader read them: embedding, blocks (each as its kind lists its tensors), final
+/// norm, LM head.
+fn wanted(c: &Config, original_layout: bool, has_lm_head: bool) -> Result<Vec<Wanted>> {
     let (d, v) = (c.d_model, c.vocab_size);
     let embedding = match c.names.embedding {
         "backbone.embeddings.weight" if original_layout => "backbone.embedding.weight",
         name => name,
     };
-    let mut out = vec![(Role::Embedding, embedding.to_string(), vec![v, d])];
+    let mut out = vec![(Role::Embedding, embedding.to_string(), vec![v, d], false)];
     for (i, block) in c.blocks.iter().enumerate() {
         for t in block.tensors(d).into_iter().filter(|t| t.present) {
-            out.push((Role::Layer(i, t.part), t.leaf, t.shape));
+            let plus_one = if t.part == Part::Norm { c.zero_centred_norms } else { t.plus_one };
+            out.push((Role::Layer(i, t.part), t.leaf, t.shape, plus_one));
         }
     }
-    out.push((Role::NormF, c.names.norm_f.to_string(), vec![d]));
+    out.push((Role::NormF, c.names.norm_f.to_string(), vec![d], c.zero_centred_norms));
     if has_lm_head {
-        out.push((Role::LmHead, "lm_head.weight".into(), vec![v, d]));
+        out.push((Role::LmHead, "lm_head.weight".into(), vec![v, d], false));
     } else if !c.tie_embeddings {
         return Err(Error::MissingTensor {
             tensor: "lm_head.weight".into(),

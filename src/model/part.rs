@@ -72,6 +72,9 @@ pub enum Part {
     KBias,
     VBias,
     OBias,
+    /// The per-head norms' gains on q and on k (hd), where the model has them
+    QNorm,
+    KNorm,
     /// A dense MLP's (or a mixture's shared expert's) matrix
     Mlp(MlpPart),
     /// A mixture's router (experts, D)
@@ -94,6 +97,12 @@ pub enum Part {
     },
     /// Zamba2: the per-layer projection of the shared block's output (D, D)
     Linear,
+    /// Gated DeltaNet: `in_proj_z`, the output gate's projection (H_v·d_v, D)
+    Gate,
+    /// Gated DeltaNet: `in_proj_b`, β's projection (H_v, D)
+    Beta,
+    /// Gated DeltaNet: `in_proj_a`, the decay's input projection (H_v, D)
+    DtIn,
 }
 
 impl Part {
@@ -113,6 +122,9 @@ impl Part {
                 | Part::Router
                 | Part::Adapter { .. }
                 | Part::Linear
+                | Part::Gate
+                | Part::Beta
+                | Part::DtIn
         ) || matches!(self, Part::Mlp(m) | Part::Expert(_, m) | Part::Experts(m) if !m.is_bias())
     }
 }

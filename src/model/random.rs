@@ -104,8 +104,11 @@ fn specs(c: &Config) -> Vec<Spec> {
                 | Part::Expert(..)
                 | Part::Experts(_)
                 | Part::Adapter { .. }
-                | Part::Linear => Fill::Uniform(fan(t.shape[t.shape.len() - 1])),
-                Part::SharedNorm | Part::SharedFfNorm => Fill::Around(1.0, 0.1),
+                | Part::Linear
+                | Part::Gate
+                | Part::Beta
+                | Part::DtIn => Fill::Uniform(fan(t.shape[t.shape.len() - 1])),
+                Part::SharedNorm | Part::SharedFfNorm | Part::QNorm | Part::KNorm => Fill::Around(1.0, 0.1),
                 Part::QBias | Part::KBias | Part::VBias | Part::OBias | Part::RouterBias => {
                     Fill::Uniform(0.02)
                 }

@@ -76,6 +76,10 @@ pub const HYBRID_NAMES: &[&str] = &[
     "falcon-h1-mup-bf16",
     "falcon-h1-gatednorm-f16",
     "zamba2-shared-f16",
+    "lfm2-f32",
+    "lfm2-bf16",
+    "qwen35-text-f32",
+    "qwen35-vl-bf16",
 ];
 
 /// Every hybrid fixture.
@@ -90,7 +94,14 @@ pub fn hybrids() -> Vec<Fixture> {
         single!("falcon-h1-mup-bf16"),
         single!("falcon-h1-gatednorm-f16"),
         single!("zamba2-shared-f16"),
+        single!("lfm2-f32"),
+        single!("lfm2-bf16"),
     ]
+}
+
+/// The Qwen3.5 fixtures (Gated DeltaNet): the CPU backend's only, until the GPU runs DeltaNet.
+pub fn qwen35() -> Vec<Fixture> {
+    vec![single!("qwen35-text-f32"), single!("qwen35-vl-bf16")]
 }
 
 /// The fixtures a repeated variant runs on here: every one natively, only `browser` (by name) in

@@ -12,7 +12,7 @@
 //!                   [--budget BYTES] [--backend cpu|gpu]
 //! webmamba perplexity [--model DIR] --text FILE [--context 512] [--weights f32|f16|int8|q4] [--backend cpu|gpu] [--json]
 //! webmamba sizes    [--shape 2.8b]... [--model DIR]... [--json]
-//! webmamba random   --shape 790m|mamba2-780m|granite-h-1b|falcon-h1-0.5b|zamba2-1.2b|… [--dtype bf16] [--shards 4] [--seed S] [--zeros | --q4-grid] --out DIR
+//! webmamba random   --shape 790m|mamba2-780m|granite-h-1b|falcon-h1-0.5b|zamba2-1.2b|lfm2-1.2b|qwen3.5-0.8b|qwen3.5-2b|… [--dtype bf16] [--shards 4] [--seed S] [--zeros | --q4-grid] --out DIR
 //! ```
 //! `logits`, `generate`, `replay` and `perplexity` take `--weights f32|f16|int8|q4` (GPU weight storage).
 

@@ -1,5 +1,6 @@
 //! The shapes of the published Mamba-1 models (state-spaces/mamba-*-hf), Mamba-2 models
-//! (state-spaces/mamba2-*), Falcon-Mamba-7B and hybrids (Granite-4.0-H-1B, Falcon-H1-0.5B, Zamba2-1.2B: their config.json in
+//! (state-spaces/mamba2-*), Falcon-Mamba-7B and hybrids (Granite-4.0-H-1B, Falcon-H1-0.5B,
+//! Zamba2-1.2B, LFM2-1.2B, Qwen3.5-0.8B and -2B: their config.json in
 //! [`webmamba::model::published`], each with its source), for random models of real size:
 //! `webmamba bench --shape`, `webmamba random --shape`.
 
@@ -57,6 +58,18 @@ pub enum Shape {
     /// source).
     #[value(name = "zamba2-1.2b")]
     Zamba2_1_2b,
+    /// LiquidAI/LFM2-1.2B: d_model 2048, 16 layers (10 short convolutions, 6 attention), each
+    /// then an MLP ([`published::LFM2_1_2B`], which cites its source).
+    #[value(name = "lfm2-1.2b")]
+    Lfm2_1_2b,
+    /// Qwen/Qwen3.5-0.8B (its text model): d_model 1024, 24 layers (18 Gated DeltaNet, 6 gated
+    /// attention), each then an MLP ([`published::QWEN3_5_0_8B`], which cites its source).
+    #[value(name = "qwen3.5-0.8b")]
+    Qwen3_5_0_8b,
+    /// Qwen/Qwen3.5-2B (its text model): d_model 2048, 24 layers (18 Gated DeltaNet, 6 gated
+    /// attention), each then an MLP ([`published::QWEN3_5_2B`], which cites its source).
+    #[value(name = "qwen3.5-2b")]
+    Qwen3_5_2b,
 }
 
 impl Shape {
@@ -80,6 +93,9 @@ impl Shape {
             Shape::GraniteH1b => return published::GRANITE_4_0_H_1B.to_string(),
             Shape::FalconH1_0_5b => return published::FALCON_H1_0_5B.to_string(),
             Shape::Zamba2_1_2b => return published::ZAMBA2_1_2B.to_string(),
+            Shape::Lfm2_1_2b => return published::LFM2_1_2B.to_string(),
+            Shape::Qwen3_5_0_8b => return published::QWEN3_5_0_8B.to_string(),
+            Shape::Qwen3_5_2b => return published::QWEN3_5_2B.to_string(),
         };
         let json = if mamba2 {
             format!(

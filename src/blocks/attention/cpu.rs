@@ -5,7 +5,7 @@
 use crate::blocks::attention::{Attention, Rope, Weights};
 use crate::cpu::conv::Run;
 use crate::cpu::matmul::linear;
-use crate::cpu::ops::dot;
+use crate::cpu::ops::{dot, rms_norm_in_place};
 use crate::cpu::threads::{chunk_len, for_chunks, min_elements};
 use crate::kernels::rope::rope_rows;
 
@@ -34,10 +34,32 @@ pub(crate) fn forward(p: &Attention, w: &Weights, run: Run<'_>) -> Vec<f32> {
 /// [`forward`] with the cache in region `kv_region` of the layer's state (a block with other
 /// regions too, as Falcon-H1's parallel one).
 pub(crate) fn forward_at(p: &Attention, w: &Weights, run: Run<'_>, kv_region: usize) -> Vec<f32> {
-    let q = linear(run.x, &w.q, w.q_bias.as_deref()); // (T, Hq·hd)
-    let k = linear(run.x, &w.k, w.k_bias.as_deref()); // (T, Hkv·hd)
+    let mut q = linear(run.x, &w.q, w.q_bias.as_deref()); // (T, Hq·hd); (T, Hq·2·hd) with a gate
+    // Qwen3.5's output gate: per head hd query channels, then hd gate channels.
+    let gate = p.output_gate.then(|| {
+        let (q_only, gate): (Vec<&[f32]>, Vec<&[f32]>) =
+            q.chunks_exact(2 * p.head_dim).map(|head| head.split_at(p.head_dim)).unzip();
+        (q_only.concat(), gate.concat())
+    });
+    if let Some((q_only, _)) = &gate {
+        q.clone_from(q_only);
+    }
+    let mut k = linear(run.x, &w.k, w.k_bias.as_deref()); // (T, Hkv·hd)
     let v = linear(run.x, &w.v, w.v_bias.as_deref()); // (T, Hkv·hd)
-    let out = attend(p, (q, k, v), run, kv_region);
+    if let (Some(norm), Some((q_gain, k_gain))) = (p.qk_norm, &w.qk_norm) {
+        // Each head by its own RMS, times the gain the heads share (before RoPE).
+        for (x, gain) in [(&mut q, q_gain), (&mut k, k_gain)] {
+            for head in x.chunks_exact_mut(p.head_dim) {
+                rms_norm_in_place(head, norm.eps);
+                head.iter_mut().zip(gain).for_each(|(v, g)| *v *= g);
+            }
+        }
+    }
+    let mut out = attend(p, (q, k, v), run, kv_region);
+    if let Some((_, gate)) = gate {
+        // × σ(gate), before o_proj.
+        out.iter_mut().zip(&gate).for_each(|(o, g)| *o /= 1.0 + (-g).exp());
+    }
     linear(&out, &w.o, w.o_bias.as_deref())
 }
 

@@ -19,6 +19,7 @@ use crate::kernels::attention::AttentionShape;
 use crate::kernels::attention_combine::{self, AttentionCombineParams};
 use crate::kernels::attention_decode::{self, AttentionDecodeParams};
 use crate::kernels::attention_prefill::{self, AttentionPrefillParams};
+use crate::kernels::head_norm::{self, HeadNormParams};
 use crate::kernels::kv_append::{self, KvAppendParams};
 use crate::kernels::linear;
 use crate::kernels::rope::{self, RopeParams};
@@ -30,6 +31,8 @@ pub(crate) struct GpuWeights {
     pub(crate) k: SplitMatrix, // (Hkv·hd, D_in)
     pub(crate) v: SplitMatrix, // (Hkv·hd, D_in)
     pub(crate) o: SplitMatrix, // (D_out, Hq·hd), bias when o_bias
+    /// The per-head norms' gains (2, hd): q's, then k's, where it has them.
+    pub(crate) qk_gains: Option<wgpu::Buffer>,
 }
 
 impl GpuWeights {
@@ -41,6 +44,7 @@ impl GpuWeights {
             k: a.matrix("k_proj", (kv, d_in), a.has(Part::KBias))?,
             v: a.matrix("v_proj", (kv, d_in), a.has(Part::VBias))?,
             o: a.matrix("o_proj", (d_out, q), a.has(Part::OBias))?,
+            qk_gains: p.qk_norm.map(|_| a.vector("qk_norm", 2 * p.head_dim)).transpose()?,
         })
     }
 }
@@ -57,6 +61,12 @@ impl GpuParts for GpuWeights {
             Part::VBias => Destination::Bias(&self.v),
             Part::O => Destination::Matrix(&self.o),
             Part::OBias => Destination::Bias(&self.o),
+            Part::QNorm | Part::KNorm => {
+                // (2, hd): k's gain after q's.
+                let buffer = self.qk_gains.as_ref()?;
+                let at = if part == Part::QNorm { 0 } else { (buffer.size() / 8) as usize };
+                Destination::Vector { buffer, at, neg_exp: false }
+            }
             _ => return None,
         })
     }
@@ -64,6 +74,11 @@ impl GpuParts for GpuWeights {
     /// Its weight matrices.
     fn matrices(&self) -> Vec<&SplitMatrix> {
         vec![&self.q, &self.k, &self.v, &self.o]
+    }
+
+    /// Its f32 vector buffers.
+    fn vectors(&self) -> Vec<&wgpu::Buffer> {
+        self.qk_gains.iter().collect()
     }
 }
 
@@ -80,6 +95,9 @@ pub(crate) fn kernels(p: &Attention, format: KvFormat) -> Vec<KernelSpec> {
     if p.rope.is_some() {
         out.push(spec("rope", rope::SOURCE, rope::BINDINGS, Vec::new()));
     }
+    if p.qk_norm.is_some() {
+        out.push(spec("head_norm", head_norm::SOURCE, head_norm::BINDINGS, Vec::new()));
+    }
     out
 }
 
@@ -94,6 +112,11 @@ pub(crate) fn scratch(p: &Attention, t: usize) -> Scratch {
 /// Fails unless the kernels can run it (head_dim within `HEAD_DIM_MAX`; f16 caches pack
 /// values in pairs, so they need an even Hkv·hd).
 pub(crate) fn check(p: &Attention, format: KvFormat) -> Result<()> {
+    if p.output_gate || p.qk_norm.is_some_and(|n| n.plus_one) {
+        return Err(Error::UnsupportedModel(
+            "Qwen3.5's gated attention on the GPU backend (not yet: use the CPU backend)".into(),
+        ));
+    }
     if format == KvFormat::F16 && !p.kv_dim().is_multiple_of(2) {
         return Err(Error::UnsupportedModel(format!(
             "kvFormat f16 with an odd key/value width ({}): use kvFormat f32",
@@ -171,6 +194,25 @@ pub(crate) fn plan_scaled(
                 (a.scratch("xz")?, row, col),
             )?);
         }
+    }
+    if let (Some(norm), Some(gains)) = (p.qk_norm, w.qk_gains.as_ref()) {
+        // q's and k's heads by their own RMS, in place, before RoPE.
+        let heads = sh.heads + sh.kv_heads;
+        let params = HeadNormParams {
+            stride: row,
+            heads,
+            q_heads: sh.heads,
+            head_dim: sh.head_dim,
+            eps: norm.eps,
+            _pad: [0; 3],
+        };
+        let io = [("x", a.scratch("xz")?), ("gains", gains)];
+        steps.push(Step::Call(b.call(
+            kernel("head_norm")?,
+            &params,
+            &io,
+            Groups::Rows { per_token: heads, z: 1 },
+        )?));
     }
     if let (Some(r), Some(table)) = (p.rope, kv.rope.as_ref()) {
         let rot = r.dims as u32;

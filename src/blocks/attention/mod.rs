@@ -6,7 +6,7 @@ pub(crate) mod cpu;
 pub(crate) mod gpu;
 mod params;
 
-pub use params::{Attention, Rope};
+pub use params::{Attention, QkNorm, Rope};
 
 use crate::blocks::kind::{HostKind, HostLayer, HostParts};
 use crate::blocks::{TakeTensor, Tensor, checked_counts, positive};
@@ -26,6 +26,8 @@ pub struct Weights {
     pub(crate) k_bias: Option<Vec<f32>>,
     pub(crate) v_bias: Option<Vec<f32>>,
     pub(crate) o_bias: Option<Vec<f32>>,
+    /// The per-head norms' gains on q and k (hd each), where it has them.
+    pub(crate) qk_norm: Option<(Vec<f32>, Vec<f32>)>,
 }
 
 impl Weights {
@@ -35,6 +37,10 @@ impl Weights {
         let (q_bias, k_bias, v_bias) =
             (bias(Part::QBias, p.qkv_bias)?, bias(Part::KBias, p.qkv_bias)?, bias(Part::VBias, p.qkv_bias)?);
         let o_bias = bias(Part::OBias, p.o_bias)?;
+        let qk_norm = match p.qk_norm {
+            Some(_) => Some((t.vector(Part::QNorm)?, t.vector(Part::KNorm)?)),
+            None => None,
+        };
         Ok(Self {
             q: t.matrix(Part::Q)?,
             k: t.matrix(Part::K)?,
@@ -44,6 +50,7 @@ impl Weights {
             k_bias,
             v_bias,
             o_bias,
+            qk_norm,
         })
     }
 }
@@ -59,7 +66,8 @@ impl HostParts for Weights {
         [&self.q_bias, &self.k_bias, &self.v_bias, &self.o_bias]
             .iter()
             .map(|b| b.as_ref().map_or(0, Vec::len))
-            .sum()
+            .sum::<usize>()
+            + self.qk_norm.as_ref().map_or(0, |(q, k)| q.len() + k.len())
     }
 }
 
@@ -102,6 +110,8 @@ impl HostKind for Attention {
                 return Err(Error::Config(format!("rope_theta {} is not usable", rope.theta)));
             }
         }
+        let eps = self.qk_norm.map_or(0.0, |n| n.eps);
+        crate::blocks::usable_eps("norm_eps", eps)?;
         for (name, v) in [("the attention scale", self.scale), ("key_multiplier", self.key_scale)] {
             if !v.is_finite() {
                 return Err(Error::Config(format!("{name} {v} is not usable")));

@@ -30,7 +30,7 @@ impl GpuWeights {
         let i = p.inner;
         let m = |label, shape, bias| a.matrix(label, shape, a.has(part(bias)));
         let (gate, up) = match p.names {
-            MlpNames::Separate => {
+            MlpNames::Separate | MlpNames::W123 => {
                 (Some(m("gate_proj", (i, d), MlpPart::GateBias)?), m("up_proj", (i, d), MlpPart::UpBias)?)
             }
             MlpNames::InputOutput | MlpNames::GateUp => {

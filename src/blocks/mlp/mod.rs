@@ -48,6 +48,8 @@ pub(crate) enum MlpNames {
     GateUp,
     /// `up_proj`, `down_proj`, no gate (Nemotron-H).
     Plain,
+    /// `w1` (gate), `w3` (up), `w2` (down) (LFM2).
+    W123,
 }
 
 /// A feed-forward network of width I.
@@ -89,6 +91,11 @@ impl Mlp {
                 add(MlpPart::Up, MlpPart::UpBias, "up_proj", vec![i, d]);
                 add(MlpPart::Down, MlpPart::DownBias, "down_proj", vec![d, i]);
             }
+            MlpNames::W123 => {
+                add(MlpPart::Gate, MlpPart::GateBias, "w1", vec![i, d]);
+                add(MlpPart::Up, MlpPart::UpBias, "w3", vec![i, d]);
+                add(MlpPart::Down, MlpPart::DownBias, "w2", vec![d, i]);
+            }
             MlpNames::InputOutput => {
                 add(MlpPart::GateUp, MlpPart::GateUpBias, "input_linear", vec![i2, d]);
                 add(MlpPart::Down, MlpPart::DownBias, "output_linear", vec![d, i]);
@@ -124,7 +131,7 @@ impl Weights {
     pub(crate) fn take_as(p: &Mlp, t: &mut dyn TakeTensor, part: impl Fn(MlpPart) -> Part) -> Result<Self> {
         let mut bias = |m| if p.bias { t.vector(part(m)).map(Some) } else { Ok(None) };
         let biases = match p.names {
-            MlpNames::Separate => {
+            MlpNames::Separate | MlpNames::W123 => {
                 [bias(MlpPart::GateBias)?, bias(MlpPart::UpBias)?, bias(MlpPart::DownBias)?]
             }
             MlpNames::InputOutput | MlpNames::GateUp => {
@@ -133,7 +140,9 @@ impl Weights {
             MlpNames::Plain => [None, bias(MlpPart::UpBias)?, bias(MlpPart::DownBias)?],
         };
         let (gate, up) = match p.names {
-            MlpNames::Separate => (Some(t.matrix(part(MlpPart::Gate))?), t.matrix(part(MlpPart::Up))?),
+            MlpNames::Separate | MlpNames::W123 => {
+                (Some(t.matrix(part(MlpPart::Gate))?), t.matrix(part(MlpPart::Up))?)
+            }
             MlpNames::InputOutput | MlpNames::GateUp => (None, t.matrix(part(MlpPart::GateUp))?),
             MlpNames::Plain => (None, t.matrix(part(MlpPart::Up))?),
         };

@@ -9,14 +9,18 @@ mod bamba;
 mod falcon_h1;
 mod granite;
 mod jamba;
+mod lfm2;
 mod nemotron_h;
+mod qwen3_5;
 mod zamba2;
 
 pub(super) use bamba::parse as bamba;
 pub(super) use falcon_h1::parse as falcon_h1;
 pub(super) use granite::parse as granite;
 pub(super) use jamba::parse as jamba;
+pub(super) use lfm2::parse as lfm2;
 pub(super) use nemotron_h::parse as nemotron_h;
+pub(super) use qwen3_5::{parse_multimodal as qwen3_5, parse_text as qwen3_5_text};
 pub(super) use zamba2::parse as zamba2;
 
 use serde_json::Value;
@@ -196,6 +200,9 @@ pub(crate) fn attention(heads: usize, kv_heads: usize, head_dim: usize, rope: Op
         rope,
         scale: 1.0 / (head_dim as f32).sqrt(),
         key_scale: 1.0,
+        qk_norm: None,
+        o_name: "o_proj",
+        output_gate: false,
     }
 }
 
