@@ -7,10 +7,12 @@
 // its slice. Rows are spread over a 2-D grid so more than 65,535 rows can be dispatched.
 // With LAST_ROW only x's row T-1 is normalised, into y's row 0 (decode / last-logits path).
 // With `groups` G > 1 every token's row holds G rows of `cols` (Mamba-2's gated RMSNorm: each
-// group of E·D / G channels by its own RMS), and row r takes weight[(r % G) · cols ..].
+// group of E·D / G channels by its own RMS), and row r takes weight[(r % G) · cols ..]; with
+// SHARED every row takes weight[0 .. cols] (the Gated DeltaNet's norm: one gain for its heads).
 
 const WG: u32 = 64u; // invocations per workgroup (a power of two; see the tree reduction)
 const LAST_ROW: u32 = 1u;
+const SHARED: u32 = 2u;
 
 struct Step {
     t_len: u32,    // T: tokens in this forward call
@@ -22,7 +24,7 @@ struct Step {
 struct Params {
     cols: u32,  // d: row length (d_model)
     eps: f32,   // layer_norm_epsilon
-    flags: u32,  // LAST_ROW
+    flags: u32,  // LAST_ROW | SHARED
     groups: u32, // G: rows per token (1 but for Mamba-2's gated norm)
 
 }
@@ -65,7 +67,8 @@ fn rms_norm(
     }
 
     let scale = inverseSqrt(partial[0] / f32(p.cols) + p.eps);
+    let w_at = select((row % p.groups) * p.cols, 0u, (p.flags & SHARED) != 0u);
     for (var i = lid; i < p.cols; i += WG) {
-        y[dst + i] = x[src + i] * scale * weight[(row % p.groups) * p.cols + i];
+        y[dst + i] = x[src + i] * scale * weight[w_at + i];
     }
 }

@@ -53,7 +53,7 @@ fn check(shader: &str, struct_name: &str, size: usize, rust: &[(&str, usize)]) {
 /// path (`shape.heads`) and matched to the WGSL member of its last name: the shaders' structs
 /// are flat.
 macro_rules! params {
-    ($shader:literal, $ty:ty, [$($($f:ident).+),* $(,)?]) => {
+    ($shader:expr, $ty:ty, [$($($f:ident).+),* $(,)?]) => {
         check($shader, "Params", size_of::<$ty>(), &[
             $((member(stringify!($($f).+)), offset_of!($ty, $($f).+))),*
         ])
@@ -74,6 +74,36 @@ fn every_params_struct_matches_its_rust_struct() {
         [d_inner, d_conv, xz_stride, state_offset, has_bias, map_len, slot_len, x_at]
     );
     params!("head_norm", head_norm::HeadNormParams, [stride, heads, q_heads, head_dim, eps, _pad]);
+    params!(
+        "delta_prep",
+        delta_prep::DeltaPrepParams,
+        [conv_dim, k_heads, k_dim, v_heads, xz_stride, beta_at, scale, _pad]
+    );
+    params!(
+        "delta_chunks",
+        delta_chunks::DeltaChunksParams,
+        [conv_dim, k_heads, k_dim, v_dim, v_heads, xz_stride, beta_at, _pad]
+    );
+    for shader in ["delta_state", "delta_step"] {
+        params!(
+            shader,
+            delta_state::DeltaStateParams,
+            [
+                conv_dim,
+                k_heads,
+                k_dim,
+                v_dim,
+                v_heads,
+                xz_stride,
+                c_at,
+                state_offset,
+                map_len,
+                slot_len,
+                slot_ssm_at,
+                _pad
+            ]
+        );
+    }
     params!(
         "short_conv",
         short_conv::ShortConvParams,
@@ -408,6 +438,19 @@ fn shared_constants_have_one_value() {
     assert_eq!(constant("top_k", "PER") * constant("top_k", "WG"), constant("top_k", "SLICE"));
     assert_eq!(constant("conv1d_silu", "K_MAX") as usize, conv1d_silu::K_MAX);
     assert_eq!(constant("short_conv", "K_MAX") as usize, short_conv::K_MAX);
+    assert_eq!(constant("rms_norm", "SHARED"), rms_norm::SHARED);
+    for shader in ["delta_chunks", "delta_state"] {
+        // One chunk size for the DeltaNet passes and the Step's n_chunks (the SSD scan's).
+        assert_eq!(constant(shader, "CHUNK") as usize, delta_chunks::CHUNK, "{shader}: CHUNK");
+    }
+    for shader in ["delta_state", "delta_step"] {
+        assert_eq!(constant(shader, "JB") as usize, delta_state::JB, "{shader}: JB");
+        assert_eq!(constant(shader, "DK_MAX") as usize, delta_state::DK_MAX, "{shader}: DK_MAX");
+    }
+    assert_eq!(
+        constant("delta_step", "PER_LANE") * constant("delta_step", "LANES"),
+        constant("delta_step", "DK_MAX")
+    );
     assert_eq!(constant("decode_in_proj", "K_MAX") as usize, conv1d_silu::K_MAX);
     assert_eq!(constant("decode_in_proj", "OUT"), decode_in_proj::OUTPUTS_PER_LANE_GROUP);
     assert_eq!(constant("decode_in_proj", "BIAS"), decode_in_proj::BIAS);

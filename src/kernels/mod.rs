@@ -24,6 +24,10 @@ pub mod copy_cols;
 pub mod decode_in_proj;
 pub mod decode_out_proj;
 pub mod decode_scan;
+pub mod delta_chunks;
+pub mod delta_prep;
+pub mod delta_state;
+pub mod delta_step;
 pub mod embedding;
 pub mod gated_act;
 pub(crate) mod gemv;
@@ -90,6 +94,10 @@ pub const SHADERS: &[Shader] = &[
     shader("decode_in_proj", decode_in_proj::SOURCE, decode_in_proj::BINDINGS),
     shader("decode_out_proj", decode_out_proj::SOURCE, decode_out_proj::BINDINGS),
     shader("decode_scan", decode_scan::SOURCE, decode_scan::BINDINGS),
+    shader("delta_chunks", delta_chunks::SOURCE, delta_chunks::BINDINGS),
+    shader("delta_prep", delta_prep::SOURCE, delta_prep::BINDINGS),
+    shader("delta_state", delta_state::SOURCE, delta_state::BINDINGS),
+    shader("delta_step", delta_step::SOURCE, delta_step::BINDINGS),
     shader("embedding", embedding::SOURCE, embedding::BINDINGS),
     shader("gated_act", gated_act::SOURCE, gated_act::BINDINGS),
     shader("gemv", gemv::SOURCE, linear::BINDINGS),

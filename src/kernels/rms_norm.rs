@@ -22,6 +22,9 @@ pub(crate) const BINDINGS: &[Binding] = &[
 /// Normalise only row T−1, into row 0 of y.
 pub const LAST_ROW: u32 = 1;
 
+/// Every row scaled by `weight[0 .. cols]`, whatever its group (the Gated DeltaNet's norm).
+pub const SHARED: u32 = 2;
+
 /// The kernel's uniform parameters (`Params` in the shader).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
@@ -30,7 +33,7 @@ pub struct RmsNormParams {
     pub cols: u32,
     /// ε added to the mean square.
     pub eps: f32,
-    /// `LAST_ROW` or 0.
+    /// `LAST_ROW`, `SHARED` or 0.
     pub flags: u32,
     /// G: rows of `cols` per token, row r scaled by `weight[(r % G)·cols ..]` (Mamba-2's gated
     /// RMSNorm); 1 otherwise.
