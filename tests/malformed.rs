@@ -108,6 +108,55 @@ async fn malformed_inputs_leave_sessions_intact(ctx: Option<&GpuContext>) {
     ] {
         run(label, code, &mut rt, granite(edit)).await;
     }
+    // The newer kinds' configs (Qwen3.5's Gated DeltaNet, LFM2's short convolutions).
+    let with = |base: serde_json::Value, edit: serde_json::Value| {
+        let mut c = base;
+        c.as_object_mut().unwrap().extend(edit.as_object().unwrap().clone());
+        load(c.to_string().as_bytes(), weights.to_vec())
+    };
+    let qwen = serde_json::json!({
+        "model_type": "qwen3_5_text", "vocab_size": 300, "hidden_size": 32, "num_hidden_layers": 4,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "intermediate_size": 64,
+        "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 8,
+        "linear_value_head_dim": 8,
+    });
+    let lfm2 = serde_json::json!({
+        "model_type": "lfm2", "vocab_size": 300, "hidden_size": 32, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 64,
+        "layer_types": ["conv", "full_attention"],
+    });
+    for (label, code, base, edit) in [
+        (
+            "Gated DeltaNet: zero value heads",
+            "Config",
+            &qwen,
+            serde_json::json!({"linear_num_value_heads": 0}),
+        ),
+        (
+            "Gated DeltaNet: key heads not dividing value heads",
+            "Config",
+            &qwen,
+            serde_json::json!({"linear_num_key_heads": 3}),
+        ),
+        ("Gated DeltaNet: 0 conv taps", "Config", &qwen, serde_json::json!({"linear_conv_kernel_dim": 0})),
+        (
+            "Qwen3.5: an unknown layer type",
+            "UnsupportedModel",
+            &qwen,
+            serde_json::json!({"layer_types": ["linear_attention", "mamba2", "linear_attention", "full_attention"]}),
+        ),
+        ("Qwen3.5's MoE", "UnsupportedModel", &qwen, serde_json::json!({"model_type": "qwen3_5_moe"})),
+        ("LFM2: 0 conv taps", "Config", &lfm2, serde_json::json!({"conv_L_cache": 0})),
+        ("LFM2: zero heads", "Config", &lfm2, serde_json::json!({"num_attention_heads": 0})),
+        (
+            "LFM2: an unknown layer type",
+            "UnsupportedModel",
+            &lfm2,
+            serde_json::json!({"layer_types": ["conv", "mamba"]}),
+        ),
+    ] {
+        run(label, code, &mut rt, with(base.clone(), edit)).await;
+    }
     run("truncated weights", "Safetensors", &mut rt, load(f.config, weights[..weights.len() - 9].to_vec()))
         .await;
     let mut huge = weights.to_vec();

@@ -54,6 +54,22 @@ function writeDamagedFolders(root) {
     writeFileSync(`${d}/config.json`, JSON.stringify({ ...c, hidden_size: 24 }));
   });
   folder('bad-tokenizer', (d) => writeFileSync(`${d}/tokenizer.json`, '{"model": 5}'));
+  // The newer kinds' bad configs, on copies of their fixtures (Qwen3.5's Gated DeltaNet, LFM2).
+  for (const [name, fixture, edit] of [
+    ['deltanet-zero-heads', 'qwen35-text-f32', { linear_num_value_heads: 0 }],
+    ['deltanet-key-heads', 'qwen35-text-f32', { linear_num_key_heads: 3 }],
+    ['deltanet-no-taps', 'qwen35-text-f32', { linear_conv_kernel_dim: 0 }],
+    ['qwen-unknown-layer', 'qwen35-text-f32', { layer_types: ['linear_attention', 'mamba2', 'linear_attention', 'full_attention'] }],
+    ['lfm2-no-taps', 'lfm2-f32', { conv_L_cache: 0 }],
+    ['lfm2-unknown-layer', 'lfm2-f32', { layer_types: ['conv', 'mamba', 'full_attention', 'conv', 'full_attention'] }],
+  ]) {
+    const dir = `${root}/${name}`;
+    mkdirSync(dir, { recursive: true });
+    const from = `tests/fixtures/${fixture}`;
+    for (const f of ['tokenizer.json', 'model.safetensors']) copyFileSync(`${from}/${f}`, `${dir}/${f}`);
+    const c = JSON.parse(readFileSync(`${from}/config.json`, 'utf8'));
+    writeFileSync(`${dir}/config.json`, JSON.stringify({ ...c, ...edit }));
+  }
   folder('truncated', (d) => writeFileSync(`${d}/model.safetensors`, weights.subarray(0, weights.length - 100)));
   folder('huge-header', (d) => {
     const w = Buffer.from(weights);
@@ -188,6 +204,12 @@ async function matrix(page, base, backend, worker) {
       ['config.json not JSON', () => damaged('bad-config'), 'Config'],
       ['config.json of another width', () => damaged('wrong-width'), 'ShapeMismatch'],
       ['tokenizer.json damaged', () => damaged('bad-tokenizer'), 'Tokenizer'],
+      ['Gated DeltaNet with 0 value heads', () => damaged('deltanet-zero-heads'), 'Config'],
+      ['Gated DeltaNet key heads not dividing value heads', () => damaged('deltanet-key-heads'), 'Config'],
+      ['Gated DeltaNet with 0 conv taps', () => damaged('deltanet-no-taps'), 'Config'],
+      ['Qwen3.5 with an unknown layer type', () => damaged('qwen-unknown-layer'), 'UnsupportedModel'],
+      ['LFM2 with 0 conv taps', () => damaged('lfm2-no-taps'), 'Config'],
+      ['LFM2 with an unknown layer type', () => damaged('lfm2-unknown-layer'), 'UnsupportedModel'],
       ['safetensors truncated', () => damaged('truncated'), 'Safetensors'],
       ['safetensors header length 2^62', () => damaged('huge-header'), 'Safetensors'],
       ['a NaN weight', () => damaged('nan-weight'), 'NonFiniteWeight'],
