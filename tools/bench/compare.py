@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """webmamba's CPU backend against the peers, side by side in one run (issue 13, part 3).
 
-The same seeded random weights of a published Mamba shape (written by `webmamba random`, f32)
-run in webmamba's native CPU backend, in HF transformers (PyTorch CPU, `MambaForCausalLM`'s
-torch path) and in llama.cpp (built from the source inside PyPI's `llama-cpp-python`, the folder
+The same seeded random weights of a published shape (written by `webmamba random`, f32) run in
+webmamba's native CPU backend, in HF transformers (PyTorch CPU, `AutoModelForCausalLM`: Mamba's,
+LFM2's or Qwen3.5's torch path; `--shape lfm2-1.2b`, `qwen3.5-0.8b`) and in llama.cpp (built from the source inside PyPI's `llama-cpp-python`, the folder
 converted to GGUF by the converter shipped in that source), one after the other, each at every
 thread count asked for. The figures, per engine and thread count, as in docs/BENCHMARKS.md:
 
@@ -107,10 +107,10 @@ def run_webmamba(folder, threads, runs):
 
 def run_hf(folder, threads, runs, vocab):
     import torch
-    from transformers import MambaForCausalLM
+    from transformers import AutoModelForCausalLM
 
     torch.set_num_threads(threads)
-    model = MambaForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
     prefill = {str(n): [] for n in PROMPTS}
     decode = []
     with torch.inference_mode():
