@@ -101,6 +101,6 @@ fn fixture_list_matches_the_folder() {
     assert_eq!(on_disk, listed, "tests/common/fixtures.rs must list every fixture folder");
     let embedded: Vec<&str> = fixtures::all().iter().map(|f| f.name).collect();
     assert_eq!(embedded, fixtures::NAMES);
-    let hybrids: Vec<&str> = fixtures::hybrids().iter().chain(&fixtures::qwen35()).map(|f| f.name).collect();
+    let hybrids: Vec<&str> = fixtures::hybrids().iter().map(|f| f.name).collect();
     assert_eq!(hybrids, fixtures::HYBRID_NAMES);
 }

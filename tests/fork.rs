@@ -45,13 +45,9 @@ async fn uncached(
 }
 
 async fn forks_branch_from_one_position(ctx: Option<&GpuContext>) {
-    // LFM2's short convolutions on both backends; Qwen3.5's Gated DeltaNet on the CPU only, so far.
-    let names: &[&str] = match ctx {
-        Some(_) => &["medium-bf16", "granite-h-rope-moe-f32", "lfm2-bf16"],
-        None => &["medium-bf16", "granite-h-rope-moe-f32", "lfm2-bf16", "qwen35-text-f32"],
-    };
-    let all: Vec<Fixture> =
-        fixtures::all().into_iter().chain(fixtures::hybrids()).chain(fixtures::qwen35()).collect();
+    // LFM2's short convolutions and Qwen3.5's Gated DeltaNet among them.
+    let names = ["medium-bf16", "granite-h-rope-moe-f32", "lfm2-bf16", "qwen35-text-f32"];
+    let all: Vec<Fixture> = fixtures::all().into_iter().chain(fixtures::hybrids()).collect();
     for f in all.iter().filter(|f| names.contains(&f.name)) {
         let ids = f.reference().ids;
         let prompt = &ids[..ids.len().min(37)];

@@ -26,11 +26,7 @@ async fn engine(f: &Fixture, ctx: Option<&GpuContext>) -> Engine {
 }
 
 fn fixture(name: &str) -> Fixture {
-    fixtures::hybrids()
-        .into_iter()
-        .chain(fixtures::qwen35())
-        .find(|f| f.name == name)
-        .unwrap_or_else(|| panic!("fixture {name}"))
+    fixtures::hybrids().into_iter().find(|f| f.name == name).unwrap_or_else(|| panic!("fixture {name}"))
 }
 
 /// What an uninterrupted, uncached run gives: logits after `prompt` and `n` greedy tokens.
@@ -67,7 +63,7 @@ fn page_bytes(e: &Engine, block: usize) -> u64 {
 /// resend prefills nothing; every one of them gives the uncached run's logits and tokens.
 async fn prompt_end_survives_sparse_retention(ctx: Option<&GpuContext>) {
     let names: &[&str] = match ctx {
-        Some(_) => &["jamba-moe-bf16", "lfm2-f32"],
+        Some(_) => &["jamba-moe-bf16", "lfm2-f32", "qwen35-text-f32"],
         None => &[
             "jamba-moe-bf16",
             "granite-h-nope-legacy-bf16",

@@ -17,7 +17,7 @@ fn model(f: &Fixture) -> CpuModel {
 
 dual_test! {
     async fn hybrid_logits_match_hf_at_every_position() {
-        for f in fixtures::hybrids().into_iter().chain(fixtures::qwen35()) {
+        for f in fixtures::hybrids() {
             let m = model(&f);
             let r = f.reference();
             let mut state = State::zeros(m.config());
@@ -29,7 +29,7 @@ dual_test! {
     }
 
     async fn hybrid_greedy_matches_hf_step_by_step() {
-        for f in fixtures::hybrids().into_iter().chain(fixtures::qwen35()) {
+        for f in fixtures::hybrids() {
             let m = model(&f);
             let r = f.reference();
             let steps = r.step_logits.as_ref().expect("step_logits");
@@ -50,7 +50,7 @@ dual_test! {
     }
 
     async fn hybrid_token_by_token_equals_whole_sequence() {
-        for f in fixtures::hybrids().into_iter().chain(fixtures::qwen35()) {
+        for f in fixtures::hybrids() {
             let m = model(&f);
             let ids = &f.reference().ids[..70];
             let mut whole_state = State::zeros(m.config());

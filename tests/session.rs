@@ -355,14 +355,19 @@ async fn export_import_on(f: &Fixture, ctx: Option<&GpuContext>) -> (Vec<u8>, Ve
 async fn hybrid_sessions(ctx: Option<&GpuContext>) {
     // On the GPU, one fixture per block kind the CPU runs (every kind, each routing, Mamba-1 and
     // Mamba-2): their sessions take minutes on a software adapter.
-    // (Qwen3.5's Gated DeltaNet runs on the CPU only, so far.)
-    let on_gpu =
-        ["granite-h-rope-moe-f32", "jamba-moe-bf16", "falcon-h1-mup-bf16", "zamba2-shared-f16", "lfm2-bf16"];
+    let on_gpu = [
+        "granite-h-rope-moe-f32",
+        "jamba-moe-bf16",
+        "falcon-h1-mup-bf16",
+        "zamba2-shared-f16",
+        "lfm2-bf16",
+        "qwen35-vl-bf16",
+    ];
     // Sparse retention (every 2nd boundary, and always the prompt end) on five families.
     let sparse =
         ["granite-h-rope-moe-f32", "jamba-moe-bf16", "falcon-h1-mup-bf16", "lfm2-f32", "qwen35-vl-bf16"];
     // In a browser, the first three families on both backends (the native run covers the rest).
-    let all = fixtures::hybrids().into_iter().chain(fixtures::qwen35()).collect();
+    let all = fixtures::hybrids();
     let here = fixtures::natively_all(all, &sparse[..3]);
     for f in here.into_iter().filter(|f| ctx.is_none() || on_gpu.contains(&f.name)) {
         resume_equivalence_on(&f, &[16], Retention::Dense, ctx).await;

@@ -96,12 +96,9 @@ pub fn hybrids() -> Vec<Fixture> {
         single!("zamba2-shared-f16"),
         single!("lfm2-f32"),
         single!("lfm2-bf16"),
+        single!("qwen35-text-f32"),
+        single!("qwen35-vl-bf16"),
     ]
-}
-
-/// The Qwen3.5 fixtures (Gated DeltaNet): the CPU backend's only, until the GPU runs DeltaNet.
-pub fn qwen35() -> Vec<Fixture> {
-    vec![single!("qwen35-text-f32"), single!("qwen35-vl-bf16")]
 }
 
 /// The fixtures a repeated variant runs on here: every one natively, only `browser` (by name) in
