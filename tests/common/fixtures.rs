@@ -65,7 +65,7 @@ pub const NAMES: &[&str] = &[
     "mamba2-groups-f16",
 ];
 
-/// Names of the hybrid fixtures (SSM + attention, MLP, mixtures of experts).
+/// Names of the hybrid fixtures (SSM + attention, MLP, mixtures of experts; Qwen3.5's).
 pub const HYBRID_NAMES: &[&str] = &[
     "granite-h-rope-moe-f32",
     "granite-h-nope-legacy-bf16",
@@ -78,6 +78,7 @@ pub const HYBRID_NAMES: &[&str] = &[
     "zamba2-shared-f16",
     "lfm2-f32",
     "lfm2-bf16",
+    "qwen35-gattn-f32",
     "qwen35-text-f32",
     "qwen35-vl-bf16",
 ];
@@ -96,10 +97,12 @@ pub fn hybrids() -> Vec<Fixture> {
         single!("zamba2-shared-f16"),
         single!("lfm2-f32"),
         single!("lfm2-bf16"),
+        single!("qwen35-gattn-f32"),
     ]
 }
 
-/// The Qwen3.5 fixtures (Gated DeltaNet): the CPU backend's only, until the GPU runs DeltaNet.
+/// The Qwen3.5 fixtures with Gated DeltaNet layers: the CPU backend's only, until the GPU runs
+/// DeltaNet (`qwen35-gattn-f32`, gated attention in every layer, is among [`hybrids`]).
 pub fn qwen35() -> Vec<Fixture> {
     vec![single!("qwen35-text-f32"), single!("qwen35-vl-bf16")]
 }
