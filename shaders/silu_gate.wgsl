@@ -4,9 +4,16 @@
 //
 //   y[t, c] ← y[t, c] · silu(z[t, z_col + c])   for c < cols
 //
+// With SIGMOID, Qwen3.5's attention output gate: y (the attention's output, before o_proj) is
+// multiplied by σ(z) — z the gate columns q_proj wrote beside q ‖ k ‖ v:
+//
+//   y[t, c] ← y[t, c] · σ(z[t, z_col + c])
+//
 // One invocation per (token, channel).
 
 const WG: u32 = 64u; // invocations per workgroup
+
+override SIGMOID: bool = false; // σ(z) instead of silu(z) = z · σ(z)
 
 struct Step {
     t_len: u32,    // T: tokens in this forward call
@@ -16,19 +23,21 @@ struct Step {
 }
 
 struct Params {
-    cols: u32,     // E·D: values per token gated
+    cols: u32,     // E·D (attention: Hq·hd): values per token gated
     y_stride: u32, // floats between rows of y
-    z_stride: u32, // floats between rows of z (in_proj's width E·D + conv_dim + H)
+    z_stride: u32, // floats between rows of z (in_proj's width E·D + conv_dim + H; attention: q ‖ k ‖ v ‖ gate)
     z_col: u32,    // column of the gate's first value in a row of z
 }
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
-@group(0) @binding(2) var<storage, read> z: array<f32>;       // (T, z_stride) in_proj output, z at z_col
+@group(0) @binding(2) var<storage, read> z: array<f32>;       // (T, z_stride) in_proj's (q_proj's) output, z at z_col
 @group(0) @binding(3) var<storage, read_write> y: array<f32>; // (T, y_stride), gated in place
 
-fn silu(v: f32) -> f32 {
-    return v / (1.0 + exp(-v));
+// y · silu(z), or y · σ(z) with SIGMOID (as y / (1 + e^−z), the CPU reference's rounding).
+fn gated(y: f32, z: f32) -> f32 {
+    let d = 1.0 + exp(-z);
+    return select(y * (z / d), y / d, SIGMOID);
 }
 
 @compute @workgroup_size(WG)
@@ -44,5 +53,5 @@ fn silu_gate(
     let t = i / p.cols;
     let c = i % p.cols;
     let at = t * p.y_stride + c;
-    y[at] = y[at] * silu(z[t * p.z_stride + p.z_col + c]);
+    y[at] = gated(y[at], z[t * p.z_stride + p.z_col + c]);
 }

@@ -108,12 +108,15 @@ dual_test! {
         let default = ("model.safetensors".to_string(), model_file!("model.safetensors").to_vec());
         // The default model (rows of 256 and 512: whole groups); wide-f16 (rows of 32 and 96 —
         // groups spanning two rows, q4 where the rows pair up — and x_proj's 35 rows of 96,
-        // which fall back to int8); tiny-f32 (x_proj's 9 rows of 32: int8).
+        // which fall back to int8); tiny-f32 (x_proj's 9 rows of 32: int8); qwen35-gattn-f32
+        // (q_proj's rows of 32 dealt per head to the query and gate matrices: each pair of rows
+        // a group stays within one head's block).
         let mut cases = vec![(default_model::NAME.to_string(), model_file!("config.json").to_vec(), vec![default], 9)];
-        for f in fixtures::all().into_iter().filter(|f| f.name == "wide-f16" || f.name == "tiny-f32") {
+        let named = ["wide-f16", "tiny-f32", "qwen35-gattn-f32"];
+        for f in fixtures::all().into_iter().chain(fixtures::hybrids()).filter(|f| named.contains(&f.name)) {
             cases.push((f.name.to_string(), f.config.to_vec(), f.weight_files(), 2));
         }
-        assert_eq!(cases.len(), 3);
+        assert_eq!(cases.len(), 4);
         for (name, config, files, at_least) in cases {
             let (files, q4, int8) = pre_rounded(&files);
             log(&format!("[{name}] {q4} matrices rounded to q4 values, {int8} to int8 values"));

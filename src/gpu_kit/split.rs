@@ -117,6 +117,19 @@ pub(crate) enum Destination<'a> {
     /// The rows of a stack of equal matrices (a checkpoint's experts in one tensor, (E, rows,
     /// cols)): its rows in order, matrix after matrix.
     Stacked(Vec<&'a SplitMatrix>),
+    /// The rows of equal matrices dealt out in turn, `block` rows to each (Qwen3.5's q_proj, (2 ·
+    /// Hq · hd, cols): per head hd query rows, then hd gate rows): tensor row r goes to matrix
+    /// (r / block) mod n, at row (r / (n · block)) · block + r mod block.
+    Dealt { matrices: Vec<&'a SplitMatrix>, block: usize },
+    /// A bias dealt out to its matrices as [`Destination::Dealt`] deals their rows.
+    DealtBias { matrices: Vec<&'a SplitMatrix>, block: usize },
+}
+
+/// Where tensor row `row` goes when rows are dealt `block` at a time to `n` matrices in turn:
+/// (the matrix's index, its row).
+pub(crate) fn dealt_row(row: usize, block: usize, n: usize) -> (usize, usize) {
+    let b = row / block;
+    (b % n, (b / n) * block + row % block)
 }
 
 /// What allocating one layer's buffers needs: the device, the matrices' format and binding

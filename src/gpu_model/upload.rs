@@ -7,7 +7,7 @@
 use crate::error::Result;
 use crate::gpu::GpuContext;
 use crate::gpu_kit::format::{ConversionStats, encode, to_f32};
-use crate::gpu_kit::split::{Destination, SplitMatrix};
+use crate::gpu_kit::split::{Destination, SplitMatrix, dealt_row};
 use crate::gpu_model::weights::GpuWeights;
 use crate::load::stream::Sink;
 use crate::model::{Part, Planned, Role};
@@ -42,24 +42,14 @@ impl Sink for Upload<'_> {
             Role::Layer(i, Part::Norm) => vector(&w.layers[i].norm),
             Role::Layer(i, part) => w.layers[i].mixer.destination(part),
         };
-        // A stack's piece: each matrix's rows of it, in turn.
-        let mut pieces: Vec<(&SplitMatrix, usize, &[u8])> = Vec::new();
-        match &destination {
-            Some(Destination::Matrix(m)) => pieces.push((m, first_row, bytes)),
-            Some(Destination::Stacked(stack)) => {
-                let row_bytes = t.row_bytes();
-                let (mut row, mut rest) = (first_row, bytes);
-                while !rest.is_empty() {
-                    let Some(m) = stack.get(row / stack[0].rows()) else { break };
-                    let local = row % m.rows();
-                    let rows = (m.rows() - local).min(rest.len() / row_bytes);
-                    let (here, after) = rest.split_at(rows * row_bytes);
-                    pieces.push((m, local, here));
-                    (row, rest) = (row + rows, after);
-                }
-            }
-            _ => {}
-        }
+        // A stack's or a dealt tensor's piece: each matrix's rows of it, in turn.
+        let piece = (first_row, bytes, t.row_bytes());
+        let pieces = match &destination {
+            Some(Destination::Matrix(m)) => vec![(*m, first_row, bytes)],
+            Some(Destination::Stacked(stack)) => deal(stack, stack[0].rows(), piece),
+            Some(Destination::Dealt { matrices, block }) => deal(matrices, *block, piece),
+            _ => Vec::new(),
+        };
         for (m, first_row, bytes) in pieces {
             let encoded = encode(m.format, t.dtype, bytes, t.cols, stats);
             m.write_rows(ctx, first_row, bytes.len() / t.row_bytes(), &encoded);
@@ -72,9 +62,19 @@ impl Sink for Upload<'_> {
             }
         }
         match destination {
-            Some(Destination::Matrix(_) | Destination::Stacked(_)) => {}
+            Some(Destination::Matrix(_) | Destination::Stacked(_) | Destination::Dealt { .. }) => {}
             // Small tensors: f32, written where their rows go.
             Some(Destination::Bias(m)) => m.write_bias(ctx, &to_f32(t.dtype, bytes)),
+            Some(Destination::DealtBias { matrices, block }) => {
+                let mut biases: Vec<Vec<f32>> = matrices.iter().map(|m| vec![0.0; m.rows()]).collect();
+                for (r, v) in to_f32(t.dtype, bytes).into_iter().enumerate() {
+                    let (i, local) = dealt_row(r, block, matrices.len());
+                    if let Some(b) = biases[i].get_mut(local) {
+                        *b = v;
+                    }
+                }
+                matrices.iter().zip(&biases).for_each(|(m, b)| m.write_bias(ctx, b));
+            }
             Some(Destination::Vector { buffer, at, neg_exp }) => {
                 let mut values = to_f32(t.dtype, bytes);
                 if neg_exp {
@@ -91,4 +91,24 @@ impl Sink for Upload<'_> {
         }
         Ok(())
     }
+}
+
+/// The pieces of `bytes` — whole rows of `row_bytes`, from tensor row `first_row` on — that go
+/// to each of `matrices` when the tensor's rows are dealt `block` at a time to them in turn
+/// (a stack: `block` = a matrix's rows): (matrix, its first row, the piece's bytes).
+fn deal<'m, 'b>(
+    matrices: &[&'m SplitMatrix],
+    block: usize,
+    (first_row, bytes, row_bytes): (usize, &'b [u8], usize),
+) -> Vec<(&'m SplitMatrix, usize, &'b [u8])> {
+    let mut pieces = Vec::new();
+    let (mut row, mut rest) = (first_row, bytes);
+    while block > 0 && row_bytes > 0 && !matrices.is_empty() && rest.len() >= row_bytes {
+        let (i, local) = dealt_row(row, block, matrices.len());
+        let rows = (block - row % block).min(rest.len() / row_bytes);
+        let (here, after) = rest.split_at(rows * row_bytes);
+        pieces.push((matrices[i], local, here));
+        (row, rest) = (row + rows, after);
+    }
+    pieces
 }

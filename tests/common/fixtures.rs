@@ -65,7 +65,7 @@ pub const NAMES: &[&str] = &[
     "mamba2-groups-f16",
 ];
 
-/// Names of the hybrid fixtures (SSM + attention, MLP, mixtures of experts).
+/// Names of the hybrid fixtures (SSM + attention, MLP, mixtures of experts; Qwen3.5's).
 pub const HYBRID_NAMES: &[&str] = &[
     "granite-h-rope-moe-f32",
     "granite-h-nope-legacy-bf16",
@@ -80,6 +80,7 @@ pub const HYBRID_NAMES: &[&str] = &[
     "lfm2-bf16",
     "qwen35-text-f32",
     "qwen35-vl-bf16",
+    "qwen35-gattn-f32",
 ];
 
 /// Every hybrid fixture.
@@ -98,6 +99,7 @@ pub fn hybrids() -> Vec<Fixture> {
         single!("lfm2-bf16"),
         single!("qwen35-text-f32"),
         single!("qwen35-vl-bf16"),
+        single!("qwen35-gattn-f32"),
     ]
 }
 

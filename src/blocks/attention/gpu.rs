@@ -1,9 +1,15 @@
 //! An attention block on the GPU: its weight buffers and the calls it records, built once per
-//! cache capacity (`src/gpu_kit/kv.rs`) — q_proj, k_proj (× the key multiplier), v_proj into
-//! one (T, q ‖ k ‖ v) row → rope over q and k (where the model has RoPE) → kv_append (k, v into
-//! the layer's cache at positions past..past+T) → attention_prefill for a chunk of several
-//! tokens, or attention_decode + attention_combine for a decode step → o_proj, scaled and added
-//! onto the residual. Every buffer is bound by the name of the WGSL global it feeds.
+//! cache capacity (`src/gpu_kit/kv.rs`) — q_proj, k_proj (× the key multiplier), v_proj (and
+//! Qwen3.5's output gate) into one (T, q ‖ k ‖ v ‖ gate) row → the per-head q/k norms (where the
+//! model has them) → rope over q and k (where it has RoPE) → kv_append (k, v into the layer's
+//! cache at positions past..past+T) → attention_prefill for a chunk of several tokens, or
+//! attention_decode + attention_combine for a decode step → × σ(gate) (Qwen3.5) → o_proj,
+//! scaled and added onto the residual. Every buffer is bound by the name of the WGSL global it
+//! feeds.
+//!
+//! Qwen3.5's q_proj holds per head hd query rows, then hd gate rows: they are dealt to two
+//! matrices as they load (`Destination::Dealt`), so the gate is a matmul of its own and no
+//! kernel ever reads the interleaved layout.
 
 use crate::blocks::attention::Attention;
 use crate::blocks::gpu_common::{GpuAdapter, LayerCx, Out, adapter_steps};
@@ -23,6 +29,7 @@ use crate::kernels::head_norm::{self, HeadNormParams};
 use crate::kernels::kv_append::{self, KvAppendParams};
 use crate::kernels::linear;
 use crate::kernels::rope::{self, RopeParams};
+use crate::kernels::silu_gate::{self, SiluGateParams};
 use crate::model::Part;
 
 /// An attention block's weights on the GPU.
@@ -31,6 +38,10 @@ pub(crate) struct GpuWeights {
     pub(crate) k: SplitMatrix, // (Hkv·hd, D_in)
     pub(crate) v: SplitMatrix, // (Hkv·hd, D_in)
     pub(crate) o: SplitMatrix, // (D_out, Hq·hd), bias when o_bias
+    /// The output gate (Hq·hd, D_in), bias when qkv_bias: q_proj's gate rows (Qwen3.5).
+    pub(crate) gate: Option<SplitMatrix>,
+    /// hd: the blocks of rows q_proj deals to `q` and `gate` in turn.
+    head_dim: usize,
     /// The per-head norms' gains (2, hd): q's, then k's, where it has them.
     pub(crate) qk_gains: Option<wgpu::Buffer>,
 }
@@ -39,8 +50,17 @@ impl GpuWeights {
     /// Allocates (zeroed) the buffers of block `p` reading rows of `d_in` and writing `d_out`.
     pub(crate) fn allocate(p: &Attention, (d_in, d_out): (usize, usize), a: &Alloc<'_>) -> Result<Self> {
         let (q, kv) = (p.q_dim(), p.kv_dim());
+        // With a gate, q_proj's rows arrive in blocks of hd: a format whose quantization
+        // groups span two rows (q4 on 32-column rows) must not straddle two blocks.
+        let dealt = Alloc { format: a.format.for_shape(p.head_dim, d_in), ..*a };
+        let q_alloc = if p.output_gate { &dealt } else { a };
         Ok(Self {
-            q: a.matrix("q_proj", (q, d_in), a.has(Part::QBias))?,
+            q: q_alloc.matrix("q_proj", (q, d_in), a.has(Part::QBias))?,
+            gate: p
+                .output_gate
+                .then(|| dealt.matrix("q_proj gate", (q, d_in), a.has(Part::QBias)))
+                .transpose()?,
+            head_dim: p.head_dim,
             k: a.matrix("k_proj", (kv, d_in), a.has(Part::KBias))?,
             v: a.matrix("v_proj", (kv, d_in), a.has(Part::VBias))?,
             o: a.matrix("o_proj", (d_out, q), a.has(Part::OBias))?,
@@ -52,6 +72,14 @@ impl GpuWeights {
 impl GpuParts for GpuWeights {
     /// Where the rows of its tensor `part` go.
     fn destination(&self, part: Part) -> Option<Destination<'_>> {
+        if let (Some(gate), Part::Q | Part::QBias) = (&self.gate, part) {
+            // Per head hd query rows, then hd gate rows.
+            let (matrices, block) = (vec![&self.q, gate], self.head_dim);
+            return Some(match part {
+                Part::Q => Destination::Dealt { matrices, block },
+                _ => Destination::DealtBias { matrices, block },
+            });
+        }
         Some(match part {
             Part::Q => Destination::Matrix(&self.q),
             Part::QBias => Destination::Bias(&self.q),
@@ -73,7 +101,7 @@ impl GpuParts for GpuWeights {
 
     /// Its weight matrices.
     fn matrices(&self) -> Vec<&SplitMatrix> {
-        vec![&self.q, &self.k, &self.v, &self.o]
+        [&self.q, &self.k, &self.v, &self.o].into_iter().chain(&self.gate).collect()
     }
 
     /// Its f32 vector buffers.
@@ -98,25 +126,31 @@ pub(crate) fn kernels(p: &Attention, format: KvFormat) -> Vec<KernelSpec> {
     if p.qk_norm.is_some() {
         out.push(spec("head_norm", head_norm::SOURCE, head_norm::BINDINGS, Vec::new()));
     }
+    if p.output_gate {
+        let sigmoid = vec![(silu_gate::SIGMOID, 1.0)];
+        out.push(spec("silu_gate", silu_gate::SOURCE, silu_gate::BINDINGS, sigmoid));
+    }
     out
 }
 
-/// Its share of the scratch buffers for `t` tokens: q ‖ k ‖ v rows in `xz`, the attention's
-/// output (before o_proj) in `y`.
+/// Floats per token of its `xz` rows: q ‖ k ‖ v (Hq·hd + 2·Hkv·hd), then the gate (Hq·hd)
+/// where it has one.
+fn row_width(p: &Attention) -> usize {
+    let gate = if p.output_gate { p.q_dim() } else { 0 };
+    p.q_dim() + 2 * p.kv_dim() + gate
+}
+
+/// Its share of the scratch buffers for `t` tokens: q ‖ k ‖ v (‖ gate) rows in `xz`, the
+/// attention's output (before o_proj) in `y`.
 pub(crate) fn scratch(p: &Attention, t: usize) -> Scratch {
-    // xz: q ‖ k ‖ v (T, Hq·hd + 2·Hkv·hd); y: the attention output (T, Hq·hd); lora: an
-    // adapter's rows (Zamba2's; asked for by its kind).
-    Scratch::none().with("xz", t * (p.q_dim() + 2 * p.kv_dim())).with("y", t * p.q_dim())
+    // xz: q ‖ k ‖ v ‖ gate (T, Hq·hd + 2·Hkv·hd (+ Hq·hd)); y: the attention output (T, Hq·hd);
+    // lora: an adapter's rows (Zamba2's; asked for by its kind).
+    Scratch::none().with("xz", t * row_width(p)).with("y", t * p.q_dim())
 }
 
 /// Fails unless the kernels can run it (head_dim within `HEAD_DIM_MAX`; f16 caches pack
 /// values in pairs, so they need an even Hkv·hd).
 pub(crate) fn check(p: &Attention, format: KvFormat) -> Result<()> {
-    if p.output_gate || p.qk_norm.is_some_and(|n| n.plus_one) {
-        return Err(Error::UnsupportedModel(
-            "Qwen3.5's gated attention on the GPU backend (not yet: use the CPU backend)".into(),
-        ));
-    }
     if format == KvFormat::F16 && !p.kv_dim().is_multiple_of(2) {
         return Err(Error::UnsupportedModel(format!(
             "kvFormat f16 with an odd key/value width ({}): use kvFormat f32",
@@ -177,7 +211,7 @@ pub(crate) fn plan_scaled(
     let specs = kernels(p, cx.kv.format);
     let kernel = |name| cx.kernel(&specs, name);
     let (q_dim, kv_dim) = (p.q_dim() as u32, p.kv_dim() as u32);
-    let row = q_dim + 2 * kv_dim;
+    let (row, gate_col) = (row_width(p) as u32, q_dim + 2 * kv_dim);
     let (d_in, d_out) = (w.q.cols as u32, w.o.rows() as u32);
     let sh = shape(p, capacity);
     let lin = |y_col| linear::LinearParams { x_stride: d_in, y_stride: row, y_col, ..Default::default() };
@@ -194,6 +228,9 @@ pub(crate) fn plan_scaled(
                 (a.scratch("xz")?, row, col),
             )?);
         }
+    }
+    if let Some(gate) = &w.gate {
+        steps.push(Step::Linear(b.linear(gate, &qkv_out, lin(gate_col).scaled(in_scale))?));
     }
     if let (Some(norm), Some(gains)) = (p.qk_norm, w.qk_gains.as_ref()) {
         // q's and k's heads by their own RMS, in place, before RoPE.
@@ -270,6 +307,13 @@ pub(crate) fn plan_scaled(
     let io_combine = [("scratch", &cx.kv.scratch), ("o", a.scratch("y")?)];
     let groups = Groups::Rows { per_token: sh.heads, z: 1 };
     steps.push(Step::Decode(b.call(kernel("attention_combine")?, &combine, &io_combine, groups)?));
+    if w.gate.is_some() {
+        // y ← y · σ(gate), before o_proj.
+        let params = SiluGateParams { cols: q_dim, y_stride: q_dim, z_stride: row, z_col: gate_col };
+        let io_gate = [("z", a.scratch("xz")?), ("y", a.scratch("y")?)];
+        let values = Groups::Values { per_token: q_dim, wg: silu_gate::WG };
+        steps.push(Step::Call(b.call(kernel("silu_gate")?, &params, &io_gate, values)?));
+    }
     let out = linear::LinearParams { x_stride: q_dim, y_stride: d_out, ..Default::default() };
     let (y, out) = io.out.apply(&a.h, out);
     steps.push(Step::Linear(b.linear(&w.o, &[("x", a.scratch("y")?), ("y", y)], out)?));
