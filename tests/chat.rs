@@ -43,6 +43,8 @@ fn template(name: &str) -> &'static str {
         "nemotron-nano-v2" => {
             include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/chat/nemotron-nano-v2.jinja"))
         }
+        "qwen3.5" => include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/chat/qwen3.5.jinja")),
+        "lfm2" => include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/chat/lfm2.jinja")),
         other => panic!("no template {other}"),
     }
 }
@@ -88,7 +90,7 @@ both! {
                 (_, _, got) => panic!("{} / {}: HF {:?} / {:?}, webmamba {got:?}", case.template, case.case, case.rendered, case.error),
             }
         }
-        assert_eq!(tools, 8, "tool cases rendered");
+        assert_eq!(tools, 16, "tool cases rendered");
     }
 
     fn a_broken_template_is_a_typed_error_naming_its_line() {
@@ -360,9 +362,12 @@ both! {
         let mut read = 0;
         for case in &refs.cases {
             let t = ChatTemplate::new(template(&case.template), special_tokens(&case.template)).unwrap();
-            // Falcon-H1's template writes an assistant message's content only, never its calls.
+            // Falcon-H1's and LFM2's templates write an assistant message's content only, never
+            // its calls (LFM2's model writes Pythonic calls in its content). Qwen3.5's writes
+            // XML-style calls (`<tool_call>\n<function=NAME>\n<parameter=P>\nVALUE\n</parameter>…`),
+            // which ToolSyntax, made for JSON arguments, does not take apart yet (issue 56).
             let Some(syntax) = ToolSyntax::from_template(&t) else {
-                assert_eq!(case.template, "falcon-h1", "no tool syntax");
+                assert!(["falcon-h1", "lfm2", "qwen3.5"].contains(&case.template.as_str()), "{}: no tool syntax", case.template);
                 continue;
             };
             // One tag pair per call (Hermes' format), or one block of a JSON list (Nemotron's).
