@@ -36,13 +36,11 @@ pub(crate) fn forward(p: &Attention, w: &Weights, run: Run<'_>) -> Vec<f32> {
 pub(crate) fn forward_at(p: &Attention, w: &Weights, run: Run<'_>, kv_region: usize) -> Vec<f32> {
     let mut q = linear(run.x, &w.q, w.q_bias.as_deref()); // (T, Hq·hd); (T, Hq·2·hd) with a gate
     // Qwen3.5's output gate: per head hd query channels, then hd gate channels.
-    let gate = p.output_gate.then(|| {
-        let (q_only, gate): (Vec<&[f32]>, Vec<&[f32]>) =
+    let mut gate = None;
+    if p.output_gate {
+        let (q_only, g): (Vec<&[f32]>, Vec<&[f32]>) =
             q.chunks_exact(2 * p.head_dim).map(|head| head.split_at(p.head_dim)).unzip();
-        (q_only.concat(), gate.concat())
-    });
-    if let Some((q_only, _)) = &gate {
-        q.clone_from(q_only);
+        (q, gate) = (q_only.concat(), Some(g.concat()));
     }
     let mut k = linear(run.x, &w.k, w.k_bias.as_deref()); // (T, Hkv·hd)
     let v = linear(run.x, &w.v, w.v_bias.as_deref()); // (T, Hkv·hd)
@@ -56,7 +54,7 @@ pub(crate) fn forward_at(p: &Attention, w: &Weights, run: Run<'_>, kv_region: us
         }
     }
     let mut out = attend(p, (q, k, v), run, kv_region);
-    if let Some((_, gate)) = gate {
+    if let Some(gate) = gate {
         // × σ(gate), before o_proj.
         out.iter_mut().zip(&gate).for_each(|(o, g)| *o /= 1.0 + (-g).exp());
     }

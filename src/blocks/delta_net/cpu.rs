@@ -40,9 +40,10 @@ pub(crate) fn forward(p: &DeltaNet, w: &Weights, run: Run<'_>) -> Vec<f32> {
     for row in u.chunks_exact(cd) {
         for (out, part, s) in [(&mut q, &row[..kw], scale), (&mut k, &row[kw..2 * kw], 1.0)] {
             for head in part.chunks_exact(dk) {
-                let mut head = head.to_vec();
-                l2norm(&mut head);
-                out.extend(head.iter().map(|v| v * s));
+                let from = out.len();
+                out.extend_from_slice(head);
+                l2norm(&mut out[from..]);
+                out[from..].iter_mut().for_each(|v| *v *= s);
             }
         }
     }

@@ -13,7 +13,8 @@ use crate::model::hybrid::{attention, base, flag, layer, layer_count, number, ro
 /// LFM2's own tensors: the final norm is `embedding_norm`.
 const NAMES: Names = Names { embedding: "model.embed_tokens.weight", norm_f: "model.embedding_norm.weight" };
 
-/// The most layers the published configs' field `full_attn_idxs` may list (one per layer).
+/// Which layers are attention: `layer_types` ("conv" / "full_attention"), else the layers
+/// `full_attn_idxs` lists, else every layer (HF's default).
 fn attention_layers(v: &Value, n_layer: usize) -> Result<Vec<bool>> {
     if let Some(list) = v.get("layer_types").filter(|l| !l.is_null()) {
         let Some(list) = list.as_array() else {
