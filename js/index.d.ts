@@ -443,9 +443,11 @@ export declare class Model {
   /** The conversation rendered with the chat template, as HF's
    *  `apply_chat_template(..., tokenize=False)`. A template error rejects with `Template`. */
   renderChat(request: ChatRequest): string;
-  /** The tags around a tool call in the chat template's format (undefined when it has none
-   *  webmamba can read). */
-  readonly toolCallFormat: { open: string; close: string } | undefined;
+  /** The tags around a tool call in the chat template's format and how its arguments are
+   *  written: 'json' (one object), 'xml' (Qwen3.5's `<parameter=…>` elements), 'pythonic'
+   *  (LFM2's `[f(a=1)]`, which its template does not write from tool_calls: send the turn's
+   *  text back as the assistant's content). Undefined when it has none webmamba can read. */
+  readonly toolCallFormat: { open: string; close: string; arguments: 'json' | 'xml' | 'pythonic' } | undefined;
   /** OpenAI-shaped chat completions (pages written against WebLLM / the OpenAI SDK). */
   readonly chat: ChatCompletions;
   /** Token ids of `text`. */
@@ -517,7 +519,7 @@ export declare class WorkerModel {
   /** See Model.renderChat. */
   renderChat(request: ChatRequest): Promise<string>;
   /** See Model.toolCallFormat. */
-  readonly toolCallFormat: { open: string; close: string } | undefined;
+  readonly toolCallFormat: { open: string; close: string; arguments: 'json' | 'xml' | 'pythonic' } | undefined;
   /** See Model.chat. */
   readonly chat: ChatCompletions;
   encode(text: string): Promise<Uint32Array>;

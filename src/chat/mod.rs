@@ -20,5 +20,5 @@ mod turn;
 pub use config::{ChatConfig, wants_template_file};
 pub use template::ChatTemplate;
 pub use template_memory::{TEMPLATE_MEMORY, TemplateUsage};
-pub use tools::{ToolCall, ToolReply, ToolSyntax};
+pub use tools::{Arguments, ToolCall, ToolReply, ToolSyntax};
 pub use turn::{ChatHistory, TurnTokens};

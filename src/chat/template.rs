@@ -23,6 +23,8 @@ pub struct ChatTemplate {
     env: Environment<'static>,
     /// The special tokens HF passes (`bos_token`, `eos_token`, `unk_token`, `pad_token`).
     special: Vec<(String, String)>,
+    /// The source it was compiled from.
+    source: String,
 }
 
 const NAME: &str = "chat_template";
@@ -126,7 +128,7 @@ impl ChatTemplate {
             env.add_template_owned(NAME, source.to_string())
         });
         compiled.map_err(template_error)?;
-        Ok(Self { env, special })
+        Ok(Self { env, special, source: source.to_string() })
     }
 
     /// Renders the conversation in `context`, a JSON object: `messages` (a list of `{role,
@@ -135,6 +137,11 @@ impl ChatTemplate {
     /// unless the context sets them.
     pub fn render(&self, context: &str) -> Result<String> {
         self.render_defaulting(context, false)
+    }
+
+    /// The template's source text.
+    pub fn source(&self) -> &str {
+        &self.source
     }
 
     /// Like [`ChatTemplate::render`], with `add_generation_prompt` true unless the context says

@@ -6,7 +6,7 @@
 use js_sys::{Array, JSON};
 use wasm_bindgen::prelude::*;
 
-use crate::chat::{ChatTemplate, ToolReply, ToolSyntax};
+use crate::chat::{Arguments, ChatTemplate, ToolReply, ToolSyntax};
 use crate::error::{Error, Result};
 use crate::session::Runtime;
 use crate::wasm::chat_tools::{ToolChoice, calls_to_js, tool_choice, tool_format};
@@ -124,9 +124,14 @@ impl Model {
         self.shared.chat.template(false).map(str::to_string)
     }
 
-    /// How the chat template writes tool calls: `{ open, close }`, the tags around a call
-    /// (`undefined` when it writes none webmamba can read).
-    #[wasm_bindgen(getter = toolCallFormat, unchecked_return_type = "{ open: string; close: string } | undefined")]
+    /// How the chat template writes tool calls: `{ open, close, arguments }`, the tags around a
+    /// call and how its arguments are written (`"json"`; `"xml"`, Qwen3.5's `<parameter=…>`;
+    /// `"pythonic"`, LFM2's `[f(a=1)]`, which its template does not write: send the turn's
+    /// `text` back as the assistant's content) — `undefined` when it writes none webmamba can read.
+    #[wasm_bindgen(
+        getter = toolCallFormat,
+        unchecked_return_type = "{ open: string; close: string; arguments: 'json' | 'xml' | 'pythonic' } | undefined"
+    )]
     pub fn tool_call_format(&self) -> JsValue {
         let Some(syntax) = self
             .shared
@@ -140,6 +145,12 @@ impl Model {
         let o = js_sys::Object::new();
         let _ = js_sys::Reflect::set(&o, &"open".into(), &syntax.open.as_str().into());
         let _ = js_sys::Reflect::set(&o, &"close".into(), &syntax.close.as_str().into());
+        let arguments = match syntax.arguments {
+            Arguments::Json => "json",
+            Arguments::Xml { .. } => "xml",
+            Arguments::Pythonic => "pythonic",
+        };
+        let _ = js_sys::Reflect::set(&o, &"arguments".into(), &arguments.into());
         o.into()
     }
 
@@ -232,7 +243,11 @@ impl Session {
             let text = ran?;
             let n = target.tokens.len();
             let reply = match &syntax {
-                Some(s) => s.parse(&text),
+                // XML arguments typed by the tools' schemas.
+                Some(s) => {
+                    let context = serde_json::from_str::<serde_json::Value>(&ctx).ok();
+                    s.parse_with(&text, context.as_ref().and_then(|c| c.get("tools")))
+                }
                 None => ToolReply { content: text.clone(), calls: Vec::new() },
             };
             let finish = match () {

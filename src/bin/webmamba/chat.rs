@@ -155,7 +155,8 @@ pub fn run(a: ChatArgs) -> Result<()> {
             target.tokens.len() - outcome.prefilled,
             generated.len()
         );
-        let calls = syntax.as_ref().map(|s| s.parse(&reply)).filter(|r| !r.calls.is_empty());
+        let calls =
+            syntax.as_ref().map(|s| s.parse_with(&reply, tools.as_ref())).filter(|r| !r.calls.is_empty());
         match calls {
             None => messages.push(json!({ "role": "assistant", "content": reply })),
             Some(r) => {
@@ -169,7 +170,13 @@ pub fn run(a: ChatArgs) -> Result<()> {
                     })
                     .collect();
                 eprintln!("[tool calls] {}", serde_json::Value::from(calls.clone()));
-                messages.push(json!({ "role": "assistant", "content": r.content, "tool_calls": calls }));
+                // A template that writes no calls (LFM2's: the model writes them in its
+                // content) gets the reply as the model wrote it.
+                let content = match syntax.as_ref().and_then(|s| s.write_in_content(&r.calls)) {
+                    Some(_) => reply.clone(),
+                    None => r.content,
+                };
+                messages.push(json!({ "role": "assistant", "content": content, "tool_calls": calls }));
             }
         }
     }
