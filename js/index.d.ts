@@ -445,8 +445,9 @@ export declare class Model {
   renderChat(request: ChatRequest): string;
   /** The tags around a tool call in the chat template's format and how its arguments are
    *  written: 'json' (one object), 'xml' (Qwen3.5's `<parameter=…>` elements), 'pythonic'
-   *  (LFM2's `[f(a=1)]`, which its template does not write from tool_calls: send the turn's
-   *  text back as the assistant's content). Undefined when it has none webmamba can read. */
+   *  (LFM2's `[f(a=1)]`, which its template does not write from tool_calls: chat() and
+   *  renderChat() write an assistant message's tool_calls into its content). Undefined when it
+   *  has none webmamba can read. */
   readonly toolCallFormat: { open: string; close: string; arguments: 'json' | 'xml' | 'pythonic' } | undefined;
   /** OpenAI-shaped chat completions (pages written against WebLLM / the OpenAI SDK). */
   readonly chat: ChatCompletions;

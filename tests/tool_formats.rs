@@ -177,6 +177,22 @@ both! {
             assert_eq!(s.parse(&text).calls, calls, "{text}");
         }
         assert_eq!(qwen35().1.write_in_content(&tricky()), None);
+        // An OpenAI-shaped assistant message (content null, `tool_calls`) sent back: its calls
+        // are written into its content, as the model wrote them, for the template to show.
+        let ctx = json!({ "messages": [
+            { "role": "user", "content": "Weather in Paris?" },
+            { "role": "assistant", "content": null, "tool_calls": [
+                { "type": "function", "function": { "name": "get_weather", "arguments": "{\"city\": \"Paris\"}" } }] },
+            { "role": "tool", "content": "22 C" },
+        ] })
+        .to_string();
+        let written = s.calls_into_content(&ctx).unwrap().expect("calls written");
+        let text = t.render(&written).unwrap();
+        assert!(text.contains("<|tool_call_start|>[get_weather(city=\"Paris\")]<|tool_call_end|>"), "{text}");
+        assert_eq!(s.parse(&text).calls, vec![call("get_weather", json!({ "city": "Paris" }))]);
+        // Content that already holds them (the reply's text sent back) and other formats: unchanged.
+        assert_eq!(s.calls_into_content(&written).unwrap(), None);
+        assert_eq!(qwen35().1.calls_into_content(&ctx).unwrap(), None);
     }
 
     /// Required-call grammars: compiled by llguidance, well-formed calls taken (the text the

@@ -113,7 +113,18 @@ fn template(shared: &Shared, request: &JsValue, tools: bool) -> Result<ChatTempl
 /// generation prompt unless the context says otherwise).
 fn render(shared: &Shared, request: &JsValue, context: &str, tools: bool, prompt: bool) -> Result<String> {
     let template = template(shared, request, tools)?;
-    if prompt { template.render_prompt(context) } else { template.render(context) }
+    let context = with_calls(&template, context)?;
+    if prompt { template.render_prompt(&context) } else { template.render(&context) }
+}
+
+/// `context` with the assistant messages' tool calls written into their content where the
+/// template writes none (LFM2's: [`ToolSyntax::calls_into_content`]).
+fn with_calls(template: &ChatTemplate, context: &str) -> Result<String> {
+    let written = match ToolSyntax::from_template(template) {
+        Some(syntax) => syntax.calls_into_content(context)?,
+        None => None,
+    };
+    Ok(written.unwrap_or_else(|| context.to_string()))
 }
 
 #[wasm_bindgen]
@@ -126,8 +137,9 @@ impl Model {
 
     /// How the chat template writes tool calls: `{ open, close, arguments }`, the tags around a
     /// call and how its arguments are written (`"json"`; `"xml"`, Qwen3.5's `<parameter=…>`;
-    /// `"pythonic"`, LFM2's `[f(a=1)]`, which its template does not write: send the turn's
-    /// `text` back as the assistant's content) — `undefined` when it writes none webmamba can read.
+    /// `"pythonic"`, LFM2's `[f(a=1)]`, which its template does not write: an assistant
+    /// message's `tool_calls` are written into its content before rendering) — `undefined` when
+    /// it writes none webmamba can read.
     #[wasm_bindgen(
         getter = toolCallFormat,
         unchecked_return_type = "{ open: string; close: string; arguments: 'json' | 'xml' | 'pythonic' } | undefined"
@@ -209,7 +221,7 @@ impl Session {
             let options = GenerateConfig::parse(&request, &on_token)?;
             let choice = tool_choice(&request, tools)?;
             let template = template(shared, &request, tools)?;
-            let rendered = template.render_prompt(&ctx)?;
+            let rendered = template.render_prompt(&with_calls(&template, &ctx)?)?;
             let syntax = match choice {
                 ToolChoice::None => None,
                 _ => ToolSyntax::from_template(&template),

@@ -69,7 +69,7 @@ pub enum Arguments {
     },
     /// Keyword arguments of a Python call, `(city="Paris", n=2)`: Python literals (LFM2's
     /// format; the template writes the calls in the assistant's content, not from
-    /// `tool_calls`: send the reply's whole text back as the message's content).
+    /// `tool_calls`: [`ToolSyntax::calls_into_content`] puts them there).
     Pythonic,
 }
 
@@ -188,6 +188,36 @@ impl ToolSyntax {
             Arguments::Pythonic => Some(pythonic::write(self, calls)),
             _ => None,
         }
+    }
+
+    /// The chat context `ctx` (`{ "messages": [...], ... }`) with each assistant message's
+    /// OpenAI-shaped `tool_calls` also written into its content as the model writes them, for a
+    /// syntax whose template writes no calls (LFM2's: HF's rendering would drop them, and the
+    /// next turn would not show the model its own calls); `None` when nothing changes (another
+    /// syntax, no calls, or content that already holds them).
+    pub fn calls_into_content(&self, ctx: &str) -> Result<Option<String>> {
+        if self.arguments != Arguments::Pythonic || !ctx.contains("tool_calls") {
+            return Ok(None);
+        }
+        let mut v: Value =
+            serde_json::from_str(ctx).map_err(|e| Error::InvalidInput(format!("messages: {e}")))?;
+        let mut changed = false;
+        let messages = v.get_mut("messages").and_then(Value::as_array_mut).into_iter().flatten();
+        for m in messages.filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant")) {
+            let calls: Vec<ToolCall> = match m.get("tool_calls").and_then(Value::as_array) {
+                Some(list) => list.iter().filter_map(openai_call).collect(),
+                None => continue,
+            };
+            let content = m.get("content").and_then(Value::as_str).unwrap_or_default().to_string();
+            if calls.is_empty() || content.contains(&self.open) {
+                continue;
+            }
+            let written = pythonic::write(self, &calls);
+            m["content"] =
+                Value::String(if content.is_empty() { written } else { format!("{content}{written}") });
+            changed = true;
+        }
+        Ok(changed.then(|| v.to_string()))
     }
 
     /// A Lark grammar (llguidance's) for replies that are calls and nothing else: one call
@@ -338,4 +368,17 @@ fn in_order(parts: &[(String, bool)], separator: &str) -> String {
         (false, Some(_)) => format!("({})", alternatives.join(" | ")),
         (false, None) => format!("[{}]", alternatives.join(" | ")),
     }
+}
+
+/// One OpenAI-shaped call (`{ function: { name, arguments } }`, arguments a JSON text or an
+/// object; or the flat `{ name, arguments }`) as a [`ToolCall`].
+fn openai_call(call: &Value) -> Option<ToolCall> {
+    let f = call.get("function").unwrap_or(call);
+    let name = f.get("name")?.as_str()?.to_string();
+    let arguments = match f.get("arguments") {
+        Some(Value::String(text)) => text.clone(),
+        Some(other) => other.to_string(),
+        None => "{}".into(),
+    };
+    Some(ToolCall { name, arguments })
 }
