@@ -34,8 +34,16 @@
 //      every matrix on values q4 stores exactly) by Model.fromUrl on the GPU with weights "q4":
 //      GPU weights <= 1.6 GB, wasm memory <= 256 MiB, a 32-token prefill and a decode step give
 //      finite logits, the native CPU reference's within 1e-4.
+//   8. with WEBMAMBA_BIG_QWEN=1 (or --big-qwen; --only-big-qwen for it alone), in Chromium: a
+//      random bf16 checkpoint at Qwen3.5-0.8B's shape (`webmamba random --shape qwen3.5-0.8b
+//      --q4-grid`, 2 shards) with a vision tower in its files as the Hub's have one
+//      (tools/fixtures/add_vision_tower.py: HF's own tensor names and shapes; needs a python with
+//      transformers 5.25, WEBMAMBA_PYTHON, default `python3`) by Model.fromUrl on the GPU with
+//      weights "q4": the tower's bytes are not downloaded (server byte count), wasm memory <= 256
+//      MiB, a 300-token prefill (five DeltaNet chunks, two forward chunks) and 4 decode steps
+//      give the native CPU reference's logits within 1e-4.
 import { execFileSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { serve } from '../../scripts/serve.mjs';
 import { hashCost } from './hash-cost.mjs';
 import { runEngines } from './harness.mjs';
@@ -47,6 +55,8 @@ const ONLY_BIG_HYBRID = process.argv.includes('--only-big-hybrid'); // that chec
 const BIG_HYBRID = ONLY_BIG_HYBRID || process.env.WEBMAMBA_BIG_HYBRID === '1' || process.argv.includes('--big-hybrid');
 const ONLY_BIG_Q4 = process.argv.includes('--only-big-q4'); // that check alone, in Chromium
 const BIG_Q4 = ONLY_BIG_Q4 || process.env.WEBMAMBA_BIG_Q4 === '1' || process.argv.includes('--big-q4');
+const ONLY_BIG_QWEN = process.argv.includes('--only-big-qwen'); // that check alone, in Chromium
+const BIG_QWEN = ONLY_BIG_QWEN || process.env.WEBMAMBA_BIG_QWEN === '1' || process.argv.includes('--big-qwen');
 const MIB = 2 ** 20;
 /** The current engine's check (runEngines gives each engine its own counts). */
 let check;
@@ -389,13 +399,19 @@ function npyRows(path, from, to) {
  * MiB, GPU weights within `maxWeightBytes`, and a `prompt`-token prefill and `steps` decode steps
  * give finite logits, those of the native CPU reference (`webmamba logits`) within `tol`.
  */
-async function bigAgainstCpu(page, base, { label, shape, extra = [], shards, weights, prompt, steps, tol, maxWeightBytes = Infinity }) {
-  const name = `${shape}-bf16${extra.join('')}`;
+async function bigAgainstCpu(page, base, { label, shape, extra = [], shards, weights, prompt, steps, tol, maxWeightBytes = Infinity, vision = null }) {
+  const name = `${shape}-bf16${extra.join('')}${vision ? '-vision' : ''}`;
   const dir = `target/browser-test/${name}`;
   if (!existsSync(`${dir}/model.safetensors.index.json`)) {
     console.log(`loading: writing a random ${label} bf16 checkpoint (${shards} shards) ...`);
     execFileSync('target/debug/webmamba', ['random', '--shape', shape, '--dtype', 'bf16', '--shards', String(shards), ...extra, '--out', dir], { stdio: 'inherit' });
   }
+  if (vision && !existsSync(`${dir}/vision.json`)) {
+    console.log(`loading: adding a vision tower to the ${label} files ...`);
+    const out = execFileSync(process.env.WEBMAMBA_PYTHON ?? 'python3', ['tools/fixtures/add_vision_tower.py', dir], { encoding: 'utf8' });
+    writeFileSync(`${dir}/vision.json`, out.trim().split('\n').pop());
+  }
+  const sentBefore = vision ? weightBytesSent(vision.server, `/big/${name}/`) : 0;
   const config = JSON.parse(readFileSync(`${dir}/config.json`, 'utf8'));
   // The prompt, then the decode steps' tokens: a fixed pseudo-random sequence.
   let x = 12345;
@@ -449,6 +465,23 @@ async function bigAgainstCpu(page, base, { label, shape, extra = [], shards, wei
   check(got.memory <= 256 * MIB, `${label}: wasm memory ${(got.memory / MIB).toFixed(0)} MiB <= 256 MiB`);
   check(finite, `${label}: every logit is finite`);
   check(worst <= tol, `${label}: a ${prompt}-token prefill and ${steps} decode steps on the GPU give the CPU reference's logits: max |diff| ${worst.toExponential(2)} <= ${tol}`);
+  if (vision) {
+    // Every weight byte the server sent, against the files' bytes less the tower's.
+    const tower = JSON.parse(readFileSync(`${dir}/vision.json`, 'utf8'));
+    const files = Object.values(JSON.parse(readFileSync(`${dir}/model.safetensors.index.json`, 'utf8')).weight_map);
+    const total = [...new Set(files)].reduce((n, f) => n + statSync(`${dir}/${f}`).size, 0);
+    const sent = weightBytesSent(vision.server, `/big/${name}/`) - sentBefore;
+    check(tower.tower_bytes > 0 && sent <= total - tower.tower_bytes,
+      `${label}: ${(sent / 1e9).toFixed(3)} GB of weight files sent of ${(total / 1e9).toFixed(3)} GB: the vision tower's ${(tower.tower_bytes / 1e6).toFixed(1)} MB (${tower.tower_tensors} tensors) not downloaded`);
+  }
+}
+
+/**
+ * Qwen3.5-0.8B's shape with a vision tower in its files, q4 (written with --q4-grid, so q4
+ * computes what the CPU reference computes from the file): the tower's bytes are never sent.
+ */
+function bigQwen(page, server, base) {
+  return bigAgainstCpu(page, base, { label: 'Qwen3.5-0.8B-shaped (q4, a vision tower in the files)', shape: 'qwen3.5-0.8b', extra: ['--q4-grid'], shards: 2, weights: 'q4', prompt: 300, steps: 4, tol: 1e-4, vision: { server } });
 }
 
 /** Granite-4.0-H-1B's shape (2.9 GB in 4 shards), f16 weights, crossing forward chunks and key/value pages. */
@@ -483,9 +516,10 @@ const base = `http://127.0.0.1:${server.address().port}`;
 try {
   await runEngines('loading', base, async ({ engine, page, webgpu, check: engineCheck }) => {
     check = engineCheck;
-    if (ONLY_BIG_HYBRID || ONLY_BIG_Q4 || ONLY_HASH_COST) {
+    if (ONLY_BIG_HYBRID || ONLY_BIG_Q4 || ONLY_HASH_COST || ONLY_BIG_QWEN) {
       if (engine === 'chromium' && ONLY_BIG_HYBRID) await bigHybrid(page, base);
       if (engine === 'chromium' && ONLY_BIG_Q4) await bigQ4(page, base);
+      if (engine === 'chromium' && ONLY_BIG_QWEN) await bigQwen(page, server, base);
       if (engine === 'chromium' && ONLY_HASH_COST) await hashCost(page, `${base}/big/mamba-790m-bf16/`, bigDir(), check);
       return { worker: true, cache: 'not checked (--only-big-*)' };
     }
@@ -500,6 +534,8 @@ try {
     else if (!BIG_HYBRID) console.log('loading: the Granite-4.0-H-1B-shaped load is opt-in: WEBMAMBA_BIG_HYBRID=1 node tests/browser/loading.mjs');
     if (BIG_Q4 && engine === 'chromium') await bigQ4(page, base);
     else if (!BIG_Q4) console.log('loading: the mamba-2.8b-shaped q4 load is opt-in: WEBMAMBA_BIG_Q4=1 node tests/browser/loading.mjs');
+    if (BIG_QWEN && engine === 'chromium') await bigQwen(page, server, base);
+    else if (!BIG_QWEN) console.log('loading: the Qwen3.5-0.8B-shaped load with a vision tower is opt-in: WEBMAMBA_BIG_QWEN=1 node tests/browser/loading.mjs');
     return { worker: true, cache: survives ? 'yes' : 'yes, within a page (the test browser keeps no Cache API entries across a reload)' };
   });
 } finally {
