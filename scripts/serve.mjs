@@ -49,12 +49,14 @@ function parseRange(header, size) {
  * return another path to answer with a 302 there (as the Hugging Face Hub redirects
  * `…/resolve/main/<file>` to its CDN). `server.sent` maps each URL path to the body bytes sent
  * for it; `server.log` lists every request. Missing files under the URL prefix `htmlFallback`
- * are answered 200 with an HTML page, as single-page-app servers (Vite's dev server) do.
+ * are answered 200 with an HTML page, as single-page-app servers (Vite's dev server) do. Paths
+ * under the URL prefix `ignoreRange` are answered whole (200) whatever their Range header, as
+ * some servers do.
  */
 /** Cross-origin isolation: the page's own answers, and its workers'. */
 const ISOLATION = { 'cross-origin-opener-policy': 'same-origin', 'cross-origin-embedder-policy': 'require-corp' };
 
-export function serve(dir, port = 8080, { mounts = {}, redirect = () => null, htmlFallback = null, isolated = false } = {}) {
+export function serve(dir, port = 8080, { mounts = {}, redirect = () => null, htmlFallback = null, ignoreRange = null, isolated = false } = {}) {
   const roots = [...Object.entries(mounts).map(([p, d]) => [p, resolve(d)]), ['/', resolve(dir)]];
   const sent = new Map();
   const log = [];
@@ -86,7 +88,8 @@ export function serve(dir, port = 8080, { mounts = {}, redirect = () => null, ht
         ...((typeof isolated === 'function' ? isolated(path) : isolated) ? ISOLATION : {}),
       };
       let [start, end] = [0, info.size - 1];
-      const range = parseRange(req.headers.range, info.size);
+      const asked = ignoreRange && path.startsWith(ignoreRange) ? undefined : req.headers.range;
+      const range = parseRange(asked, info.size);
       if (range === 'unsatisfiable') {
         entry.status = 416;
         res.writeHead(416, { 'content-range': `bytes */${info.size}` });

@@ -1,7 +1,8 @@
 //! [`Files`]: a checkpoint's files where they can be read synchronously — bytes in memory (what
 //! a caller that already has them passes), or a folder on disk (natively). Headers are read
 //! first, with their sizes; then [`Files::stream`] reads each file's data section in pieces of
-//! [`READ_BYTES`] into a [`TensorStream`]. Nothing reads a whole file at once.
+//! [`READ_BYTES`] into a [`TensorStream`] (only the spans it reads: long runs of tensors the model
+//! does not use are skipped). Nothing reads a whole file at once.
 //!
 //! A model folder may come from anyone, so every file is opened through [`open_in`]: it must be
 //! a regular file (not a device, FIFO or folder: `/dev/zero` would be read without end,
@@ -78,7 +79,9 @@ impl Files {
         FileHeader::parse(name, &json, Some(size))
     }
 
-    /// Streams the data section of every file of `layout`, in order, into `sink`.
+    /// Streams the data section of every file of `layout`, in order, into `sink`: the spans the
+    /// stream reads ([`TensorStream::spans`]), the long runs of unused tensors between them
+    /// skipped.
     pub(crate) fn stream(
         &self,
         layout: &Layout,
@@ -88,14 +91,19 @@ impl Files {
         let mut buf = vec![0; READ_BYTES];
         for (f, header) in layout.files.iter().enumerate() {
             stream.begin_file(f);
-            let mut at = header.data_start;
-            while at < header.size {
-                let n = ((header.size - at) as usize).min(READ_BYTES);
-                self.read_at(&header.name, at, &mut buf[..n])?;
-                at += n as u64;
-                stream.reporter().report(Phase::Download, &header.name, at, header.size);
-                stream.feed(sink, &buf[..n])?;
+            for span in stream.spans(f).to_vec() {
+                stream.skip_to(span.start)?;
+                let (mut at, end) = (header.data_start + span.start, header.data_start + span.end);
+                while at < end {
+                    let n = ((end - at) as usize).min(READ_BYTES);
+                    self.read_at(&header.name, at, &mut buf[..n])?;
+                    at += n as u64;
+                    stream.reporter().report(Phase::Download, &header.name, at, header.size);
+                    stream.feed(sink, &buf[..n])?;
+                }
             }
+            stream.skip_to(header.size - header.data_start)?;
+            stream.reporter().report(Phase::Download, &header.name, header.size, header.size);
             stream.end_file()?;
         }
         Ok(())
@@ -122,7 +130,7 @@ impl Files {
     }
 
     /// Fills `buf` from `name` at `offset`.
-    fn read_at(&self, name: &str, offset: u64, buf: &mut [u8]) -> Result<()> {
+    pub(crate) fn read_at(&self, name: &str, offset: u64, buf: &mut [u8]) -> Result<()> {
         match self {
             Files::Memory(_) => {
                 let bytes = self.in_memory(name)?;

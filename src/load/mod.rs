@@ -4,6 +4,7 @@
 //! in memory, a folder, and in the browser `fetch` streams, the offline cache or picked files)
 //! and every destination (GPU buffers in f32/f16/int8, or memory for the CPU backend).
 //!
+//! - [`spans`]: the bytes of each file a load reads (long runs of unused tensors are skipped);
 //! - [`stream`]: bytes → pieces of whole rows of each tensor → a [`stream::Sink`];
 //! - [`files`]: the synchronous sources (memory, a folder);
 //! - [`host`]: the CPU backend's sink;
@@ -18,6 +19,7 @@ pub(crate) mod host;
 pub mod integrity;
 pub mod json_shape;
 pub(crate) mod progress;
+pub(crate) mod spans;
 pub(crate) mod stream;
 
 pub use files::{MAX_JSON_BYTES, MAX_TOKENIZER_BYTES};

@@ -4,14 +4,20 @@
 //! piece is read. At most one piece (≈ [`PIECE_BYTES`]) is held at a time, so loading needs the
 //! same small amount of memory whatever the model's size.
 //!
-//! It also keeps the first 4 KiB of every tensor for the model's fingerprint.
+//! A source may leave out the long runs of unused tensors ([`super::spans`]): it says where it
+//! goes on with [`TensorStream::skip_to`], which refuses to pass over a byte of a used tensor.
+//!
+//! It also keeps the first 4 KiB of every tensor inside the spans read for the model's
+//! fingerprint.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 
 use safetensors::Dtype;
 
 use crate::error::{Error, Result};
 use crate::load::progress::{Phase, Reporter};
+use crate::load::spans::layout_spans;
 use crate::model::{Config, Layout, Planned};
 
 /// Bytes of source data gathered before they are handed on (rounded to whole rows, at least
@@ -30,6 +36,8 @@ pub(crate) trait Sink {
 /// Walks the data sections of a layout's files in order (see the module doc).
 pub(crate) struct TensorStream<'a> {
     layout: &'a Layout,
+    /// `spans[f]`: the bytes of file `f`'s data section a load reads ([`super::spans::spans`]).
+    spans: Vec<Vec<Range<u64>>>,
     /// The file being read (its index in `layout.files`).
     file: usize,
     /// Bytes of its data section consumed.
@@ -50,6 +58,7 @@ impl<'a> TensorStream<'a> {
     pub(crate) fn new(layout: &'a Layout, reporter: &'a mut Reporter) -> Self {
         Self {
             layout,
+            spans: layout_spans(layout),
             file: usize::MAX,
             pos: 0,
             tensor: 0,
@@ -87,7 +96,9 @@ impl<'a> TensorStream<'a> {
             let within = self.pos - entry.start;
             let take = ((entry.end - self.pos) as usize).min(bytes.len());
             let (now, rest) = bytes.split_at(take);
-            if within < FINGERPRINT_PREFIX {
+            if within < FINGERPRINT_PREFIX
+                && self.spans[self.file].iter().any(|s| s.start <= entry.start && entry.end <= s.end)
+            {
                 let keep = now.len().min((FINGERPRINT_PREFIX - within) as usize);
                 self.prefixes.entry(entry.name.clone()).or_default().extend_from_slice(&now[..keep]);
             }
@@ -127,6 +138,47 @@ impl<'a> TensorStream<'a> {
         if done {
             self.staged.clear();
         }
+        Ok(())
+    }
+
+    /// Bytes of the current file's data section read or skipped.
+    #[cfg(target_arch = "wasm32")]
+    pub(crate) fn position(&self) -> u64 {
+        self.pos
+    }
+
+    /// The spans of file `file`'s data section to read (offsets within it): the others hold
+    /// only tensors the model does not use, and may be [`Self::skip_to`]ped.
+    pub(crate) fn spans(&self, file: usize) -> &[Range<u64>] {
+        &self.spans[file]
+    }
+
+    /// Goes on at offset `to` of the current file's data section, the bytes before it left
+    /// unread. An `Internal` error if they hold any byte of a tensor the model uses (or `to` is
+    /// behind the bytes read, or past the data section's end).
+    pub(crate) fn skip_to(&mut self, to: u64) -> Result<()> {
+        let header = &self.layout.files[self.file];
+        let len = header.size - header.data_start;
+        if to < self.pos || to > len {
+            return Err(Error::Internal(format!(
+                "{}: cannot skip from byte {} of the data section to {to} (of {len})",
+                header.name, self.pos
+            )));
+        }
+        let roles = &self.layout.roles[self.file];
+        let used = header
+            .tensors
+            .iter()
+            .zip(roles)
+            .find(|(t, r)| r.is_some() && t.end > t.start && t.start < to && t.end > self.pos);
+        if let Some((t, _)) = used {
+            return Err(Error::Internal(format!(
+                "{}: skipping bytes {}..{to} would leave out bytes of {}, which the model uses",
+                header.name, self.pos, t.name
+            )));
+        }
+        self.pos = to;
+        self.reporter.report(Phase::Upload, &header.name, self.pos, len);
         Ok(())
     }
 
@@ -175,5 +227,69 @@ fn first_non_finite(dtype: Dtype, bytes: &[u8]) -> Option<usize> {
             .position(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) & 0x7f80_0000 == 0x7f80_0000),
         Dtype::F16 => bytes.chunks_exact(2).position(|b| u16::from_le_bytes([b[0], b[1]]) & 0x7c00 == 0x7c00),
         _ => bytes.chunks_exact(2).position(|b| u16::from_le_bytes([b[0], b[1]]) & 0x7f80 == 0x7f80),
+    }
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use super::*;
+    use crate::load::files::Files;
+
+    /// Counts the bytes each tensor is given.
+    #[derive(Default)]
+    struct Count(BTreeMap<String, usize>);
+
+    impl Sink for Count {
+        fn rows(&mut self, tensor: &Planned, _first_row: usize, bytes: &[u8]) -> Result<()> {
+            *self.0.entry(tensor.name.clone()).or_default() += bytes.len();
+            Ok(())
+        }
+    }
+
+    /// The layout of the tiny Qwen3.5 checkpoint with a vision tower at the end of its file.
+    fn vl_layout() -> (Config, Layout, Files) {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/qwen35-vl-bf16");
+        let config = Config::from_json(&std::fs::read(dir.join("config.json")).unwrap()).unwrap();
+        let files = Files::Dir(dir);
+        let header = files.header("model.safetensors").unwrap();
+        let layout = Layout::new(&config, vec![header], None).unwrap();
+        (config, layout, files)
+    }
+
+    #[test]
+    #[allow(clippy::single_range_in_vec_init)] // a list of one span
+    fn the_vision_tower_is_skipped_and_skip_to_refuses_used_bytes() {
+        let (config, layout, files) = vl_layout();
+        let header = &layout.files[0];
+        let len = header.size - header.data_start;
+        let vision =
+            header.tensors.iter().filter(|t| t.name.starts_with("model.visual.")).collect::<Vec<_>>();
+        let mut reporter = Reporter::silent();
+        let mut stream = TensorStream::new(&layout, &mut reporter);
+        assert_eq!(stream.spans(0), [0..vision[0].start], "the span ends where the vision tower starts");
+        assert_eq!(vision.last().unwrap().end, len);
+
+        // Skipping a used tensor's bytes (the first, or the text model's last) is refused.
+        stream.begin_file(0);
+        assert!(matches!(stream.skip_to(64), Err(Error::Internal(_))));
+        assert!(matches!(stream.skip_to(len), Err(Error::Internal(_))));
+        // Read by the native loader: every used tensor whole, and the same fingerprint as when
+        // the vision tower is read through.
+        let mut sink = Count::default();
+        files.stream(&layout, &mut stream, &mut sink).unwrap();
+        let skipped = stream.fingerprint(&config);
+        let planned = layout.roles[0].iter().flatten().collect::<Vec<_>>();
+        assert!(planned.iter().all(|p| sink.0.get(&p.name) == Some(&(p.bytes() as usize))));
+
+        let mut reporter = Reporter::silent();
+        let mut through = TensorStream::new(&layout, &mut reporter);
+        through.begin_file(0);
+        let mut bytes = vec![0; len as usize];
+        files.read_at("model.safetensors", header.data_start, &mut bytes).unwrap();
+        through.feed(&mut Count::default(), &bytes).unwrap();
+        through.end_file().unwrap();
+        assert_eq!(through.fingerprint(&config), skipped);
+        // Skipping backwards is refused too.
+        assert!(matches!(through.skip_to(0), Err(Error::Internal(_))));
     }
 }

@@ -5,6 +5,8 @@
 //! follow-up requests tell: a redirect loop, a CORS block, an unreachable server), and the
 //! headers the offline cache compares and the integrity check reads.
 
+use std::ops::Range;
+
 use js_sys::Promise;
 use wasm_bindgen::prelude::*;
 use web_sys::{AbortController, Request, RequestInit, RequestMode, RequestRedirect, Response, ResponseType};
@@ -46,16 +48,22 @@ pub(crate) struct Fetched {
     pub abort: Abort,
 }
 
-/// `fetch(url)` with `method`, asking for the first `range` bytes when given; non-2xx statuses
+/// `fetch(url)` with `method`, asking for the bytes `range` when given; non-2xx statuses
 /// are `Io` errors starting "HTTP <status>", an HTML page is [`HTML_PAGE`]. No answer within
 /// `stall_ms` is an `Io` error saying "stalled"; a request that fails says why where follow-up
 /// requests can tell ([`diagnose`]).
-pub(crate) async fn fetch(url: &str, method: &str, range: Option<u64>, stall_ms: u32) -> Result<Fetched> {
+pub(crate) async fn fetch(
+    url: &str,
+    method: &str,
+    range: Option<Range<u64>>,
+    stall_ms: u32,
+) -> Result<Fetched> {
     let init = RequestInit::new();
     init.set_method(method);
-    if let Some(len) = range {
+    if let Some(range) = range {
         let headers = web_sys::Headers::new().map_err(|e| io(url, &e))?;
-        headers.set("Range", &format!("bytes=0-{}", len.max(1) - 1)).map_err(|e| io(url, &e))?;
+        let last = range.end.max(range.start + 1) - 1;
+        headers.set("Range", &format!("bytes={}-{last}", range.start)).map_err(|e| io(url, &e))?;
         init.set_headers(&headers);
     }
     let (response, abort) = match send(url, &init, stall_ms).await? {
@@ -144,22 +152,22 @@ pub(crate) fn same_file(cached: &Response, head: &Response) -> bool {
     agree(etag(cached), etag(head)) && agree(get(cached, "content-length"), get(head, "content-length"))
 }
 
-/// The file size a 206 answer gives (`Content-Range: bytes 0-<end>/<size>`; `None` when the
-/// header is hidden, as cross-origin servers may). A range that is not the file's start is an
-/// error: the bytes would be read as the header.
-pub(crate) fn range_total(response: &Response, name: &str) -> Result<Option<u64>> {
+/// The file size a 206 answer to a request for bytes from `start` gives (`Content-Range: bytes
+/// <start>-<end>/<size>`; `None` when the header is hidden, as cross-origin servers may). A
+/// range that does not start at `start` is an error: its bytes would be read as others.
+pub(crate) fn range_total(response: &Response, name: &str, from: u64) -> Result<Option<u64>> {
     let Some(range) = response.headers().get("content-range").ok().flatten() else { return Ok(None) };
     let parsed =
         range.trim().strip_prefix("bytes ").and_then(|r| r.split_once('/')).and_then(|(span, total)| {
             let (start, end) = span.split_once('-')?;
             let (start, end) = (start.trim().parse::<u64>().ok()?, end.trim().parse::<u64>().ok()?);
             let total = total.trim().parse::<u64>().ok();
-            (start == 0 && total.is_none_or(|t| end < t)).then_some(total)
+            (start == from && total.is_none_or(|t| end < t)).then_some(total)
         });
     parsed.ok_or_else(|| Error::Io {
         path: name.into(),
         reason: format!(
-            "the server answered the request for the file's first bytes with Content-Range {range:?}"
+            "the server answered the request for the file's bytes from {from} with Content-Range {range:?}"
         ),
     })
 }

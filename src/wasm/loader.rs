@@ -14,17 +14,27 @@
 //! request) must be the verified stream's own. A file that fails is an `Integrity` error before
 //! its cache copy is committed; an error on a file read from the offline cache marks that copy
 //! damaged ([`WebSource::suspect`]).
+//!
+//! A file whose long runs of unused tensors ([`crate::load::spans`]: a vision tower, a
+//! multi-token-prediction head) are worth skipping is read span by span instead, each with an
+//! HTTP Range request (a picked file's slice), unless the caller's `integrity` option names it
+//! (a whole-file digest needs the whole file) or the whole file is at hand anyway (the offline
+//! cache, a server that ignores Range). Its host's published digest cannot be checked then: a
+//! warning says so. A file read in spans is not kept in the offline cache.
 
 use std::collections::HashMap;
+use std::ops::Range;
 
 use crate::chat::{ChatConfig, wants_template_file};
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 use crate::gpu_model::FLUSH_BYTES;
 use crate::load::integrity::sha256;
+use crate::load::spans;
 use crate::load::stream::{Sink, TensorStream};
 use crate::load::{Phase, Reporter};
 use crate::model::{Config, FileHeader, Layout, parse_index, shard_names};
+use crate::wasm::reader::Part;
 use crate::wasm::web_source::WebSource;
 
 /// Bytes asked for when reading a header: enough for the headers of models with thousands of
@@ -182,7 +192,8 @@ pub(crate) async fn stream(
 }
 
 /// Streams weight file `f` of `opened` into `stream`, checking it as it goes; returns the
-/// warning of its cache write, if that failed.
+/// warning of its cache write, if that failed, or that its published digest was not checked
+/// (only its spans were read).
 async fn stream_file(
     source: &WebSource,
     opened: &Opened,
@@ -194,10 +205,24 @@ async fn stream_file(
 ) -> Result<Option<String>> {
     let header = &opened.layout.files[f];
     let name = &header.name;
-    let mut file = source
-        .open(name)
-        .await?
-        .ok_or_else(|| Error::Io { path: name.clone(), reason: "the file disappeared".into() })?;
+    let spans = stream.spans(f).to_vec();
+    stream.begin_file(f);
+    // A digest the caller gave is checked: the whole file is read for it.
+    let mut file = None;
+    if !spans::whole(&spans, header.size - header.data_start) && source.digests.option.get(name).is_none() {
+        let mut read = Pass { header, stream, sink, ctx, since_flush };
+        match read_spans(source, &spans, &mut read).await? {
+            Spans::Whole(opened) => file = Some(opened),
+            Spans::Read(etag) => return Ok(unchecked(source, header, &spans, etag)),
+        }
+    }
+    let mut file = match file {
+        Some(file) => file,
+        None => source
+            .open(name)
+            .await?
+            .ok_or_else(|| Error::Io { path: name.clone(), reason: "the file disappeared".into() })?,
+    };
     if let Some(size) = file.size.filter(|&s| s != header.size) {
         return Err(Error::Safetensors {
             file: name.clone(),
@@ -212,25 +237,17 @@ async fn stream_file(
         Some(check) => Some(source.digests.offload(check, name).await),
         None => None,
     };
-    stream.begin_file(f);
+    let mut pass = Pass { header, stream, sink, ctx, since_flush };
     let read: Result<()> = async {
         let mut at = 0u64;
         while let Some(piece) = file.reader.next(name).await? {
             if let Some(check) = &mut check {
                 check.update(&piece).await?;
             }
-            let start = at;
+            pass.take(&piece, at).await?;
             at += piece.len() as u64;
-            stream.reporter().report(Phase::Download, name, at.min(header.size), header.size);
-            let skip = (header.data_start.saturating_sub(start) as usize).min(piece.len());
-            stream.feed(sink, &piece[skip..])?;
-            *since_flush += piece.len() as u64;
-            if let Some(ctx) = ctx.filter(|_| *since_flush >= FLUSH_BYTES) {
-                ctx.flush().await?;
-                *since_flush = 0;
-            }
         }
-        stream.end_file()?;
+        pass.stream.end_file()?;
         match check {
             Some(check) => check.finish().await,
             None => Ok(()),
@@ -247,4 +264,104 @@ async fn stream_file(
     }
     file.reader.commit();
     Ok(source.finish_cache_write(name, file.cache_write).await)
+}
+
+/// One file's data pass: where its bytes go.
+struct Pass<'p, 's> {
+    header: &'p FileHeader,
+    stream: &'p mut TensorStream<'s>,
+    sink: &'p mut dyn Sink,
+    ctx: Option<&'p GpuContext>,
+    since_flush: &'p mut u64,
+}
+
+impl Pass<'_, '_> {
+    /// Hands `piece`, the file's bytes from offset `at`, to the stream — less those before the
+    /// stream's position (the header, or bytes of a whole-file answer a span already read) —
+    /// and with a GPU waits for its queue every [`FLUSH_BYTES`].
+    async fn take(&mut self, piece: &[u8], at: u64) -> Result<()> {
+        let (name, size) = (&self.header.name, self.header.size);
+        let end = at + piece.len() as u64;
+        self.stream.reporter().report(Phase::Download, name, end.min(size), size);
+        let from = self.header.data_start + self.stream.position();
+        let skip = (from.saturating_sub(at) as usize).min(piece.len());
+        self.stream.feed(self.sink, &piece[skip..])?;
+        *self.since_flush += (piece.len() - skip) as u64;
+        if let Some(ctx) = self.ctx.filter(|_| *self.since_flush >= FLUSH_BYTES) {
+            ctx.flush().await?;
+            *self.since_flush = 0;
+        }
+        Ok(())
+    }
+}
+
+/// How a file's spans were read.
+enum Spans {
+    /// Each by itself (the rest skipped); the SHA-256 the first answer's ETag carried, if any.
+    Read(Option<[u8; 32]>),
+    /// The first answer was the whole file (kept from its header's read, in the offline cache,
+    /// or a server that ignores Range): it is read whole, and checked, from byte 0.
+    Whole(crate::wasm::reader::Opened),
+}
+
+/// Reads `spans` of the pass's file (offsets within its data section) and skips the rest: one
+/// request per span, each under the stall timer. A later answer that is the whole file (a
+/// server that stopped honouring Range) is read through from where the stream is, to its end.
+async fn read_spans(source: &WebSource, spans: &[Range<u64>], pass: &mut Pass<'_, '_>) -> Result<Spans> {
+    let (name, data_start, size) = (&pass.header.name, pass.header.data_start, pass.header.size);
+    if spans.is_empty() {
+        source.skip(name);
+    }
+    let mut etag = None;
+    for (i, span) in spans.iter().enumerate() {
+        let range = data_start + span.start..data_start + span.end;
+        let (mut reader, mut at) = match source.open_part(name, range.clone(), size).await? {
+            Part::Whole(opened) if i == 0 => return Ok(Spans::Whole(opened)),
+            Part::Whole(opened) => (opened.reader, 0),
+            Part::Range(reader, tag) => {
+                etag = etag.or(tag);
+                pass.stream.skip_to(span.start)?;
+                (reader, range.start)
+            }
+        };
+        let through = at == 0;
+        while let Some(piece) = reader.next(name).await? {
+            pass.take(&piece, at).await?;
+            at += piece.len() as u64;
+        }
+        if through {
+            break;
+        }
+        if at != range.end {
+            let reason = format!(
+                "the request for bytes {}..{} gave {} bytes",
+                range.start,
+                range.end,
+                at - range.start
+            );
+            return Err(Error::Io { path: name.clone(), reason });
+        }
+    }
+    pass.stream.skip_to(size - data_start)?;
+    pass.stream.reporter().report(Phase::Download, name, size, size);
+    pass.stream.end_file()?;
+    Ok(Spans::Read(etag))
+}
+
+/// The warning for a file read in spans whose host published its SHA-256 (its listing, or the
+/// ETag of a span's answer): that digest covers the whole file, and could not be checked.
+fn unchecked(
+    source: &WebSource,
+    header: &FileHeader,
+    spans: &[Range<u64>],
+    etag: Option<[u8; 32]>,
+) -> Option<String> {
+    source.digests.published(&header.name, etag)?;
+    let skipped = spans::skipped(spans, header.size - header.data_start);
+    Some(format!(
+        "{skipped} of its {} bytes hold only tensors the model does not use and were not downloaded, \
+         so its published SHA-256 was not checked (an `integrity` entry for it has the whole file read \
+         and checked)",
+        header.size
+    ))
 }

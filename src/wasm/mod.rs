@@ -15,6 +15,7 @@ mod info;
 mod lease;
 mod loader;
 mod model;
+mod offline;
 mod opfs;
 mod options;
 mod reader;

@@ -13,11 +13,12 @@ use crate::store::StoreConfig;
 use crate::tokenizer::Tokenizer;
 use crate::wasm::info::{CacheInfo, ModelInfo};
 use crate::wasm::lease::{Lease, Shared};
+use crate::wasm::offline;
 use crate::wasm::opfs::Opfs;
 use crate::wasm::options::LoadConfig;
 use crate::wasm::session::Session;
 use crate::wasm::watch::abortable;
-use crate::wasm::web_source::{self, WebSource};
+use crate::wasm::web_source::WebSource;
 use crate::wasm::{args, saved, to_js};
 
 /// `tokenizer.json`'s bytes and the chat files' settings, as a loader found them.
@@ -88,7 +89,7 @@ impl Model {
     ) -> js_sys::Promise {
         wasm_bindgen_futures::future_to_promise(async move {
             let base_url = args::string(&base_url, "baseUrl").map_err(to_js)?;
-            web_source::clear_cache(&base_url).await.map(Into::into).map_err(to_js)
+            offline::clear_cache(&base_url).await.map(Into::into).map_err(to_js)
         })
     }
 

@@ -78,13 +78,17 @@ impl Digests {
     /// is known: the file is read unhashed.
     pub fn check(&self, name: &str, opened: &Opened) -> Option<FileCheck> {
         let mut expected: Vec<Expected> = self.option.get(name).cloned().into_iter().collect();
-        let listed = self.listing.borrow().get(name).copied();
-        let host = match listed {
-            Some(digest) => Some(Expected::sha256(digest, Publisher::HubListing)),
-            None => opened.etag.filter(|_| self.hub.is_some()).map(|d| Expected::sha256(d, Publisher::ETag)),
-        };
-        expected.extend(host);
+        expected.extend(self.published(name, opened.etag));
         FileCheck::new(name, expected)
+    }
+
+    /// The host's SHA-256 of file `name` (see [`Self::check`]); `etag`: the one its response's
+    /// ETag carries.
+    pub fn published(&self, name: &str, etag: Option<[u8; 32]>) -> Option<Expected> {
+        match self.listing.borrow().get(name).copied() {
+            Some(digest) => Some(Expected::sha256(digest, Publisher::HubListing)),
+            None => etag.filter(|_| self.hub.is_some()).map(|d| Expected::sha256(d, Publisher::ETag)),
+        }
     }
 
     /// A weight file's `check` for its data pass: hashed by the load's hashing worker where it

@@ -6,6 +6,8 @@
 //! A server that ignores Range answers the header's request with the whole file: that response
 //! is kept (with the bytes already read) and the data pass goes on from it — one transfer.
 //! Every network wait has the stall timer; every reader given up is cancelled (see [`Body`]).
+//! A file whose long runs of unused tensors are skipped is read span by span
+//! ([`WebSource::open_part`]: a Range request, or a picked file's slice).
 //!
 //! With the offline cache on, every file fetched from a URL is also written to the Cache API
 //! (cache `webmamba-v1`, keyed by URL) while it streams (a [`Tap`]); the next load reads it from
@@ -21,26 +23,25 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
+use std::ops::Range;
 
-use js_sys::{Promise, Reflect};
+use js_sys::Promise;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
-use web_sys::{Cache, File, Request, Response};
+use web_sys::{Cache, File, Response};
 
 use crate::error::{Error, Result};
 use crate::load::files::max_small_bytes;
 use crate::load::integrity::{FileCheck, Integrity};
-use crate::wasm::body::{Body, Tap};
+use crate::wasm::body::Body;
 use crate::wasm::http::{
-    Fetched, etag_sha256, fetch, header_u64, io, is_missing_marker, message, missing, range_total,
-    remember_missing, same_file,
+    etag_sha256, fetch, header_u64, io, is_missing_marker, message, missing, range_total, remember_missing,
+    same_file,
 };
-use crate::wasm::reader::{Opened, Reader, blob_bytes, first_bytes};
+use crate::wasm::offline::{absolute, open_cache};
+use crate::wasm::reader::{Opened, Part, Reader, blob_bytes, first_bytes, picked, whole};
 use crate::wasm::verify::Digests;
 use crate::wasm::watch::{Waited, within};
-
-/// The Cache API cache that holds downloaded model files.
-pub const CACHE_NAME: &str = "webmamba-v1";
 
 /// The reason of a picked folder's missing file.
 const NOT_PICKED: &str = "not among the picked files";
@@ -95,29 +96,7 @@ impl WebSource {
     /// Picked files: a `FileList` or an array of `File`s. Where two have the same name (a
     /// folder with subfolders), the one nearest the top wins.
     pub fn files(files: &JsValue, integrity: Integrity) -> Result<Self> {
-        let bad = || Error::InvalidInput("fromFiles takes a FileList or an array of File objects".into());
-        if !files.is_object() {
-            return Err(bad());
-        }
-        let mut picked: Vec<File> = Vec::new();
-        for item in js_sys::Array::from(files).iter() {
-            let file: File = item.dyn_into().map_err(|_| bad())?;
-            let depth = |f: &File| {
-                Reflect::get(f, &"webkitRelativePath".into())
-                    .ok()
-                    .and_then(|p| p.as_string())
-                    .map_or(0, |p| p.matches('/').count())
-            };
-            match picked.iter_mut().find(|f| f.name() == file.name()) {
-                Some(existing) if depth(&file) < depth(existing) => *existing = file,
-                Some(_) => {}
-                None => picked.push(file),
-            }
-        }
-        if picked.is_empty() {
-            return Err(bad());
-        }
-        Ok(Self::new(Place::Files(picked), Digests::new(integrity, None, 0)))
+        Ok(Self::new(Place::Files(picked(files)?), Digests::new(integrity, None, 0)))
     }
 
     /// A whole small file (config, tokenizer, index) and the warning of its cache write, if it
@@ -172,11 +151,11 @@ impl WebSource {
                     Some(opened) => opened,
                     None => {
                         let url = format!("{base}{name}");
-                        let fetched = fetch(&url, "GET", Some(len), *stall_ms).await?;
+                        let fetched = fetch(&url, "GET", Some(0..len), *stall_ms).await?;
                         let response = &fetched.response;
                         self.from_cache.borrow_mut().remove(name);
                         if response.status() == 206 {
-                            let size = range_total(response, name)?;
+                            let size = range_total(response, name, 0)?;
                             let body = Body::new(response, Some(fetched.abort), *stall_ms, name)?;
                             let mut reader = Reader::Stream { body, head: Vec::new() };
                             return Ok((first_bytes(&mut reader, len, name).await?, size));
@@ -235,6 +214,53 @@ impl WebSource {
                 self.from_cache.borrow_mut().remove(name);
                 whole(cache.as_ref(), &url, fetched, *stall_ms, name).map(Some)
             }
+        }
+    }
+
+    /// Opens bytes `range` of `name` (of `size` bytes) alone, where that saves a download: a
+    /// picked file's slice, or an HTTP Range request. The whole file instead ([`Part::Whole`],
+    /// read from byte 0) where it is at hand anyway — the whole-file answer a header's read
+    /// kept, or a valid copy in the offline cache — or where the server ignored Range. A part
+    /// is never written to the offline cache.
+    pub async fn open_part(&self, name: &str, range: Range<u64>, size: u64) -> Result<Part> {
+        let (base, cache, stall_ms, kept) = match &self.place {
+            Place::Files(_) => {
+                let slice = self.file(name)?.slice_with_f64_and_f64(range.start as f64, range.end as f64);
+                let blob = slice.map_err(|e| io(name, &e))?;
+                return Ok(Part::Range(Reader::Blob { blob, at: 0.0 }, None));
+            }
+            Place::Url { base, cache, stall_ms, kept, .. } => (base, cache, *stall_ms, kept),
+        };
+        if let Some(kept) = kept.borrow_mut().take_if(|k| k.0 == name) {
+            return Ok(Part::Whole(kept.1));
+        }
+        let gone = || Error::Io { path: name.into(), reason: "the file disappeared".into() };
+        if let Some(cached) = self.open_cached(name).await? {
+            return cached.map(Part::Whole).ok_or_else(gone);
+        }
+        let url = format!("{base}{name}");
+        let fetched = fetch(&url, "GET", Some(range.clone()), stall_ms).await?;
+        self.from_cache.borrow_mut().remove(name);
+        if fetched.response.status() != 206 {
+            // The server ignored Range: this is the whole file.
+            return whole(cache.as_ref(), &url, fetched, stall_ms, name).map(Part::Whole);
+        }
+        if let Some(now) = range_total(&fetched.response, name, range.start)?.filter(|&n| n != size) {
+            return Err(Error::Safetensors {
+                file: name.into(),
+                reason: format!("the file has {now} bytes now, its header described {size}"),
+            });
+        }
+        let etag = etag_sha256(&fetched.response);
+        let body = Body::new(&fetched.response, Some(fetched.abort), stall_ms, name)?;
+        Ok(Part::Range(Reader::Stream { body, head: Vec::new() }, etag))
+    }
+
+    /// `name` will not be read (the model uses none of its bytes): the whole-file answer a
+    /// header's read kept for it, if any, is cancelled.
+    pub fn skip(&self, name: &str) {
+        if let Place::Url { kept, .. } = &self.place {
+            drop(kept.borrow_mut().take_if(|k| k.0 == name));
         }
     }
 
@@ -357,53 +383,4 @@ impl WebSource {
         }
         Ok(Some(cached))
     }
-}
-
-/// A whole-file answer, opened: its body (fed to the offline cache when it is on) and size.
-fn whole(cache: Option<&Cache>, url: &str, fetched: Fetched, stall_ms: u32, name: &str) -> Result<Opened> {
-    let size = header_u64(&fetched.response, "content-length");
-    let mut body = Body::new(&fetched.response, Some(fetched.abort), stall_ms, name)?;
-    let cache_write = cache.and_then(|cache| Tap::start(cache, url, &fetched.response)).map(|(tap, put)| {
-        body.tap(tap);
-        put
-    });
-    let etag = etag_sha256(&fetched.response);
-    Ok(Opened { reader: Reader::Stream { body, head: Vec::new() }, size, cache_write, etag })
-}
-
-/// Deletes every cached file under `base` (and the 404s remembered there); resolves to how many
-/// files there were.
-pub async fn clear_cache(base: &str) -> Result<u32> {
-    let Some(cache) = open_cache().await else { return Ok(0) };
-    let base = absolute(if base.ends_with('/') { base.to_string() } else { format!("{base}/") });
-    let keys = JsFuture::from(cache.keys()).await.map_err(|e| io(&base, &e))?;
-    let mut deleted = 0;
-    for key in js_sys::Array::from(&keys).iter() {
-        let Ok(request) = key.dyn_into::<Request>() else { continue };
-        if request.url().starts_with(&base) {
-            // A remembered 404 is no copy of a file: removed, not counted.
-            let entry = JsFuture::from(cache.match_with_request(&request)).await.ok();
-            let marker =
-                entry.and_then(|e| e.dyn_into::<Response>().ok()).is_some_and(|r| is_missing_marker(&r));
-            let gone = JsFuture::from(cache.delete_with_request(&request)).await;
-            deleted += (gone.is_ok_and(|v| v.is_truthy()) && !marker) as u32;
-        }
-    }
-    Ok(deleted)
-}
-
-/// The Cache API cache, where the context has one (secure contexts only).
-async fn open_cache() -> Option<Cache> {
-    let caches = Reflect::get(&js_sys::global(), &"caches".into()).ok().filter(|c| !c.is_undefined())?;
-    let caches: web_sys::CacheStorage = caches.dyn_into().ok()?;
-    JsFuture::from(caches.open(CACHE_NAME)).await.ok()?.dyn_into().ok()
-}
-
-/// `url` made absolute against the page (or worker) location.
-fn absolute(url: String) -> String {
-    let href = Reflect::get(&js_sys::global(), &"location".into())
-        .and_then(|l| Reflect::get(&l, &"href".into()))
-        .ok()
-        .and_then(|h| h.as_string());
-    href.and_then(|h| web_sys::Url::new_with_base(&url, &h).ok()).map_or(url, |u| u.href())
 }

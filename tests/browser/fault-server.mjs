@@ -61,7 +61,7 @@ function bigModel() {
 
 /** Model folders the fault server serves, by the name in its URLs. */
 const FOLDERS = { tiny: 'tests/fixtures/tiny-f32', shakespeare: 'www/models/shakespeare-mamba-3m',
-  sharded: 'tests/fixtures/original-sharded' };
+  sharded: 'tests/fixtures/original-sharded', vl: 'tests/fixtures/qwen35-vl-bf16' };
 const files = new Map(); // `${model}/${file}` -> Buffer (read once)
 /** File `name` of model folder `model` (a key of FOLDERS), or null when it has none. */
 export function file(model, name) {

@@ -7,13 +7,15 @@
 // and on a second port (`cdn`): /cdn/<case>/<file>, with CORS, Range, and ETag "<sha256>" for
 // the weights ("<git blob SHA-1>" for the JSON files, as the Hub's small files have). Every
 // digest is computed here by node's crypto from the fixture's true bytes; the served bytes may
-// differ by one flipped bit. The model is tests/fixtures/tiny-f32. Cases:
+// differ by one flipped bit. The model is tests/fixtures/tiny-f32 (qwen35-vl-bf16 for `vl`). Cases:
 //   ok            the files as they are, every digest published
 //   toggle        as ok, but model.safetensors is served flipped while `hubState.flip` is set
 //   flip          model.safetensors flipped (its last byte's lowest bit), every digest published
 //   flip-notree   flipped; no tree listing (404): only the CDN's ETag tells
 //   flip-noexpose flipped; the CDN does not expose its ETag: only the listing tells
 //   flip-nodigest flipped; neither (the negative control: nothing can tell)
+//   vl            a Qwen3.5 checkpoint with a vision tower, every digest published: its
+//                 model.safetensors is read in parts (the tower skipped), its digest unchecked
 import { createHash } from 'node:crypto';
 import { file } from './fault-server.mjs';
 
@@ -24,14 +26,15 @@ export const listingsAsked = [];
 /** `flip`: serve the `toggle` case's model.safetensors flipped. */
 export const hubState = { flip: false };
 
-const MODEL = 'tiny';
+/** The model folder of case `kind` (a key of fault-server.mjs' FOLDERS). */
+const model = (kind) => (kind === 'vl' ? 'vl' : 'tiny');
 export const sha256 = (bytes) => createHash('sha256').update(bytes).digest();
 const gitSha1 = (bytes) => createHash('sha1').update(`blob ${bytes.length}\0`).update(bytes).digest('hex');
 const lfs = (name) => name.endsWith('.safetensors');
 
 /** The bytes served for `name` in case `kind` (null when the folder has no such file). */
 function served(kind, name) {
-  const body = file(MODEL, name);
+  const body = file(model(kind), name);
   const flipped = name === 'model.safetensors' && (kind.startsWith('flip') || (kind === 'toggle' && hubState.flip));
   if (!body || !flipped) return body;
   const copy = Buffer.from(body);
@@ -53,7 +56,7 @@ export function hub(req, res, cdnBase) {
       return true;
     }
     const entries = ['config.json', 'tokenizer.json', 'model.safetensors'].map((name) => {
-      const body = file(MODEL, name);
+      const body = file(model(kind), name);
       const entry = { type: 'file', oid: gitSha1(body), size: body.length, path: name };
       if (lfs(name)) {
         entry.lfs = { oid: sha256(body).toString('hex'), size: body.length, pointerSize: 134 };
@@ -67,7 +70,7 @@ export function hub(req, res, cdnBase) {
   const resolve = /^\/hubsim\/([^/]+)\/resolve\/main\/([^/]+)$/.exec(path);
   if (!resolve) return false;
   const [, kind, name] = resolve;
-  const body = file(MODEL, name);
+  const body = file(model(kind), name);
   if (!body) {
     res.writeHead(404, { 'content-type': 'text/plain', 'x-error-code': 'EntryNotFound' });
     res.end('Entry not found');
@@ -101,7 +104,7 @@ export function cdn(req, res) {
     res.end('not found');
     return;
   }
-  const truth = file(MODEL, name);
+  const truth = file(model(kind), name);
   const headers = { ...cors, 'cache-control': 'no-store', 'accept-ranges': 'bytes',
     'content-type': name.endsWith('.json') ? 'application/json' : 'application/octet-stream',
     etag: `"${lfs(name) ? sha256(truth).toString('hex') : gitSha1(truth)}"` };

@@ -8,6 +8,11 @@
 //      a worker, and on WebGPU where the engine has an adapter (Chromium's SwiftShader): the
 //      same logits whatever the path, within 1e-4 of HF transformers' (reference.safetensors),
 //      and HF's greedy tokens;
+//   1b. a Qwen3.5 checkpoint with a vision tower in its file (qwen35-vl-bf16) by Model.fromUrl on
+//      the CPU: none of the tower's bytes are downloaded (Range requests for the rest), with and
+//      without the offline cache (a file read in parts is not cached); a server that ignores
+//      Range, or an `integrity` entry for the file, has it read whole; HF's logits, from picked
+//      files too;
 //   2. progress events: monotone per (phase, file), each file's last one has loaded == total;
 //   3. the offline cache: after a page reload a second fromUrl gets 0 weight bytes from the
 //      server (in the page and in a worker); Model.clearCache empties it; cache: false stores
@@ -43,6 +48,7 @@
 //      MiB, a 300-token prefill (five DeltaNet chunks, two forward chunks) and 4 decode steps
 //      give the native CPU reference's logits within 1e-4.
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { copyFileSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { serve } from '../../scripts/serve.mjs';
 import { hashCost } from './hash-cost.mjs';
@@ -157,6 +163,54 @@ async function fixtures(page, base, webgpu) {
       check(same.every((l) => maxDiff(l, same[0]) === 0), `${name} ${backend}: ${same.length} load paths give identical logits`);
     }
   }
+}
+
+/** A Qwen3.5 checkpoint with a vision tower in its file (Qwen3_5ForConditionalGeneration, the
+ *  Hub's layout): Model.fromUrl on the CPU gets none of the tower's bytes (one Range request for
+ *  the text model's tensors before it) and gives HF's logits; the same with the offline cache on,
+ *  twice (a file read in parts is not cached: the second load asks for its parts again), and
+ *  from a server that ignores Range (the whole file, read through). */
+async function parts(page, server, base) {
+  const name = 'qwen35-vl-bf16';
+  const r = reference(name);
+  const hfLast = r.logits.slice(-(r.logits.length / r.ids.length));
+  const file = readFileSync(`tests/fixtures/${name}/model.safetensors`);
+  const len = Number(file.readBigUInt64LE(0));
+  const header = JSON.parse(file.subarray(8, 8 + len).toString());
+  const vision = Object.entries(header).filter(([k]) => k.startsWith('model.visual.')).map(([, v]) => v.data_offsets);
+  const [from, to] = [8 + len + Math.min(...vision.map((o) => o[0])), 8 + len + Math.max(...vision.map((o) => o[1]))];
+  const url = `${base}/fixtures/${name}/`;
+  await page.evaluate((u) => window.webmamba.Model.clearCache(u), url);
+  // A digest given for the file has it read whole, and checked.
+  const integrity = { 'model.safetensors': `sha256-${createHash('sha256').update(file).digest('base64')}` };
+  for (const [label, prefix, options, whole] of [['Range', '/fixtures/', { cache: false }, false],
+    ['Range, cache on', '/fixtures/', {}, false], ['Range, cache on, again', '/fixtures/', {}, false],
+    ['a server ignoring Range', '/norange/', { cache: false }, true],
+    ['integrity given', '/fixtures/', { cache: false, integrity }, true]]) {
+    const path = `${prefix}${name}/model.safetensors`;
+    const start = server.log.length;
+    const got = await probe(page, 'url', `${base}${prefix}${name}/`, { backend: 'cpu', ...options }, r.ids, r.promptIds, r.greedyIds.length);
+    // Each answer's bytes, as [first, end) of the file.
+    const sent = server.log.slice(start).filter((e) => e.path === path && e.method === 'GET')
+      .map((e) => { const a = e.status === 206 ? Number(/^bytes=(\d+)-/.exec(e.range)[1]) : 0; return [a, a + e.bytes]; });
+    const tower = sent.reduce((n, [a, b]) => n + Math.max(0, Math.min(b, to) - Math.max(a, from)), 0);
+    const d = maxDiff(got.logits, hfLast);
+    check(got.backend === 'cpu' && d <= 1e-4 && JSON.stringify(got.greedy) === JSON.stringify(r.greedyIds),
+      `${name} (${label}): last logits vs HF max |diff| ${d.toExponential(2)}, HF's greedy tokens`);
+    checkProgress(got.events, `${name} (${label})`, false);
+    const want = whole ? to - from : 0;
+    check(tower === want && got.warnings.length === 0,
+      `${name} (${label}): ${tower} of the vision tower's ${to - from} bytes (${from}..${to}) sent (want ${want}); requests ${JSON.stringify(sent)}; warnings ${JSON.stringify(got.warnings)}`);
+  }
+  const cached = await page.evaluate((u) => window.webmamba.Model.clearCache(u), url);
+  check(cached === 3, `${name}: the file read in parts was not cached (${cached} cached files: config, tokenizer, generation_config)`);
+  // Picked files: the same slices (Blob.slice), the same logits.
+  await page.setInputFiles('#files', ['config.json', 'tokenizer.json', 'generation_config.json', 'model.safetensors']
+    .map((f) => `tests/fixtures/${name}/${f}`));
+  const picked = await probe(page, 'files', url, { backend: 'cpu' }, r.ids, r.promptIds, r.greedyIds.length);
+  const d = maxDiff(picked.logits, hfLast);
+  check(d <= 1e-4 && JSON.stringify(picked.greedy) === JSON.stringify(r.greedyIds),
+    `${name} (picked files): last logits vs HF max |diff| ${d.toExponential(2)}, HF's greedy tokens`);
 }
 
 async function loadUrl(page, url, options) {
@@ -510,8 +564,9 @@ const hub = (path) => {
   return m ? `/fixtures/${m[1]}/${m[2]}` : null;
 };
 const server = await serve('tests/browser', 0,
-  { mounts: { '/pkg/': process.env.WEBMAMBA_PKG ?? 'www/pkg', '/fixtures/': 'tests/fixtures', '/spa/': 'tests/fixtures', '/big/': 'target/browser-test' },
-    redirect: hub, htmlFallback: '/spa/' });
+  { mounts: { '/pkg/': process.env.WEBMAMBA_PKG ?? 'www/pkg', '/fixtures/': 'tests/fixtures', '/spa/': 'tests/fixtures',
+    '/norange/': 'tests/fixtures', '/big/': 'target/browser-test' },
+  redirect: hub, htmlFallback: '/spa/', ignoreRange: '/norange/' });
 const base = `http://127.0.0.1:${server.address().port}`;
 try {
   await runEngines('loading', base, async ({ engine, page, webgpu, check: engineCheck }) => {
@@ -524,6 +579,7 @@ try {
       return { worker: true, cache: 'not checked (--only-big-*)' };
     }
     await fixtures(page, base, webgpu);
+    await parts(page, server, base);
     const survives = await cache(page, server, base);
     await otherRealm(page, base);
     await errors(page, base, `${base}/big/mamba-2.8b-zeros/`, webgpu);
