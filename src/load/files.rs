@@ -191,3 +191,72 @@ fn open_in(dir: &std::path::Path, name: &str) -> Result<(std::fs::File, u64, std
 fn io(path: &std::path::Path, e: std::io::Error) -> Error {
     Error::Io { path: path.display().to_string(), reason: e.to_string() }
 }
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::Files;
+    use crate::error::{Error, Result};
+    use crate::load::progress::Reporter;
+    use crate::load::stream::{Sink, TensorStream};
+    use crate::model::{Config, Layout, Planned};
+
+    /// Counts the bytes each tensor is given.
+    #[derive(Default)]
+    struct Count(BTreeMap<String, usize>);
+
+    impl Sink for Count {
+        fn rows(&mut self, tensor: &Planned, _first_row: usize, bytes: &[u8]) -> Result<()> {
+            *self.0.entry(tensor.name.clone()).or_default() += bytes.len();
+            Ok(())
+        }
+    }
+
+    /// The layout of the tiny Qwen3.5 checkpoint with a vision tower at the end of its file.
+    fn vl_layout() -> (Config, Layout, Files) {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/qwen35-vl-bf16");
+        let config = Config::from_json(&std::fs::read(dir.join("config.json")).unwrap()).unwrap();
+        let files = Files::Dir(dir);
+        let header = files.header("model.safetensors").unwrap();
+        let layout = Layout::new(&config, vec![header], None).unwrap();
+        (config, layout, files)
+    }
+
+    #[test]
+    #[allow(clippy::single_range_in_vec_init)] // a list of one span
+    fn the_vision_tower_is_skipped_and_skip_to_refuses_used_bytes() {
+        let (config, layout, files) = vl_layout();
+        let header = &layout.files[0];
+        let len = header.size - header.data_start;
+        let vision =
+            header.tensors.iter().filter(|t| t.name.starts_with("model.visual.")).collect::<Vec<_>>();
+        let mut reporter = Reporter::silent();
+        let mut stream = TensorStream::new(&layout, &mut reporter);
+        assert_eq!(stream.spans(0), [0..vision[0].start], "the span ends where the vision tower starts");
+        assert_eq!(vision.last().unwrap().end, len);
+
+        // Skipping a used tensor's bytes (the first, or the text model's last) is refused.
+        stream.begin_file(0);
+        assert!(matches!(stream.skip_to(64), Err(Error::Internal(_))));
+        assert!(matches!(stream.skip_to(len), Err(Error::Internal(_))));
+        // Read by the native loader: every used tensor whole, and the same fingerprint as when
+        // the vision tower is read through.
+        let mut sink = Count::default();
+        files.stream(&layout, &mut stream, &mut sink).unwrap();
+        let skipped = stream.fingerprint(&config);
+        let planned = layout.roles[0].iter().flatten().collect::<Vec<_>>();
+        assert!(planned.iter().all(|p| sink.0.get(&p.name) == Some(&(p.bytes() as usize))));
+
+        let mut reporter = Reporter::silent();
+        let mut through = TensorStream::new(&layout, &mut reporter);
+        through.begin_file(0);
+        let mut bytes = vec![0; len as usize];
+        files.read_at("model.safetensors", header.data_start, &mut bytes).unwrap();
+        through.feed(&mut Count::default(), &bytes).unwrap();
+        through.end_file().unwrap();
+        assert_eq!(through.fingerprint(&config), skipped);
+        // Skipping backwards is refused too.
+        assert!(matches!(through.skip_to(0), Err(Error::Internal(_))));
+    }
+}
