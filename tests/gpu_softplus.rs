@@ -12,6 +12,7 @@ use webmamba::gpu::GpuContext;
 /// Every shader with a softplus (`shaders_are_all_here` checks the list natively).
 const SHADERS: &[(&str, &str)] = &[
     ("decode_scan", include_str!("../shaders/decode_scan.wgsl")),
+    ("delta_prep", include_str!("../shaders/delta_prep.wgsl")),
     ("gemv", include_str!("../shaders/gemv.wgsl")),
     ("gemv_coalesced", include_str!("../shaders/gemv_coalesced.wgsl")),
     ("linear", include_str!("../shaders/linear.wgsl")),
