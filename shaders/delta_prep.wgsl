@@ -38,7 +38,10 @@ struct Params {
 var<workgroup> partial: array<f32, 128>; // (2, WG) sums of squares of q's and of k's slices
 
 fn softplus(v: f32) -> f32 {
-    // As ssd_output.wgsl's: max(v, 0) + log1p(e^−|v|), log1p as 2·atanh(x / (2 + x)).
+    // softplus(v) = max(v, 0) + log1p(e^−|v|), with log1p(x) = 2·atanh(x / (2 + x)) summed as
+    // its series (x ≤ 1, so s ≤ 1/3: eight terms reach f32's precision). No log(1 + e^v): the
+    // rounding of 1 + e^v loses Δ's digits below v ≈ −8 (5% at −15), and many GPUs' log is
+    // only accurate to 2^−21 absolute near 1. Above 20 it is v, as torch's threshold gives.
     let x = exp(-abs(v));
     let s = x / (2.0 + x);
     let s2 = s * s;

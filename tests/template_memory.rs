@@ -101,6 +101,8 @@ both! {
                 "chatml-qwen2.5-instruct" => QWEN,
                 "falcon-h1" => include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/chat/falcon-h1.jinja")),
                 "nemotron-nano-v2" => include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/chat/nemotron-nano-v2.jinja")),
+                "qwen3.5" => include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/chat/qwen3.5.jinja")),
+                "lfm2" => include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/chat/lfm2.jinja")),
                 other => panic!("no template {other}"),
             };
             let t = ChatTemplate::new(source, Vec::new()).unwrap();
