@@ -120,7 +120,9 @@ fn render(shared: &Shared, request: &JsValue, context: &str, tools: bool, prompt
 /// `context` with the assistant messages' tool calls written into their content where the
 /// template writes none (LFM2's: [`ToolSyntax::calls_into_content`]).
 fn with_calls(template: &ChatTemplate, context: &str) -> Result<String> {
-    let written = match ToolSyntax::from_template(template) {
+    // Learning the syntax renders probe conversations: only for messages that carry calls.
+    let learned = context.contains("tool_calls").then(|| ToolSyntax::from_template(template)).flatten();
+    let written = match learned {
         Some(syntax) => syntax.calls_into_content(context)?,
         None => None,
     };
