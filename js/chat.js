@@ -55,6 +55,8 @@ function turnRequest(model, r) {
   if (r.tool_choice !== undefined && r.tool_choice !== null) request.toolChoice = r.tool_choice;
   if (r.parallel_tool_calls !== undefined && r.parallel_tool_calls !== null) request.parallelToolCalls = r.parallel_tool_calls;
   if (r.signal !== undefined) request.signal = r.signal;
+  // vLLM's and SGLang's name for the template's variables (enable_thinking …).
+  if (r.chat_template_kwargs !== undefined && r.chat_template_kwargs !== null) request.templateArgs = r.chat_template_kwargs;
   // json_schema, json_object (and webmamba's regex) constrain the tokens: the wasm module
   // judges the shape.
   if (r.response_format !== undefined && r.response_format !== null) request.responseFormat = r.response_format;
@@ -90,9 +92,11 @@ async function create(model, r) {
   if (!r.stream) {
     const turn = await s.chat(request);
     const calls = toolCalls(turn);
-    const message = calls.length > 0
-      ? { role: 'assistant', content: turn.content === '' ? null : turn.content, tool_calls: calls }
-      : { role: 'assistant', content: turn.text };
+    const message = { role: 'assistant', content: calls.length > 0 && turn.content === '' ? null : turn.content };
+    // A thinking template's reply: its reasoning apart (as OpenAI-compatible servers return it,
+    // and as the template reads it back from the message).
+    if (turn.reasoning !== undefined) message.reasoning_content = turn.reasoning;
+    if (calls.length > 0) message.tool_calls = calls;
     return {
       id, object: 'chat.completion', created, model: name,
       choices: [{ index: 0, message, finish_reason: turn.finishReason, logprobs: null }],
@@ -124,10 +128,53 @@ async function create(model, r) {
     shown = end;
     return out;
   };
+  // A reply that begins inside a think block (onToken's third argument) streams its reasoning
+  // as delta.reasoning_content up to `</think>` (trimmed as the turn's `reasoning` is: leading
+  // whitespace dropped, trailing whitespace and a prefix of the tag held until more comes),
+  // then its answer as delta.content (leading newlines dropped, as the turn's `content`).
+  const CLOSE = '</think>';
+  let thinking;
+  let thought = '';
+  let thoughtShown = 0;
+  let answerStarted = false;
+  const reasoningSoFar = (closedAt) => {
+    let end = closedAt ?? thought.length;
+    if (closedAt === undefined) {
+      for (let k = Math.min(CLOSE.length - 1, thought.length); k > 0; k--) {
+        if (CLOSE.startsWith(thought.slice(thought.length - k))) { end = thought.length - k; break; }
+      }
+    }
+    return thought.slice(0, end).trim();
+  };
+  const reasoningPieces = [];
+  const think = (piece) => {
+    thought += piece;
+    const at = thought.indexOf(CLOSE);
+    const visible = reasoningSoFar(at >= 0 ? at : undefined);
+    if (visible.length > thoughtShown) reasoningPieces.push(visible.slice(thoughtShown));
+    thoughtShown = visible.length;
+    if (at < 0) return '';
+    thinking = false;
+    return thought.slice(at + CLOSE.length);
+  };
+  const onToken = (piece, _id, opened) => {
+    if (thinking === undefined) {
+      thinking = opened === true;
+      answerStarted = !thinking;
+    }
+    if (thinking) piece = think(piece);
+    if (!answerStarted) {
+      piece = piece.replace(/^\n+/, '');
+      answerStarted = piece !== '';
+    }
+    const out = piece === '' ? '' : reveal(piece);
+    if (out) pieces.push(out);
+    if (out || reasoningPieces.length > 0) notify();
+  };
   let wake = null;
   let finished = null;
   const notify = () => { wake?.(); wake = null; };
-  const turn = s.chat({ ...request, onToken: (piece) => { const out = reveal(piece); if (out) { pieces.push(out); notify(); } } });
+  const turn = s.chat({ ...request, onToken });
   turn.then((t) => { finished = { turn: t }; notify(); }, (e) => { finished = { error: e }; notify(); });
   const chunk = (delta, finishReason, extra) => ({
     id, object: 'chat.completion.chunk', created, model: name,
@@ -138,8 +185,10 @@ async function create(model, r) {
   const iterator = {
     async next() {
       while (!done) {
-        if (pieces.length > 0) {
-          const delta = { content: pieces.splice(0).join('') };
+        if (pieces.length > 0 || reasoningPieces.length > 0) {
+          const delta = {};
+          if (reasoningPieces.length > 0) delta.reasoning_content = reasoningPieces.splice(0).join('');
+          if (pieces.length > 0) delta.content = pieces.splice(0).join('');
           if (first) delta.role = 'assistant';
           first = false;
           return { done: false, value: chunk(delta, null) };
@@ -147,6 +196,12 @@ async function create(model, r) {
         if (finished) {
           if (finished.error) { done = true; throw finished.error; }
           const t = finished.turn;
+          if (t.reasoning !== undefined && t.reasoning.length > thoughtShown) {
+            // What was held back of the reasoning (a reply cut short inside the block).
+            reasoningPieces.push(t.reasoning.slice(thoughtShown));
+            thoughtShown = t.reasoning.length;
+            continue;
+          }
           if (open && !finished.calls) {
             // What was held back: the content after the calls, then the calls.
             finished.calls = toolCalls(t);

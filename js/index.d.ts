@@ -94,8 +94,9 @@ export interface GenerateOptions {
   seed?: number;
   /** Stop after the end-of-text token (default true). */
   stopAtEos?: boolean;
-  /** Called with each piece of text as it arrives. */
-  onToken?: (text: string, id: number) => void;
+  /** Called with each piece of text as it arrives; in a chat turn, `thinking` is true when the
+   *  reply begins inside a think block the prompt opened (see ChatTurn.reasoning). */
+  onToken?: (text: string, id: number, thinking?: boolean) => void;
   /** Stops between tokens: generate then rejects with an AbortError, a stream just ends; the
    *  session keeps every token fed so far and continues from there. */
   signal?: AbortSignal;
@@ -173,8 +174,16 @@ export interface ChatTurn {
   completionTokens: number;
   /** 'stop' (an end-of-turn token or a stop string), 'length' (maxTokens) or 'tool_calls'. */
   finishReason: 'stop' | 'length' | 'tool_calls';
-  /** The reply without its tool calls (the text when it made none). */
+  /** The reply without its tool calls (the text when it made none), and without its thinking
+   *  when there is some (after `</think>`, leading newlines dropped). */
   content: string;
+  /** The thinking, when the rendered prompt ends inside an open `<think>` (a thinking
+   *  template's generation prompt: Qwen3.5's with `enable_thinking` on, its default): the text
+   *  before `</think>`, trimmed (all of it when the reply never closed the block); undefined
+   *  otherwise. A required tool call or a responseFormat constrains only what follows the
+   *  thinking (free text, then `\n</think>\n\n`), so the model may think first and the
+   *  template's rendering of the turn is the model's own tokens. */
+  reasoning?: string;
   /** Tool calls read from the reply in the template's format (see ChatRequest.toolChoice). */
   toolCalls: ToolCall[];
 }
@@ -213,6 +222,9 @@ export interface ChatCompletionRequest {
   /** See ChatRequest.toolChoice. */
   tool_choice?: ToolChoice | null;
   parallel_tool_calls?: boolean | null;
+  /** Variables for the chat template (vLLM's and SGLang's extension; ChatRequest.templateArgs),
+   *  e.g. `{ enable_thinking: false }`. */
+  chat_template_kwargs?: Record<string, unknown> | null;
   /** JSON valid under a schema, any JSON object, or (webmamba's) a regex's match: enforced on
    *  every token. */
   response_format?: ResponseFormat;
@@ -236,7 +248,9 @@ export interface ChatCompletion {
   model: string;
   choices: {
     index: number;
-    message: { role: 'assistant'; content: string | null; tool_calls?: ChatCompletionToolCall[] };
+    /** reasoning_content: the turn's thinking (ChatTurn.reasoning), where there is some; sent
+     *  back in the conversation, the template reads it from there. */
+    message: { role: 'assistant'; content: string | null; reasoning_content?: string; tool_calls?: ChatCompletionToolCall[] };
     finish_reason: 'stop' | 'length' | 'tool_calls';
     logprobs: null;
   }[];
@@ -251,8 +265,9 @@ export interface ChatCompletionChunk {
   choices: {
     index: number;
     /** With tools, text from a call's opening tag on is held back; the calls come whole in one
-     *  delta before the last chunk. */
-    delta: { role?: 'assistant'; content?: string; tool_calls?: (ChatCompletionToolCall & { index: number })[] };
+     *  delta before the last chunk. Thinking comes as reasoning_content before the content,
+     *  trimmed as ChatTurn.reasoning is. */
+    delta: { role?: 'assistant'; content?: string; reasoning_content?: string; tool_calls?: (ChatCompletionToolCall & { index: number })[] };
     finish_reason: 'stop' | 'length' | 'tool_calls' | null;
     logprobs: null;
   }[];
@@ -484,7 +499,7 @@ export declare class Session {
   /** One chat turn: renders `request.messages` with the chat template and its generation
    *  prompt, feeds only what extends the history (the previous reply is already there, as the
    *  model's own tokens) and generates to an end-of-turn token. */
-  chat(request: ChatRequest, onToken?: (text: string, id: number) => void): Promise<ChatTurn>;
+  chat(request: ChatRequest, onToken?: (text: string, id: number, thinking?: boolean) => void): Promise<ChatTurn>;
   /** Stops a running generate or stream after the current token. */
   stop(): void;
   tokens(): Uint32Array;
@@ -547,7 +562,7 @@ export declare class WorkerSession {
   rewind(length: number): Promise<Outcome>;
   generate(options?: GenerateOptions, onToken?: (text: string, id: number) => void): Promise<string>;
   stream(options?: GenerateOptions): AsyncIterableIterator<TokenPiece>;
-  chat(request: ChatRequest, onToken?: (text: string, id: number) => void): Promise<ChatTurn>;
+  chat(request: ChatRequest, onToken?: (text: string, id: number, thinking?: boolean) => void): Promise<ChatTurn>;
   stop(): void;
   tokens(): Promise<Uint32Array>;
   text(): Promise<string>;

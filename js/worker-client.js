@@ -69,7 +69,7 @@ class Channel {
     worker.onmessageerror = fail('sent a message that could not be read');
   }
 
-  receive({ call, ok, value, error, event, text, id, progress }) {
+  receive({ call, ok, value, error, event, text, id, thinking, progress }) {
     const p = this.pending.get(call);
     if (!p) return;
     if (event === 'progress') {
@@ -82,7 +82,7 @@ class Channel {
     }
     if (event === 'token') {
       try {
-        p.options?.onToken?.(text, id);
+        p.options?.onToken?.(text, id, thinking);
       } catch (e) {
         console.error('webmamba: onToken threw:', e); // as in-page: the generation stops there
         this.post({ op: 'stop', id: p.session });

@@ -3,7 +3,7 @@
 // streams) under ids the page chose, calls their methods as the page asks, and answers each
 // call once: { call, ok: true, value } or { call, ok: false, error: { name, code, message } }.
 // Between the call and its answer it may post events for that call: { call, event: 'token',
-// text, id } (onToken) and { call, event: 'progress', progress } (onProgress). A message
+// text, id, thinking } (onToken) and { call, event: 'progress', progress } (onProgress). A message
 // { abort: key } fires the AbortSignal the worker made for a call (`call N`: a load or a
 // generate) or a stream (`stream N`).
 // Nothing here decides anything about the model: every rule lives in the wasm module.
@@ -73,7 +73,7 @@ function options(call, o, key) {
   if (o === null || typeof o !== 'object' || typeof o.relay !== 'object') return o;
   const { relay, ...out } = o;
   if (relay.progress) out.onProgress = (progress) => postMessage({ call, event: 'progress', progress });
-  if (relay.token) out.onToken = (text, id) => postMessage({ call, event: 'token', text, id });
+  if (relay.token) out.onToken = (text, id, thinking) => postMessage({ call, event: 'token', text, id, thinking });
   if (relay.signal) {
     const controller = controllers.get(key) ?? new AbortController();
     controllers.set(key, controller);

@@ -8,7 +8,7 @@
 
 use serde_json::{Value, json};
 use webmamba::chat::constraint::{Format, Grammars};
-use webmamba::chat::{Arguments, ChatTemplate, ToolCall, ToolSyntax};
+use webmamba::chat::{Arguments, ChatTemplate, ToolCall, ToolSyntax, reasoning};
 
 #[path = "../src/bin/webmamba/default_model.rs"]
 #[allow(dead_code)]
@@ -259,5 +259,52 @@ both! {
             let e = g.1.constraint(&Format::Lark(s.grammar(&bad, None, false).unwrap())).err().map(|e| e.to_string());
             assert!(e.as_deref().is_some_and(|e| e.contains("lookup")), "{e:?}");
         }
+    }
+
+    /// Qwen3.5 with thinking on (its default): the generation prompt opens `<think>`, so a
+    /// required call comes after free thinking and `\n</think>\n\n`; the reply splits into the
+    /// reasoning and the call, and the template renders that message back (reasoning_content,
+    /// tool_calls) as exactly the prompt and the model's text — so the next turn reuses them.
+    fn qwen35_thinking_then_a_required_call() {
+        let (t, s) = qwen35();
+        let g = setup();
+        let ask = json!({ "messages": [{ "role": "user", "content": "Go." }], "tools": tools() });
+        let prompt = t.render_prompt(&ask.to_string()).unwrap();
+        assert!(reasoning::opens_thinking(&prompt), "{prompt:?}");
+        let mut off = ask.clone();
+        off["enable_thinking"] = false.into();
+        assert!(!reasoning::opens_thinking(&t.render_prompt(&off.to_string()).unwrap()));
+
+        let format = Format::AfterThinking(Box::new(Format::Lark(s.grammar(&tools(), None, false).unwrap())));
+        let takes = |text: &str| {
+            let mut k = g.1.constraint(&format).unwrap();
+            k.replay(&g.0.encode(text, false).unwrap()).is_ok() && (k.is_stopped() || k.allowed().is_ok_and(|m| m.allows(0)))
+        };
+        let the_call = "<tool_call>\n<function=get_weather>\n<parameter=city>\nRome\n</parameter>\n</function>\n</tool_call>";
+        for thought in ["", "Rome, then.", "Two <b>lines</b>\nof thought."] {
+            let reply = format!("{thought}\n</think>\n\n{the_call}");
+            assert!(takes(&reply), "{reply:?}");
+            let (r, answer) = reasoning::split(&reply);
+            assert_eq!(r, thought);
+            let parsed = s.parse_with(answer, Some(&tools()));
+            assert_eq!((parsed.content.as_str(), parsed.calls.clone()), ("", vec![call("get_weather", json!({ "city": "Rome" }))]));
+            // The message sent back as OpenAI-compatible servers return it.
+            let mut back = ask.clone();
+            back["messages"].as_array_mut().unwrap().push(json!({ "role": "assistant", "content": "", "reasoning_content": r,
+                "tool_calls": [{ "type": "function", "function": { "name": "get_weather", "arguments": { "city": "Rome" } } }] }));
+            let again = t.render(&back.to_string()).unwrap();
+            assert!(again.starts_with(&format!("{prompt}{reply}")), "{again:?}");
+        }
+        // The call must come after the thinking, and nothing but a call after it.
+        assert!(!takes(the_call));
+        assert!(!takes(&format!("Hmm.\n</think>\n\nSunny. {the_call}")));
+        // A response_format after thinking too.
+        let json_after = Format::AfterThinking(Box::new(Format::JsonObject));
+        let mut k = g.1.constraint(&json_after).unwrap();
+        assert!(k.replay(&g.0.encode("Braces.\n</think>\n\n{\"a\":1}", false).unwrap()).is_ok());
+        // JSON at once is thinking still: the reply may not end there.
+        let mut k = g.1.constraint(&json_after).unwrap();
+        k.replay(&g.0.encode("{\"a\":1}", false).unwrap()).unwrap();
+        assert!(!k.is_stopped() && !k.allowed().unwrap().allows(0));
     }
 }

@@ -39,6 +39,9 @@ pub enum Format {
     /// A grammar in llguidance's Lark dialect (a required tool call:
     /// [`crate::chat::ToolSyntax::grammar`]).
     Lark(String),
+    /// The format after free thinking that ends with `\n</think>\n\n`, for a prompt that
+    /// leaves the reply inside a think block ([`crate::chat::reasoning`]).
+    AfterThinking(Box<Format>),
 }
 
 /// `schema` as it is compiled: rewritten for `strict`, and refused (`InvalidInput`, the
@@ -86,6 +89,10 @@ impl Grammars {
     /// all, is `InvalidInput` ([`Error::Grammar`]: a sentence naming what and where, the
     /// engine's text in `detail`); so is a schema [`prepare`] refuses.
     pub fn constraint(&self, format: &Format) -> Result<Constraint> {
+        let (format, thinking) = match format {
+            Format::AfterThinking(inner) => (inner.as_ref(), true),
+            other => (other, false),
+        };
         // JSON without free whitespace (llguidance's default lets a model pad it forever):
         // `x-guidance` in the schema overrides it.
         let compact = |mut schema: serde_json::Value| {
@@ -109,7 +116,11 @@ impl Grammars {
             Format::Lark(lark) => {
                 ("tools: the tool-call grammar".into(), None, TopLevelGrammar::from_lark(lark.clone()))
             }
+            Format::AfterThinking(_) => {
+                return Err(Error::InvalidInput("structured output: thinking within thinking".into()));
+            }
         };
+        let grammar = if thinking { super::reasoning::after_thinking(grammar) } else { grammar };
         // A tool-call grammar's error names a line: the tool whose parameters it compiles.
         let refused = |raw: String| {
             let tool = match format {

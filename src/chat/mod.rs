@@ -4,13 +4,14 @@
 //! turns that read only their new tokens ([`ChatHistory`]); structured output
 //! ([`constraint`]: JSON schemas and regexes as token masks, llguidance; `strict` as a
 //! rewrite of the schema, its errors as sentences); tool calls in the template's own format
-//! ([`ToolSyntax`]).
+//! ([`ToolSyntax`]); thinking before the answer ([`reasoning`]).
 
 mod config;
 pub mod constraint;
 mod endless;
 mod grammar_error;
 mod pyjson;
+pub mod reasoning;
 mod strict;
 mod template;
 pub(crate) mod template_memory;

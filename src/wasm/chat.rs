@@ -6,7 +6,8 @@
 use js_sys::{Array, JSON};
 use wasm_bindgen::prelude::*;
 
-use crate::chat::{Arguments, ChatTemplate, ToolReply, ToolSyntax};
+use crate::chat::constraint::Format;
+use crate::chat::{Arguments, ChatTemplate, ToolReply, ToolSyntax, reasoning};
 use crate::error::{Error, Result};
 use crate::session::Runtime;
 use crate::wasm::chat_tools::{ToolChoice, calls_to_js, tool_choice, tool_format};
@@ -38,8 +39,14 @@ pub struct ChatTurn {
     /// `"tool_calls"` (the reply called tools).
     #[wasm_bindgen(js_name = finishReason)]
     pub finish_reason: String,
-    /// The reply without its tool calls (`text` when it made none).
+    /// The reply without its tool calls (`text` when it made none), and without its thinking
+    /// when the prompt opened a think block (after `</think>`, leading newlines dropped).
     pub content: String,
+    /// The thinking, when the prompt left the reply inside a think block (a thinking template's
+    /// generation prompt: Qwen3.5's with `enable_thinking` on, its default): the text before
+    /// `</think>`, trimmed; all of it when the reply never closed the block. `undefined`
+    /// otherwise.
+    pub reasoning: Option<String>,
     /// The tool calls read from the reply in the template's format: `[{ name, arguments }]`,
     /// arguments as the JSON text the model wrote (empty without tools or with toolChoice
     /// `"none"`).
@@ -220,10 +227,14 @@ impl Session {
         }
         self.promise(async move |rt: &mut Runtime, shared: &Shared, id| {
             let (ctx, tools) = context(&request)?;
-            let options = GenerateConfig::parse(&request, &on_token)?;
+            let mut options = GenerateConfig::parse(&request, &on_token)?;
             let choice = tool_choice(&request, tools)?;
             let template = template(shared, &request, tools)?;
             let rendered = template.render_prompt(&with_calls(&template, &ctx)?)?;
+            // A reply that begins inside a think block: its thinking is free, a constraint
+            // applies after it, and it is split off the content.
+            let thinking = reasoning::opens_thinking(&rendered);
+            options.thinking = thinking;
             let syntax = match choice {
                 ToolChoice::None => None,
                 _ => ToolSyntax::from_template(&template),
@@ -235,7 +246,10 @@ impl Session {
                             "responseFormat and a required tool call cannot both constrain one reply".into(),
                         ));
                     }
-                    (a, b) => a.or(b),
+                    (a, b) => a.or(b).map(|f| match thinking {
+                        true => Format::AfterThinking(Box::new(f)),
+                        false => f,
+                    }),
                 };
             let tokenizer = shared.tokenizer()?;
             let before = rt.history(id)?.to_vec();
@@ -256,13 +270,20 @@ impl Session {
             }
             let text = ran?;
             let n = target.tokens.len();
+            let (thought, answer) = match thinking {
+                true => {
+                    let (r, a) = reasoning::split(&text);
+                    (Some(r), a)
+                }
+                false => (None, text.as_str()),
+            };
             let reply = match &syntax {
                 // XML arguments typed by the tools' schemas.
                 Some(s) => {
                     let context = serde_json::from_str::<serde_json::Value>(&ctx).ok();
-                    s.parse_with(&text, context.as_ref().and_then(|c| c.get("tools")))
+                    s.parse_with(answer, context.as_ref().and_then(|c| c.get("tools")))
                 }
-                None => ToolReply { content: text.clone(), calls: Vec::new() },
+                None => ToolReply { content: answer.to_string(), calls: Vec::new() },
             };
             let finish = match () {
                 _ if !reply.calls.is_empty() => "tool_calls",
@@ -277,6 +298,7 @@ impl Session {
                 completion_tokens: generated.len() as u32,
                 finish_reason: finish.into(),
                 content: reply.content,
+                reasoning: thought,
                 tool_calls: calls_to_js(&reply.calls),
             })
         })

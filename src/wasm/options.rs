@@ -298,6 +298,9 @@ pub(crate) struct GenerateConfig {
     pub on_token: Option<Function>,
     /// Stops between tokens once aborted.
     pub signal: Option<web_sys::AbortSignal>,
+    /// onToken's third argument: a chat turn whose reply begins inside a think block
+    /// ([`crate::chat::reasoning::opens_thinking`]); false elsewhere.
+    pub thinking: bool,
 }
 
 impl GenerateConfig {
@@ -320,7 +323,9 @@ impl GenerateConfig {
     /// signal fired.
     pub fn show(&self, stop: &std::cell::Cell<bool>, text: &str, token: u32) -> bool {
         let shown = match &self.on_token {
-            Some(f) if !text.is_empty() => f.call2(&JsValue::NULL, &text.into(), &token.into()).is_ok(),
+            Some(f) if !text.is_empty() => {
+                f.call3(&JsValue::NULL, &text.into(), &token.into(), &self.thinking.into()).is_ok()
+            }
             _ => true,
         };
         shown && !stop.get() && !self.aborted()
@@ -390,6 +395,6 @@ impl GenerateConfig {
                     .map_err(|v| args::wrong("options.signal", "an AbortSignal", &v))?,
             ),
         };
-        Ok(Self { max_tokens, sampling, seed, stop, stop_at_eos, on_token, signal })
+        Ok(Self { max_tokens, sampling, seed, stop, stop_at_eos, on_token, signal, thinking: false })
     }
 }

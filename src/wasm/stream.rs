@@ -145,7 +145,13 @@ async fn next(
     };
     if let Some(f) = &p.options.on_token
         && !piece.text.is_empty()
-        && f.call2(&JsValue::NULL, &piece.text.as_str().into(), &piece.token.into()).is_err()
+        && f.call3(
+            &JsValue::NULL,
+            &piece.text.as_str().into(),
+            &piece.token.into(),
+            &p.options.thinking.into(),
+        )
+        .is_err()
     {
         p.generation.stop(false);
     }

@@ -31,6 +31,9 @@
 //     response_format json_schema (seeded samples that parse and follow the schema); tools:
 //     tool_choice "required" gives a valid call in tool_calls, which sent back with the tool's
 //     result prefills only glue and result; a named call streamed as one delta.tool_calls;
+//     Qwen3.5's template on the same model: a required call in its XML format (thinking off
+//     by chat_template_kwargs) reads back and, sent back, prefills only glue and result; with
+//     thinking on, a reply cut inside the think block is all reasoning_content, streamed too;
 //     constrained text runs in free text's loop: aborted mid-way it rejects with the same
 //     name, code and message, and a stop string ends it where it begins.
 import { readFileSync } from 'node:fs';
@@ -426,6 +429,24 @@ async function chat(page, worker) {
     out.tools.refused = [await code(() => model.chat.completions.create({ messages: q, tool_choice: 'required' })),
       await code(() => model.chat.completions.create({ messages: q, tools, tool_choice: 'required', response_format: { type: 'json_object' } })),
       await code(() => model.chat.completions.create({ messages: q, tools, tool_choice: { type: 'function', function: { name: 'nope' } } }))];
+    // Qwen3.5's template on the same model: XML-style calls, and thinking (on by default).
+    step('qwen3.5');
+    const qm = await Model.fromUrl('/chat-model-qwen35/', { backend: 'cpu', cache: false, worker });
+    const off = { enable_thinking: false };
+    const q35 = await qm.chat.completions.create({ messages: q, tools, tool_choice: 'required', parallel_tool_calls: false, max_tokens: 160, temperature: 1, seed: 5, chat_template_kwargs: off });
+    const m35 = q35.choices[0].message;
+    out.qwen35 = { format: qm.toolCallFormat, finish: q35.choices[0].finish_reason, message: m35 };
+    const back35 = [...q, m35, { role: 'tool', tool_call_id: m35.tool_calls?.[0]?.id, content: '{"temperature": 21}' }];
+    const after35 = await qm.chat.completions.create({ messages: back35, tools, max_tokens: 4, temperature: 0, chat_template_kwargs: off });
+    out.qwen35.back = { usage: after35.usage,
+      glue: (await qm.encode('<|im_end|>\n<|im_start|>user\n<tool_response>\n{"temperature": 21}\n</tool_response><|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n')).length };
+    // Thinking on: this model never closes the block, so 12 tokens are all reasoning.
+    const thought = await qm.chat.completions.create({ messages: q, max_tokens: 12, temperature: 1, seed: 7 });
+    out.qwen35.thought = { message: thought.choices[0].message, finish: thought.choices[0].finish_reason };
+    const parts = [];
+    for await (const c of await qm.chat.completions.create({ messages: q, max_tokens: 12, temperature: 1, seed: 7, stream: true })) parts.push(c.choices[0].delta);
+    out.qwen35.streamed = parts;
+    qm.free();
     try { await model.chat.completions.create({ messages: ask, response_format: { type: 'xml' } }); out.format = 'accepted'; } catch (e) { out.format = e.code; }
     try { await s.chat({ messages: [], chatTemplate: '{{ raise_exception("no") }}' }); out.raised = 'accepted'; } catch (e) { out.raised = `${e.code}: ${e.message}`; }
     model.free();
@@ -490,11 +511,33 @@ async function chat(page, worker) {
   `chat.completions.create stream${w}: a named tool call comes as one delta.tool_calls, no content (${JSON.stringify(withCalls.map((c) => c.delta.tool_calls))})`);
   check(JSON.stringify(t.refused) === '["InvalidInput","InvalidInput","InvalidInput"]',
     `chat.completions.create${w}: tool_choice without tools, with response_format, naming no tool: ${t.refused}`);
+  const added = (c) => {
+    try {
+      const a = JSON.parse(c.function.arguments);
+      return c.type === 'function' && c.function.name === 'add' && Object.keys(a).every((k) => k === 'a') && (a.a === undefined || Number.isInteger(a.a));
+    } catch { return false; }
+  };
+  const qw = r.qwen35;
+  const c35 = qw.message.tool_calls?.[0];
+  check(qw.format?.arguments === 'xml' && qw.finish === 'tool_calls' && qw.message.content === null && qw.message.reasoning_content === undefined
+    && qw.message.tool_calls.length === 1 && (weather(c35) || added(c35)),
+  `chat.completions.create${w}: Qwen3.5's template (thinking off by chat_template_kwargs): a required call in its XML format reads back as ${JSON.stringify(qw.message.tool_calls)} (${qw.finish})`);
+  const u35 = qw.back.usage;
+  check(u35.prompt_tokens - u35.prompt_tokens_details.cached_tokens === qw.back.glue,
+    `chat.completions.create${w}: Qwen3.5's XML call sent back with the result prefills only ${u35.prompt_tokens - u35.prompt_tokens_details.cached_tokens} tokens (glue and result: ${qw.back.glue}) of ${u35.prompt_tokens}`);
+  const tm = qw.thought.message;
+  const streamedReasoning = qw.streamed.map((d) => d.reasoning_content ?? '').join('');
+  check(qw.thought.finish === 'length' && tm.content === '' && typeof tm.reasoning_content === 'string' && tm.reasoning_content.length > 0
+    && tm.reasoning_content === tm.reasoning_content.trim(),
+  `chat.completions.create${w}: Qwen3.5 thinking (its default): a reply cut inside the think block is all reasoning_content (${JSON.stringify(tm.reasoning_content)}), content ''`);
+  check(streamedReasoning === tm.reasoning_content && qw.streamed.every((d) => !d.content),
+    `chat.completions.create stream${w}: the same reply streams as delta.reasoning_content (${qw.streamed.filter((d) => d.reasoning_content).length} deltas), no content`);
   check(r.raised.startsWith('Template: ') && r.raised.includes('no'), `chat${w}: the template's raise_exception is a Template error (${r.raised})`);
 }
 
 const server = await serve('tests/browser', 0,
-  { mounts: { '/pkg/': process.env.WEBMAMBA_PKG ?? 'www/pkg', '/models/': 'www/models', '/fixtures/': 'tests/fixtures', '/chat-model/': writeChatModel() } });
+  { mounts: { '/pkg/': process.env.WEBMAMBA_PKG ?? 'www/pkg', '/models/': 'www/models', '/fixtures/': 'tests/fixtures', '/chat-model/': writeChatModel(),
+    '/chat-model-qwen35/': writeChatModel('chat-model-qwen35', 'qwen3.5') } });
 const base = `http://127.0.0.1:${server.address().port}`;
 try {
   await runEngines('api', base, async ({ page, webgpu, check: engineCheck }) => {
