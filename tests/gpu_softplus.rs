@@ -13,6 +13,7 @@ use webmamba::gpu::GpuContext;
 const SHADERS: &[(&str, &str)] = &[
     ("decode_scan", include_str!("../shaders/decode_scan.wgsl")),
     ("delta_prep", include_str!("../shaders/delta_prep.wgsl")),
+    ("delta_step", include_str!("../shaders/delta_step.wgsl")),
     ("gemv", include_str!("../shaders/gemv.wgsl")),
     ("gemv_coalesced", include_str!("../shaders/gemv_coalesced.wgsl")),
     ("linear", include_str!("../shaders/linear.wgsl")),

@@ -84,26 +84,42 @@ fn every_params_struct_matches_its_rust_struct() {
         delta_chunks::DeltaChunksParams,
         [conv_dim, k_heads, k_dim, v_dim, v_heads, xz_stride, beta_at, _pad]
     );
-    for shader in ["delta_state", "delta_step"] {
-        params!(
-            shader,
-            delta_state::DeltaStateParams,
-            [
-                conv_dim,
-                k_heads,
-                k_dim,
-                v_dim,
-                v_heads,
-                xz_stride,
-                c_at,
-                state_offset,
-                map_len,
-                slot_len,
-                slot_ssm_at,
-                _pad
-            ]
-        );
-    }
+    params!(
+        "delta_state",
+        delta_state::DeltaStateParams,
+        [
+            conv_dim,
+            k_heads,
+            k_dim,
+            v_dim,
+            v_heads,
+            xz_stride,
+            c_at,
+            state_offset,
+            map_len,
+            slot_len,
+            slot_ssm_at,
+            _pad
+        ]
+    );
+    params!(
+        "delta_step",
+        delta_step::DeltaStepParams,
+        [
+            conv_dim,
+            k_heads,
+            k_dim,
+            v_dim,
+            v_heads,
+            xz_stride,
+            beta_at,
+            state_offset,
+            map_len,
+            slot_len,
+            slot_ssm_at,
+            scale
+        ]
+    );
     params!(
         "short_conv",
         short_conv::ShortConvParams,
@@ -451,6 +467,8 @@ fn shared_constants_have_one_value() {
         constant("delta_step", "PER_LANE") * constant("delta_step", "LANES"),
         constant("delta_step", "DK_MAX")
     );
+    // delta_step sums q's and k's squares with one entry per invocation.
+    assert!(constant("delta_step", "WG") >= constant("delta_step", "DK_MAX"));
     assert_eq!(constant("decode_in_proj", "K_MAX") as usize, conv1d_silu::K_MAX);
     assert_eq!(constant("decode_in_proj", "OUT"), decode_in_proj::OUTPUTS_PER_LANE_GROUP);
     assert_eq!(constant("decode_in_proj", "BIAS"), decode_in_proj::BIAS);

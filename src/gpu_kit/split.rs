@@ -110,6 +110,9 @@ impl SplitMatrix {
 pub(crate) enum Destination<'a> {
     /// The rows of a weight matrix, in its format.
     Matrix(&'a SplitMatrix),
+    /// The rows of a weight matrix from row `at` on: one of several tensors gathered into one
+    /// matrix ([`Alloc::gathered`]).
+    Rows { matrix: &'a SplitMatrix, at: usize },
     /// A matrix's bias.
     Bias(&'a SplitMatrix),
     /// f32 values at `at` floats into `buffer`; as A = −exp(A_log) where `neg_exp`.
@@ -153,6 +156,37 @@ impl Alloc<'_> {
     pub(crate) fn matrix(&self, label: &str, shape: (usize, usize), bias: bool) -> Result<SplitMatrix> {
         let label = format!("layers.{}.{label}", self.layer);
         SplitMatrix::allocate(self.ctx, &label, shape, (self.format, self.max_binding), bias)
+    }
+
+    /// One matrix holding the rows of several tensors of `cols` columns, one after another
+    /// (`rows` each: tensors a block multiplies by the same input as one matmul), and each
+    /// tensor's first row ([`Destination::Rows`]). Its format is one every tensor's rows can be
+    /// written into at their offsets: q4 of a half group per row packs rows in pairs, so where
+    /// a tensor has an odd number of rows such a matrix falls back as an odd-rowed one would.
+    pub(crate) fn gathered(
+        &self,
+        label: &str,
+        rows: &[usize],
+        cols: usize,
+    ) -> Result<(SplitMatrix, Vec<usize>)> {
+        let odd = rows.iter().any(|r| r % 2 == 1);
+        let format = self.format.for_shape(if odd { 1 } else { 2 }, cols);
+        let label = format!("layers.{}.{label}", self.layer);
+        let m = SplitMatrix::allocate(
+            self.ctx,
+            &label,
+            (rows.iter().sum(), cols),
+            (format, self.max_binding),
+            false,
+        )?;
+        let starts = rows
+            .iter()
+            .scan(0, |at, r| {
+                *at += r;
+                Some(*at - r)
+            })
+            .collect();
+        Ok((m, starts))
     }
 
     /// Whether the checkpoint has this layer's `part` (an optional bias).

@@ -46,6 +46,7 @@ impl Sink for Upload<'_> {
         let piece = (first_row, bytes, t.row_bytes());
         let pieces = match &destination {
             Some(Destination::Matrix(m)) => vec![(*m, first_row, bytes)],
+            Some(Destination::Rows { matrix, at }) => vec![(*matrix, at + first_row, bytes)],
             Some(Destination::Stacked(stack)) => deal(stack, stack[0].rows(), piece),
             Some(Destination::Dealt { matrices, block }) => deal(matrices, *block, piece),
             _ => Vec::new(),
@@ -62,7 +63,12 @@ impl Sink for Upload<'_> {
             }
         }
         match destination {
-            Some(Destination::Matrix(_) | Destination::Stacked(_) | Destination::Dealt { .. }) => {}
+            Some(
+                Destination::Matrix(_)
+                | Destination::Rows { .. }
+                | Destination::Stacked(_)
+                | Destination::Dealt { .. },
+            ) => {}
             // Small tensors: f32, written where their rows go.
             Some(Destination::Bias(m)) => m.write_bias(ctx, &to_f32(t.dtype, bytes)),
             Some(Destination::DealtBias { matrices, block }) => {

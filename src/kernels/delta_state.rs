@@ -27,7 +27,7 @@ pub(crate) const BINDINGS: &[Binding] = &[
     Binding::read_write(8, "capture"),   // (T_max) map, then (captures, slot_len) slots
 ];
 
-/// `Params` of delta_state and delta_step (whose `c_at` is `beta_at`: β, then g).
+/// `Params` of delta_state.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct DeltaStateParams {
@@ -43,7 +43,7 @@ pub struct DeltaStateParams {
     pub v_heads: u32,
     /// Floats per row of xz.
     pub xz_stride: u32,
-    /// Column of c (H_v) in a row of xz (delta_step: of β, g following).
+    /// Column of c (H_v) in a row of xz.
     pub c_at: u32,
     /// This layer's state (H_v, d_v, d_k) in the SSM state buffer.
     pub state_offset: u32,

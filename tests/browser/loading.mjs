@@ -44,12 +44,12 @@
 //      --q4-grid`, 2 shards) with a vision tower in its files as the Hub's have one
 //      (tools/fixtures/add_vision_tower.py: HF's own tensor names and shapes; needs a python with
 //      transformers 5.25, WEBMAMBA_PYTHON, default `python3`) by Model.fromUrl on the GPU with
-//      weights "q4": the tower's bytes are not downloaded (server byte count), wasm memory <= 256
+//      weights "q4": none of the tower's bytes is downloaded (the server's answered ranges), wasm memory <= 256
 //      MiB, a 300-token prefill (five DeltaNet chunks, two forward chunks) and 4 decode steps
 //      give the native CPU reference's logits within 1e-4.
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { copyFileSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { closeSync, copyFileSync, existsSync, mkdirSync, openSync, readFileSync, readSync, statSync, writeFileSync } from 'node:fs';
 import { serve } from '../../scripts/serve.mjs';
 import { hashCost } from './hash-cost.mjs';
 import { runEngines } from './harness.mjs';
@@ -466,10 +466,13 @@ async function bigAgainstCpu(page, base, { label, shape, extra = [], shards, wei
     writeFileSync(`${dir}/vision.json`, out.trim().split('\n').pop());
   }
   const sentBefore = vision ? weightBytesSent(vision.server, `/big/${name}/`) : 0;
+  const logBefore = vision ? vision.server.log.length : 0;
   const config = JSON.parse(readFileSync(`${dir}/config.json`, 'utf8'));
   // The prompt, then the decode steps' tokens: a fixed pseudo-random sequence.
   let x = 12345;
-  const ids = Array.from({ length: prompt + steps }, () => { x = (x * 1103515245 + 12345) % 2 ** 31; return x % config.vocab_size; });
+  // (A multimodal checkpoint's text model is config.text_config: Qwen3.5's.)
+  const vocab = config.vocab_size ?? config.text_config?.vocab_size;
+  const ids = Array.from({ length: prompt + steps }, () => { x = (x * 1103515245 + 12345) % 2 ** 31; return x % vocab; });
   const npy = `${dir}/cpu-logits-${ids.length}.npy`;
   if (!existsSync(npy)) {
     console.log(`loading: the CPU reference of the ${label} (${ids.length} positions) ...`);
@@ -525,8 +528,29 @@ async function bigAgainstCpu(page, base, { label, shape, extra = [], shards, wei
     const files = Object.values(JSON.parse(readFileSync(`${dir}/model.safetensors.index.json`, 'utf8')).weight_map);
     const total = [...new Set(files)].reduce((n, f) => n + statSync(`${dir}/${f}`).size, 0);
     const sent = weightBytesSent(vision.server, `/big/${name}/`) - sentBefore;
-    check(tower.tower_bytes > 0 && sent <= total - tower.tower_bytes,
-      `${label}: ${(sent / 1e9).toFixed(3)} GB of weight files sent of ${(total / 1e9).toFixed(3)} GB: the vision tower's ${(tower.tower_bytes / 1e6).toFixed(1)} MB (${tower.tower_tensors} tensors) not downloaded`);
+    // The tower's bytes in each answer, tensor by tensor (as [first, end) of its file).
+    let towerSent = 0;
+    let towerTotal = 0;
+    for (const f of new Set(files)) {
+      const file = `${dir}/${f}`;
+      const head = Buffer.alloc(8);
+      const fd = openSync(file, 'r');
+      readSync(fd, head, 0, 8, 0);
+      const len = Number(head.readBigUInt64LE(0));
+      const text = Buffer.alloc(len);
+      readSync(fd, text, 0, len, 8);
+      closeSync(fd);
+      const spans = Object.entries(JSON.parse(text.toString())).filter(([k]) => k.startsWith('model.visual.'))
+        .map(([, v]) => [8 + len + v.data_offsets[0], 8 + len + v.data_offsets[1]]);
+      towerTotal += spans.reduce((n, [a, b]) => n + b - a, 0);
+      const path = `/big/${name}/${f}`;
+      for (const e of vision.server.log.slice(logBefore).filter((e) => e.path === path && e.method === 'GET')) {
+        const a = e.status === 206 ? Number(/^bytes=(\d+)-/.exec(e.range)[1]) : 0;
+        towerSent += spans.reduce((n, [x, y]) => n + Math.max(0, Math.min(a + e.bytes, y) - Math.max(a, x)), 0);
+      }
+    }
+    check(tower.tower_bytes > 0 && towerTotal === tower.tower_bytes && towerSent === 0,
+      `${label}: ${towerSent} of the vision tower's ${towerTotal} bytes (${tower.tower_tensors} tensors) sent; ${(sent / 1e9).toFixed(3)} GB of the weight files' ${(total / 1e9).toFixed(3)} GB`);
   }
 }
 

@@ -1,9 +1,10 @@
-//! A Gated DeltaNet block on the GPU: in_proj_qkv, in_proj_z, in_proj_b and in_proj_a into
-//! the columns of one row per token (q ‖ k ‖ v ‖ z ‖ b ‖ a) → conv1d_silu over q ‖ k ‖ v →
-//! delta_prep (q, k normalised; β, g) → the recurrence: a prefill chunk of several tokens as
-//! delta_chunks + delta_state (the chunked WY form, checkpoints out of the same pass), a
-//! decode step as delta_step → the gated RMSNorm (rms_norm per head with the shared gain, then
-//! silu_gate) → out_proj onto the residual. Every buffer is bound by the name of the WGSL
+//! A Gated DeltaNet block on the GPU: in_proj_qkv, in_proj_z, in_proj_b and in_proj_a
+//! gathered into one matrix as they load, so one matmul writes a row per token (q ‖ k ‖ v ‖ z
+//! ‖ b ‖ a) → conv1d_silu over q ‖ k ‖ v → the recurrence: a prefill chunk of several tokens as
+//! delta_prep (q, k normalised; β, g) + delta_chunks + delta_state (the chunked WY form,
+//! checkpoints out of the same pass), a decode step as delta_step (prep and recurrence in one)
+//! → the gated RMSNorm (rms_norm per head with the shared gain, then silu_gate) → out_proj onto
+//! the residual: 6 dispatches per decode step. Every buffer is bound by the name of the WGSL
 //! global it feeds.
 
 use crate::blocks::delta_net::DeltaNet;
@@ -18,16 +19,19 @@ use crate::gpu_kit::split::{Alloc, Destination, SplitMatrix};
 use crate::kernels::delta_chunks::{self, CHUNK, DeltaChunksParams};
 use crate::kernels::delta_prep::{self, DeltaPrepParams};
 use crate::kernels::delta_state::{self, DK_MAX, DeltaStateParams};
+use crate::kernels::delta_step::DeltaStepParams;
 use crate::kernels::silu_gate::{self, SiluGateParams};
 use crate::kernels::{conv1d_silu, delta_step, linear, rms_norm};
 use crate::model::Part;
 
 /// A Gated DeltaNet block's weights on the GPU.
 pub(crate) struct GpuWeights {
-    qkv: SplitMatrix,      // (conv_dim, D): in_proj_qkv
-    z: SplitMatrix,        // (H_v·d_v, D): in_proj_z
-    b: SplitMatrix,        // (H_v, D): in_proj_b
-    a: SplitMatrix,        // (H_v, D): in_proj_a
+    /// (conv_dim + H_v·d_v + 2·H_v, D): in_proj_qkv ‖ in_proj_z ‖ in_proj_b ‖ in_proj_a
+    in_proj: SplitMatrix,
+    /// Each tensor's first row in in_proj: qkv, z, b, a.
+    at: Vec<usize>,
+    /// H_v: where dt_bias goes in a_dt.
+    v_heads: usize,
     conv: wgpu::Buffer,    // (conv_dim, K)
     a_dt: wgpu::Buffer,    // (2·H_v): A = −exp(A_log) ‖ dt_bias
     norm: wgpu::Buffer,    // (d_v): the gated RMSNorm's gain, shared by the heads
@@ -38,14 +42,15 @@ impl GpuParts for GpuWeights {
     /// Where the rows of tensor `part` go.
     fn destination(&self, part: Part) -> Option<Destination<'_>> {
         let vector = |buffer, at, neg_exp| Some(Destination::Vector { buffer, at, neg_exp });
+        let rows = |i: usize| Some(Destination::Rows { matrix: &self.in_proj, at: self.at[i] });
         match part {
-            Part::InProj => Some(Destination::Matrix(&self.qkv)),
-            Part::Gate => Some(Destination::Matrix(&self.z)),
-            Part::Beta => Some(Destination::Matrix(&self.b)),
-            Part::DtIn => Some(Destination::Matrix(&self.a)),
+            Part::InProj => rows(0),
+            Part::Gate => rows(1),
+            Part::Beta => rows(2),
+            Part::DtIn => rows(3),
             Part::Conv => vector(&self.conv, 0, false),
             Part::ALog => vector(&self.a_dt, 0, true),
-            Part::DtBias => vector(&self.a_dt, self.b.rows(), false),
+            Part::DtBias => vector(&self.a_dt, self.v_heads, false),
             Part::GatedNorm => vector(&self.norm, 0, false),
             Part::OutProj => Some(Destination::Matrix(&self.out_proj)),
             _ => None,
@@ -53,7 +58,7 @@ impl GpuParts for GpuWeights {
     }
 
     fn matrices(&self) -> Vec<&SplitMatrix> {
-        vec![&self.qkv, &self.z, &self.b, &self.a, &self.out_proj]
+        vec![&self.in_proj, &self.out_proj]
     }
 
     fn vectors(&self) -> Vec<&wgpu::Buffer> {
@@ -73,11 +78,12 @@ impl GpuKind for DeltaNet {
 
     fn allocate(&self, d: usize, a: &Alloc<'_>) -> Result<GpuWeights> {
         let (vw, hv) = (self.value_width(), self.v_heads);
+        let label = "linear_attn.in_proj_qkv,z,b,a";
+        let (in_proj, at) = a.gathered(label, &[self.conv_dim(), vw, hv, hv], d)?;
         Ok(GpuWeights {
-            qkv: a.matrix("linear_attn.in_proj_qkv", (self.conv_dim(), d), false)?,
-            z: a.matrix("linear_attn.in_proj_z", (vw, d), false)?,
-            b: a.matrix("linear_attn.in_proj_b", (hv, d), false)?,
-            a: a.matrix("linear_attn.in_proj_a", (hv, d), false)?,
+            in_proj,
+            at,
+            v_heads: hv,
             conv: a.vector("linear_attn.conv1d", self.conv_dim() * self.conv)?,
             a_dt: a.vector("linear_attn.A,dt_bias", 2 * hv)?,
             norm: a.vector("linear_attn.norm", self.v_dim)?,
@@ -130,7 +136,7 @@ impl GpuKind for DeltaNet {
         let specs = self.kernels(KvFormat::F32);
         let kernel = |name| cx.kernel(&specs, name);
         let u = |v: usize| v as u32;
-        let (d, cd, vw, hv) = (u(w.qkv.cols), u(self.conv_dim()), u(self.value_width()), u(self.v_heads));
+        let (d, cd, vw, hv) = (u(w.in_proj.cols), u(self.conv_dim()), u(self.value_width()), u(self.v_heads));
         let width = u(self.xz_width());
         let beta_at = cd + vw;
         let cap = &a.capture_layout;
@@ -143,10 +149,8 @@ impl GpuKind for DeltaNet {
             y_col,
             ..Default::default()
         };
-        let mut steps = Vec::new();
-        for (m, col) in [(&w.qkv, 0), (&w.z, cd), (&w.b, beta_at), (&w.a, beta_at + hv)] {
-            steps.push(Step::Linear(b.linear(m, &[("x", &a.x_norm), ("y", xz)], lin(d, width, col))?));
-        }
+        let mut steps =
+            vec![Step::Linear(b.linear(&w.in_proj, &[("x", &a.x_norm), ("y", xz)], lin(d, width, 0))?)];
         let conv = conv1d_silu::Conv1dParams {
             d_inner: cd,
             d_conv: u(self.conv),
@@ -183,7 +187,8 @@ impl GpuKind for DeltaNet {
             _pad: 0,
         };
         let prep_io = [("ud", ud), ("xz", xz), ("a_dt", &w.a_dt)];
-        steps.push(Step::Call(b.call(
+        // A prefill chunk's; a decode step's delta_step does this itself.
+        steps.push(Step::Bulk(b.call(
             kernel("delta_prep")?,
             &prep,
             &prep_io,
@@ -219,8 +224,21 @@ impl GpuKind for DeltaNet {
         let out = [("ssm_state", &s.ssm), ("y", y), ("capture", &a.capture)];
         let state_io = [&[("ud", ud), ("xz", xz), ("uw", uw), ("pmat", pmat)][..], &out].concat();
         steps.push(Step::Bulk(b.call(kernel("delta_state")?, &state, &state_io, groups)?));
-        let step = DeltaStateParams { c_at: beta_at, ..state };
-        let step_io = [&[("ud", ud), ("xz", xz)][..], &out].concat();
+        let step = DeltaStepParams {
+            conv_dim: cd,
+            k_heads,
+            k_dim,
+            v_dim,
+            v_heads: hv,
+            xz_stride: width,
+            beta_at,
+            state_offset: state.state_offset,
+            map_len,
+            slot_len,
+            slot_ssm_at: state.slot_ssm_at,
+            scale: prep.scale,
+        };
+        let step_io = [&[("ud", ud), ("xz", xz), ("a_dt", &w.a_dt)][..], &out].concat();
         steps.push(Step::Decode(b.call(kernel("delta_step")?, &step, &step_io, groups)?));
         // The gated RMSNorm: each head's d_v values by their own RMS, the shared gain, into ud;
         // then · silu(z).
