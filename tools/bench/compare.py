@@ -203,7 +203,7 @@ def main():
         subprocess.run(["cargo", "build", "--release", "--features", "cli"], cwd=ROOT, check=True)
     folder = model_dir(a.shape)
     config = json.loads((folder / "config.json").read_text())
-    vocab = config["vocab_size"]
+    vocab = config.get("vocab_size") or config["text_config"]["vocab_size"]  # Qwen3.5's: its text model's
     weight_bytes = (folder / "model.safetensors").stat().st_size  # f32: every weight is read once per token
     gguf = gguf_file(folder) if "llama.cpp" in engines else None
 
