@@ -44,6 +44,13 @@ pub enum Format {
     AfterThinking(Box<Format>),
 }
 
+impl Format {
+    /// Whether this is `inner` after thinking ([`Format::AfterThinking`]).
+    pub fn after_thinking_of(&self, inner: &Format) -> bool {
+        matches!(self, Format::AfterThinking(f) if f.as_ref() == inner)
+    }
+}
+
 /// `schema` as it is compiled: rewritten for `strict`, and refused (`InvalidInput`, the
 /// message starting with `what`) when `strict: true` meets an open object or a `$ref` recurses
 /// without a base case.

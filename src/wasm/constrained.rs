@@ -95,9 +95,10 @@ pub(crate) struct Guided<'a> {
 }
 
 impl<'a> Guided<'a> {
-    /// `generate`'s: continues the session's unfinished generation when it is `format`'s and
-    /// left exactly `history` (its tokens since its start replayed into the fresh constraint),
-    /// else begins at the history's end.
+    /// `generate`'s: continues the session's unfinished generation when it is `format`'s (or
+    /// a chat turn's `format` after thinking: it goes on as that) and left exactly `history`
+    /// (its tokens since its start replayed into the fresh constraint), else begins at the
+    /// history's end.
     pub(crate) fn resume(
         shared: &Shared,
         rt: &Runtime,
@@ -105,14 +106,17 @@ impl<'a> Guided<'a> {
         history: &[u32],
         unfinished: &'a RefCell<Option<Unfinished>>,
     ) -> Result<Self> {
-        let mut constraint = constraint(shared, rt, &format)?;
-        let start = match unfinished.borrow().as_ref() {
-            Some(u) if u.format == format && u.history == history => {
-                constraint.replay(&history[u.start..])?;
-                u.start
+        let continued = match unfinished.borrow().as_ref() {
+            Some(u)
+                if u.history == history && (u.format == format || u.format.after_thinking_of(&format)) =>
+            {
+                Some((u.format.clone(), u.start))
             }
-            _ => history.len(),
+            _ => None,
         };
+        let (format, start) = continued.unwrap_or((format, history.len()));
+        let mut constraint = constraint(shared, rt, &format)?;
+        constraint.replay(&history[start..])?;
         Ok(Self { format, constraint, start, unfinished })
     }
 

@@ -33,7 +33,8 @@
 //     result prefills only glue and result; a named call streamed as one delta.tool_calls;
 //     Qwen3.5's template on the same model: a required call in its XML format (thinking off
 //     by chat_template_kwargs) reads back and, sent back, prefills only glue and result; with
-//     thinking on, a reply cut inside the think block is all reasoning_content, streamed too;
+//     thinking on, a reply cut inside the think block is all reasoning_content, streamed too,
+//     and a JSON-constrained turn cut while thinking continues (generate) as thinking;
 //     constrained text runs in free text's loop: aborted mid-way it rejects with the same
 //     name, code and message, and a stop string ends it where it begins.
 import { readFileSync } from 'node:fs';
@@ -446,6 +447,13 @@ async function chat(page, worker) {
     const parts = [];
     for await (const c of await qm.chat.completions.create({ messages: q, max_tokens: 12, temperature: 1, seed: 7, stream: true })) parts.push(c.choices[0].delta);
     out.qwen35.streamed = parts;
+    // A constrained turn cut inside its thinking, continued by generate with the same
+    // responseFormat: it goes on as thinking (the JSON comes after </think>), not as JSON.
+    const sq = qm.newSession();
+    const cutTurn = await sq.chat({ messages: q, responseFormat: { type: 'json_object' }, maxTokens: 4, temperature: 1, seed: 3 });
+    const more = await sq.generate({ responseFormat: { type: 'json_object' }, maxTokens: 6, temperature: 1, seed: 4 });
+    out.qwen35.continued = { reasoning: cutTurn.reasoning, finish: cutTurn.finishReason, more };
+    sq.close();
     qm.free();
     try { await model.chat.completions.create({ messages: ask, response_format: { type: 'xml' } }); out.format = 'accepted'; } catch (e) { out.format = e.code; }
     try { await s.chat({ messages: [], chatTemplate: '{{ raise_exception("no") }}' }); out.raised = 'accepted'; } catch (e) { out.raised = `${e.code}: ${e.message}`; }
@@ -532,6 +540,9 @@ async function chat(page, worker) {
   `chat.completions.create${w}: Qwen3.5 thinking (its default): a reply cut inside the think block is all reasoning_content (${JSON.stringify(tm.reasoning_content)}), content ''`);
   check(streamedReasoning === tm.reasoning_content && qw.streamed.every((d) => !d.content),
     `chat.completions.create stream${w}: the same reply streams as delta.reasoning_content (${qw.streamed.filter((d) => d.reasoning_content).length} deltas), no content`);
+  const qc = qw.continued;
+  check(qc.finish === 'length' && qc.reasoning.length > 0 && qc.more.length > 0 && !qc.more.trimStart().startsWith('{'),
+    `session.chat + generate${w}: a Qwen3.5 turn constrained to JSON, cut inside its thinking (${JSON.stringify(qc.reasoning)}), continues as thinking: ${JSON.stringify(qc.more)}`);
   check(r.raised.startsWith('Template: ') && r.raised.includes('no'), `chat${w}: the template's raise_exception is a Template error (${r.raised})`);
 }
 
