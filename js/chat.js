@@ -24,6 +24,15 @@ function templateMessage(m) {
   };
 }
 
+/** Where `text` may be shown up to while `tag` could be beginning at its end: its length less
+ *  the longest end of it (after `from`) that begins `tag`; the next piece decides the rest. */
+function beforePartialTag(text, tag, from = 0) {
+  for (let k = Math.min(tag.length - 1, text.length - from); k > 0; k--) {
+    if (tag.startsWith(text.slice(text.length - k))) return text.length - k;
+  }
+  return text.length;
+}
+
 let callCounter = 0;
 
 /** OpenAI's tool_calls for a turn's calls (ids made here). */
@@ -118,12 +127,7 @@ async function create(model, r) {
     if (held) return '';
     let end = text.indexOf(open, shown);
     if (end >= 0) held = true;
-    else {
-      end = text.length;
-      for (let k = Math.min(open.length - 1, text.length - shown); k > 0; k--) {
-        if (open.startsWith(text.slice(text.length - k))) { end = text.length - k; break; }
-      }
-    }
+    else end = beforePartialTag(text, open, shown);
     const out = text.slice(shown, end);
     shown = end;
     return out;
@@ -137,20 +141,11 @@ async function create(model, r) {
   let thought = '';
   let thoughtShown = 0;
   let answerStarted = false;
-  const reasoningSoFar = (closedAt) => {
-    let end = closedAt ?? thought.length;
-    if (closedAt === undefined) {
-      for (let k = Math.min(CLOSE.length - 1, thought.length); k > 0; k--) {
-        if (CLOSE.startsWith(thought.slice(thought.length - k))) { end = thought.length - k; break; }
-      }
-    }
-    return thought.slice(0, end).trim();
-  };
   const reasoningPieces = [];
   const think = (piece) => {
     thought += piece;
     const at = thought.indexOf(CLOSE);
-    const visible = reasoningSoFar(at >= 0 ? at : undefined);
+    const visible = thought.slice(0, at >= 0 ? at : beforePartialTag(thought, CLOSE)).trim();
     if (visible.length > thoughtShown) reasoningPieces.push(visible.slice(thoughtShown));
     thoughtShown = visible.length;
     if (at < 0) return '';

@@ -128,6 +128,28 @@ function checkProgress(events, label, gpu = true) {
 const maxDiff = (a, b) => a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i])), 0);
 const weightBytesSent = (server, prefix) => [...server.sent].filter(([p]) => p.startsWith(prefix) && p.endsWith('.safetensors'))
   .reduce((n, [, b]) => n + b, 0);
+/** Each answer the server gave to a GET of `path` since its log entry `since`, as [first, end)
+ *  of the file. */
+const answered = (server, path, since) => server.log.slice(since).filter((e) => e.path === path && e.method === 'GET')
+  .map((e) => { const a = e.status === 206 ? Number(/^bytes=(\d+)-/.exec(e.range)[1]) : 0; return [a, a + e.bytes]; });
+/** Bytes of the [first, end) `ranges` inside the [first, end) `spans`. */
+const bytesIn = (ranges, spans) => ranges.reduce((n, [a, b]) => n + spans.reduce((m, [x, y]) => m + Math.max(0, Math.min(b, y) - Math.max(a, x)), 0), 0);
+/** The vision tower's tensors in safetensors file `file`, as [first, end) of the file (its
+ *  header only is read). */
+function towerSpans(file) {
+  const fd = openSync(file, 'r');
+  try {
+    const head = Buffer.alloc(8);
+    readSync(fd, head, 0, 8, 0);
+    const len = Number(head.readBigUInt64LE(0));
+    const text = Buffer.alloc(len);
+    readSync(fd, text, 0, len, 8);
+    return Object.entries(JSON.parse(text.toString())).filter(([k]) => k.startsWith('model.visual.'))
+      .map(([, v]) => [8 + len + v.data_offsets[0], 8 + len + v.data_offsets[1]]);
+  } finally {
+    closeSync(fd);
+  }
+}
 
 async function fixtures(page, base, webgpu) {
   for (const [name, files] of [
@@ -175,10 +197,8 @@ async function parts(page, server, base) {
   const r = reference(name);
   const hfLast = r.logits.slice(-(r.logits.length / r.ids.length));
   const file = readFileSync(`tests/fixtures/${name}/model.safetensors`);
-  const len = Number(file.readBigUInt64LE(0));
-  const header = JSON.parse(file.subarray(8, 8 + len).toString());
-  const vision = Object.entries(header).filter(([k]) => k.startsWith('model.visual.')).map(([, v]) => v.data_offsets);
-  const [from, to] = [8 + len + Math.min(...vision.map((o) => o[0])), 8 + len + Math.max(...vision.map((o) => o[1]))];
+  const vision = towerSpans(`tests/fixtures/${name}/model.safetensors`);
+  const [from, to] = [Math.min(...vision.map((o) => o[0])), Math.max(...vision.map((o) => o[1]))];
   const url = `${base}/fixtures/${name}/`;
   await page.evaluate((u) => window.webmamba.Model.clearCache(u), url);
   // A digest given for the file has it read whole, and checked.
@@ -190,10 +210,8 @@ async function parts(page, server, base) {
     const path = `${prefix}${name}/model.safetensors`;
     const start = server.log.length;
     const got = await probe(page, 'url', `${base}${prefix}${name}/`, { backend: 'cpu', ...options }, r.ids, r.promptIds, r.greedyIds.length);
-    // Each answer's bytes, as [first, end) of the file.
-    const sent = server.log.slice(start).filter((e) => e.path === path && e.method === 'GET')
-      .map((e) => { const a = e.status === 206 ? Number(/^bytes=(\d+)-/.exec(e.range)[1]) : 0; return [a, a + e.bytes]; });
-    const tower = sent.reduce((n, [a, b]) => n + Math.max(0, Math.min(b, to) - Math.max(a, from)), 0);
+    const sent = answered(server, path, start);
+    const tower = bytesIn(sent, [[from, to]]);
     const d = maxDiff(got.logits, hfLast);
     check(got.backend === 'cpu' && d <= 1e-4 && JSON.stringify(got.greedy) === JSON.stringify(r.greedyIds),
       `${name} (${label}): last logits vs HF max |diff| ${d.toExponential(2)}, HF's greedy tokens`);
@@ -532,22 +550,9 @@ async function bigAgainstCpu(page, base, { label, shape, extra = [], shards, wei
     let towerSent = 0;
     let towerTotal = 0;
     for (const f of new Set(files)) {
-      const file = `${dir}/${f}`;
-      const head = Buffer.alloc(8);
-      const fd = openSync(file, 'r');
-      readSync(fd, head, 0, 8, 0);
-      const len = Number(head.readBigUInt64LE(0));
-      const text = Buffer.alloc(len);
-      readSync(fd, text, 0, len, 8);
-      closeSync(fd);
-      const spans = Object.entries(JSON.parse(text.toString())).filter(([k]) => k.startsWith('model.visual.'))
-        .map(([, v]) => [8 + len + v.data_offsets[0], 8 + len + v.data_offsets[1]]);
+      const spans = towerSpans(`${dir}/${f}`);
       towerTotal += spans.reduce((n, [a, b]) => n + b - a, 0);
-      const path = `/big/${name}/${f}`;
-      for (const e of vision.server.log.slice(logBefore).filter((e) => e.path === path && e.method === 'GET')) {
-        const a = e.status === 206 ? Number(/^bytes=(\d+)-/.exec(e.range)[1]) : 0;
-        towerSent += spans.reduce((n, [x, y]) => n + Math.max(0, Math.min(a + e.bytes, y) - Math.max(a, x)), 0);
-      }
+      towerSent += bytesIn(answered(vision.server, `/big/${name}/${f}`, logBefore), spans);
     }
     check(tower.tower_bytes > 0 && towerTotal === tower.tower_bytes && towerSent === 0,
       `${label}: ${towerSent} of the vision tower's ${towerTotal} bytes (${tower.tower_tensors} tensors) sent; ${(sent / 1e9).toFixed(3)} GB of the weight files' ${(total / 1e9).toFixed(3)} GB`);
