@@ -404,7 +404,7 @@ export interface WebMambaError extends Error {
   name: 'WebMambaError' | 'AbortError';
   code:
     | 'NoAdapter' | 'DeviceRequest' | 'Gpu' | 'DeviceLost' | 'OutOfMemory' | 'LimitExceeded' | 'ContextFull'
-    | 'UnsupportedModel' | 'Config' | 'Safetensors' | 'MissingTensor' | 'ShapeMismatch'
+    | 'UnsupportedModel' | 'Config' | 'Safetensors' | 'Gguf' | 'MissingTensor' | 'ShapeMismatch'
     | 'UnsupportedDtype' | 'NonFiniteWeight' | 'NonFiniteOutput' | 'Tokenizer' | 'Template' | 'Io' | 'Integrity' | 'CacheBudget'
     | 'StateMismatch' | 'CorruptState' | 'Storage' | 'Busy' | 'NoSession' | 'InvalidInput'
     | 'Readback' | 'Aborted' | 'Worker' | 'Internal';

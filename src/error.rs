@@ -63,6 +63,16 @@ pub enum Error {
         reason: String,
     },
 
+    /// A GGUF file is malformed (bad magic or version, a size past a limit, tensors that
+    /// overlap or run past the end, metadata of the wrong type).
+    #[error("{file}: {reason}")]
+    Gguf {
+        /// The file's name.
+        file: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
     /// A tensor the model needs is not in the checkpoint.
     #[error("missing tensor {tensor} (looked in {file})")]
     MissingTensor {
@@ -266,6 +276,7 @@ impl Error {
             Error::Config(_) => "Config",
             Error::UnsupportedModel(_) => "UnsupportedModel",
             Error::Safetensors { .. } => "Safetensors",
+            Error::Gguf { .. } => "Gguf",
             Error::MissingTensor { .. } => "MissingTensor",
             Error::UnsupportedDtype { .. } => "UnsupportedDtype",
             Error::NonFiniteWeight { .. } => "NonFiniteWeight",

@@ -121,7 +121,7 @@ impl Files {
         }
     }
 
-    fn size(&self, name: &str) -> Result<u64> {
+    pub(crate) fn size(&self, name: &str) -> Result<u64> {
         match self {
             Files::Memory(_) => Ok(self.in_memory(name)?.len() as u64),
             #[cfg(not(target_arch = "wasm32"))]

@@ -6,6 +6,7 @@
 //!
 //! - [`spans`]: the bytes of each file a load reads (long runs of unused tensors are skipped);
 //! - [`stream`]: bytes → pieces of whole rows of each tensor → a [`stream::Sink`];
+//! - [`gguf`]: llama.cpp's GGUF files (header, metadata, ggml's block types);
 //! - [`files`]: the synchronous sources (memory, a folder);
 //! - [`host`]: the CPU backend's sink;
 //! - [`integrity`]: digests of the files read (SRI, the Hub's), checked as the bytes stream;
@@ -15,6 +16,7 @@
 //! The GPU's sink is `crate::gpu_model::upload`; the browser's sources are in `crate::wasm`.
 
 pub(crate) mod files;
+pub mod gguf;
 pub(crate) mod host;
 pub mod integrity;
 pub mod json_shape;

@@ -16,9 +16,10 @@ use std::ops::Range;
 use safetensors::Dtype;
 
 use crate::error::{Error, Result};
+use crate::load::gguf::dequant::dequantize;
 use crate::load::progress::{Phase, Reporter};
 use crate::load::spans::layout_spans;
-use crate::model::{Config, Layout, Planned};
+use crate::model::{Config, Layout, Planned, Stored};
 
 /// Bytes of source data gathered before they are handed on (rounded to whole rows, at least
 /// one row).
@@ -87,7 +88,16 @@ impl<'a> TensorStream<'a> {
                 self.tensor += 1;
                 self.rows_done = 0;
             }
-            let Some(entry) = header.tensors.get(self.tensor) else {
+            let entry = header.tensors.get(self.tensor);
+            if header.gguf && entry.is_none_or(|e| self.pos < e.start) {
+                // GGUF pads tensors apart to its alignment, and may end after the last one.
+                let to = entry.map_or(header.size - header.data_start, |e| e.start);
+                let take = ((to - self.pos) as usize).min(bytes.len());
+                self.pos += take as u64;
+                bytes = &bytes[take..];
+                continue;
+            }
+            let Some(entry) = entry else {
                 return Err(Error::Safetensors {
                     file: header.name.clone(),
                     reason: "more data than the header describes".into(),
@@ -105,7 +115,7 @@ impl<'a> TensorStream<'a> {
             if let Some(planned) = &self.layout.roles[self.file][self.tensor] {
                 self.staged.extend_from_slice(now);
                 let done = self.pos + take as u64 == entry.end;
-                if done || self.staged.len() >= PIECE_BYTES.max(2 * planned.row_bytes()) {
+                if done || self.staged.len() >= PIECE_BYTES.max(2 * planned.file_row_bytes()) {
                     self.hand_on(sink, planned, done)?;
                 }
             }
@@ -118,20 +128,21 @@ impl<'a> TensorStream<'a> {
 
     /// Hands the whole rows gathered so far (all of them when the tensor is `done`) to `sink`.
     fn hand_on(&mut self, sink: &mut dyn Sink, planned: &Planned, done: bool) -> Result<()> {
-        let row_bytes = planned.row_bytes().max(1);
+        let row_bytes = planned.file_row_bytes().max(1);
         // An even number of rows but at the tensor's end, so every piece starts at an even row
         // (q4's scales of a row may end mid-u32: `WeightFormat::for_shape`).
         let rows = self.staged.len() / row_bytes;
         let rows = if done { rows } else { rows & !1 };
         if rows > 0 {
-            let piece = &self.staged[..rows * row_bytes];
+            let decoded = planned.stored.map(|s| decode(s, &self.staged[..rows * row_bytes]));
+            let piece = decoded.as_deref().unwrap_or(&self.staged[..rows * row_bytes]);
             if let Some(i) = first_non_finite(planned.dtype, piece) {
                 return Err(Error::NonFiniteWeight {
                     tensor: planned.name.clone(),
                     index: (self.rows_done * planned.cols + i) as u64,
                 });
             }
-            sink.rows(planned, self.rows_done, &self.staged[..rows * row_bytes])?;
+            sink.rows(planned, self.rows_done, piece)?;
             self.rows_done += rows;
             self.staged.drain(..rows * row_bytes);
         }
@@ -216,6 +227,17 @@ impl<'a> TensorStream<'a> {
     pub(crate) fn reporter(&mut self) -> &mut Reporter {
         self.reporter
     }
+}
+
+/// A GGUF piece as f32 bytes: ggml's blocks decoded, and A_log = ln(−A) where the file holds
+/// llama.cpp's A = −exp(A_log).
+fn decode(stored: Stored, bytes: &[u8]) -> Vec<u8> {
+    let mut values = Vec::new();
+    dequantize(stored.ty, bytes, &mut values);
+    if stored.ln_neg {
+        values.iter_mut().for_each(|a| *a = (-*a).ln());
+    }
+    bytemuck::cast_slice(&values).to_vec()
 }
 
 /// The index of the first NaN or ±Inf among `bytes` (little-endian `dtype`: F32, F16 or BF16):

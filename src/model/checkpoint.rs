@@ -60,7 +60,37 @@ impl Checkpoint {
         Ok(Self { config, layout, tokenizer_json: None, chat, files })
     }
 
-    /// Opens a model folder: `config.json`, then `model.safetensors` if it exists, else
+    /// From a GGUF file in memory (`name` for errors): the config from its metadata, its
+    /// tensors under the names HF gives them.
+    pub fn from_gguf_bytes(name: &str, bytes: Vec<u8>) -> Result<Self> {
+        Self::from_gguf(Files::Memory(vec![(name.to_string(), bytes)]), name)
+    }
+
+    /// Opens a GGUF file.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn from_gguf_file(path: impl AsRef<std::path::Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let bad = |reason: &str| crate::error::Error::Io {
+            path: path.display().to_string(),
+            reason: reason.into(),
+        };
+        let name = path.file_name().and_then(|n| n.to_str()).ok_or_else(|| bad("not a file name"))?;
+        let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(".".as_ref());
+        Self::from_gguf(Files::Dir(dir.to_path_buf()), name)
+    }
+
+    fn from_gguf(files: Files, name: &str) -> Result<Self> {
+        use crate::load::gguf::open::{as_file_header, read_header};
+        let size = files.size(name)?;
+        let header = read_header(&files, name, size)?;
+        let (file, config_json) = as_file_header(name, size, &header)?;
+        let config = Config::from_json(&config_json)?;
+        let layout = Layout::new(&config, vec![file], None)?;
+        let chat = ChatConfig::from_files(None, None, None, Some(&config_json))?;
+        Ok(Self { config, layout, tokenizer_json: None, chat, files })
+    }
+
+    /// Opens a model folder (or a `.gguf` file: [`Checkpoint::from_gguf_file`]): `config.json`, then `model.safetensors` if it exists, else
     /// `model.safetensors.index.json` with its shards (the browser's loader asks in the same
     /// order), and `tokenizer.json` if it exists. Only headers are read here.
     #[cfg(not(target_arch = "wasm32"))]
@@ -68,6 +98,9 @@ impl Checkpoint {
         use crate::error::Error;
         use crate::model::header::shard_names;
         let dir = dir.as_ref();
+        if dir.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf")) && !dir.is_dir() {
+            return Self::from_gguf_file(dir);
+        }
         let files = Files::Dir(dir.to_path_buf());
         let config_json = files.read_small("config.json")?.ok_or_else(|| Error::Io {
             path: dir.join("config.json").display().to_string(),

@@ -30,9 +30,19 @@ pub struct TensorEntry {
     pub start: u64,
     /// End of the byte range (exclusive).
     pub end: u64,
+    /// A GGUF tensor converted as it loads (ggml blocks decoded, llama.cpp's `A = −exp(A_log)`
+    /// undone): `dtype` is then F32, what the sinks receive.
+    pub(crate) stored: Option<Stored>,
 }
 
-impl TensorEntry {}
+/// How a GGUF tensor is stored and what undoes the converter's transform of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stored {
+    /// ggml's type of the bytes in the file.
+    pub ty: crate::load::gguf::GgmlType,
+    /// The file holds A = −exp(A_log): A_log = ln(−A) is what the model loads.
+    pub ln_neg: bool,
+}
 
 /// One safetensors file's header.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,6 +55,9 @@ pub struct FileHeader {
     pub size: u64,
     /// Tensors in the order of their data.
     pub tensors: Vec<TensorEntry>,
+    /// A GGUF file: its tensors are named and shaped as the model's (safetensors) names them,
+    /// may be padded apart (alignment), and may have had unit dimensions squeezed.
+    pub(crate) gguf: bool,
 }
 
 impl FileHeader {
@@ -94,7 +107,14 @@ impl FileHeader {
             let info: Info = serde_json::from_value(value)
                 .map_err(|e| fail(format!("invalid safetensors header entry for {tensor}: {e}")))?;
             let (start, end) = info.data_offsets;
-            tensors.push(TensorEntry { name: tensor, dtype: info.dtype, shape: info.shape, start, end });
+            tensors.push(TensorEntry {
+                name: tensor,
+                dtype: info.dtype,
+                shape: info.shape,
+                start,
+                end,
+                stored: None,
+            });
         }
         tensors.sort_by_key(|t| (t.start, t.end));
         let mut at = 0u64;
@@ -121,7 +141,7 @@ impl FileHeader {
                 "file is truncated or padded: its header describes {size} bytes, the file has {file_size}"
             )));
         }
-        Ok(Self { name: name.to_string(), data_start, size, tensors })
+        Ok(Self { name: name.to_string(), data_start, size, tensors, gguf: false })
     }
 }
 

@@ -19,7 +19,7 @@ use safetensors::Dtype;
 
 use crate::error::{Error, Result};
 use crate::model::config::Config;
-use crate::model::header::FileHeader;
+use crate::model::header::{FileHeader, Stored, TensorEntry};
 use crate::model::part::Part;
 
 /// What a tensor is to the model.
@@ -59,6 +59,8 @@ pub struct Planned {
     pub cols: usize,
     /// Whether 1 is added to each value as it is loaded (a zero-centred norm's gain).
     pub(crate) plus_one: bool,
+    /// A GGUF tensor decoded to f32 as it streams (`dtype` is then F32).
+    pub(crate) stored: Option<Stored>,
 }
 
 impl Planned {
@@ -70,6 +72,14 @@ impl Planned {
     /// Bytes of the whole tensor as stored.
     pub(crate) fn bytes(&self) -> u64 {
         (self.rows * self.row_bytes()) as u64
+    }
+
+    /// Bytes of one row in the file (ggml blocks for a GGUF tensor decoded as it streams).
+    pub(crate) fn file_row_bytes(&self) -> usize {
+        match self.stored {
+            Some(s) => s.ty.bytes(self.cols as u64).expect("rows of whole blocks: checked") as usize,
+            None => self.row_bytes(),
+        }
     }
 }
 
@@ -129,14 +139,15 @@ impl Layout {
                 .get(name.as_str())
                 .ok_or_else(|| Error::MissingTensor { tensor: name.clone(), file: file_names() })?;
             let entry = &files[f].tensors[t];
-            if entry.shape != shape {
+            if !fits(files[f].gguf, entry, &shape, role.is_matrix()) {
                 return Err(Error::ShapeMismatch { tensor: name, expected: shape, got: entry.shape.clone() });
             }
             if !matches!(entry.dtype, Dtype::F32 | Dtype::F16 | Dtype::BF16) {
                 return Err(Error::UnsupportedDtype { tensor: name, dtype: entry.dtype.to_string() });
             }
             let (rows, cols) = rows_cols(&shape);
-            roles[f][t] = Some(Planned { role, name, dtype: entry.dtype, rows, cols, plus_one });
+            let stored = entry.stored;
+            roles[f][t] = Some(Planned { role, name, dtype: entry.dtype, rows, cols, plus_one, stored });
         }
         Ok(Self { files, roles })
     }
@@ -154,6 +165,21 @@ impl Layout {
     /// Bytes of every file's data section (what streams through a sink).
     pub fn data_bytes(&self) -> u64 {
         self.files.iter().map(|f| f.size - f.data_start).sum()
+    }
+}
+
+/// Whether `entry` has the `shape` the model needs. A GGUF tensor's may differ where llama.cpp's
+/// converter squeezed or added unit dimensions (conv kernels, Mamba-2's A and D) or regrouped a
+/// vector (Mamba-2's gated norm as (G, E·D/G)); a matrix's rows stay whole.
+fn fits(gguf: bool, entry: &TensorEntry, shape: &[usize], matrix: bool) -> bool {
+    if entry.shape == shape {
+        return true;
+    }
+    let squeezed = |s: &[usize]| s.iter().copied().filter(|&d| d != 1).collect::<Vec<_>>();
+    let count = |s: &[usize]| s.iter().product::<usize>();
+    gguf && match matrix {
+        true => squeezed(&entry.shape) == squeezed(shape),
+        false => count(&entry.shape) == count(shape),
     }
 }
 

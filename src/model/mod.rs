@@ -71,7 +71,7 @@ pub use checkpoint::Checkpoint;
 pub use config::{Arch, Config, Names, Scales};
 #[cfg(any(target_arch = "wasm32", test))]
 pub(crate) use header::check_file_name;
-pub use header::{FileHeader, TensorEntry, parse_index, shard_names};
+pub use header::{FileHeader, Stored, TensorEntry, parse_index, shard_names};
 pub use layout::{Layout, Planned, Role, tensor_sizes};
 pub use logits::Logits;
 pub use matrix::{Matrix, MatrixData};
