@@ -80,13 +80,10 @@ impl Checkpoint {
     }
 
     fn from_gguf(files: Files, name: &str) -> Result<Self> {
-        use crate::load::gguf::open::{as_file_header, read_header};
-        let size = files.size(name)?;
-        let header = read_header(&files, name, size)?;
-        let (file, config_json) = as_file_header(name, size, &header)?;
-        let config = Config::from_json(&config_json)?;
-        let layout = Layout::new(&config, vec![file], None)?;
-        let chat = ChatConfig::from_files(None, None, None, Some(&config_json))?;
+        let opened = crate::load::gguf::open::open(&files, name)?;
+        let config = Config::from_json(&opened.config_json)?;
+        let layout = Layout::new(&config, opened.files, None)?;
+        let chat = ChatConfig::from_files(None, None, None, Some(&opened.config_json))?;
         Ok(Self { config, layout, tokenizer_json: None, chat, files })
     }
 

@@ -19,7 +19,8 @@
 use serde_json::{Value as Json, json};
 
 use crate::error::{Error, Result};
-use crate::load::gguf::header::GgufHeader;
+use crate::load::gguf::header::TensorInfo;
+use crate::load::gguf::value::Metadata;
 use crate::model::Stored;
 
 /// What a GGUF tensor becomes: its HF name and the transform undone as it loads.
@@ -33,23 +34,33 @@ pub(crate) struct Renamed {
 pub(crate) struct Mapped {
     /// The `config.json` the converter read.
     pub config_json: Vec<u8>,
-    /// For each tensor of the header (same order), its HF name, or `None` when unused.
+    /// For each tensor (same order), its HF name, or `None` when unused.
     pub names: Vec<Option<Renamed>>,
 }
+
+/// The architectures mapped (`general.architecture`).
+const READ: &[&str] = &["mamba", "mamba2"];
 
 /// Layers, widths and sizes a file may announce (the header's tensors bound the real sizes).
 const MAX_DIM: u64 = 1 << 20;
 
-/// Maps `header`'s model.
-pub(crate) fn map(header: &GgufHeader) -> Result<Mapped> {
-    let m = &header.metadata;
+/// Maps the model of `m` (the first file's metadata) whose tensors are `tensors` (every file's,
+/// in file order).
+pub(crate) fn map(m: &Metadata, tensors: &[&TensorInfo]) -> Result<Mapped> {
     let arch = m.str("general.architecture")?;
+    if !READ.contains(&arch) {
+        return Err(Error::UnsupportedModel(format!(
+            "{}: GGUF architecture {arch:?} is not one webmamba reads ({})",
+            m.file,
+            READ.join(", ")
+        )));
+    }
     let key = |k: &str| format!("{arch}.{k}");
-    let has = |name: &str| header.tensors.iter().any(|t| t.name == name);
-    let embedding =
-        header.tensors.iter().find(|t| t.name == "token_embd.weight").ok_or_else(|| {
-            Error::MissingTensor { tensor: "token_embd.weight".into(), file: m.file.clone() }
-        })?;
+    let has = |name: &str| tensors.iter().any(|t| t.name == name);
+    let embedding = tensors
+        .iter()
+        .find(|t| t.name == "token_embd.weight")
+        .ok_or_else(|| Error::MissingTensor { tensor: "token_embd.weight".into(), file: m.file.clone() })?;
     let vocab = embedding.dims.get(1).copied().unwrap_or(1);
     let layers = m.uint(&key("block_count"), 4096)?;
     let d_model = m.uint(&key("embedding_length"), MAX_DIM)?;
@@ -69,6 +80,8 @@ pub(crate) fn map(header: &GgufHeader) -> Result<Mapped> {
                 "conv_kernel": m.uint(&key("ssm.conv_kernel"), MAX_DIM)?,
                 "time_step_rank": m.uint(&key("ssm.time_step_rank"), MAX_DIM)?,
                 "layer_norm_epsilon": eps,
+                // llama.cpp normalises Δ, B and C with the model's ε (HF's mixer_rms_eps).
+                "mixer_rms_eps": eps,
                 "use_bias": has("blk.0.ssm_in.bias"),
                 "use_conv_bias": has("blk.0.ssm_conv1d.bias"),
                 "tie_word_embeddings": tied,
@@ -96,24 +109,19 @@ pub(crate) fn map(header: &GgufHeader) -> Result<Mapped> {
                 "tie_word_embeddings": tied,
             })
         }
-        other => {
-            return Err(Error::UnsupportedModel(format!(
-                "{}: GGUF architecture {other:?} is not one webmamba reads (mamba, mamba2)",
-                m.file
-            )));
-        }
+        _ => unreachable!("READ lists the architectures mapped here"),
     };
-    let names = header.tensors.iter().map(|t| hf_name(arch, &t.name)).collect();
-    Ok(Mapped { config_json: serde_json::to_vec(&add_eos(config, header)).expect("JSON"), names })
+    let names = tensors.iter().map(|t| hf_name(arch, &t.name)).collect();
+    Ok(Mapped { config_json: serde_json::to_vec(&add_eos(config, m)).expect("JSON"), names })
 }
 
 /// The tokenizer's end-of-text id as config.json's `eos_token_id` (chat and generation stop on
 /// it).
-fn add_eos(mut config: Json, header: &GgufHeader) -> Json {
+fn add_eos(mut config: Json, m: &Metadata) -> Json {
     for (gguf, hf) in
         [("tokenizer.ggml.eos_token_id", "eos_token_id"), ("tokenizer.ggml.bos_token_id", "bos_token_id")]
     {
-        if let Some(id) = header.metadata.get(gguf).and_then(super::Value::as_i64) {
+        if let Some(id) = m.get(gguf).and_then(super::Value::as_i64) {
             config[hf] = json!(id);
         }
     }
