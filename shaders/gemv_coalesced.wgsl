@@ -60,8 +60,91 @@ fn halves(u: u32) -> vec2<f32> {
     return select(unpack2x16float(u), signed, (bits & vec2<u32>(0x7c00u)) == vec2<u32>(0u));
 }
 
+// 4–11: a GGUF file's ggml blocks as stored (`gpu_kit/ggml.rs`), each block's bytes in u32
+// words; where a block's size is 2 mod 4 (Q8_0, Q4_0, Q5_0, Q6_K) its f16 scale d is moved
+// after the quants, from `scales`, two per u32. Values as ggml's `dequantize_row_*`:
+// 4 Q8_0 (32: 32 i8; d·q), 5 Q4_0 (32: 16 bytes, element j / j+16 in the low / high nibble
+// of byte j; d·(q − 8)), 6 Q4_1 (as Q4_0, d and m in one u32 of scales; d·q + m), 7 Q5_0 and
+// 8 Q5_1 (a u32 of fifth bits, then Q4_0's bytes; d·(q − 16), d·q + m), 9 Q4_K (256 in 36
+// words: d and dmin, 12 bytes of 6-bit scales and mins, 128 of nibbles), 10 Q5_K (Q4_K with
+// 32 bytes of fifth bits before the nibbles: 44 words), 11 Q6_K (256: 128 bytes of low
+// nibbles, 64 of high 2 bits, 16 i8 scales: 52 words; d·s·(q − 32)).
+
+// Bytes 4k .. 4k+3 of word `k` of W.
+fn bytes4(k: u32) -> vec4<u32> {
+    return (vec4<u32>(w[k]) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u);
+}
+
+// Byte `k` of the words of W from word `at`.
+fn byte_at(at: u32, k: u32) -> u32 {
+    return (w[at + k / 4u] >> ((k % 4u) * 8u)) & 255u;
+}
+
+// The f16 scale of block `b` of a format whose scales are halves from `scales`.
+fn half_scale(scales: u32, b: u32) -> f32 {
+    return halves(w[scales + b / 2u])[b % 2u];
+}
+
+// The 6-bit scale and min of sub-block j of a Q4_K / Q5_K block whose scales start at word `at`.
+fn scale_min_k4(at: u32, j: u32) -> vec2<f32> {
+    if (j < 4u) {
+        return vec2<f32>(f32(byte_at(at, j) & 63u), f32(byte_at(at, j + 4u) & 63u));
+    }
+    let sc = (byte_at(at, j + 4u) & 15u) | ((byte_at(at, j - 4u) >> 6u) << 4u);
+    let m = (byte_at(at, j + 4u) >> 4u) | ((byte_at(at, j) >> 6u) << 4u);
+    return vec2<f32>(f32(sc), f32(m));
+}
+
+// Weights i .. i+3 of a ggml-block W (i a multiple of 4: never across a block).
+fn ggml4(i: u32, scales: u32) -> vec4<f32> {
+    if (W_FORMAT == 4u) {
+        let q = bitcast<vec4<i32>>(vec4<u32>(w[i / 4u]) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u);
+        return vec4<f32>(q) * half_scale(scales, i / 32u);
+    }
+    if (W_FORMAT <= 8u) {
+        let b = i / 32u;
+        let e = i % 32u;
+        let five = W_FORMAT == 7u || W_FORMAT == 8u;
+        let words = select(4u, 5u, five);
+        let low = (vec4<u32>(w[b * words + select(0u, 1u, five) + (e % 16u) / 4u]) >> (vec4<u32>(0u, 8u, 16u, 24u) + (e / 16u) * 4u)) & vec4<u32>(15u);
+        let high = select(vec4<u32>(0u), ((vec4<u32>(w[b * 5u]) >> (vec4<u32>(0u, 1u, 2u, 3u) + e)) & vec4<u32>(1u)) << vec4<u32>(4u), five);
+        let q = vec4<f32>(low | high);
+        if (W_FORMAT == 5u || W_FORMAT == 7u) {
+            return (q - select(8.0, 16.0, five)) * half_scale(scales, b);
+        }
+        let dm = halves(w[scales + b]);
+        return q * dm.x + dm.y;
+    }
+    let b = i / 256u;
+    let e = i % 256u;
+    if (W_FORMAT == 11u) {
+        let at = b * 52u;
+        let quarter = (e % 128u) / 32u;
+        let l = e % 32u;
+        let lo = (bytes4(at + (64u * (e / 128u) + l + 32u * (quarter % 2u)) / 4u) >> vec4<u32>(4u * (quarter / 2u))) & vec4<u32>(15u);
+        let hi = (bytes4(at + 32u + (32u * (e / 128u) + l) / 4u) >> vec4<u32>(2u * quarter)) & vec4<u32>(3u);
+        let s = f32(bitcast<i32>(byte_at(at + 48u, 8u * (e / 128u) + l / 16u + 2u * quarter) << 24u) >> 24u);
+        return (half_scale(scales, b) * s) * (vec4<f32>(lo | (hi << vec4<u32>(4u))) - 32.0);
+    }
+    let words = select(36u, 44u, W_FORMAT == 10u);
+    let at = b * words;
+    let g = e / 64u;
+    let hi = (e % 64u) / 32u;
+    let l = e % 32u;
+    let dd = halves(w[at]);
+    let sm = scale_min_k4(at + 1u, 2u * g + hi);
+    var q = (bytes4(at + words - 32u + (32u * g + l) / 4u) >> vec4<u32>(4u * hi)) & vec4<u32>(15u);
+    if (W_FORMAT == 10u) {
+        q |= ((bytes4(at + 4u + l / 4u) >> vec4<u32>(2u * g + hi)) & vec4<u32>(1u)) << vec4<u32>(4u);
+    }
+    return (dd.x * sm.x) * vec4<f32>(q) - dd.y * sm.y;
+}
+
 // Weights i .. i+3 of W, row-major (i a multiple of 4 for f16, int8 and q4).
 fn weight4(i: u32, scales: u32) -> vec4<f32> {
+    if (W_FORMAT >= 4u) {
+        return ggml4(i, scales);
+    }
     if (W_FORMAT == 1u) {
         return vec4<f32>(halves(w[i / 2u]), halves(w[i / 2u + 1u]));
     }
@@ -78,6 +161,9 @@ fn weight4(i: u32, scales: u32) -> vec4<f32> {
 
 // Weight i of W alone.
 fn weight1(i: u32, scales: u32) -> f32 {
+    if (W_FORMAT >= 4u) {
+        return ggml4(i & ~3u, scales)[i & 3u];
+    }
     if (W_FORMAT == 1u) {
         return halves(w[i / 2u])[i % 2u];
     }

@@ -162,6 +162,11 @@ async fn malformed_inputs_leave_sessions_intact(ctx: Option<&GpuContext>) {
     let mut huge = weights.to_vec();
     huge[..8].copy_from_slice(&(1u64 << 62).to_le_bytes());
     run("header length 2^62", "Safetensors", &mut rt, load(f.config, huge)).await;
+    // GGUF files (llama.cpp's converter wrote the original), damaged in their header.
+    for (label, code, bytes) in gguf_cases() {
+        let r = Checkpoint::from_gguf_bytes("m.gguf", bytes).and_then(|c| c.weights()).map(|_| ());
+        run(label, code, &mut rt, r).await;
+    }
     let tokenizer = webmamba::Tokenizer::from_bytes(br#"{"model": 5}"#).map(|_| ());
     run("tokenizer.json damaged", "Tokenizer", &mut rt, tokenizer).await;
 
@@ -216,3 +221,49 @@ async fn malformed_inputs_leave_sessions_intact(ctx: Option<&GpuContext>) {
 }
 
 dual_backend_test!(malformed_inputs_leave_sessions_intact);
+
+/// Where GGUF string `name` (u64 length, bytes) ends in `file`: the field after it.
+fn after_string(file: &[u8], name: &str) -> usize {
+    let mut needle = (name.len() as u64).to_le_bytes().to_vec();
+    needle.extend(name.as_bytes());
+    file.windows(needle.len()).position(|w| w == needle).unwrap_or_else(|| panic!("{name} in the file"))
+        + needle.len()
+}
+
+/// llama.cpp's mamba GGUF fixture damaged every way the issue lists: (label, code, bytes).
+fn gguf_cases() -> Vec<(&'static str, &'static str, Vec<u8>)> {
+    let good: &[u8] =
+        include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/gguf/mamba-tiny-F32.gguf"));
+    let put = |at: usize, value: &[u8]| {
+        let mut b = good.to_vec();
+        b[at..at + value.len()].copy_from_slice(value);
+        b
+    };
+    // token_embd.weight: n_dims (u32), 2 dims (u64), type (u32), offset (u64).
+    let embd = after_string(good, "token_embd.weight");
+    let norm = after_string(good, "output_norm.weight");
+    let name = after_string(good, "general.name") + 4; // the value's type, then its length
+    let norm_offset = norm + 4 + 8 + 4;
+    vec![
+        ("GGUF: bad magic", "Gguf", put(0, b"GGUX")),
+        ("GGUF: version 1", "Gguf", put(4, &1u32.to_le_bytes())),
+        ("GGUF: version 4", "Gguf", put(4, &4u32.to_le_bytes())),
+        ("GGUF: 5 dimensions", "Gguf", put(embd, &5u32.to_le_bytes())),
+        ("GGUF: a dimension of 2^40", "Gguf", put(embd + 4, &(1u64 << 40).to_le_bytes())),
+        ("GGUF: an unknown type id", "Gguf", put(embd + 20, &77u32.to_le_bytes())),
+        (
+            "GGUF: a type webmamba does not compute on",
+            "UnsupportedDtype",
+            put(embd + 20, &16u32.to_le_bytes()),
+        ),
+        ("GGUF: a tensor past the end", "Gguf", put(embd + 24, &(1u64 << 40).to_le_bytes())),
+        ("GGUF: overlapping tensors", "Gguf", put(norm_offset, &good[embd + 24..embd + 32])),
+        ("GGUF: a metadata string of 2^40 bytes", "Gguf", put(name, &(1u64 << 40).to_le_bytes())),
+        ("GGUF: truncated data", "Gguf", good[..good.len() - 100].to_vec()),
+        ("GGUF: truncated header", "Gguf", good[..200].to_vec()),
+        ("GGUF: an unknown architecture", "UnsupportedModel", {
+            let at = after_string(good, "general.architecture") + 4 + 8;
+            put(at, b"mambo")
+        }),
+    ]
+}

@@ -126,11 +126,11 @@ impl GpuSsm {
     pub(crate) fn allocate(shape: SsmShape, a: &Alloc<'_>) -> Result<Self> {
         let (channels, k) = shape.conv;
         Ok(Self {
-            in_proj: a.matrix("in_proj", shape.in_proj, a.has(Part::InProjBias))?,
+            in_proj: a.matrix(Part::InProj, "in_proj", shape.in_proj, a.has(Part::InProjBias))?,
             conv: a.vector("conv1d", channels * k)?,
             conv_bias: a.has(Part::ConvBias).then(|| a.vector("conv1d.bias", channels)).transpose()?,
             a_d: a.vector("A,D", shape.a_d.0)?,
-            out_proj: a.matrix("out_proj", shape.out_proj, a.has(Part::OutProjBias))?,
+            out_proj: a.matrix(Part::OutProj, "out_proj", shape.out_proj, a.has(Part::OutProjBias))?,
             d_at: shape.a_d.1,
         })
     }

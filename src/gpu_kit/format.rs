@@ -24,6 +24,8 @@ use half::{bf16, f16};
 use safetensors::Dtype;
 
 use crate::error::{Error, Result};
+use crate::gpu_kit::ggml;
+use crate::load::gguf::GgmlType;
 use crate::model::{Config, Role, tensor_sizes};
 
 /// Weights per int8 scale (along a row).
@@ -45,6 +47,9 @@ pub enum WeightFormat {
     Int8,
     /// 4 bits per weight + an f16 scale and minimum per 64 (0.5625 bytes).
     Q4,
+    /// A GGUF file's ggml blocks as stored (`gpu_kit/ggml.rs`): never asked for, given to the
+    /// matrices whose tensors the file holds in that type.
+    Ggml(GgmlType),
 }
 
 impl WeightFormat {
@@ -59,6 +64,7 @@ impl WeightFormat {
             WeightFormat::F16 => "f16",
             WeightFormat::Int8 => "int8",
             WeightFormat::Q4 => "q4",
+            WeightFormat::Ggml(ty) => ty.name(),
         }
     }
 
@@ -82,6 +88,9 @@ impl WeightFormat {
     /// then f16, then f32. Real Mamba sizes divide, but for dt_proj's dt_rank columns when not
     /// a multiple of 32 (48 in the 130M shape: small matrices).
     pub fn for_shape(self, rows: usize, cols: usize) -> Self {
+        if let WeightFormat::Ggml(_) = self {
+            return self; // the file's rows: whole blocks
+        }
         let q4 =
             cols.is_multiple_of(Q4_GROUP) || (cols.is_multiple_of(Q4_GROUP / 2) && rows.is_multiple_of(2));
         match self {
@@ -102,6 +111,7 @@ impl WeightFormat {
             WeightFormat::F16 => 2 * n,
             WeightFormat::Int8 => n + 4 * n / INT8_GROUP as u64,
             WeightFormat::Q4 => n / 2 + 4 * n / Q4_GROUP as u64,
+            WeightFormat::Ggml(ty) => ggml::bytes(ty, rows * cols),
         }
     }
 
@@ -124,6 +134,7 @@ impl WeightFormat {
         match self {
             WeightFormat::Int8 => (rows * cols / 4) as u32,
             WeightFormat::Q4 => (rows * cols / 8) as u32,
+            WeightFormat::Ggml(ty) => ggml::scales_at(ty, rows * cols),
             WeightFormat::F32 | WeightFormat::F16 => 0,
         }
     }
@@ -135,6 +146,7 @@ impl WeightFormat {
             WeightFormat::F16 => 1.0,
             WeightFormat::Int8 => 2.0,
             WeightFormat::Q4 => 3.0,
+            WeightFormat::Ggml(ty) => ggml::shader_value(ty),
         }
     }
 }
@@ -181,6 +193,8 @@ pub(crate) fn encode(
         }
         (WeightFormat::Int8, _) => return quantize(&to_f32(dtype, bytes), cols),
         (WeightFormat::Q4, _) => return quantize_q4(&to_f32(dtype, bytes), cols),
+        // The file's blocks, handed on undecoded (`Sink::raw_blocks`).
+        (WeightFormat::Ggml(ty), _) => return ggml::relayout(ty, bytes),
     };
     Encoded { values, scales: Vec::new() }
 }

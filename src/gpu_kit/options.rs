@@ -70,6 +70,11 @@ pub struct GpuModelOptions {
     /// again, once per size) — before it did, such a prefill ran as one chunk per checkpoint
     /// it could hold, each reading every weight again. [`GpuMemory::activations`] counts it.
     pub capture_bytes: Option<u64>,
+    /// A GGUF file's quantized matrices (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) keep
+    /// the file's blocks and are computed on as stored (`gpu_kit/ggml.rs`), whatever
+    /// `weights` says (its format is then that of the file's float matrices); off, they are
+    /// decoded as they load and stored in `weights` (for comparisons).
+    pub gguf_blocks: bool,
 }
 
 impl Default for GpuModelOptions {
@@ -84,6 +89,7 @@ impl Default for GpuModelOptions {
             fused: true,
             subgroups: true,
             capture_bytes: None,
+            gguf_blocks: true,
         }
     }
 }

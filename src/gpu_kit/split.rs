@@ -8,6 +8,7 @@
 use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 use crate::gpu_kit::format::{Encoded, WeightFormat};
+use crate::gpu_kit::ggml;
 use crate::model::{Layout, Part, Role};
 
 /// Rows [row_start, row_start + rows) of a matrix, in one buffer.
@@ -144,6 +145,8 @@ pub(crate) struct Alloc<'a> {
     /// Bytes one buffer may have (the device's binding limit, or a lower one asked for).
     pub(crate) max_binding: u64,
     pub(crate) layer: usize,
+    /// Keep a GGUF file's quantized blocks as stored ([`WeightFormat::Ggml`]).
+    pub(crate) blocks: bool,
 }
 
 impl Alloc<'_> {
@@ -152,10 +155,37 @@ impl Alloc<'_> {
         self.ctx.storage_zeroed_f32(&format!("layers.{}.{label}", self.layer), len)
     }
 
-    /// A zeroed (rows, cols) matrix in the model's weight format, with a bias if `bias`.
-    pub(crate) fn matrix(&self, label: &str, shape: (usize, usize), bias: bool) -> Result<SplitMatrix> {
+    /// A zeroed (rows, cols) matrix for the layer's tensor `part`, in the model's weight format
+    /// (or the file's blocks: [`Alloc::format_of`]), with a bias if `bias`.
+    pub(crate) fn matrix(
+        &self,
+        part: Part,
+        label: &str,
+        shape: (usize, usize),
+        bias: bool,
+    ) -> Result<SplitMatrix> {
         let label = format!("layers.{}.{label}", self.layer);
-        SplitMatrix::allocate(self.ctx, &label, shape, (self.format, self.max_binding), bias)
+        SplitMatrix::allocate(self.ctx, &label, shape, (self.format_of(&[part]), self.max_binding), bias)
+    }
+
+    /// The format of a matrix holding the layer's tensors `parts`: a GGUF file's blocks where
+    /// they all have one quantized type the GPU computes on as stored, else the model's.
+    pub(crate) fn format_of(&self, parts: &[Part]) -> WeightFormat {
+        let stored = |part: &Part| {
+            let get = |p: Part| self.layout.get(Role::Layer(self.layer, p));
+            // Experts the file stacks in one tensor are allocated one by one.
+            let t = match *part {
+                Part::Expert(_, m) => get(*part).or_else(|| get(Part::Experts(m))),
+                p => get(p),
+            };
+            t.and_then(|t| t.stored).map(|s| s.ty).filter(|&ty| ggml::layout(ty).is_some())
+        };
+        match parts.iter().map(stored).collect::<Option<Vec<_>>>() {
+            Some(types) if self.blocks && types.windows(2).all(|w| w[0] == w[1]) && !types.is_empty() => {
+                WeightFormat::Ggml(types[0])
+            }
+            _ => self.format,
+        }
     }
 
     /// One matrix holding the rows of several tensors of `cols` columns, one after another
@@ -166,11 +196,17 @@ impl Alloc<'_> {
     pub(crate) fn gathered(
         &self,
         label: &str,
-        rows: &[usize],
+        tensors: &[(Part, usize)],
         cols: usize,
     ) -> Result<(SplitMatrix, Vec<usize>)> {
+        let parts: Vec<Part> = tensors.iter().map(|t| t.0).collect();
+        let rows: Vec<usize> = tensors.iter().map(|t| t.1).collect();
         let odd = rows.iter().any(|r| r % 2 == 1);
-        let format = self.format.for_shape(if odd { 1 } else { 2 }, cols);
+        // A tensor starting at an odd row could start its blocks' f16 scales mid-word.
+        let format = match odd {
+            true => self.format.for_shape(1, cols),
+            false => self.format_of(&parts).for_shape(2, cols),
+        };
         let label = format!("layers.{}.{label}", self.layer);
         let m = SplitMatrix::allocate(
             self.ctx,

@@ -68,8 +68,13 @@ impl GpuModel {
         let max_context = kv::max_context(config, ctx, options.max_context)?;
         let allocated = ctx
             .scoped("allocating the model's GPU buffers", || -> Result<_> {
-                let w =
-                    GpuWeights::allocate(ctx, config, layout, options.weights, options.max_binding_bytes)?;
+                let w = GpuWeights::allocate(
+                    ctx,
+                    config,
+                    layout,
+                    (options.weights, options.gguf_blocks),
+                    options.max_binding_bytes,
+                )?;
                 let needs: Vec<_> = config
                     .blocks
                     .iter()

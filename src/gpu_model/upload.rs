@@ -6,7 +6,7 @@
 
 use crate::error::Result;
 use crate::gpu::GpuContext;
-use crate::gpu_kit::format::{ConversionStats, encode, to_f32};
+use crate::gpu_kit::format::{ConversionStats, WeightFormat, encode, to_f32};
 use crate::gpu_kit::split::{Destination, SplitMatrix, dealt_row};
 use crate::gpu_model::weights::GpuWeights;
 use crate::load::stream::Sink;
@@ -30,20 +30,35 @@ impl<'a> Upload<'a> {
     }
 }
 
+/// Where the rows of tensor `role` go (each block kind routes its own tensors).
+fn destination(w: &GpuWeights, role: Role) -> Option<Destination<'_>> {
+    let vector = |buffer| Some(Destination::Vector { buffer, at: 0, neg_exp: false });
+    match role {
+        Role::Embedding => Some(Destination::Matrix(&w.embedding)),
+        Role::LmHead => w.lm_head.as_ref().map(Destination::Matrix),
+        Role::NormF => vector(&w.norm_f),
+        Role::Layer(i, Part::Norm) => vector(&w.layers[i].norm),
+        Role::Layer(i, part) => w.layers[i].mixer.destination(part),
+    }
+}
+
 impl Sink for Upload<'_> {
-    fn rows(&mut self, t: &Planned, first_row: usize, bytes: &[u8]) -> Result<()> {
-        let Upload { ctx, weights: w, stats, unflushed } = self;
-        let vector = |buffer| Some(Destination::Vector { buffer, at: 0, neg_exp: false });
-        // Each block kind routes its own tensors.
-        let destination = match t.role {
-            Role::Embedding => Some(Destination::Matrix(&w.embedding)),
-            Role::LmHead => w.lm_head.as_ref().map(Destination::Matrix),
-            Role::NormF => vector(&w.norm_f),
-            Role::Layer(i, Part::Norm) => vector(&w.layers[i].norm),
-            Role::Layer(i, part) => w.layers[i].mixer.destination(part),
+    fn raw_blocks(&self, t: &Planned) -> bool {
+        let first = match destination(&self.weights, t.role) {
+            Some(Destination::Matrix(m) | Destination::Rows { matrix: m, .. }) => Some(m),
+            Some(Destination::Stacked(ms) | Destination::Dealt { matrices: ms, .. }) => ms.first().copied(),
+            _ => None,
         };
+        first.is_some_and(|m| matches!(m.format, WeightFormat::Ggml(_)))
+    }
+
+    fn rows(&mut self, t: &Planned, first_row: usize, bytes: &[u8]) -> Result<()> {
+        // A GGUF tensor kept in its blocks comes as the file has it.
+        let row_bytes = if self.raw_blocks(t) { t.file_row_bytes() } else { t.row_bytes() };
+        let Upload { ctx, weights: w, stats, unflushed } = self;
+        let destination = destination(w, t.role);
         // A stack's or a dealt tensor's piece: each matrix's rows of it, in turn.
-        let piece = (first_row, bytes, t.row_bytes());
+        let piece = (first_row, bytes, row_bytes);
         let pieces = match &destination {
             Some(Destination::Matrix(m)) => vec![(*m, first_row, bytes)],
             Some(Destination::Rows { matrix, at }) => vec![(*matrix, at + first_row, bytes)],
@@ -53,7 +68,7 @@ impl Sink for Upload<'_> {
         };
         for (m, first_row, bytes) in pieces {
             let encoded = encode(m.format, t.dtype, bytes, t.cols, stats);
-            m.write_rows(ctx, first_row, bytes.len() / t.row_bytes(), &encoded);
+            m.write_rows(ctx, first_row, bytes.len() / row_bytes, &encoded);
             *unflushed += (encoded.values.len() + encoded.scales.len()) as u64;
             // Natively nothing else drains wgpu's staging memory during a synchronous stream.
             #[cfg(not(target_arch = "wasm32"))]

@@ -7,6 +7,7 @@ use crate::blocks::GpuBlockWeights;
 use crate::error::Result;
 use crate::gpu::GpuContext;
 use crate::gpu_kit::format::WeightFormat;
+use crate::gpu_kit::ggml;
 use crate::gpu_kit::split::{Alloc, SplitMatrix};
 use crate::model::{Config, Layout, Role};
 
@@ -33,20 +34,26 @@ impl GpuWeights {
         ctx: &GpuContext,
         c: &Config,
         layout: &Layout,
-        format: WeightFormat,
+        (format, blocks): (WeightFormat, bool),
         max_binding: Option<u64>,
     ) -> Result<Self> {
         let (d, v) = (c.d_model, c.vocab_size);
         let max_binding = max_binding.unwrap_or(u64::MAX).min(ctx.max_binding());
         let z = |label: &str, len: usize| ctx.storage_zeroed_f32(label, len);
-        let m =
-            |label: &str, shape, bias| SplitMatrix::allocate(ctx, label, shape, (format, max_binding), bias);
+        // The embedding and LM head in the file's blocks, as a layer's matrices.
+        let role_format = |role| match layout.get(role).and_then(|t| t.stored) {
+            Some(s) if blocks && ggml::layout(s.ty).is_some() => WeightFormat::Ggml(s.ty),
+            _ => format,
+        };
+        let m = |role, label: &str, shape| {
+            SplitMatrix::allocate(ctx, label, shape, (role_format(role), max_binding), false)
+        };
         let layers = c
             .blocks
             .iter()
             .enumerate()
             .map(|(layer, kind)| {
-                let alloc = Alloc { ctx, layout, format, max_binding, layer };
+                let alloc = Alloc { ctx, layout, format, max_binding, layer, blocks };
                 Ok(GpuLayer {
                     norm: alloc.vector("norm", d)?,
                     mixer: GpuBlockWeights::allocate(&kind.kind, d, &alloc)?,
@@ -54,8 +61,8 @@ impl GpuWeights {
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Self {
-            embedding: m("embedding", (v, d), false)?,
-            lm_head: layout.get(Role::LmHead).map(|_| m("lm_head", (v, d), false)).transpose()?,
+            embedding: m(Role::Embedding, "embedding", (v, d))?,
+            lm_head: layout.get(Role::LmHead).map(|_| m(Role::LmHead, "lm_head", (v, d))).transpose()?,
             layers,
             norm_f: z("norm_f", d)?,
             dummy: z("absent input", 1)?,

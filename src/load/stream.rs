@@ -30,8 +30,16 @@ const FINGERPRINT_PREFIX: u64 = 4096;
 
 /// Where converted weights go.
 pub(crate) trait Sink {
-    /// Rows `first_row ..` of `tensor` as stored (little-endian `tensor.dtype`), whole rows.
+    /// Rows `first_row ..` of `tensor` as stored (little-endian `tensor.dtype`), whole rows; a
+    /// GGUF tensor's rows decoded to f32, or its ggml blocks as the file has them where
+    /// [`Sink::raw_blocks`] says so.
     fn rows(&mut self, tensor: &Planned, first_row: usize, bytes: &[u8]) -> Result<()>;
+
+    /// Whether a GGUF `tensor` held in ggml blocks is wanted as those blocks (the GPU computes
+    /// on them as stored) rather than decoded.
+    fn raw_blocks(&self, _tensor: &Planned) -> bool {
+        false
+    }
 }
 
 /// Walks the data sections of a layout's files in order (see the module doc).
@@ -134,15 +142,18 @@ impl<'a> TensorStream<'a> {
         let rows = self.staged.len() / row_bytes;
         let rows = if done { rows } else { rows & !1 };
         if rows > 0 {
-            let decoded = planned.stored.map(|s| decode(s, &self.staged[..rows * row_bytes]));
-            let piece = decoded.as_deref().unwrap_or(&self.staged[..rows * row_bytes]);
+            let stored = &self.staged[..rows * row_bytes];
+            // Decoded for the check even when the sink takes the blocks: a scale may be NaN.
+            let decoded = planned.stored.map(|s| decode(s, stored));
+            let piece = decoded.as_deref().unwrap_or(stored);
             if let Some(i) = first_non_finite(planned.dtype, piece) {
                 return Err(Error::NonFiniteWeight {
                     tensor: planned.name.clone(),
                     index: (self.rows_done * planned.cols + i) as u64,
                 });
             }
-            sink.rows(planned, self.rows_done, piece)?;
+            let raw = planned.stored.is_some() && sink.raw_blocks(planned);
+            sink.rows(planned, self.rows_done, if raw { stored } else { piece })?;
             self.rows_done += rows;
             self.staged.drain(..rows * row_bytes);
         }

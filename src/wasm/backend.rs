@@ -74,5 +74,6 @@ pub(crate) fn gpu_options(o: &LoadConfig) -> GpuModelOptions {
         // Never used in a browser (wgpu's WebGPU backend does not request the feature).
         subgroups: true,
         capture_bytes: None,
+        gguf_blocks: true,
     }
 }

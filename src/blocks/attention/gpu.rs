@@ -55,15 +55,15 @@ impl GpuWeights {
         let dealt = Alloc { format: a.format.for_shape(p.head_dim, d_in), ..*a };
         let q_alloc = if p.output_gate { &dealt } else { a };
         Ok(Self {
-            q: q_alloc.matrix("q_proj", (q, d_in), a.has(Part::QBias))?,
+            q: q_alloc.matrix(Part::Q, "q_proj", (q, d_in), a.has(Part::QBias))?,
             gate: p
                 .output_gate
-                .then(|| dealt.matrix("q_proj gate", (q, d_in), a.has(Part::QBias)))
+                .then(|| dealt.matrix(Part::Q, "q_proj gate", (q, d_in), a.has(Part::QBias)))
                 .transpose()?,
             head_dim: p.head_dim,
-            k: a.matrix("k_proj", (kv, d_in), a.has(Part::KBias))?,
-            v: a.matrix("v_proj", (kv, d_in), a.has(Part::VBias))?,
-            o: a.matrix("o_proj", (d_out, q), a.has(Part::OBias))?,
+            k: a.matrix(Part::K, "k_proj", (kv, d_in), a.has(Part::KBias))?,
+            v: a.matrix(Part::V, "v_proj", (kv, d_in), a.has(Part::VBias))?,
+            o: a.matrix(Part::O, "o_proj", (d_out, q), a.has(Part::OBias))?,
             qk_gains: p.qk_norm.map(|_| a.vector("qk_norm", 2 * p.head_dim)).transpose()?,
         })
     }

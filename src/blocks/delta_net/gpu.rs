@@ -79,7 +79,11 @@ impl GpuKind for DeltaNet {
     fn allocate(&self, d: usize, a: &Alloc<'_>) -> Result<GpuWeights> {
         let (vw, hv) = (self.value_width(), self.v_heads);
         let label = "linear_attn.in_proj_qkv,z,b,a";
-        let (in_proj, at) = a.gathered(label, &[self.conv_dim(), vw, hv, hv], d)?;
+        let (in_proj, at) = a.gathered(
+            label,
+            &[(Part::InProj, self.conv_dim()), (Part::Gate, vw), (Part::Beta, hv), (Part::DtIn, hv)],
+            d,
+        )?;
         Ok(GpuWeights {
             in_proj,
             at,
@@ -87,7 +91,7 @@ impl GpuKind for DeltaNet {
             conv: a.vector("linear_attn.conv1d", self.conv_dim() * self.conv)?,
             a_dt: a.vector("linear_attn.A,dt_bias", 2 * hv)?,
             norm: a.vector("linear_attn.norm", self.v_dim)?,
-            out_proj: a.matrix("linear_attn.out_proj", (d, vw), false)?,
+            out_proj: a.matrix(Part::OutProj, "linear_attn.out_proj", (d, vw), false)?,
         })
     }
 

@@ -38,8 +38,8 @@ impl GpuWeights {
         };
         Ok(Self {
             ssm: GpuSsm::allocate(shape, a)?,
-            x_proj: a.matrix("x_proj", (r + 2 * n, di), false)?,
-            dt_proj: a.matrix("dt_proj", (di, r), true)?,
+            x_proj: a.matrix(Part::XProj, "x_proj", (r + 2 * n, di), false)?,
+            dt_proj: a.matrix(Part::DtProj, "dt_proj", (di, r), true)?,
             dbc_gains: p.dbc_gains.then(|| a.vector("dt/b/c norms", r + 2 * n)).transpose()?,
         })
     }

@@ -28,17 +28,18 @@ impl GpuWeights {
     /// `part(m)` (`Part::Mlp` for a dense MLP).
     pub(crate) fn allocate(p: &Mlp, d: usize, a: &Alloc<'_>, part: impl Fn(MlpPart) -> Part) -> Result<Self> {
         let i = p.inner;
-        let m = |label, shape, bias| a.matrix(label, shape, a.has(part(bias)));
+        let m = |label, shape, (weight, bias)| a.matrix(part(weight), label, shape, a.has(part(bias)));
         let (gate, up) = match p.names {
-            MlpNames::Separate | MlpNames::W123 => {
-                (Some(m("gate_proj", (i, d), MlpPart::GateBias)?), m("up_proj", (i, d), MlpPart::UpBias)?)
-            }
+            MlpNames::Separate | MlpNames::W123 => (
+                Some(m("gate_proj", (i, d), (MlpPart::Gate, MlpPart::GateBias))?),
+                m("up_proj", (i, d), (MlpPart::Up, MlpPart::UpBias))?,
+            ),
             MlpNames::InputOutput | MlpNames::GateUp => {
-                (None, m("gate_up", (2 * i, d), MlpPart::GateUpBias)?)
+                (None, m("gate_up", (2 * i, d), (MlpPart::GateUp, MlpPart::GateUpBias))?)
             }
-            MlpNames::Plain => (None, m("up_proj", (i, d), MlpPart::UpBias)?),
+            MlpNames::Plain => (None, m("up_proj", (i, d), (MlpPart::Up, MlpPart::UpBias))?),
         };
-        Ok(Self { gate, up, down: m("down_proj", (d, i), MlpPart::DownBias)? })
+        Ok(Self { gate, up, down: m("down_proj", (d, i), (MlpPart::Down, MlpPart::DownBias))? })
     }
 
     /// Where the rows of its tensor `m` go.

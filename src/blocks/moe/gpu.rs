@@ -52,7 +52,7 @@ impl GpuWeights {
             usage | wgpu::BufferUsages::INDIRECT | wgpu::BufferUsages::COPY_SRC,
         );
         Ok(Self {
-            router: a.matrix("router", (e, d), false)?,
+            router: a.matrix(Part::Router, "router", (e, d), false)?,
             router_bias: a.has(Part::RouterBias).then(|| a.vector("router bias", e)).transpose()?,
             experts,
             shared: p

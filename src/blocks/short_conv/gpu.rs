@@ -51,10 +51,10 @@ impl GpuKind for ShortConv {
 
     fn allocate(&self, d: usize, a: &Alloc<'_>) -> Result<GpuWeights> {
         Ok(GpuWeights {
-            in_proj: a.matrix("conv.in_proj", (3 * d, d), self.bias)?,
+            in_proj: a.matrix(Part::InProj, "conv.in_proj", (3 * d, d), self.bias)?,
             conv: a.vector("conv.conv", d * self.taps)?,
             conv_bias: self.bias.then(|| a.vector("conv.conv_bias", d)).transpose()?,
-            out_proj: a.matrix("conv.out_proj", (d, d), self.bias)?,
+            out_proj: a.matrix(Part::OutProj, "conv.out_proj", (d, d), self.bias)?,
         })
     }
 

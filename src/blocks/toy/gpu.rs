@@ -31,7 +31,7 @@ impl GpuKind for Toy {
     type GpuWeights = GpuWeights;
 
     fn allocate(&self, d: usize, alloc: &Alloc<'_>) -> Result<GpuWeights> {
-        Ok(GpuWeights { w: alloc.matrix("toy", (d, d), false)? })
+        Ok(GpuWeights { w: alloc.matrix(Part::Linear, "toy", (d, d), false)? })
     }
 
     /// None of its own: the linear kernels are everyone's.

@@ -63,8 +63,21 @@ impl GpuWeights {
             if which < 3 && !s.attention_adapters {
                 return Ok(None);
             }
-            let down = a.matrix(&format!("adapter {which}.0"), (r, inp), false)?;
-            Ok(Some((down, a.matrix(&format!("adapter {which}.1"), (out, r), false)?)))
+            let down = a.matrix(
+                Part::Adapter { which: which as u8, stage: 0 },
+                &format!("adapter {which}.0"),
+                (r, inp),
+                false,
+            )?;
+            Ok(Some((
+                down,
+                a.matrix(
+                    Part::Adapter { which: which as u8, stage: 1 },
+                    &format!("adapter {which}.1"),
+                    (out, r),
+                    false,
+                )?,
+            )))
         };
         let adapters = [
             adapter(0, (2 * d, q))?,
@@ -75,7 +88,7 @@ impl GpuWeights {
         Ok(Self {
             shared,
             adapters,
-            linear: a.matrix("linear", (d, d), false)?,
+            linear: a.matrix(Part::Linear, "linear", (d, d), false)?,
             mamba: mamba2::gpu::GpuWeights::allocate(&p.mamba, d, a)?,
         })
     }

@@ -10,7 +10,7 @@
 use std::fmt;
 
 /// A ggml tensor type.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum GgmlType {
     /// 32-bit float.
     F32,
