@@ -135,11 +135,10 @@ async fn llama_cpp_files_match_hf(ctx: Option<&GpuContext>) {
 
 dual_backend_test!(llama_cpp_files_match_hf);
 
-#[cfg(not(target_arch = "wasm32"))]
-#[test]
-fn every_block_type_decodes_as_gguf_py_does() {
-    let file = std::fs::read("tests/fixtures/ggml_blocks.safetensors").unwrap();
-    let st = SafeTensors::deserialize(&file).unwrap();
+dual_test! {
+    async fn every_block_type_decodes_as_gguf_py_does() {
+    let file = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/ggml_blocks.safetensors"));
+    let st = SafeTensors::deserialize(file).unwrap();
     let types = [
         (0, "F32"),
         (1, "F16"),
@@ -166,4 +165,5 @@ fn every_block_type_decodes_as_gguf_py_does() {
             assert!(g.to_bits() == w.to_bits(), "{name} element {i}: {g} vs gguf-py's {w}");
         }
     }
+}
 }
