@@ -83,8 +83,16 @@ impl Checkpoint {
         let opened = crate::load::gguf::open::open(&files, name)?;
         let config = Config::from_json(&opened.config_json)?;
         let layout = Layout::new(&config, opened.files, None)?;
-        let chat = ChatConfig::from_files(None, None, None, Some(&opened.config_json))?;
-        Ok(Self { config, layout, tokenizer_json: None, chat, files })
+        // The tokenizer, chat template and special tokens from `tokenizer.*` metadata, as the
+        // HF files a folder would have.
+        let tok = crate::load::gguf::tokenizer::from_metadata(&opened.metadata)?;
+        let chat = ChatConfig::from_files(
+            Some(&tok.tokenizer_config_json),
+            None,
+            tok.generation_config_json.as_deref(),
+            Some(&opened.config_json),
+        )?;
+        Ok(Self { config, layout, tokenizer_json: tok.tokenizer_json, chat, files })
     }
 
     /// Opens a model folder (or a `.gguf` file: [`Checkpoint::from_gguf_file`]): `config.json`, then `model.safetensors` if it exists, else

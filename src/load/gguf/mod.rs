@@ -7,12 +7,17 @@
 //! - [`types`]: ggml's tensor types and their blocks;
 //! - [`dequant`]: blocks decoded to f32 as ggml decodes them;
 //! - `arch`: llama.cpp's architectures mapped back to HF's config and tensor names;
-//! - `open`: a file's header as the [`crate::model::Layout`] of its model.
+//! - `open`: a file's header as the [`crate::model::Layout`] of its model;
+//! - [`tokenizer`]: the tokenizer, chat template and special tokens as HF's files (`pretok`:
+//!   llama.cpp's pre-tokenizer names; `chat_meta`: the chat template and generation defaults).
 
 pub(crate) mod arch;
+mod chat_meta;
 pub mod dequant;
 pub mod header;
 pub(crate) mod open;
+pub(crate) mod pretok;
+pub mod tokenizer;
 pub mod types;
 pub mod value;
 
