@@ -608,3 +608,46 @@ fn chat_template_memory_bomb_costs_one_message_under_a_1_gb_cap() {
     assert!(!String::from_utf8_lossy(&out.stdout).trim().is_empty(), "its reply is printed");
     assert!(started.elapsed().as_secs() < 30, "{:?}", started.elapsed());
 }
+
+/// `--model x.gguf`: a quantized file llama.cpp wrote, its logits within 1e-4 of HF running the
+/// file's weights, on both backends (the GPU computing on the Q4_K/Q6_K blocks as stored).
+#[test]
+fn logits_command_reads_a_gguf_file_on_both_backends() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gguf");
+    let st = std::fs::read(dir.join("mamba-d256-Q4_K_M.reference.safetensors")).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&st).unwrap();
+    let ids: Vec<i32> = bytemuck::pod_collect_to_vec(st.tensor("ids").unwrap().data());
+    let want: Vec<f32> = bytemuck::pod_collect_to_vec(st.tensor("logits").unwrap().data());
+    let ids = ids.iter().map(i32::to_string).collect::<Vec<_>>().join(",");
+    let tmp = std::env::temp_dir().join(format!("webmamba-cli-gguf-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    for backend in ["cpu", "gpu"] {
+        let out = tmp.join(format!("{backend}.npy"));
+        let model = dir.join("mamba-d256-Q4_K_M.gguf");
+        let run = webmamba(&[
+            "logits",
+            "--model",
+            model.to_str().unwrap(),
+            "--ids",
+            &ids,
+            "--backend",
+            backend,
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(run.status.success(), "{backend}: {}", String::from_utf8_lossy(&run.stderr));
+        if backend == "gpu" {
+            let said = String::from_utf8_lossy(&run.stderr);
+            assert!(said.contains("(Q4_K+Q6_K)"), "the GPU computes on the file's blocks: {said}");
+        }
+        let (_, data) = read_npy(&std::fs::read(&out).unwrap());
+        assert_close(
+            &format!("mamba-d256-Q4_K_M.gguf ({backend}): CLI logits vs HF"),
+            &data,
+            &want,
+            1e-4,
+            0.0,
+        );
+    }
+    std::fs::remove_dir_all(&tmp).unwrap();
+}

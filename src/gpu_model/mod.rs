@@ -88,6 +88,15 @@ impl GpuModel {
         }
     }
 
+    /// Every format its weight matrices are stored in, in order (one for most models; a GGUF
+    /// file's float matrices and its ggml block types side by side: f16, Q4_K, Q6_K).
+    pub fn weight_formats(&self) -> Vec<WeightFormat> {
+        let mut formats: Vec<WeightFormat> = self.weights.matrices().map(|m| m.format).collect();
+        formats.sort();
+        formats.dedup();
+        formats
+    }
+
     /// How this model computes — adapter, weight formats, cache format, matmul kernels: two
     /// models with equal fingerprints and numerics give the same numbers (the state store's
     /// records are only used under equal ones).

@@ -31,6 +31,11 @@ pub struct ModelInfo {
     /// checkpoint's dtype ("bf16", "f16", "f32": kept as stored).
     #[wasm_bindgen(js_name = weightFormat)]
     pub weight_format: String,
+    /// Every format the weight matrices are stored in: on the GPU `weightFormat` and, for a
+    /// GGUF file, its quantized types computed on as stored ("f16", "Q4_K", "Q6_K"); on the
+    /// CPU `[weightFormat]`.
+    #[wasm_bindgen(js_name = weightFormats)]
+    pub weight_formats: Vec<String>,
     /// Bytes the weights take (GPU buffers, or memory on the CPU).
     #[wasm_bindgen(js_name = weightBytes)]
     pub weight_bytes: f64,
@@ -89,6 +94,7 @@ impl ModelInfo {
             vocab: c.vocab_size as u32,
             state_bytes: crate::model::State::bytes(c) as f64,
             weight_format: String::new(),
+            weight_formats: Vec::new(),
             weight_bytes: 0.0,
             activation_bytes: 0.0,
             state_slot_bytes: 0.0,
@@ -110,6 +116,7 @@ impl ModelInfo {
             Engine::Gpu(m) => {
                 let mem = m.memory();
                 info.weight_format = mem.weight_format.name().into();
+                info.weight_formats = m.weight_formats().iter().map(|f| f.name().to_string()).collect();
                 info.weight_bytes = mem.weights as f64;
                 info.activation_bytes = mem.activations as f64;
                 info.state_slot_bytes = (mem.state + mem.slots) as f64;
@@ -121,6 +128,7 @@ impl ModelInfo {
             Engine::Cpu { model, .. } => {
                 let w = model.weights();
                 info.weight_format = w.embedding.dtype_name().into();
+                info.weight_formats = vec![info.weight_format.clone()];
                 info.weight_bytes = w.bytes() as f64;
             }
         }

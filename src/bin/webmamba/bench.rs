@@ -16,7 +16,7 @@ use crate::shapes::Shape;
 /// Options of `webmamba bench`.
 #[derive(Args)]
 pub struct BenchArgs {
-    /// Model folder to benchmark (else a seeded random model of `--shape`).
+    /// Model folder or GGUF file to benchmark (else a seeded random model of `--shape`).
     #[arg(long, conflicts_with = "shape")]
     model: Option<PathBuf>,
     /// Shape of a seeded random model (f32 weights) to benchmark. Default: 130m, or with

@@ -26,7 +26,7 @@ use crate::setup::{LoadArgs, SamplingArgs, checkpoint, tokenizer};
 #[derive(Args)]
 pub struct ChatArgs {
     /// Model folder (config.json, weights, tokenizer.json, tokenizer_config.json with its chat
-    /// template). Default: the embedded shakespeare-mamba-3m (which has no template: pass
+    /// template) or GGUF file (its metadata's tokenizer and template). Default: the embedded shakespeare-mamba-3m (which has no template: pass
     /// --template).
     #[arg(long)]
     model: Option<PathBuf>,

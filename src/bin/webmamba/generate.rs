@@ -16,7 +16,8 @@ use crate::setup::{LoadArgs, SamplingArgs, checkpoint, tokenizer};
 /// `webmamba generate`'s flags.
 #[derive(Args)]
 pub struct GenerateArgs {
-    /// Model folder: config.json, model.safetensors (or index + shards), tokenizer.json.
+    /// Model folder (config.json, model.safetensors or index + shards, tokenizer.json) or
+    /// GGUF file (`x.gguf`, or the first of a split set: `x-00001-of-0000N.gguf`).
     /// Default: the embedded shakespeare-mamba-3m.
     #[arg(long)]
     model: Option<PathBuf>,

@@ -48,7 +48,7 @@ struct Cli {
 enum Command {
     /// Writes the f32 logits of every position as a .npy of shape [L, vocab].
     Logits {
-        /// Model folder: config.json, model.safetensors (or index + shards). Default: the
+        /// Model folder (config.json, model.safetensors or index + shards) or GGUF file. Default: the
         /// embedded shakespeare-mamba-3m.
         #[arg(long)]
         model: Option<PathBuf>,

@@ -12,7 +12,7 @@ use crate::setup::{Backend, LoadArgs, checkpoint, tokenizer};
 
 #[derive(clap::Args)]
 pub struct PerplexityArgs {
-    /// Model folder (config.json, weights, tokenizer.json). Default: the embedded
+    /// Model folder (config.json, weights, tokenizer.json) or GGUF file. Default: the embedded
     /// shakespeare-mamba-3m.
     #[arg(long)]
     model: Option<PathBuf>,

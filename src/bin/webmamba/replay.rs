@@ -22,7 +22,7 @@ use crate::setup::{LoadArgs, checkpoint};
 /// Options of `webmamba replay`.
 #[derive(Args)]
 pub struct ReplayArgs {
-    /// Model folder (default: the embedded shakespeare-mamba-3m).
+    /// Model folder or GGUF file (default: the embedded shakespeare-mamba-3m).
     #[arg(long)]
     model: Option<PathBuf>,
     /// JSON file: an array of operations.

@@ -203,7 +203,7 @@ pub fn engine(
             eprintln!(
                 "gpu memory: weights {:.1} MB ({}), activations {:.1} MB, state {:.1} MB",
                 mb(m.weights),
-                m.weight_format.name(),
+                model.weight_formats().iter().map(|f| f.name()).collect::<Vec<_>>().join("+"),
                 mb(m.activations),
                 mb(m.state)
             );
