@@ -253,7 +253,11 @@ fn read(c: &mut Cursor, file: &str, file_size: Option<u64>) -> std::result::Resu
             return Err(Stop::Bad(format!("tensor {name} appears twice")));
         }
     }
-    let data_start = (c.pos as u64).div_ceil(alignment) * alignment;
+    let mut data_start = (c.pos as u64).div_ceil(alignment) * alignment;
+    if tensors.is_empty() {
+        // A vocabulary-only file (`convert_hf_to_gguf.py --vocab-only`) ends with its metadata.
+        data_start = data_start.min(file_size.unwrap_or(data_start).max(c.pos as u64));
+    }
     let data_len = match file_size {
         Some(size) if size < data_start => {
             return Err(Stop::Bad(format!(

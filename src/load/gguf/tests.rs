@@ -174,3 +174,17 @@ fn limits_bound_the_header() {
     let few = Limits { array_values: 2, ..Limits::default() };
     assert!(parse("m.gguf", &bytes, None, few).is_err());
 }
+
+#[test]
+fn a_vocabulary_only_file_ends_with_its_metadata() {
+    let mut b = Build::new();
+    b.tensors.clear();
+    b.data.clear();
+    let mut bytes = b.bytes();
+    // llama.cpp writes no alignment padding after the metadata of a file without tensors.
+    while bytes.last() == Some(&0) {
+        bytes.pop();
+    }
+    let Parsed::Done(h) = read(&bytes).unwrap() else { panic!("whole file") };
+    assert!(h.tensors.is_empty() && h.data_start == bytes.len() as u64);
+}
