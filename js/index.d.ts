@@ -73,6 +73,15 @@ export interface LoadOptions {
    *  read, an unknown algorithm or a malformed digest is `InvalidInput`. From a URL in the Hub's
    *  layout the host's SHA-256 of each LFS file is checked as well, with or without this. */
   integrity?: Record<string, string>;
+  /** `fromUrl` of a folder URL, `fromFiles`: the GGUF file to load, a plain file name in the
+   *  folder (`'Model-Q4_K_M.gguf'`; a split set's first part, `…-00001-of-00003.gguf`, brings
+   *  the others). Not with `quant`, nor with a URL that ends in `.gguf` (it names the file). */
+  file?: string;
+  /** `fromUrl` of a folder URL in the Hub's layout, `fromFiles`: load the folder's one GGUF
+   *  file of this quantization type (`'Q4_K_M'`, any case), chosen from the Hub's file listing
+   *  or the picked files' names. The name must hold it as a whole word (`Q4_0` is not
+   *  `Q4_0_4_4`); no match or several is `InvalidInput` listing the candidates. */
+  quant?: string;
 }
 
 /** Options of Session.generate and Session.stream; every field is optional. */
@@ -423,19 +432,26 @@ export declare function init(wasm?: string | URL | Response | BufferSource | Web
 export declare class Model {
   private constructor();
   /** Loads a Hugging Face Mamba folder from a URL (any static host, or the Hub's
-   *  `https://huggingface.co/<repo>/resolve/main/`), streamed piece by piece. */
+   *  `https://huggingface.co/<repo>/resolve/main/`), streamed piece by piece — or a GGUF file:
+   *  a URL ending in `.gguf` (split parts are found beside it), or a folder URL with
+   *  `options.quant` or `options.file`. */
   static fromUrl(baseUrl: string | URL, options: LoadOptions & { worker: true }): Promise<WorkerModel>;
   static fromUrl(baseUrl: string | URL, options?: LoadOptions & { worker?: false }): Promise<Model>;
   static fromUrl(baseUrl: string | URL, options?: LoadOptions): Promise<Model | WorkerModel>;
-  /** Loads a folder the user picked (`<input type="file" webkitdirectory>`) or `File`s. */
+  /** Loads a folder the user picked (`<input type="file" webkitdirectory>`) or `File`s: a
+   *  Hugging Face folder, or a GGUF file and its split parts (the only GGUF file picked where
+   *  there is no config.json, or the one `options.file` / `options.quant` names). */
   static fromFiles(files: FileList | File[], options: LoadOptions & { worker: true }): Promise<WorkerModel>;
   static fromFiles(files: FileList | File[], options?: LoadOptions & { worker?: false }): Promise<Model>;
   static fromFiles(files: FileList | File[], options?: LoadOptions): Promise<Model | WorkerModel>;
-  /** Loads from bytes you hold: config.json, model.safetensors, tokenizer.json. */
-  static load(config: Bytes, weights: Bytes, tokenizer: Bytes | undefined, options: LoadOptions & { worker: true }): Promise<WorkerModel>;
-  static load(config: Bytes, weights: Bytes, tokenizer?: Bytes, options?: LoadOptions & { worker?: false }): Promise<Model>;
-  static load(config: Bytes, weights: Bytes, tokenizer?: Bytes, options?: LoadOptions): Promise<Model | WorkerModel>;
-  /** Deletes the offline copies of the files under `baseUrl`; resolves to how many. */
+  /** Loads from bytes you hold: config.json, model.safetensors, tokenizer.json — or `null`, a
+   *  GGUF file's bytes (it holds its own config; `integrity` calls it 'model.gguf') and
+   *  optionally a tokenizer.json to use instead of the file's. */
+  static load(config: Bytes | null, weights: Bytes, tokenizer: Bytes | undefined, options: LoadOptions & { worker: true }): Promise<WorkerModel>;
+  static load(config: Bytes | null, weights: Bytes, tokenizer?: Bytes, options?: LoadOptions & { worker?: false }): Promise<Model>;
+  static load(config: Bytes | null, weights: Bytes, tokenizer?: Bytes, options?: LoadOptions): Promise<Model | WorkerModel>;
+  /** Deletes the offline copies of the files under `baseUrl` (a `.gguf` URL: that file and
+   *  its split set's other parts); resolves to how many. */
   static clearCache(baseUrl: string | URL): Promise<number>;
   /** Removes every record of the persistent state store (every model's, for every tab of this
    *  origin); resolves to how many files went (0 without a store). */

@@ -11,10 +11,10 @@ use crate::load::host::HostSink;
 use crate::load::{Phase, Reporter};
 use crate::model::{Checkpoint, ModelWeights};
 use crate::wasm::backend::{Provisional, fallback, gpu_context, gpu_options};
-use crate::wasm::loader;
 use crate::wasm::model::{Model, TextFiles};
 use crate::wasm::options::LoadConfig;
 use crate::wasm::web_source::WebSource;
+use crate::wasm::{gguf, loader};
 
 /// A model built from a source: on a GPU (its device kept only once the model exists), or
 /// in memory with the reason it is not on a GPU; and the files it was read from.
@@ -24,24 +24,36 @@ struct Built {
 }
 
 impl Model {
+    /// `Model.load`: `config` is `None` for GGUF `weights` (the file holds its own).
     pub(super) async fn load_bytes(
-        config: Vec<u8>,
+        config: Option<Vec<u8>>,
         weights: Vec<u8>,
         tokenizer: Option<Vec<u8>>,
         o: LoadConfig,
     ) -> Result<Model> {
+        let gguf = gguf::bytes_are_gguf(config.as_deref(), &weights)?;
+        let weights_name = if gguf { gguf::BYTES_NAME } else { "model.safetensors" };
         // The caller's digests: the bytes are in memory, so they are checked before anything else.
-        let given = ["config.json", "model.safetensors"]
+        let given = config
+            .as_ref()
+            .map(|_| "config.json")
             .into_iter()
+            .chain([weights_name])
             .chain(tokenizer.as_ref().map(|_| "tokenizer.json"));
         o.integrity.check_names(given)?;
-        o.integrity.verify("config.json", &config)?;
-        o.integrity.verify("model.safetensors", &weights)?;
+        if let Some(config) = &config {
+            o.integrity.verify("config.json", config)?;
+        }
+        o.integrity.verify(weights_name, &weights)?;
         if let Some(t) = &tokenizer {
             o.integrity.verify("tokenizer.json", t)?;
         }
-        let checkpoint =
-            Checkpoint::from_bytes(&config, vec![("model.safetensors".into(), weights)], None, tokenizer)?;
+        let checkpoint = match config {
+            None => gguf::checkpoint(weights, tokenizer)?,
+            Some(config) => {
+                Checkpoint::from_bytes(&config, vec![("model.safetensors".into(), weights)], None, tokenizer)?
+            }
+        };
         let mut reporter = o.reporter();
         let why = match gpu_context(&o.backend).await? {
             Ok(ctx) => {

@@ -21,6 +21,10 @@
 //! (a whole-file digest needs the whole file) or the whole file is at hand anyway (the offline
 //! cache, a server that ignores Range). Its host's published digest cannot be checked then: a
 //! warning says so. A file read in spans is not kept in the offline cache.
+//!
+//! A GGUF file (or split set) stands for all of a folder's files ([`gguf::open`]: its headers
+//! give the config and layout); its data pass goes on from its header's prefix
+//! ([`crate::wasm::prefix`]) and is otherwise the same.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -34,6 +38,7 @@ use crate::load::spans;
 use crate::load::stream::{Sink, TensorStream};
 use crate::load::{Phase, Reporter};
 use crate::model::{Config, FileHeader, Layout, parse_index, shard_names};
+use crate::wasm::gguf;
 use crate::wasm::reader::Part;
 use crate::wasm::web_source::WebSource;
 
@@ -59,6 +64,9 @@ pub(crate) struct Opened {
 pub(crate) async fn open(source: &WebSource, reporter: &mut Reporter) -> Result<Opened> {
     if let Some((url, w)) = source.digests.fetch_listing().await {
         reporter.warn(Phase::Download, &url, 0, w);
+    }
+    if let Some(name) = gguf::chosen(source).await? {
+        return gguf::open(source, &name, reporter).await;
     }
     let mut read: Vec<String> = Vec::new();
     let mut small = async |name: &str| -> Result<Option<Vec<u8>>> {
@@ -157,7 +165,7 @@ async fn read_header(
 
 /// `e`, after telling `source` it happened while reading `name` (a damaged cached copy is
 /// dropped: [`WebSource::suspect`]).
-async fn suspect(source: &WebSource, name: &str, e: Error) -> Error {
+pub(crate) async fn suspect(source: &WebSource, name: &str, e: Error) -> Error {
     source.suspect(name, &e).await;
     e
 }

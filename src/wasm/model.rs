@@ -11,6 +11,7 @@ use crate::error::Result;
 use crate::session::Runtime;
 use crate::store::StoreConfig;
 use crate::tokenizer::Tokenizer;
+use crate::wasm::gguf::{self, Choice};
 use crate::wasm::info::{CacheInfo, ModelInfo};
 use crate::wasm::lease::{Lease, Shared};
 use crate::wasm::offline;
@@ -44,7 +45,9 @@ impl Model {
     /// Loads a Hugging Face Mamba folder from a URL — any static host, or the Hub's
     /// `https://huggingface.co/<repo>/resolve/main/`: `config.json`, `tokenizer.json`, and
     /// `model.safetensors` or `model.safetensors.index.json` + shards, streamed into the GPU
-    /// (or memory) piece by piece, kept in the offline cache unless `cache: false`.
+    /// (or memory) piece by piece, kept in the offline cache unless `cache: false`. Or a GGUF
+    /// file: a URL ending in `.gguf` (split parts beside it), or a folder with `options.file` or
+    /// `options.quant` (chosen from the Hub's file listing).
     /// `options.signal` ends the load (it rejects with `AbortError`, every download stopped);
     /// a download with no bytes for `stallTimeoutMs` (default 30 s) is an `Io` error.
     #[wasm_bindgen(js_name = fromUrl, unchecked_return_type = "Promise<Model>")]
@@ -55,9 +58,12 @@ impl Model {
         wasm_bindgen_futures::future_to_promise(async move {
             let base_url = args::string(&base_url, "baseUrl").map_err(to_js)?;
             let o = LoadConfig::parse(&options).map_err(to_js)?;
+            let (base_url, choice) =
+                Choice::parse(&options).and_then(|c| gguf::locate(&base_url, c)).map_err(to_js)?;
             let store = o.store;
             let model = abortable(o.signal.clone(), async {
-                let source = WebSource::url(&base_url, o.cache, o.stall_ms, o.integrity.clone()).await?;
+                let mut source = WebSource::url(&base_url, o.cache, o.stall_ms, o.integrity.clone()).await?;
+                source.choice = choice;
                 Self::load_source(source, o).await
             })
             .await
@@ -67,7 +73,9 @@ impl Model {
     }
 
     /// Loads a model folder the user picked (`<input type="file" webkitdirectory>`'s
-    /// `FileList`, or an array of `File`s), read piece by piece with `File.slice`.
+    /// `FileList`, or an array of `File`s), read piece by piece with `File.slice`: a Hugging
+    /// Face folder, or a GGUF file (with its split parts) — the only one picked, or the one
+    /// `options.file` or `options.quant` names.
     #[wasm_bindgen(js_name = fromFiles, unchecked_return_type = "Promise<Model>")]
     pub fn from_files(
         #[wasm_bindgen(unchecked_param_type = "FileList | File[]")] files: JsValue,
@@ -75,7 +83,8 @@ impl Model {
     ) -> js_sys::Promise {
         wasm_bindgen_futures::future_to_promise(async move {
             let o = LoadConfig::parse(&options).map_err(to_js)?;
-            let source = WebSource::files(&files, o.integrity.clone()).map_err(to_js)?;
+            let mut source = WebSource::files(&files, o.integrity.clone()).map_err(to_js)?;
+            source.choice = Choice::parse(&options).map_err(to_js)?;
             let store = o.store;
             let model = abortable(o.signal.clone(), Self::load_source(source, o)).await.map_err(to_js)?;
             Ok(model.with_store(store).await.into())
@@ -94,19 +103,25 @@ impl Model {
     }
 
     /// Loads a checkpoint from its files' bytes (for callers that already hold them):
-    /// `config.json`, `model.safetensors` and (for text in and out) `tokenizer.json`.
+    /// `config.json`, `model.safetensors` and (for text in and out) `tokenizer.json` — or
+    /// `null`, a GGUF file's bytes (it holds its own config) and optionally a `tokenizer.json`
+    /// to use instead of the file's.
     #[wasm_bindgen(unchecked_return_type = "Promise<Model>")]
     pub fn load(
-        #[wasm_bindgen(unchecked_param_type = "Uint8Array | ArrayBuffer")] config: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "Uint8Array | ArrayBuffer | null")] config: JsValue,
         #[wasm_bindgen(unchecked_param_type = "Uint8Array | ArrayBuffer")] weights: JsValue,
         #[wasm_bindgen(unchecked_param_type = "Uint8Array | ArrayBuffer | undefined")] tokenizer: JsValue,
         #[wasm_bindgen(unchecked_param_type = "LoadOptions | undefined")] options: JsValue,
     ) -> js_sys::Promise {
         wasm_bindgen_futures::future_to_promise(async move {
-            let config = args::bytes(&config, "config").map_err(to_js)?;
+            let config = args::optional_bytes(&config, "config").map_err(to_js)?;
             let weights = args::bytes(&weights, "weights").map_err(to_js)?;
             let tokenizer = args::optional_bytes(&tokenizer, "tokenizer").map_err(to_js)?;
             let o = LoadConfig::parse(&options).map_err(to_js)?;
+            if Choice::parse(&options).map_err(to_js)? != Choice::Folder {
+                let why = "options.file and options.quant choose among a folder's files: Model.load takes the bytes";
+                return Err(to_js(crate::error::Error::InvalidInput(why.into())));
+            }
             let store = o.store;
             let model = abortable(o.signal.clone(), Self::load_bytes(config, weights, tokenizer, o))
                 .await

@@ -14,16 +14,22 @@ use crate::wasm::http::{io, is_missing_marker};
 /// The Cache API cache that holds downloaded model files.
 pub const CACHE_NAME: &str = "webmamba-v1";
 
-/// Deletes every cached file under `base` (and the 404s remembered there); resolves to how many
+/// Deletes every cached file under `base` (and the 404s remembered there) — or where `base` is
+/// a GGUF file's URL, that file and the other parts of its split set; resolves to how many
 /// files there were.
 pub async fn clear_cache(base: &str) -> Result<u32> {
     let Some(cache) = open_cache().await else { return Ok(0) };
+    let gguf: Option<Vec<String>> = crate::wasm::gguf::split_url(base).map(|(folder, name)| {
+        let parts = crate::load::gguf::open::part_names(&name).unwrap_or_else(|_| vec![name]);
+        parts.into_iter().map(|n| absolute(format!("{folder}{n}"))).collect()
+    });
     let base = absolute(if base.ends_with('/') { base.to_string() } else { format!("{base}/") });
     let keys = JsFuture::from(cache.keys()).await.map_err(|e| io(&base, &e))?;
     let mut deleted = 0;
     for key in js_sys::Array::from(&keys).iter() {
         let Ok(request) = key.dyn_into::<Request>() else { continue };
-        if request.url().starts_with(&base) {
+        let url = request.url();
+        if gguf.as_ref().map_or(url.starts_with(&base), |urls| urls.contains(&url)) {
             // A remembered 404 is no copy of a file: removed, not counted.
             let entry = JsFuture::from(cache.match_with_request(&request)).await.ok();
             let marker =

@@ -29,6 +29,8 @@ pub(crate) struct Digests {
     hub: Option<(String, String)>,
     /// The listing's SHA-256 of each LFS file, by name.
     listing: RefCell<HashMap<String, [u8; 32]>>,
+    /// The names of the files the listing has in the folder, once read.
+    names: RefCell<Option<Vec<String>>>,
     /// Whether the listing was asked for already (a load started again does not ask twice).
     asked: Cell<bool>,
     /// No bytes for this long is a stalled download (`stallTimeoutMs`).
@@ -44,7 +46,8 @@ impl Digests {
         let hub = url.and_then(|u| Some((hub::tree_url(u)?, hub::subfolder(u))));
         // Started now, so that it is ready by the time the weights stream.
         let worker = (!option.is_empty() || hub.is_some()).then(|| HashWorker::start(stall_ms)).flatten();
-        Digests { option, hub, listing: RefCell::default(), asked: Cell::new(false), stall_ms, worker }
+        let (listing, names) = Default::default();
+        Digests { option, hub, listing, names, asked: Cell::new(false), stall_ms, worker }
     }
 
     /// Fetches the Hub's tree listing (Hub-layout URLs, once); its URL and a warning when it
@@ -58,6 +61,7 @@ impl Digests {
             Ok(json) => match hub::lfs_digests(&json, subfolder) {
                 Ok(digests) => {
                     *self.listing.borrow_mut() = digests;
+                    *self.names.borrow_mut() = hub::file_names(&json, subfolder).ok();
                     return None;
                 }
                 Err(why) => why,
@@ -69,6 +73,11 @@ impl Digests {
             url.clone(),
             format!("{LISTING} could not be read ({why}): files are checked against their ETags only"),
         ))
+    }
+
+    /// The names of the folder's files in the Hub's listing, when it was read.
+    pub fn listed(&self) -> Option<Vec<String>> {
+        self.names.borrow().clone()
     }
 
     /// The check of file `name` (opened as `opened`): the option's entry, and the host's

@@ -34,6 +34,7 @@ use crate::error::{Error, Result};
 use crate::load::files::max_small_bytes;
 use crate::load::integrity::{FileCheck, Integrity};
 use crate::wasm::body::Body;
+use crate::wasm::gguf::Choice;
 use crate::wasm::http::{
     etag_sha256, fetch, header_u64, io, is_missing_marker, message, missing, range_total, remember_missing,
     same_file,
@@ -48,11 +49,16 @@ const NOT_PICKED: &str = "not among the picked files";
 
 /// A model folder, with what its files must hash to and which were read from the offline cache.
 pub(crate) struct WebSource {
-    place: Place,
+    pub(super) place: Place,
     /// What each file must hash to.
     pub digests: Digests,
+    /// Which of its files the load reads: a Hugging Face folder, or a GGUF file.
+    pub choice: Choice,
     /// Files whose bytes were last opened from the offline cache.
-    from_cache: RefCell<HashSet<String>>,
+    pub(super) from_cache: RefCell<HashSet<String>>,
+    /// GGUF files' first bytes as their headers' reads left them, with their sizes: the data
+    /// pass goes on from there ([`crate::wasm::prefix`]).
+    pub(super) prefixes: RefCell<HashMap<String, (Vec<u8>, u64)>>,
     /// Files whose cached copy was found damaged and deleted in this load.
     distrusted: RefCell<Vec<String>>,
     /// Whether the load already started again.
@@ -60,7 +66,7 @@ pub(crate) struct WebSource {
 }
 
 /// Where a model folder is.
-enum Place {
+pub(super) enum Place {
     /// A folder URL (ending in `/`), with the offline cache when it is on and available.
     Url {
         base: String,
@@ -79,8 +85,8 @@ enum Place {
 
 impl WebSource {
     fn new(place: Place, digests: Digests) -> Self {
-        let (from_cache, distrusted, again) = Default::default();
-        WebSource { place, digests, from_cache, distrusted, again }
+        let (from_cache, distrusted, again, prefixes) = Default::default();
+        WebSource { place, digests, choice: Choice::Folder, from_cache, prefixes, distrusted, again }
     }
 
     /// A folder at `base` (relative URLs resolve against the page); `cache`: use the Cache API;
@@ -186,6 +192,7 @@ impl WebSource {
 
     /// Opens `name` for reading from its start; `None` when the folder has no such file.
     pub async fn open(&self, name: &str) -> Result<Option<Opened>> {
+        let prefix = self.prefixes.borrow_mut().remove(name);
         match &self.place {
             Place::Files(files) => Ok(files.iter().find(|f| f.name() == name).map(|f| Opened {
                 reader: Reader::Blob { blob: f.clone().into(), at: 0.0 },
@@ -199,6 +206,9 @@ impl WebSource {
                 }
                 if let Some(cached) = self.open_cached(name).await? {
                     return Ok(cached);
+                }
+                if let Some((prefix, size)) = prefix {
+                    return self.open_after(name, prefix, size).await.map(Some);
                 }
                 let url = format!("{base}{name}");
                 let fetched = match fetch(&url, "GET", None, *stall_ms).await {
@@ -223,6 +233,7 @@ impl WebSource {
     /// kept, or a valid copy in the offline cache — or where the server ignored Range. A part
     /// is never written to the offline cache.
     pub async fn open_part(&self, name: &str, range: Range<u64>, size: u64) -> Result<Part> {
+        self.prefixes.borrow_mut().remove(name); // (a GGUF header's: not needed)
         let (base, cache, stall_ms, kept) = match &self.place {
             Place::Files(_) => {
                 let slice = self.file(name)?.slice_with_f64_and_f64(range.start as f64, range.end as f64);
@@ -259,6 +270,7 @@ impl WebSource {
     /// `name` will not be read (the model uses none of its bytes): the whole-file answer a
     /// header's read kept for it, if any, is cancelled.
     pub fn skip(&self, name: &str) {
+        self.prefixes.borrow_mut().remove(name);
         if let Place::Url { kept, .. } = &self.place {
             drop(kept.borrow_mut().take_if(|k| k.0 == name));
         }
@@ -307,6 +319,7 @@ impl WebSource {
             e,
             Error::Integrity { .. }
                 | Error::Safetensors { .. }
+                | Error::Gguf { .. }
                 | Error::Config(_)
                 | Error::NonFiniteWeight { .. }
                 | Error::Io { .. }
@@ -329,7 +342,7 @@ impl WebSource {
         (!names.is_empty() && !self.again.replace(true)).then_some(names)
     }
 
-    fn file(&self, name: &str) -> Result<&File> {
+    pub(super) fn file(&self, name: &str) -> Result<&File> {
         match &self.place {
             Place::Files(files) => files.iter().find(|f| f.name() == name),
             Place::Url { .. } => None,

@@ -82,6 +82,91 @@ fn split_suffix(name: &str) -> Option<(&str, (u64, u64))> {
     (no >= 1 && no <= count && count <= MAX_PARTS).then_some((stem, (no, count)))
 }
 
+/// Whether `name` is a GGUF file's name (`.gguf`, any case).
+#[cfg(any(target_arch = "wasm32", test))]
+pub(crate) fn is_gguf_name(name: &str) -> bool {
+    name.len() > 5
+        && name.is_char_boundary(name.len() - 5)
+        && name[name.len() - 5..].eq_ignore_ascii_case(".gguf")
+}
+
+/// `name` (a load's `file` option, or the last part of a `.gguf` URL) if it is a plain GGUF file
+/// name: no folder, no URL syntax, ending in `.gguf`; else `InvalidInput`.
+#[cfg(any(target_arch = "wasm32", test))]
+pub(crate) fn plain_name(name: &str, what: &str) -> Result<String> {
+    let plain = !name.is_empty()
+        && !name.contains(['/', '\\', '?', '#', '\0'])
+        && name != "."
+        && name != ".."
+        && is_gguf_name(name);
+    if !plain {
+        return Err(Error::InvalidInput(format!(
+            "{what} must be the plain name of a .gguf file in the folder (no path, no URL), not {name:?}"
+        )));
+    }
+    Ok(name.to_string())
+}
+
+/// The GGUF file to open among a folder's file `names` (the picked files, or the Hub's tree
+/// listing): the one whose name holds `quant` (a quantization type such as `Q4_K_M`, any case)
+/// as a whole word — not followed by a letter, digit or `_`, so `Q4_0` is not `Q4_0_4_4`, nor
+/// preceded by a letter or digit, so `Q4_K` is not `IQ4_K` — or with no `quant`, the folder's
+/// only one. A split set counts once, as its first part (`-00001-of-0000N.gguf`). `Ok(None)`
+/// when there is no `quant` and no GGUF file; no match or several is `InvalidInput` listing
+/// the candidates.
+#[cfg(any(target_arch = "wasm32", test))]
+pub(crate) fn choose(names: &[String], quant: Option<&str>) -> Result<Option<String>> {
+    let mut files: Vec<&String> = names
+        .iter()
+        .filter(|n| is_gguf_name(n) && split_suffix(n).is_none_or(|(_, (no, _))| no == 1))
+        .collect();
+    files.sort();
+    files.dedup();
+    let matching: Vec<&String> = match quant {
+        Some(q) => files.iter().copied().filter(|n| holds_word(n, q)).collect(),
+        None => files.clone(),
+    };
+    let list = |v: &[&String]| v.iter().map(|n| n.as_str()).collect::<Vec<_>>().join(", ");
+    match (matching.as_slice(), quant) {
+        ([one], _) => Ok(Some(one.to_string())),
+        ([], None) => Ok(None),
+        ([], Some(q)) if files.is_empty() => {
+            Err(Error::InvalidInput(format!("quant {q:?}: the folder has no .gguf file")))
+        }
+        ([], Some(q)) => Err(Error::InvalidInput(format!(
+            "quant {q:?}: no .gguf file of the folder is of that type; it has {}",
+            list(&files)
+        ))),
+        (several, Some(q)) => Err(Error::InvalidInput(format!(
+            "quant {q:?} matches {} .gguf files: {} (give the one to load as `file`)",
+            several.len(),
+            list(several)
+        ))),
+        (several, None) => Err(Error::InvalidInput(format!(
+            "the folder has {} .gguf files: {} (choose one with `quant` or `file`)",
+            several.len(),
+            list(several)
+        ))),
+    }
+}
+
+/// Whether `name` holds `word` (any case) with no letter or digit before it and no letter,
+/// digit or `_` after it.
+#[cfg(any(target_arch = "wasm32", test))]
+fn holds_word(name: &str, word: &str) -> bool {
+    let (name, word) = (name.to_ascii_lowercase(), word.to_ascii_lowercase());
+    if word.is_empty() {
+        return false;
+    }
+    let bytes = name.as_bytes();
+    name.match_indices(&word).any(|(at, _)| {
+        let before = at.checked_sub(1).map(|i| bytes[i]);
+        let after = bytes.get(at + word.len()).copied();
+        !before.is_some_and(|b| b.is_ascii_alphanumeric())
+            && !after.is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_')
+    })
+}
+
 /// The model of the parts `(name, size, header)`, in order: each part's place checked against
 /// its `split.*` metadata, the tensors mapped to HF's names.
 pub(crate) fn assemble(parts: Vec<(String, u64, GgufHeader)>) -> Result<Opened> {
@@ -187,6 +272,65 @@ fn as_file_header(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn choose_picks_one_quant_or_lists_the_candidates() {
+        let names: Vec<String> = [
+            "README.md",
+            "config.json",
+            "Model-Q4_0.gguf",
+            "Model-Q4_0_4_4.gguf",
+            "Model-IQ4_XS.gguf",
+            "Model-Q4_K_M.gguf",
+            "Model-Q4_K_S.gguf",
+            "Model-Q8_0-00001-of-00002.gguf",
+            "Model-Q8_0-00002-of-00002.gguf",
+            "Model.BF16.GGUF",
+        ]
+        .map(String::from)
+        .to_vec();
+        let pick = |q: &str| choose(&names, Some(q));
+        assert_eq!(pick("Q4_K_M").unwrap().as_deref(), Some("Model-Q4_K_M.gguf"));
+        assert_eq!(pick("q4_k_m").unwrap().as_deref(), Some("Model-Q4_K_M.gguf"), "any case");
+        assert_eq!(pick("Q4_0").unwrap().as_deref(), Some("Model-Q4_0.gguf"), "not Q4_0_4_4");
+        assert_eq!(
+            pick("Q8_0").unwrap().as_deref(),
+            Some("Model-Q8_0-00001-of-00002.gguf"),
+            "a split set's first part"
+        );
+        assert_eq!(pick("bf16").unwrap().as_deref(), Some("Model.BF16.GGUF"));
+        assert_eq!(pick("XS").unwrap().as_deref(), Some("Model-IQ4_XS.gguf"));
+        let none = pick("Q6_K").unwrap_err().to_string();
+        assert!(none.contains("no .gguf file") && none.contains("Model-Q4_K_S.gguf"), "{none}");
+        assert!(!none.contains("00002-of"), "later parts are not candidates: {none}");
+        let several = pick("Q4_K").unwrap_err();
+        assert!(matches!(several, Error::InvalidInput(_)), "{several}");
+        let several = pick("model").unwrap_err().to_string();
+        assert!(several.contains("matches 7"), "{several}");
+        assert!(pick("Q4").is_err(), "Q4 is not a type of any file here");
+        assert!(choose(&names, None).unwrap_err().to_string().contains("choose one with `quant` or `file`"));
+        assert_eq!(choose(&names[..3], None).unwrap().as_deref(), Some("Model-Q4_0.gguf"), "the only one");
+        assert_eq!(choose(&names[..2], None).unwrap(), None, "no GGUF file");
+        assert!(choose(&names[..2], Some("Q4_0")).is_err());
+    }
+
+    #[test]
+    fn a_file_option_is_a_plain_gguf_name() {
+        assert_eq!(plain_name("m-Q4_K_M.gguf", "file").unwrap(), "m-Q4_K_M.gguf");
+        for bad in [
+            "",
+            "../m.gguf",
+            "a/m.gguf",
+            "m.safetensors",
+            "https://x/m.gguf",
+            "m.gguf?x",
+            ".gguf",
+            "..",
+            "a\\m.gguf",
+        ] {
+            assert!(matches!(plain_name(bad, "file"), Err(Error::InvalidInput(_))), "{bad:?}");
+        }
+    }
 
     #[test]
     fn split_names_are_llama_cpps() {

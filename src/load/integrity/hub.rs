@@ -58,6 +58,17 @@ pub fn subfolder(base: &str) -> String {
 /// carry no 64-digit `lfs.oid` are left out; a listing that is not a JSON array is an error
 /// (the reason, for a warning).
 pub fn lfs_digests(json: &[u8], subfolder: &str) -> Result<HashMap<String, [u8; 32]>, String> {
+    Ok(files(json, subfolder)?.into_iter().filter_map(|(name, oid)| Some((name, hex32(&oid?)?))).collect())
+}
+
+/// The names of the files a tree listing (`json`) has in `subfolder` itself (not deeper), in
+/// its order: where a load chooses among them (a GGUF file by its quantization type).
+pub fn file_names(json: &[u8], subfolder: &str) -> Result<Vec<String>, String> {
+    Ok(files(json, subfolder)?.into_iter().map(|(name, _)| name).collect())
+}
+
+/// Each file entry of a listing in `subfolder` itself: its name there and its `lfs.oid`.
+fn files(json: &[u8], subfolder: &str) -> Result<Vec<(String, Option<String>)>, String> {
     #[derive(serde::Deserialize)]
     struct Lfs {
         oid: Option<String>,
@@ -71,20 +82,18 @@ pub fn lfs_digests(json: &[u8], subfolder: &str) -> Result<HashMap<String, [u8; 
     }
     let entries: Vec<serde_json::Value> = serde_json::from_slice(json)
         .map_err(|e| format!("the listing is not a JSON array of entries: {e}"))?;
-    let mut out = HashMap::new();
+    let mut out = Vec::new();
     for value in entries {
         // An entry of another shape is skipped, not fatal: the listing is advisory.
         let Ok(entry) = serde_json::from_value::<Entry>(value) else { continue };
         if entry.kind.as_deref().is_some_and(|k| k != "file") {
             continue;
         }
-        let (Some(path), Some(oid)) = (entry.path, entry.lfs.and_then(|l| l.oid)) else { continue };
+        let Some(path) = entry.path else { continue };
         let Some(name) = path.strip_prefix(subfolder).filter(|n| !n.is_empty() && !n.contains('/')) else {
             continue;
         };
-        if let Some(digest) = hex32(&oid) {
-            out.insert(name.to_string(), digest);
-        }
+        out.push((name.to_string(), entry.lfs.and_then(|l| l.oid)));
     }
     Ok(out)
 }

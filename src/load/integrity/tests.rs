@@ -1,7 +1,7 @@
 //! The digest parsers and the streaming check against published test vectors (FIPS 180-2's
 //! "abc" and 448-bit messages, RFC 4648's base64 examples) and hand-written Hub answers.
 
-use super::hub::{lfs_digests, subfolder, tree_url};
+use super::hub::{file_names, lfs_digests, subfolder, tree_url};
 use super::sri::{base64_decode, base64_encode, etag_sha256, hex32, parse, to_sri};
 use super::*;
 
@@ -264,4 +264,10 @@ fn the_tree_listing_gives_lfs_files_sha256() {
     assert_eq!(sub.keys().collect::<Vec<_>>(), ["model.onnx"]);
     assert!(lfs_digests(b"{\"error\":\"not found\"}", "").is_err());
     assert!(lfs_digests(b"<html>", "").is_err());
+    // Every file of the folder itself, LFS or not (a GGUF file is chosen among them).
+    assert_eq!(
+        file_names(listing.as_bytes(), "").unwrap(),
+        ["config.json", "model.safetensors", "bad.safetensors"]
+    );
+    assert_eq!(file_names(listing.as_bytes(), "onnx/").unwrap(), ["model.onnx"]);
 }
