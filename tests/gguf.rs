@@ -43,6 +43,17 @@ fn fixtures() -> Vec<(&'static str, &'static [u8], &'static [u8])> {
         gguf!("mamba-d256-Q6_K"),
         gguf!("mamba2-d256-Q8_0"),
         gguf!("mamba2-d256-Q4_K_M"),
+        gguf!("lfm2-tiny-F32"),
+        gguf!("lfm2-d256-Q8_0"),
+        gguf!("lfm2-d256-Q4_K_M"),
+        gguf!("falcon-h1-tiny-F32"),
+        gguf!("falcon-h1-d256-Q8_0"),
+        gguf!("falcon-h1-d256-Q4_K_M"),
+        gguf!("nemotron-h-tiny-F32"),
+        gguf!("nemotron-h-d256-Q8_0"),
+        gguf!("nemotron-h-d256-Q4_K_M"),
+        gguf!("nemotron-h-d256-Q5_K_M"),
+        gguf!("nemotron-h-d256-Q4_1"),
     ]
 }
 

@@ -13,12 +13,13 @@
 //! - the vocabulary is padded with `[PAD…]` tokens to a multiple of 8 (Mamba) or 16 (Mamba-2)
 //!   in the tokenizer only: V is the embedding's rows.
 //!
-//! Architectures webmamba has block kinds for but no mapping yet, and every other one, are an
-//! `UnsupportedModel` naming the architecture.
+//! The hybrids are mapped in [`super::arch_hybrid`]. Architectures webmamba has block kinds for
+//! but no mapping yet, and every other one, are an `UnsupportedModel` naming the architecture.
 
 use serde_json::{Value as Json, json};
 
 use crate::error::{Error, Result};
+use crate::load::gguf::arch_hybrid::{self, HYBRIDS, Shape};
 use crate::load::gguf::header::TensorInfo;
 use crate::load::gguf::value::Metadata;
 use crate::model::Stored;
@@ -38,21 +39,21 @@ pub(crate) struct Mapped {
     pub names: Vec<Option<Renamed>>,
 }
 
-/// The architectures mapped (`general.architecture`).
+/// The architectures mapped here (`general.architecture`; the hybrids: [`HYBRIDS`]).
 const READ: &[&str] = &["mamba", "mamba2"];
 
 /// Layers, widths and sizes a file may announce (the header's tensors bound the real sizes).
-const MAX_DIM: u64 = 1 << 20;
+pub(crate) const MAX_DIM: u64 = 1 << 20;
 
 /// Maps the model of `m` (the first file's metadata) whose tensors are `tensors` (every file's,
 /// in file order).
 pub(crate) fn map(m: &Metadata, tensors: &[&TensorInfo]) -> Result<Mapped> {
     let arch = m.str("general.architecture")?;
-    if !READ.contains(&arch) {
+    if !READ.contains(&arch) && !HYBRIDS.contains(&arch) {
         return Err(Error::UnsupportedModel(format!(
             "{}: GGUF architecture {arch:?} is not one webmamba reads ({})",
             m.file,
-            READ.join(", ")
+            [READ, HYBRIDS].concat().join(", ")
         )));
     }
     let key = |k: &str| format!("{arch}.{k}");
@@ -66,6 +67,13 @@ pub(crate) fn map(m: &Metadata, tensors: &[&TensorInfo]) -> Result<Mapped> {
     let d_model = m.uint(&key("embedding_length"), MAX_DIM)?;
     let eps = m.opt_f64(&key("attention.layer_norm_rms_epsilon"))?.unwrap_or(1e-5);
     let tied = !has("output.weight");
+    if HYBRIDS.contains(&arch) {
+        let names: Vec<&str> = tensors.iter().map(|t| t.name.as_str()).collect();
+        let shape = Shape { vocab, layers, d_model, tied, names: &names };
+        let config = arch_hybrid::config(arch, m, &shape)?;
+        let names = tensors.iter().map(|t| arch_hybrid::hf_name(arch, &t.name)).collect();
+        return Ok(Mapped { config_json: serde_json::to_vec(&add_eos(config, m)).expect("JSON"), names });
+    }
     let config = match arch {
         "mamba" => {
             let falcon = matches!(m.get(&key("ssm.dt_b_c_rms")), Some(super::Value::Bool(true)));
