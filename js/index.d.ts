@@ -313,6 +313,10 @@ export interface ModelInfo {
   stateBytes: number;
   /** 'f32', 'f16', 'int8' or 'q4' on the GPU; on the CPU the checkpoint's dtype. */
   weightFormat: string;
+  /** Every format the weight matrices are stored in: on the GPU `weightFormat` and, for a GGUF
+   * file, the quantized types computed on as stored ('Q8_0', 'Q4_K', 'Q6_K', …); on the CPU
+   * `[weightFormat]`. */
+  weightFormats: string[];
   weightBytes: number;
   /** GPU bytes of activation buffers (0 on the CPU). */
   activationBytes: number;
