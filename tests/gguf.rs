@@ -54,6 +54,15 @@ fn fixtures() -> Vec<(&'static str, &'static [u8], &'static [u8])> {
         gguf!("nemotron-h-d256-Q4_K_M"),
         gguf!("nemotron-h-d256-Q5_K_M"),
         gguf!("nemotron-h-d256-Q4_1"),
+        gguf!("nemotron-h-moe-tiny-F32"),
+        gguf!("granite-h-tiny-F32"),
+        gguf!("granite-h-d256-Q8_0"),
+        gguf!("granite-h-d256-Q4_0"),
+        gguf!("granite-h-d256-Q4_K_M"),
+        gguf!("granite-h-d256-Q6_K"),
+        gguf!("jamba-tiny-F32"),
+        gguf!("jamba-d256-Q8_0"),
+        gguf!("jamba-d256-Q4_K_M"),
     ]
 }
 

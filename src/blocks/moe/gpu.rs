@@ -101,7 +101,11 @@ impl GpuParts for GpuWeights {
                 Some(Destination::Vector { buffer: self.router_bias.as_ref()?, at: 0, neg_exp: false })
             }
             Part::Expert(x, m) => self.experts.get(x as usize)?.destination(m),
-            Part::Experts(MlpPart::GateUp) => {
+            // A stacked tensor's rows: each expert's matrix of that part in turn.
+            Part::Experts(MlpPart::Gate) => Some(Destination::Stacked(
+                self.experts.iter().map(|x| x.gate.as_ref()).collect::<Option<_>>()?,
+            )),
+            Part::Experts(MlpPart::Up | MlpPart::GateUp) => {
                 Some(Destination::Stacked(self.experts.iter().map(|x| &x.up).collect()))
             }
             Part::Experts(MlpPart::Down) => {

@@ -6,7 +6,7 @@ pub(crate) mod cpu;
 pub(crate) mod gpu;
 
 use crate::blocks::kind::{HostKind, HostLayer, HostParts};
-use crate::blocks::mlp::{self, Mlp};
+use crate::blocks::mlp::{self, Mlp, MlpNames};
 use crate::blocks::{TakeTensor, Tensor, checked_counts, positive, under};
 use crate::error::{Error, Result};
 use crate::model::Extent;
@@ -55,6 +55,11 @@ pub struct Moe {
     pub(crate) layout: ExpertLayout,
     /// The shared expert, run for every token, if any.
     pub(crate) shared: Option<Mlp>,
+    /// The routed experts as llama.cpp's GGUF files stack them: one tensor of every expert's
+    /// gate (E, I, D), up (E, I, D) and down (E, D, I) each, `experts.{gate,up,down}_proj`
+    /// (under `block_sparse_moe.` for Granite); the router and shared expert named as `layout`
+    /// names them.
+    pub(crate) stacked: bool,
 }
 
 impl Moe {}
@@ -82,6 +87,22 @@ impl Weights {
             None
         };
         let experts = match p.layout {
+            _ if p.stacked => {
+                let mut stack = |m| t.matrix(Part::Experts(m)).map(|x| x.split_rows(p.n_experts));
+                let gate = match p.expert.names {
+                    MlpNames::Plain => None,
+                    _ => Some(stack(MlpPart::Gate)?),
+                };
+                let (up, down) = (stack(MlpPart::Up)?, stack(MlpPart::Down)?);
+                let mut gate = gate.map(Vec::into_iter);
+                up.into_iter()
+                    .zip(down)
+                    .map(|(up, down)| {
+                        let gate = gate.as_mut().and_then(Iterator::next);
+                        mlp::Weights { gate, up, down, biases: [None, None, None] }
+                    })
+                    .collect()
+            }
             ExpertLayout::Granite => {
                 let gate_up = t.matrix(Part::Experts(MlpPart::GateUp))?.split_rows(p.n_experts);
                 let down = t.matrix(Part::Experts(MlpPart::Down))?.split_rows(p.n_experts);
@@ -126,6 +147,34 @@ impl HostKind for Moe {
         let t = |part, leaf: &str, shape| Tensor::new(part, leaf, shape, true);
         let mut out = Vec::new();
         match self.layout {
+            _ if self.stacked => {
+                let (router, at) = match self.layout {
+                    ExpertLayout::Granite => ("block_sparse_moe.router.layer", "block_sparse_moe."),
+                    ExpertLayout::Jamba => ("router", ""),
+                    ExpertLayout::NemotronH => ("gate", ""),
+                };
+                out.push(t(Part::Router, &format!("{router}.weight"), vec![e, d]));
+                if matches!(self.routing, Routing::Sigmoid { .. }) {
+                    out.push(t(Part::RouterBias, &format!("{router}.e_score_correction_bias"), vec![e]));
+                }
+                if self.expert.names != MlpNames::Plain {
+                    out.push(t(
+                        Part::Experts(MlpPart::Gate),
+                        &format!("{at}experts.gate_proj.weight"),
+                        vec![e, i, d],
+                    ));
+                }
+                out.push(t(
+                    Part::Experts(MlpPart::Up),
+                    &format!("{at}experts.up_proj.weight"),
+                    vec![e, i, d],
+                ));
+                out.push(t(
+                    Part::Experts(MlpPart::Down),
+                    &format!("{at}experts.down_proj.weight"),
+                    vec![e, d, i],
+                ));
+            }
             ExpertLayout::Granite => {
                 out.push(t(Part::Router, "block_sparse_moe.router.layer.weight", vec![e, d]));
                 let gate_up = vec![e, i.saturating_mul(2), d];

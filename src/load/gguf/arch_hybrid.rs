@@ -1,5 +1,8 @@
 //! llama.cpp's hybrid architectures mapped back to HF's config and tensor names (see
-//! [`super::arch`] for the plain Mamba ones and what is shared).
+//! [`super::arch`] for the plain Mamba ones and what is shared): `lfm2` and `falcon-h1` here,
+//! the hybrids with mixtures of experts (`granitehybrid`, `nemotron_h`, `nemotron_h_moe`,
+//! `jamba`) in [`super::arch_moe`]. Qwen3.5's `qwen35` is not mapped (its value heads are
+//! stored regrouped, and its norms as 1 + w).
 //!
 //! What the converter did, undone here:
 //! - per-layer `attention.head_count_kv` arrays where 0 marks a layer without attention (and
@@ -10,16 +13,50 @@
 //! - A = −exp(A_log): loaded as ln(−A);
 //! - Falcon-H1's µP multipliers, baked into the weights by the converter: the config keeps
 //!   HF's defaults of 1, so nothing is divided back out;
-//! - tied heads: no `output.weight`.
+//! - tied heads: no `output.weight`;
+//! - a gated MLP's gate and up stored apart where HF fuses them, and each mixture's experts
+//!   stacked one tensor per projection: loaded as stored, the model told so by
+//!   [`LLAMA_CPP_TENSORS`] in the config ([`llama_cpp_tensors`]).
 
 use serde_json::{Value as Json, json};
 
+use crate::blocks::{BlockKind, Mlp, MlpNames};
 use crate::error::{Error, Result};
 use crate::load::gguf::arch::{MAX_DIM, Renamed};
+use crate::load::gguf::arch_moe;
 use crate::load::gguf::value::Metadata;
+use crate::model::Config;
+
+/// A model parsed from a config [`config`] wrote, with its tensors named as llama.cpp's files
+/// hold them: a gated MLP's gate and up as two matrices (`gate_proj`, `up_proj`) where HF
+/// fuses them, and every mixture's routed experts stacked one tensor per projection.
+pub(crate) fn llama_cpp_tensors(c: &mut Config) {
+    let split = |m: &mut Mlp| {
+        if matches!(m.names, MlpNames::InputOutput | MlpNames::GateUp) {
+            m.names = MlpNames::Separate;
+        }
+    };
+    for block in &mut c.blocks {
+        match &mut block.kind {
+            BlockKind::Mlp(m) => split(m),
+            BlockKind::Moe(moe) => {
+                moe.stacked = true;
+                split(&mut moe.expert);
+                moe.shared.iter_mut().for_each(split);
+            }
+            _ => {}
+        }
+    }
+}
 
 /// The hybrid architectures mapped here (`general.architecture`).
-pub(crate) const HYBRIDS: &[&str] = &["lfm2", "falcon-h1", "nemotron_h"];
+pub(crate) const HYBRIDS: &[&str] =
+    &["lfm2", "falcon-h1", "nemotron_h", "nemotron_h_moe", "granitehybrid", "jamba"];
+
+/// The key of the `config.json` [`config`] writes that marks its tensors as llama.cpp's: the
+/// MLP's gate and up separate where HF fuses them (Granite's `input_linear`), each mixture's
+/// experts stacked per projection (see [`llama_cpp_tensors`]).
+pub(crate) const LLAMA_CPP_TENSORS: &str = "webmamba_gguf_tensors";
 
 /// What [`config`] reads about a file besides its metadata.
 pub(crate) struct Shape<'a> {
@@ -33,11 +70,27 @@ pub(crate) struct Shape<'a> {
 
 impl Shape<'_> {
     /// Whether some layer has tensor `blk.N.<leaf>`.
-    fn any(&self, leaf: &str) -> bool {
+    pub(super) fn any(&self, leaf: &str) -> bool {
         self.names
             .iter()
             .any(|n| n.strip_prefix("blk.").and_then(|r| r.split_once('.')).is_some_and(|(_, l)| l == leaf))
     }
+}
+
+/// What every hybrid's config reads alike from its metadata.
+pub(super) struct Common {
+    /// Layers.
+    pub n: usize,
+    /// Each layer's key/value heads, 0 where it has no attention.
+    pub kv: Vec<u64>,
+    /// The most key/value heads of a layer.
+    pub kv_heads: u64,
+    /// The RMSNorms' ε.
+    pub eps: f64,
+    /// RoPE's θ.
+    pub theta: f64,
+    /// Query heads.
+    pub heads: u64,
 }
 
 /// The `config.json` of hybrid `arch` whose metadata is `m`.
@@ -110,58 +163,26 @@ pub(crate) fn config(arch: &str, m: &Metadata, s: &Shape<'_>) -> Result<Json> {
                 "tie_word_embeddings": s.tied,
             })
         }
-        "nemotron_h" => {
-            let ff = m.per_layer(&key("feed_forward_length"), n, MAX_DIM)?.unwrap_or_else(|| vec![0; n]);
-            // '*' attention, '-' MLP, 'M' Mamba-2 (nemotron.py: 0 heads and 0 width for those).
-            let pattern: String = kv
-                .iter()
-                .zip(&ff)
-                .map(|(&kv, &ff)| match (kv, ff) {
-                    (0, 0) => 'M',
-                    (0, _) => '-',
-                    _ => '*',
-                })
-                .collect();
-            let inner = m.uint(&key("ssm.inner_size"), MAX_DIM)?;
-            let ssm_heads = m.uint(&key("ssm.time_step_rank"), MAX_DIM)?.max(1);
-            json!({
-                "architectures": ["NemotronHForCausalLM"],
-                "model_type": "nemotron_h",
-                "vocab_size": s.vocab,
-                "hidden_size": s.d_model,
-                "num_hidden_layers": s.layers,
-                "hybrid_override_pattern": pattern,
-                "num_attention_heads": heads,
-                "num_key_value_heads": kv_heads.max(1),
-                "head_dim": m.opt_uint(&key("attention.key_length"), MAX_DIM)?.unwrap_or(s.d_model / heads.max(1)),
-                "intermediate_size": ff.iter().copied().max().unwrap_or(0),
-                "mamba_num_heads": ssm_heads,
-                "mamba_head_dim": inner / ssm_heads,
-                "n_groups": m.uint(&key("ssm.group_count"), MAX_DIM)?,
-                "ssm_state_size": m.uint(&key("ssm.state_size"), MAX_DIM)?,
-                "conv_kernel": m.uint(&key("ssm.conv_kernel"), MAX_DIM)?,
-                "use_bias": s.any("ssm_in.bias"),
-                "use_conv_bias": s.any("ssm_conv1d.bias"),
-                "mlp_bias": s.any("ffn_up.bias"),
-                "attention_bias": s.any("attn_q.bias"),
-                "layer_norm_epsilon": m.opt_f64(&key("attention.layer_norm_epsilon"))?.unwrap_or(1e-5),
-                "max_position_embeddings": m.opt_uint(&key("context_length"), u64::MAX)?.unwrap_or(4096),
-                "tie_word_embeddings": s.tied,
-            })
+        _ => {
+            let common = Common { n, kv, kv_heads, eps, theta, heads };
+            return arch_moe::config(arch, m, s, &common);
         }
-        _ => unreachable!("HYBRIDS lists the architectures mapped here"),
     })
 }
 
 /// The HF name of GGUF tensor `name` of hybrid `arch`.
 pub(crate) fn hf_name(arch: &str, name: &str) -> Option<Renamed> {
     let plain = |n: String| Some(Renamed { name: n, ln_neg: false });
+    let arch = if arch == "nemotron_h_moe" { "nemotron_h" } else { arch };
     match (arch, name) {
         ("nemotron_h", "token_embd.weight") => return plain("backbone.embeddings.weight".into()),
         ("nemotron_h", "output_norm.weight") => return plain("backbone.norm_f.weight".into()),
         (_, "token_embd.weight") => return plain("model.embed_tokens.weight".into()),
         ("lfm2", "token_embd_norm.weight") => return plain("model.embedding_norm.weight".into()),
-        ("falcon-h1", "output_norm.weight") => return plain("model.final_layernorm.weight".into()),
+        ("falcon-h1" | "jamba", "output_norm.weight") => {
+            return plain("model.final_layernorm.weight".into());
+        }
+        ("granitehybrid", "output_norm.weight") => return plain("model.norm.weight".into()),
         (_, "output.weight") => return plain("lm_head.weight".into()),
         _ => {}
     }
@@ -206,23 +227,12 @@ pub(crate) fn hf_name(arch: &str, name: &str) -> Option<Renamed> {
                 attention(leaf).and_then(|l| at("self_attn.", l))
             }
         },
-        "nemotron_h" => match leaf {
-            "attn_norm.weight" => at("", "norm.weight"),
-            "attn_output.weight" => at("mixer.", "o_proj.weight"),
-            "attn_output.bias" => at("mixer.", "o_proj.bias"),
-            _ => {
-                if let Some(r) = ssm2(leaf) {
-                    return Some(Renamed { name: format!("{p}.mixer.{}", r.0), ln_neg: r.1 });
-                }
-                mlp(leaf).or_else(|| attention(leaf)).and_then(|l| at("mixer.", l))
-            }
-        },
-        _ => None,
+        _ => arch_moe::leaf_name(arch, &p, leaf),
     }
 }
 
 /// The HF leaf of a Mamba-2 mixer's tensor `blk.N.<leaf>`, and whether it holds −exp(A_log).
-pub(crate) fn ssm2(leaf: &str) -> Option<(&'static str, bool)> {
+pub(super) fn ssm2(leaf: &str) -> Option<(&'static str, bool)> {
     Some(match leaf {
         "ssm_in.weight" => ("in_proj.weight", false),
         "ssm_in.bias" => ("in_proj.bias", false),
@@ -239,7 +249,7 @@ pub(crate) fn ssm2(leaf: &str) -> Option<(&'static str, bool)> {
 }
 
 /// The HF leaf of a gated or plain MLP's tensor `blk.N.<leaf>`.
-fn mlp(leaf: &str) -> Option<&'static str> {
+pub(super) fn mlp(leaf: &str) -> Option<&'static str> {
     Some(match leaf {
         "ffn_gate.weight" => "gate_proj.weight",
         "ffn_up.weight" => "up_proj.weight",
@@ -252,7 +262,7 @@ fn mlp(leaf: &str) -> Option<&'static str> {
 }
 
 /// The HF leaf of an attention tensor `blk.N.<leaf>` (q/k/v and their biases).
-fn attention(leaf: &str) -> Option<&'static str> {
+pub(super) fn attention(leaf: &str) -> Option<&'static str> {
     Some(match leaf {
         "attn_q.weight" => "q_proj.weight",
         "attn_k.weight" => "k_proj.weight",

@@ -7,13 +7,14 @@
 //! - [`types`]: ggml's tensor types and their blocks;
 //! - [`dequant`]: blocks decoded to f32 as ggml decodes them;
 //! - `arch`: llama.cpp's architectures mapped back to HF's config and tensor names (the
-//!   hybrids: `arch_hybrid`);
+//!   hybrids: `arch_hybrid`, those with experts `arch_moe`);
 //! - `open`: a file's header as the [`crate::model::Layout`] of its model;
 //! - [`tokenizer`]: the tokenizer, chat template and special tokens as HF's files (`pretok`:
 //!   llama.cpp's pre-tokenizer names; `chat_meta`: the chat template and generation defaults).
 
 pub(crate) mod arch;
 pub(crate) mod arch_hybrid;
+mod arch_moe;
 mod chat_meta;
 pub mod dequant;
 pub mod header;

@@ -55,6 +55,7 @@ pub(crate) fn parse(v: Value) -> Result<Config> {
             expert,
             routing: Routing::SoftmaxTopK,
             layout: ExpertLayout::Granite,
+            stacked: false,
             shared: Some(shared_mlp),
         };
         (BlockKind::Moe(moe), "")

@@ -60,6 +60,7 @@ pub(crate) fn parse(v: Value) -> Result<Config> {
         expert: mlp.clone(),
         routing: Routing::Softmax { renormalize: false },
         layout: ExpertLayout::Jamba,
+        stacked: false,
         shared: None,
     };
     let mut blocks = Vec::with_capacity(2 * n_layer);

@@ -111,6 +111,7 @@ pub(crate) fn parse(v: Value) -> Result<Config> {
             scale: number(&v, "routed_scaling_factor", 1.0)? as f32,
         },
         layout: ExpertLayout::NemotronH,
+        stacked: false,
         shared: Some(plain(size(&v, "moe_shared_expert_intermediate_size", 7688)?)),
     };
     let blocks = types
