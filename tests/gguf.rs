@@ -60,6 +60,7 @@ fn fixtures() -> Vec<(&'static str, &'static [u8], &'static [u8])> {
         gguf!("granite-h-d256-Q4_0"),
         gguf!("granite-h-d256-Q4_K_M"),
         gguf!("granite-h-d256-Q6_K"),
+        gguf!("bamba-tiny-F32"),
         gguf!("jamba-tiny-F32"),
         gguf!("jamba-d256-Q8_0"),
         gguf!("jamba-d256-Q4_K_M"),

@@ -123,7 +123,8 @@ impl<'a> TensorStream<'a> {
             if let Some(planned) = &self.layout.roles[self.file][self.tensor] {
                 self.staged.extend_from_slice(now);
                 let done = self.pos + take as u64 == entry.end;
-                if done || self.staged.len() >= PIECE_BYTES.max(2 * planned.file_row_bytes()) {
+                if done || self.staged.len() >= PIECE_BYTES.max(unit_rows(planned) * planned.file_row_bytes())
+                {
                     self.hand_on(sink, planned, done)?;
                 }
             }
@@ -138,11 +139,15 @@ impl<'a> TensorStream<'a> {
     fn hand_on(&mut self, sink: &mut dyn Sink, planned: &Planned, done: bool) -> Result<()> {
         let row_bytes = planned.file_row_bytes().max(1);
         // An even number of rows but at the tensor's end, so every piece starts at an even row
-        // (q4's scales of a row may end mid-u32: `WeightFormat::for_shape`).
+        // (q4's scales of a row may end mid-u32: `WeightFormat::for_shape`); whole heads where
+        // a head's rows are put back in HF's order.
         let rows = self.staged.len() / row_bytes;
-        let rows = if done { rows } else { rows & !1 };
+        let rows = if done { rows } else { rows - rows % unit_rows(planned) };
         if rows > 0 {
-            let stored = &self.staged[..rows * row_bytes];
+            let head_rows = planned.stored.map_or(0, |s| s.head_rows as usize);
+            let unpermuted =
+                (head_rows > 0).then(|| unpermute(&self.staged[..rows * row_bytes], row_bytes, head_rows));
+            let stored = unpermuted.as_deref().unwrap_or(&self.staged[..rows * row_bytes]);
             // Decoded for the check even when the sink takes the blocks: a scale may be NaN.
             let decoded = planned.stored.map(|s| decode(s, stored));
             let piece = decoded.as_deref().unwrap_or(stored);
@@ -238,6 +243,26 @@ impl<'a> TensorStream<'a> {
     pub(crate) fn reporter(&mut self) -> &mut Reporter {
         self.reporter
     }
+}
+
+/// Rows a piece of `planned` holds a multiple of (but at its end): 2 (q4's scales of a row may
+/// end mid-u32), or a head's rows where they are reordered.
+fn unit_rows(planned: &Planned) -> usize {
+    planned.stored.map_or(2, |s| (s.head_rows as usize).max(2))
+}
+
+/// Whole heads of `head_rows` rows (`row_bytes` each) in HF's order from llama.cpp's (its
+/// `permute` for interleaved RoPE: file row 2j of a head is HF's row j, row 2j + 1 HF's row
+/// j + head_rows/2). Rows are moved whole, so a row's ggml blocks stay as they are.
+fn unpermute(bytes: &[u8], row_bytes: usize, head_rows: usize) -> Vec<u8> {
+    let mut out = vec![0; bytes.len()];
+    let half = head_rows / 2;
+    for (r, row) in bytes.chunks_exact(row_bytes).enumerate() {
+        let (head, local) = (r / head_rows, r % head_rows);
+        let to = head * head_rows + local / 2 + (local % 2) * half;
+        out[to * row_bytes..(to + 1) * row_bytes].copy_from_slice(row);
+    }
+    out
 }
 
 /// A GGUF piece as f32 bytes: ggml's blocks decoded, and A_log = ln(−A) where the file holds

@@ -42,6 +42,10 @@ pub struct Stored {
     pub ty: crate::load::gguf::GgmlType,
     /// The file holds A = −exp(A_log): A_log = ln(−A) is what the model loads.
     pub ln_neg: bool,
+    /// Rows per head (even) of a q/k matrix whose heads llama.cpp stores with rows interleaved
+    /// for its RoPE (file row 2j of a head is HF's row j, row 2j + 1 HF's row j + rows/2):
+    /// loaded in HF's order, whole heads at a time, its blocks intact; 0 for any other tensor.
+    pub head_rows: u32,
 }
 
 /// One safetensors file's header.

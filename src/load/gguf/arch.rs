@@ -29,6 +29,9 @@ pub(crate) struct Renamed {
     pub name: String,
     /// Holds A = −exp(A_log).
     pub ln_neg: bool,
+    /// Rows per head of a q/k matrix whose heads' rows llama.cpp interleaved for its RoPE
+    /// (`LlamaModel.permute`); 0 for any other tensor.
+    pub head_rows: u32,
 }
 
 /// A GGUF file's model, as HF would have it.
@@ -71,7 +74,8 @@ pub(crate) fn map(m: &Metadata, tensors: &[&TensorInfo]) -> Result<Mapped> {
         let names: Vec<&str> = tensors.iter().map(|t| t.name.as_str()).collect();
         let shape = Shape { vocab, layers, d_model, tied, names: &names };
         let config = arch_hybrid::config(arch, m, &shape)?;
-        let names = tensors.iter().map(|t| arch_hybrid::hf_name(arch, &t.name)).collect();
+        let mut names: Vec<_> = tensors.iter().map(|t| arch_hybrid::hf_name(arch, &t.name)).collect();
+        arch_hybrid::rope_rows(arch, m, tensors, d_model, &mut names)?;
         return Ok(Mapped { config_json: serde_json::to_vec(&add_eos(config, m)).expect("JSON"), names });
     }
     let config = match arch {
@@ -138,7 +142,7 @@ fn add_eos(mut config: Json, m: &Metadata) -> Json {
 
 /// The HF name of GGUF tensor `name` of architecture `arch`.
 fn hf_name(arch: &str, name: &str) -> Option<Renamed> {
-    let plain = |n: String| Some(Renamed { name: n, ln_neg: false });
+    let plain = |n: String| Some(Renamed { name: n, ln_neg: false, head_rows: 0 });
     match name {
         "token_embd.weight" => return plain("backbone.embeddings.weight".into()),
         "output_norm.weight" => return plain("backbone.norm_f.weight".into()),
@@ -159,7 +163,7 @@ fn hf_name(arch: &str, name: &str) -> Option<Renamed> {
         (_, "ssm_out.weight") => mixer("out_proj.weight"),
         (_, "ssm_out.bias") => mixer("out_proj.bias"),
         (_, "ssm_d") => mixer("D"),
-        (_, "ssm_a") => Some(Renamed { name: format!("{p}.mixer.A_log"), ln_neg: true }),
+        (_, "ssm_a") => Some(Renamed { name: format!("{p}.mixer.A_log"), ln_neg: true, head_rows: 0 }),
         ("mamba", "ssm_x.weight") => mixer("x_proj.weight"),
         ("mamba", "ssm_dt.weight") => mixer("dt_proj.weight"),
         ("mamba", "ssm_dt.bias") => mixer("dt_proj.bias"),
@@ -173,7 +177,7 @@ fn hf_name(arch: &str, name: &str) -> Option<Renamed> {
 pub(crate) fn stored(ty: super::GgmlType, r: &Renamed) -> Option<Stored> {
     use super::GgmlType::{Bf16, F16, F32};
     match ty {
-        F32 | F16 | Bf16 if !r.ln_neg => None,
-        ty => Some(Stored { ty, ln_neg: r.ln_neg }),
+        F32 | F16 | Bf16 if !r.ln_neg && r.head_rows == 0 => None,
+        ty => Some(Stored { ty, ln_neg: r.ln_neg, head_rows: r.head_rows }),
     }
 }

@@ -24,6 +24,7 @@ use crate::blocks::{BlockKind, Mlp, MlpNames};
 use crate::error::{Error, Result};
 use crate::load::gguf::arch::{MAX_DIM, Renamed};
 use crate::load::gguf::arch_moe;
+pub(crate) use crate::load::gguf::arch_moe::rope_rows;
 use crate::load::gguf::value::Metadata;
 use crate::model::Config;
 
@@ -172,7 +173,7 @@ pub(crate) fn config(arch: &str, m: &Metadata, s: &Shape<'_>) -> Result<Json> {
 
 /// The HF name of GGUF tensor `name` of hybrid `arch`.
 pub(crate) fn hf_name(arch: &str, name: &str) -> Option<Renamed> {
-    let plain = |n: String| Some(Renamed { name: n, ln_neg: false });
+    let plain = |n: String| Some(Renamed { name: n, ln_neg: false, head_rows: 0 });
     let arch = if arch == "nemotron_h_moe" { "nemotron_h" } else { arch };
     match (arch, name) {
         ("nemotron_h", "token_embd.weight") => return plain("backbone.embeddings.weight".into()),
@@ -219,7 +220,7 @@ pub(crate) fn hf_name(arch: &str, name: &str) -> Option<Renamed> {
             "attn_output.bias" => at("self_attn.", "o_proj.bias"),
             _ => {
                 if let Some(r) = ssm2(leaf) {
-                    return Some(Renamed { name: format!("{p}.mamba.{}", r.0), ln_neg: r.1 });
+                    return Some(Renamed { name: format!("{p}.mamba.{}", r.0), ln_neg: r.1, head_rows: 0 });
                 }
                 if let Some(l) = mlp(leaf) {
                     return at("feed_forward.", l);

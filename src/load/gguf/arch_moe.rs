@@ -5,9 +5,10 @@
 //! Besides what every hybrid undoes: Granite's fused `input_linear` MLPs are stored as gate and
 //! up apart and every mixture's experts stacked per projection (`ffn_{gate,up,down}_exps`),
 //! loaded as they are ([`super::arch_hybrid::llama_cpp_tensors`]); the q/k rows llama.cpp
-//! permutes for its interleaved RoPE are left as stored in these models without positions
-//! (Granite's NoPE, Nemotron-H), where the same per-head permutation of q and k leaves every
-//! score q·k unchanged; Granite with RoPE (Bamba) is refused; Jamba's per-layer lists become
+//! permutes for its interleaved RoPE are put back in HF's order where the model has RoPE
+//! (Bamba, [`rope_rows`]) and left as stored where it has none (Granite-4.0-H's NoPE,
+//! Nemotron-H: the same per-head permutation of q and k leaves every score q·k unchanged);
+//! Jamba's per-layer lists become
 //! HF's period and offset.
 
 use serde_json::{Value as Json, json};
@@ -15,6 +16,7 @@ use serde_json::{Value as Json, json};
 use crate::error::{Error, Result};
 use crate::load::gguf::arch::{MAX_DIM, Renamed};
 use crate::load::gguf::arch_hybrid::{Common, LLAMA_CPP_TENSORS, Shape, attention, mlp, ssm2};
+use crate::load::gguf::header::TensorInfo;
 use crate::load::gguf::value::Metadata;
 
 /// The `config.json` of `arch` (one of this file's) whose metadata is `m`.
@@ -85,17 +87,13 @@ pub(super) fn config(arch: &str, m: &Metadata, s: &Shape<'_>, c: &Common) -> Res
             config
         }
         "granitehybrid" => {
-            // llama.cpp rotates Granite's q/k only where rope.scaling.finetuned is not false
-            // (Bamba); their rows are stored permuted for its interleaved RoPE, which webmamba
-            // does not undo yet. Without RoPE the same per-head permutation of q and k leaves
-            // every score q·k as it was.
-            if !matches!(m.get(&key("rope.scaling.finetuned")), Some(super::Value::Bool(false))) {
-                return Err(Error::UnsupportedModel(format!(
-                    "{}: GGUF granitehybrid with RoPE (Bamba): llama.cpp's permuted q/k rows are \
-                     not undone yet",
-                    m.file
-                )));
-            }
+            // llama.cpp rotates Granite's q/k unless rope.scaling.finetuned is false (Granite-4.0-H
+            // is NoPE, Bamba rotates `rope.dimension_count` of each head's channels).
+            let head_dim = granite_head_dim(m, s.d_model)?;
+            let rotary = match granite_rope(m) {
+                true => m.uint(&key("rope.dimension_count"), MAX_DIM)? as f64 / head_dim.max(1) as f64,
+                false => 1.0,
+            };
             let inner = m.uint(&key("ssm.inner_size"), MAX_DIM)?;
             let ssm_heads = m.uint(&key("ssm.time_step_rank"), MAX_DIM)?.max(1);
             let experts = m.opt_uint(&key("expert_count"), MAX_DIM)?.unwrap_or(0);
@@ -111,9 +109,12 @@ pub(super) fn config(arch: &str, m: &Metadata, s: &Shape<'_>, c: &Common) -> Res
                 "layer_types": types,
                 "num_attention_heads": heads,
                 "num_key_value_heads": kv_heads.max(1),
-                "head_dim": m.opt_uint(&key("attention.key_length"), MAX_DIM)?.unwrap_or(s.d_model / heads.max(1)),
-                "position_embedding_type": "nope",
-                "attention_multiplier": number("attention.scale")?,
+                "head_dim": head_dim,
+                "position_embedding_type": if granite_rope(m) { "rope" } else { "nope" },
+                "partial_rotary_factor": rotary,
+                // Absent (Bamba), llama.cpp scales scores by 1/√head_dim.
+                "attention_multiplier":
+                    m.opt_f64(&key("attention.scale"))?.unwrap_or(1.0 / (head_dim.max(1) as f64).sqrt()),
                 "embedding_multiplier": number("embedding_scale")?,
                 "residual_multiplier": number("residual_scale")?,
                 "logits_scaling": number("logit_scale")?,
@@ -177,7 +178,7 @@ pub(super) fn config(arch: &str, m: &Metadata, s: &Shape<'_>, c: &Common) -> Res
 /// The HF name of tensor `blk.N.<leaf>` of `arch` (one of this file's), its layer's HF prefix
 /// `p`.
 pub(super) fn leaf_name(arch: &str, p: &str, leaf: &str) -> Option<Renamed> {
-    let plain = |n: String| Some(Renamed { name: n, ln_neg: false });
+    let plain = |n: String| Some(Renamed { name: n, ln_neg: false, head_rows: 0 });
     let at = |sub: &str, leaf: &str| plain(format!("{p}.{sub}{leaf}"));
     match arch {
         "nemotron_h" => match leaf {
@@ -192,7 +193,7 @@ pub(super) fn leaf_name(arch: &str, p: &str, leaf: &str) -> Option<Renamed> {
             "ffn_down_shexp.weight" => at("mixer.", "shared_experts.down_proj.weight"),
             _ => {
                 if let Some(r) = ssm2(leaf) {
-                    return Some(Renamed { name: format!("{p}.mixer.{}", r.0), ln_neg: r.1 });
+                    return Some(Renamed { name: format!("{p}.mixer.{}", r.0), ln_neg: r.1, head_rows: 0 });
                 }
                 mlp(leaf).or_else(|| attention(leaf)).and_then(|l| at("mixer.", l))
             }
@@ -212,7 +213,7 @@ pub(super) fn leaf_name(arch: &str, p: &str, leaf: &str) -> Option<Renamed> {
             "ffn_down_shexp.weight" => at("shared_mlp.", "down_proj.weight"),
             _ => {
                 if let Some(r) = ssm2(leaf) {
-                    return Some(Renamed { name: format!("{p}.mamba.{}", r.0), ln_neg: r.1 });
+                    return Some(Renamed { name: format!("{p}.mamba.{}", r.0), ln_neg: r.1, head_rows: 0 });
                 }
                 if let Some(l) = mlp(leaf) {
                     return at("shared_mlp.", l);
@@ -224,7 +225,7 @@ pub(super) fn leaf_name(arch: &str, p: &str, leaf: &str) -> Option<Renamed> {
             "attn_norm.weight" => at("", "input_layernorm.weight"),
             "ffn_norm.weight" => at("", "pre_ff_layernorm.weight"),
             "attn_output.weight" => at("self_attn.", "o_proj.weight"),
-            "ssm_a" => Some(Renamed { name: format!("{p}.mamba.A_log"), ln_neg: true }),
+            "ssm_a" => Some(Renamed { name: format!("{p}.mamba.A_log"), ln_neg: true, head_rows: 0 }),
             "ssm_x.weight" => at("mamba.", "x_proj.weight"),
             "ssm_dt.weight" => at("mamba.", "dt_proj.weight"),
             "ssm_dt.bias" => at("mamba.", "dt_proj.bias"),
@@ -247,6 +248,59 @@ pub(super) fn leaf_name(arch: &str, p: &str, leaf: &str) -> Option<Renamed> {
         },
         _ => None,
     }
+}
+
+/// Whether llama.cpp rotates a granitehybrid model's q/k (Bamba; Granite-4.0-H has
+/// rope.scaling.finetuned false).
+fn granite_rope(m: &Metadata) -> bool {
+    !matches!(m.get("granitehybrid.rope.scaling.finetuned"), Some(super::Value::Bool(false)))
+}
+
+/// A granitehybrid model's attention head width.
+fn granite_head_dim(m: &Metadata, d_model: u64) -> Result<u64> {
+    let heads = m.uint("granitehybrid.attention.head_count", MAX_DIM)?.max(1);
+    Ok(m.opt_uint("granitehybrid.attention.key_length", MAX_DIM)?.unwrap_or(d_model / heads))
+}
+
+/// Marks the q/k matrices of a granitehybrid model with RoPE (Bamba) as llama.cpp stores them
+/// for its interleaved RoPE (`LlamaModel.permute`: each head's two halves interleaved), to be
+/// loaded in HF's order. Without RoPE they stay as stored: the same per-head permutation of q
+/// and k leaves every score q·k unchanged.
+pub(crate) fn rope_rows(
+    arch: &str,
+    m: &Metadata,
+    tensors: &[&TensorInfo],
+    d_model: u64,
+    names: &mut [Option<Renamed>],
+) -> Result<()> {
+    if arch != "granitehybrid" || !granite_rope(m) {
+        return Ok(());
+    }
+    let head_dim = granite_head_dim(m, d_model)?;
+    for (t, r) in tensors.iter().zip(names.iter_mut()) {
+        let Some(r) = r else { continue };
+        let leaf = t.name.splitn(3, '.').nth(2).unwrap_or("");
+        match leaf {
+            "attn_q.weight" | "attn_k.weight" => {
+                let rows = t.dims.get(1).copied().unwrap_or(0);
+                if head_dim == 0 || head_dim % 2 != 0 || rows % head_dim != 0 || head_dim > u32::MAX as u64 {
+                    return Err(Error::Gguf {
+                        file: m.file.clone(),
+                        reason: format!("{}: {rows} rows are not whole heads of {head_dim}", t.name),
+                    });
+                }
+                r.head_rows = head_dim as u32;
+            }
+            "attn_q.bias" | "attn_k.bias" => {
+                return Err(Error::UnsupportedModel(format!(
+                    "{}: {}: a permuted q/k bias (granitehybrid with RoPE)",
+                    m.file, t.name
+                )));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Jamba's `*_layer_period` and `*_layer_offset` for the layers marked in `at` (every
