@@ -194,7 +194,10 @@ pub(crate) fn encode(
         (WeightFormat::Int8, _) => return quantize(&to_f32(dtype, bytes), cols),
         (WeightFormat::Q4, _) => return quantize_q4(&to_f32(dtype, bytes), cols),
         // The file's blocks, handed on undecoded (`Sink::raw_blocks`).
-        (WeightFormat::Ggml(ty), _) => return ggml::relayout(ty, bytes),
+        (WeightFormat::Ggml(ty), _) => {
+            let (values, scales) = ggml::relayout(ty, bytes);
+            return Encoded { values, scales };
+        }
     };
     Encoded { values, scales: Vec::new() }
 }

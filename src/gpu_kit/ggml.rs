@@ -7,7 +7,6 @@
 //! formats keep their scales (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1: d at the block's start; Q6_K: at
 //! its end). The same bytes, laid out so every word is aligned.
 
-use crate::gpu_kit::format::Encoded;
 use crate::load::gguf::GgmlType;
 
 /// (quant bytes, scale bytes) of one block on the GPU; `None` for a type not kept as blocks.
@@ -57,12 +56,12 @@ pub(crate) fn scales_at(ty: GgmlType, n: usize) -> u32 {
     (blocks(ty, n) * layout(ty).expect("a block type").0 / 4) as u32
 }
 
-/// Whole blocks of `ty` as the file has them, laid out for the GPU.
-pub(crate) fn relayout(ty: GgmlType, raw: &[u8]) -> Encoded {
+/// Whole blocks of `ty` as the file has them, laid out for the GPU: (quants, scales).
+pub(crate) fn relayout(ty: GgmlType, raw: &[u8]) -> (Vec<u8>, Vec<u8>) {
     let (quants, scales) = layout(ty).expect("a block type");
     let size = ty.block().expect("a block type").1;
     let n = raw.len() / size;
-    let mut e = Encoded { values: Vec::with_capacity(n * quants), scales: Vec::with_capacity(n * scales) };
+    let (mut values, mut moved) = (Vec::with_capacity(n * quants), Vec::with_capacity(n * scales));
     for b in raw.chunks_exact(size) {
         // Where the quants are in the file's block, and where the moved scale fields are.
         let (q, s) = match ty {
@@ -70,10 +69,10 @@ pub(crate) fn relayout(ty: GgmlType, raw: &[u8]) -> Encoded {
             _ if scales == 0 => (0..size, 0..0),
             _ => (scales..size, 0..scales),
         };
-        e.values.extend_from_slice(&b[q]);
-        e.scales.extend_from_slice(&b[s]);
+        values.extend_from_slice(&b[q]);
+        moved.extend_from_slice(&b[s]);
     }
-    e
+    (values, moved)
 }
 
 #[cfg(test)]
@@ -98,9 +97,8 @@ mod tests {
             assert_eq!(q % 4, 0, "{ty}: quants in whole words");
             assert_eq!(bytes(ty, 2 * n), 2 * size as u64, "{ty}");
             let raw: Vec<u8> = (0..2 * size).map(|i| i as u8).collect();
-            let e = relayout(ty, &raw);
-            let mut all = e.values.clone();
-            all.extend(&e.scales);
+            let (mut all, scales) = relayout(ty, &raw);
+            all.extend(&scales);
             all.sort();
             let mut want = raw.clone();
             want.sort();

@@ -18,7 +18,7 @@ impl Config {
         let value: Value = serde_json::from_slice(&bytes)
             .map_err(|e| Error::Config(format!("config.json is not valid JSON: {e}")))?;
         // A GGUF file's config (`load::gguf::arch_hybrid`): its tensors as llama.cpp stores them.
-        let llama_cpp = value.get(crate::load::gguf::arch_hybrid::LLAMA_CPP_TENSORS).is_some();
+        let llama_cpp = value.get(crate::load::gguf::arch_common::LLAMA_CPP_TENSORS).is_some();
         let mut config = config_formats::parse(value)?;
         if llama_cpp {
             crate::load::gguf::arch_hybrid::llama_cpp_tensors(&mut config);

@@ -14,7 +14,7 @@ use crate::wasm::backend::{Provisional, fallback, gpu_context, gpu_options};
 use crate::wasm::model::{Model, TextFiles};
 use crate::wasm::options::LoadConfig;
 use crate::wasm::web_source::WebSource;
-use crate::wasm::{gguf, loader};
+use crate::wasm::{gguf, gguf_choice, loader};
 
 /// A model built from a source: on a GPU (its device kept only once the model exists), or
 /// in memory with the reason it is not on a GPU; and the files it was read from.
@@ -32,7 +32,7 @@ impl Model {
         o: LoadConfig,
     ) -> Result<Model> {
         let gguf = gguf::bytes_are_gguf(config.as_deref(), &weights)?;
-        let weights_name = if gguf { gguf::BYTES_NAME } else { "model.safetensors" };
+        let weights_name = if gguf { gguf_choice::BYTES_NAME } else { "model.safetensors" };
         // The caller's digests: the bytes are in memory, so they are checked before anything else.
         let given = config
             .as_ref()
@@ -108,7 +108,13 @@ impl Model {
 
     /// One try at loading `source`: on a GPU, or else (why not on a GPU) into memory.
     async fn build(source: &WebSource, o: &LoadConfig, reporter: &mut Reporter) -> Result<Built> {
-        let opened = loader::open(source, reporter).await?;
+        if let Some((url, w)) = source.digests.fetch_listing().await {
+            reporter.warn(Phase::Download, &url, 0, w);
+        }
+        let opened = match gguf::chosen(source).await? {
+            Some(name) => gguf::open(source, &name, reporter).await?,
+            None => loader::open(source, reporter).await?,
+        };
         let why = match gpu_context(&o.backend).await? {
             // Everything a GPU can refuse is refused here, before any weight byte is read.
             Ok(ctx) => {

@@ -22,7 +22,7 @@
 //! cache, a server that ignores Range). Its host's published digest cannot be checked then: a
 //! warning says so. A file read in spans is not kept in the offline cache.
 //!
-//! A GGUF file (or split set) stands for all of a folder's files ([`gguf::open`]: its headers
+//! A GGUF file (or split set) stands for all of a folder's files ([`crate::wasm::gguf::open`]: its headers
 //! give the config and layout); its data pass goes on from its header's prefix
 //! ([`crate::wasm::prefix`]) and is otherwise the same.
 
@@ -38,7 +38,6 @@ use crate::load::spans;
 use crate::load::stream::{Sink, TensorStream};
 use crate::load::{Phase, Reporter};
 use crate::model::{Config, FileHeader, Layout, parse_index, shard_names};
-use crate::wasm::gguf;
 use crate::wasm::reader::Part;
 use crate::wasm::web_source::WebSource;
 
@@ -62,12 +61,6 @@ pub(crate) struct Opened {
 /// `integrity` option must be among those read. An error in a file read from the offline
 /// cache is reported to [`WebSource::suspect`].
 pub(crate) async fn open(source: &WebSource, reporter: &mut Reporter) -> Result<Opened> {
-    if let Some((url, w)) = source.digests.fetch_listing().await {
-        reporter.warn(Phase::Download, &url, 0, w);
-    }
-    if let Some(name) = gguf::chosen(source).await? {
-        return gguf::open(source, &name, reporter).await;
-    }
     let mut read: Vec<String> = Vec::new();
     let mut small = async |name: &str| -> Result<Option<Vec<u8>>> {
         let got = match source.read_small(name).await {

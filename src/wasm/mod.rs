@@ -10,6 +10,7 @@ mod chat;
 mod chat_tools;
 mod constrained;
 mod gguf;
+mod gguf_choice;
 mod hash_worker;
 mod http;
 mod info;

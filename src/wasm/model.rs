@@ -11,7 +11,7 @@ use crate::error::Result;
 use crate::session::Runtime;
 use crate::store::StoreConfig;
 use crate::tokenizer::Tokenizer;
-use crate::wasm::gguf::{self, Choice};
+use crate::wasm::gguf_choice::{self, Choice};
 use crate::wasm::info::{CacheInfo, ModelInfo};
 use crate::wasm::lease::{Lease, Shared};
 use crate::wasm::offline;
@@ -59,7 +59,7 @@ impl Model {
             let base_url = args::string(&base_url, "baseUrl").map_err(to_js)?;
             let o = LoadConfig::parse(&options).map_err(to_js)?;
             let (base_url, choice) =
-                Choice::parse(&options).and_then(|c| gguf::locate(&base_url, c)).map_err(to_js)?;
+                Choice::parse(&options).and_then(|c| gguf_choice::locate(&base_url, c)).map_err(to_js)?;
             let store = o.store;
             let model = abortable(o.signal.clone(), async {
                 let mut source = WebSource::url(&base_url, o.cache, o.stall_ms, o.integrity.clone()).await?;

@@ -19,7 +19,7 @@ pub const CACHE_NAME: &str = "webmamba-v1";
 /// files there were.
 pub async fn clear_cache(base: &str) -> Result<u32> {
     let Some(cache) = open_cache().await else { return Ok(0) };
-    let gguf: Option<Vec<String>> = crate::wasm::gguf::split_url(base).map(|(folder, name)| {
+    let gguf: Option<Vec<String>> = crate::wasm::gguf_choice::split_url(base).map(|(folder, name)| {
         let parts = crate::load::gguf::open::part_names(&name).unwrap_or_else(|_| vec![name]);
         parts.into_iter().map(|n| absolute(format!("{folder}{n}"))).collect()
     });

@@ -34,7 +34,7 @@ use crate::error::{Error, Result};
 use crate::load::files::max_small_bytes;
 use crate::load::integrity::{FileCheck, Integrity};
 use crate::wasm::body::Body;
-use crate::wasm::gguf::Choice;
+use crate::wasm::gguf_choice::Choice;
 use crate::wasm::http::{
     etag_sha256, fetch, header_u64, io, is_missing_marker, message, missing, range_total, remember_missing,
     same_file,

@@ -19,20 +19,11 @@
 use serde_json::{Value as Json, json};
 
 use crate::error::{Error, Result};
-use crate::load::gguf::arch_hybrid::{self, HYBRIDS, Shape};
+use crate::load::gguf::arch_common::{MAX_DIM, Renamed, Shape};
+use crate::load::gguf::arch_hybrid::{self, HYBRIDS};
 use crate::load::gguf::header::TensorInfo;
 use crate::load::gguf::value::Metadata;
 use crate::model::Stored;
-
-/// What a GGUF tensor becomes: its HF name and the transform undone as it loads.
-pub(crate) struct Renamed {
-    pub name: String,
-    /// Holds A = −exp(A_log).
-    pub ln_neg: bool,
-    /// Rows per head of a q/k matrix whose heads' rows llama.cpp interleaved for its RoPE
-    /// (`LlamaModel.permute`); 0 for any other tensor.
-    pub head_rows: u32,
-}
 
 /// A GGUF file's model, as HF would have it.
 pub(crate) struct Mapped {
@@ -44,9 +35,6 @@ pub(crate) struct Mapped {
 
 /// The architectures mapped here (`general.architecture`; the hybrids: [`HYBRIDS`]).
 const READ: &[&str] = &["mamba", "mamba2"];
-
-/// Layers, widths and sizes a file may announce (the header's tensors bound the real sizes).
-pub(crate) const MAX_DIM: u64 = 1 << 20;
 
 /// Maps the model of `m` (the first file's metadata) whose tensors are `tensors` (every file's,
 /// in file order).

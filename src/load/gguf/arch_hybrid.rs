@@ -16,13 +16,13 @@
 //! - tied heads: no `output.weight`;
 //! - a gated MLP's gate and up stored apart where HF fuses them, and each mixture's experts
 //!   stacked one tensor per projection: loaded as stored, the model told so by
-//!   [`LLAMA_CPP_TENSORS`] in the config ([`llama_cpp_tensors`]).
+//!   `LLAMA_CPP_TENSORS` (`arch_common.rs`) in the config ([`llama_cpp_tensors`]).
 
 use serde_json::{Value as Json, json};
 
 use crate::blocks::{BlockKind, Mlp, MlpNames};
 use crate::error::{Error, Result};
-use crate::load::gguf::arch::{MAX_DIM, Renamed};
+use crate::load::gguf::arch_common::{Common, MAX_DIM, Renamed, Shape, attention, mlp, ssm2};
 use crate::load::gguf::arch_moe;
 pub(crate) use crate::load::gguf::arch_moe::rope_rows;
 use crate::load::gguf::value::Metadata;
@@ -53,46 +53,6 @@ pub(crate) fn llama_cpp_tensors(c: &mut Config) {
 /// The hybrid architectures mapped here (`general.architecture`).
 pub(crate) const HYBRIDS: &[&str] =
     &["lfm2", "falcon-h1", "nemotron_h", "nemotron_h_moe", "granitehybrid", "jamba"];
-
-/// The key of the `config.json` [`config`] writes that marks its tensors as llama.cpp's: the
-/// MLP's gate and up separate where HF fuses them (Granite's `input_linear`), each mixture's
-/// experts stacked per projection (see [`llama_cpp_tensors`]).
-pub(crate) const LLAMA_CPP_TENSORS: &str = "webmamba_gguf_tensors";
-
-/// What [`config`] reads about a file besides its metadata.
-pub(crate) struct Shape<'a> {
-    pub vocab: u64,
-    pub layers: u64,
-    pub d_model: u64,
-    pub tied: bool,
-    /// Every tensor's GGUF name.
-    pub names: &'a [&'a str],
-}
-
-impl Shape<'_> {
-    /// Whether some layer has tensor `blk.N.<leaf>`.
-    pub(super) fn any(&self, leaf: &str) -> bool {
-        self.names
-            .iter()
-            .any(|n| n.strip_prefix("blk.").and_then(|r| r.split_once('.')).is_some_and(|(_, l)| l == leaf))
-    }
-}
-
-/// What every hybrid's config reads alike from its metadata.
-pub(super) struct Common {
-    /// Layers.
-    pub n: usize,
-    /// Each layer's key/value heads, 0 where it has no attention.
-    pub kv: Vec<u64>,
-    /// The most key/value heads of a layer.
-    pub kv_heads: u64,
-    /// The RMSNorms' ε.
-    pub eps: f64,
-    /// RoPE's θ.
-    pub theta: f64,
-    /// Query heads.
-    pub heads: u64,
-}
 
 /// The `config.json` of hybrid `arch` whose metadata is `m`.
 pub(crate) fn config(arch: &str, m: &Metadata, s: &Shape<'_>) -> Result<Json> {
@@ -230,47 +190,4 @@ pub(crate) fn hf_name(arch: &str, name: &str) -> Option<Renamed> {
         },
         _ => arch_moe::leaf_name(arch, &p, leaf),
     }
-}
-
-/// The HF leaf of a Mamba-2 mixer's tensor `blk.N.<leaf>`, and whether it holds −exp(A_log).
-pub(super) fn ssm2(leaf: &str) -> Option<(&'static str, bool)> {
-    Some(match leaf {
-        "ssm_in.weight" => ("in_proj.weight", false),
-        "ssm_in.bias" => ("in_proj.bias", false),
-        "ssm_conv1d.weight" => ("conv1d.weight", false),
-        "ssm_conv1d.bias" => ("conv1d.bias", false),
-        "ssm_out.weight" => ("out_proj.weight", false),
-        "ssm_out.bias" => ("out_proj.bias", false),
-        "ssm_dt.bias" => ("dt_bias", false),
-        "ssm_d" => ("D", false),
-        "ssm_a" => ("A_log", true),
-        "ssm_norm.weight" => ("norm.weight", false),
-        _ => return None,
-    })
-}
-
-/// The HF leaf of a gated or plain MLP's tensor `blk.N.<leaf>`.
-pub(super) fn mlp(leaf: &str) -> Option<&'static str> {
-    Some(match leaf {
-        "ffn_gate.weight" => "gate_proj.weight",
-        "ffn_up.weight" => "up_proj.weight",
-        "ffn_down.weight" => "down_proj.weight",
-        "ffn_gate.bias" => "gate_proj.bias",
-        "ffn_up.bias" => "up_proj.bias",
-        "ffn_down.bias" => "down_proj.bias",
-        _ => return None,
-    })
-}
-
-/// The HF leaf of an attention tensor `blk.N.<leaf>` (q/k/v and their biases).
-pub(super) fn attention(leaf: &str) -> Option<&'static str> {
-    Some(match leaf {
-        "attn_q.weight" => "q_proj.weight",
-        "attn_k.weight" => "k_proj.weight",
-        "attn_v.weight" => "v_proj.weight",
-        "attn_q.bias" => "q_proj.bias",
-        "attn_k.bias" => "k_proj.bias",
-        "attn_v.bias" => "v_proj.bias",
-        _ => return None,
-    })
 }

@@ -14,8 +14,9 @@
 use serde_json::{Value as Json, json};
 
 use crate::error::{Error, Result};
-use crate::load::gguf::arch::{MAX_DIM, Renamed};
-use crate::load::gguf::arch_hybrid::{Common, LLAMA_CPP_TENSORS, Shape, attention, mlp, ssm2};
+use crate::load::gguf::arch_common::{
+    Common, LLAMA_CPP_TENSORS, MAX_DIM, Renamed, Shape, attention, mlp, ssm2,
+};
 use crate::load::gguf::header::TensorInfo;
 use crate::load::gguf::value::Metadata;
 

@@ -9,18 +9,30 @@ use std::collections::HashSet;
 use serde_json::{Map, Value as Json, json};
 
 use crate::error::Result;
-use crate::load::gguf::tokenizer::{Vocab, fail, opt_str};
 use crate::load::gguf::value::Metadata;
 
+/// What the chat files say of a vocabulary's special tokens (the tokenizer's, `tokenizer.rs`).
+pub(super) struct Specials {
+    /// Tokens in the vocabulary.
+    pub(super) n_tokens: usize,
+    /// The end-of-text id.
+    pub(super) eos: Option<u32>,
+    /// The texts of BOS, EOS, UNK and PAD, where the file names them.
+    pub(super) texts: [(&'static str, Option<String>); 4],
+    /// Whether BOS / EOS are added to an encoded text.
+    pub(super) add_bos: bool,
+    pub(super) add_eos: bool,
+}
+
 /// `tokenizer_config.json`: the chat templates and the special tokens' texts.
-pub(super) fn tokenizer_config(m: &Metadata, vocab: Option<&Vocab>) -> Result<Vec<u8>> {
+pub(super) fn tokenizer_config(m: &Metadata, vocab: Option<&Specials>) -> Result<Vec<u8>> {
     let mut out = Map::new();
-    let default = opt_str(m, "tokenizer.chat_template")?;
+    let default = m.opt_str("tokenizer.chat_template")?;
     let mut named = Vec::new();
     let mut seen = HashSet::new();
     for (i, v) in m.opt_array("tokenizer.chat_templates")?.unwrap_or(&[]).iter().enumerate() {
         let name =
-            v.as_str().ok_or_else(|| fail(m, format!("tokenizer.chat_templates[{i}] is not a string")))?;
+            v.as_str().ok_or_else(|| m.fail(format!("tokenizer.chat_templates[{i}] is not a string")))?;
         if name != "default" && seen.insert(name) {
             let key = format!("tokenizer.chat_template.{name}");
             named.push(json!({"name": name, "template": m.str(&key)?}));
@@ -37,11 +49,9 @@ pub(super) fn tokenizer_config(m: &Metadata, vocab: Option<&Vocab>) -> Result<Ve
         (None, true) => {}
     }
     if let Some(v) = vocab {
-        for (key, id) in
-            [("bos_token", v.bos), ("eos_token", v.eos), ("unk_token", v.unk), ("pad_token", v.pad)]
-        {
-            if let Some(t) = v.text(id) {
-                out.insert(key.into(), json!(t));
+        for (key, text) in &v.texts {
+            if let Some(t) = text {
+                out.insert((*key).into(), json!(t));
             }
         }
         out.insert("add_bos_token".into(), json!(v.add_bos));
@@ -52,10 +62,10 @@ pub(super) fn tokenizer_config(m: &Metadata, vocab: Option<&Vocab>) -> Result<Ve
 
 /// `generation_config.json`: the ids that end generation (llama.cpp's eos, eot, eom) and the
 /// sampling defaults the file carries, if any.
-pub(super) fn generation_config(m: &Metadata, vocab: Option<&Vocab>) -> Result<Option<Vec<u8>>> {
+pub(super) fn generation_config(m: &Metadata, vocab: Option<&Specials>) -> Result<Option<Vec<u8>>> {
     let mut out = Map::new();
     if let Some(v) = vocab {
-        let max = v.tokens.len() as u64 - 1;
+        let max = v.n_tokens as u64 - 1;
         let mut ends: Vec<u64> = v.eos.map(u64::from).into_iter().collect();
         for key in ["tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"] {
             if let Some(id) = m.opt_uint(key, max)?

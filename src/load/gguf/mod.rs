@@ -13,6 +13,7 @@
 //!   llama.cpp's pre-tokenizer names; `chat_meta`: the chat template and generation defaults).
 
 pub(crate) mod arch;
+pub(crate) mod arch_common;
 pub(crate) mod arch_hybrid;
 mod arch_moe;
 mod chat_meta;

@@ -10,6 +10,7 @@ use safetensors::Dtype;
 use crate::error::{Error, Result};
 use crate::load::files::Files;
 use crate::load::gguf::arch::{self, Mapped};
+use crate::load::gguf::arch_common::Renamed;
 use crate::load::gguf::header::{GgufHeader, Limits, Parsed, parse};
 use crate::load::gguf::types::GgmlType;
 use crate::load::gguf::value::Metadata;
@@ -222,7 +223,7 @@ fn as_file_header(
     name: &str,
     size: u64,
     header: &GgufHeader,
-    renamed: Vec<Option<arch::Renamed>>,
+    renamed: Vec<Option<Renamed>>,
 ) -> Result<FileHeader> {
     let data_len = size - header.data_start;
     let mut tensors = Vec::with_capacity(header.tensors.len());

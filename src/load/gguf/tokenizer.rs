@@ -20,8 +20,8 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value as Json, json};
 
-use crate::error::{Error, Result};
-use crate::load::gguf::chat_meta::{generation_config, tokenizer_config};
+use crate::error::Result;
+use crate::load::gguf::chat_meta::{Specials, generation_config, tokenizer_config};
 use crate::load::gguf::pretok;
 use crate::load::gguf::value::{Metadata, Value};
 use crate::load::json_shape::{MAX_ADDED_TOKENS, MAX_MERGES, MAX_VOCAB};
@@ -56,49 +56,45 @@ const MAX_SPM_MERGE_TOKEN: usize = 256;
 /// take a few tens of millions (Gemma's 256k pieces ~50M); a hostile file is refused here.
 const MAX_SPM_MERGE_WORK: u64 = 1 << 29;
 
-pub(super) fn fail(m: &Metadata, reason: String) -> Error {
-    Error::Gguf { file: m.file.clone(), reason }
-}
-
-/// A string key, if present.
-pub(super) fn opt_str<'m>(m: &'m Metadata, key: &str) -> Result<Option<&'m str>> {
-    m.get(key).map(|_| m.str(key)).transpose()
-}
-
 /// A bool key, `default` when absent.
 fn opt_bool(m: &Metadata, key: &str, default: bool) -> Result<bool> {
     match m.get(key) {
         None => Ok(default),
         Some(Value::Bool(b)) => Ok(*b),
-        Some(_) => Err(fail(m, format!("metadata {key} is not a bool"))),
+        Some(_) => Err(m.fail(format!("metadata {key} is not a bool"))),
     }
 }
 
 /// Builds the tokenizer files from a GGUF file's metadata.
 pub fn from_metadata(m: &Metadata) -> Result<GgufTokenizer> {
-    let vocab = match opt_str(m, "tokenizer.ggml.model")? {
+    let vocab = match m.opt_str("tokenizer.ggml.model")? {
         None | Some("none") => None,
         Some(kind @ ("gpt2" | "llama")) => Some(Vocab::read(m, kind == "llama")?),
         Some(other) => {
-            return Err(fail(
-                m,
-                format!(
-                    "tokenizer.ggml.model \"{other}\" is a tokenizer webmamba does not build (gpt2 \
+            return Err(m.fail(format!(
+                "tokenizer.ggml.model \"{other}\" is a tokenizer webmamba does not build (gpt2 \
                      and llama are)"
-                ),
-            ));
+            )));
         }
     };
-    let tokenizer_json = match (opt_str(m, "tokenizer.huggingface.json")?, &vocab) {
+    let tokenizer_json = match (m.opt_str("tokenizer.huggingface.json")?, &vocab) {
         // The converter's copy of the folder's own tokenizer.json, when it kept one.
         (Some(json), _) => Some(json.as_bytes().to_vec()),
         (None, Some(v)) => Some(serde_json::to_vec(&v.tokenizer_json(m)?).expect("JSON")),
         (None, None) => None,
     };
+    let specials = vocab.as_ref().map(|v| Specials {
+        n_tokens: v.tokens.len(),
+        eos: v.eos,
+        texts: [("bos_token", v.bos), ("eos_token", v.eos), ("unk_token", v.unk), ("pad_token", v.pad)]
+            .map(|(key, id)| (key, v.text(id).map(str::to_string))),
+        add_bos: v.add_bos,
+        add_eos: v.add_eos,
+    });
     Ok(GgufTokenizer {
         tokenizer_json,
-        tokenizer_config_json: tokenizer_config(m, vocab.as_ref())?,
-        generation_config_json: generation_config(m, vocab.as_ref())?,
+        tokenizer_config_json: tokenizer_config(m, specials.as_ref())?,
+        generation_config_json: generation_config(m, specials.as_ref())?,
     })
 }
 
@@ -120,10 +116,10 @@ impl Vocab {
     fn read(m: &Metadata, spm: bool) -> Result<Self> {
         let list = m.opt_array("tokenizer.ggml.tokens")?.unwrap_or(&[]);
         if list.is_empty() || list.len() as u64 > MAX_VOCAB {
-            return Err(fail(
-                m,
-                format!("tokenizer.ggml.tokens has {} tokens (1..={MAX_VOCAB} are accepted)", list.len()),
-            ));
+            return Err(m.fail(format!(
+                "tokenizer.ggml.tokens has {} tokens (1..={MAX_VOCAB} are accepted)",
+                list.len()
+            )));
         }
         let n = list.len();
         let tokens = list
@@ -133,13 +129,13 @@ impl Vocab {
                 // llama.cpp's name for an empty token.
                 Some("") => Ok(format!("[EMPTY_{i}]")),
                 Some(s) => Ok(s.to_string()),
-                None => Err(fail(m, format!("tokenizer.ggml.tokens[{i}] is not a string"))),
+                None => Err(m.fail(format!("tokenizer.ggml.tokens[{i}] is not a string"))),
             })
             .collect::<Result<Vec<_>>>()?;
         let same_length = |key: &str| -> Result<Option<&[Value]>> {
             match m.opt_array(key)? {
                 Some(a) if a.len() != n => {
-                    Err(fail(m, format!("{key} has {} values for {n} tokens", a.len())))
+                    Err(m.fail(format!("{key} has {} values for {n} tokens", a.len())))
                 }
                 a => Ok(a),
             }
@@ -152,7 +148,7 @@ impl Vocab {
                 .map(|(i, v)| match v.as_i64() {
                     Some(0) => Ok(NORMAL),
                     Some(t @ 1..=6) => Ok(t as u64),
-                    _ => Err(fail(m, format!("tokenizer.ggml.token_type[{i}] is not a type 0..=6"))),
+                    _ => Err(m.fail(format!("tokenizer.ggml.token_type[{i}] is not a type 0..=6"))),
                 })
                 .collect::<Result<_>>()?,
         };
@@ -163,7 +159,7 @@ impl Vocab {
                 .enumerate()
                 .map(|(i, v)| match v.as_f64() {
                     Some(f) if f.is_finite() => Ok(f as f32),
-                    _ => Err(fail(m, format!("tokenizer.ggml.scores[{i}] is not a finite number"))),
+                    _ => Err(m.fail(format!("tokenizer.ggml.scores[{i}] is not a finite number"))),
                 })
                 .collect::<Result<_>>()?,
         };
@@ -176,7 +172,7 @@ impl Vocab {
             id("tokenizer.ggml.unknown_token_id")?,
         );
         let spm_default = |d: u32| (spm && (d as usize) < n).then_some(d);
-        let pre = opt_str(m, "tokenizer.ggml.pre")?;
+        let pre = m.opt_str("tokenizer.ggml.pre")?;
         let default_bos = spm || pre.and_then(pretok::for_name).is_some_and(|p| p.add_bos);
         let vocab = Self {
             spm,
@@ -195,7 +191,7 @@ impl Vocab {
                 && id.is_none()
                 && m.get(&format!("tokenizer.ggml.add_{}_token", what.to_lowercase())).is_some()
             {
-                return Err(fail(m, format!("the file adds a {what} token but names no {what} id")));
+                return Err(m.fail(format!("the file adds a {what} token but names no {what} id")));
             }
         }
         Ok(vocab)
@@ -223,10 +219,10 @@ impl Vocab {
             })
             .collect();
         if added.len() as u64 > MAX_ADDED_TOKENS {
-            return Err(fail(
-                m,
-                format!("{} control and user-defined tokens (at most {MAX_ADDED_TOKENS})", added.len()),
-            ));
+            return Err(m.fail(format!(
+                "{} control and user-defined tokens (at most {MAX_ADDED_TOKENS})",
+                added.len()
+            )));
         }
         let (normalizer, pre_tokenizer, decoder, model) =
             if self.spm { self.spm_parts(m, &ids, vocab)? } else { self.bpe_parts(m, &ids, vocab)? };
@@ -250,29 +246,25 @@ impl Vocab {
         ids: &HashMap<&str, u32>,
         vocab: Map<String, Json>,
     ) -> Result<(Json, Json, Json, Json)> {
-        let name = opt_str(m, "tokenizer.ggml.pre")?.unwrap_or("");
+        let name = m.opt_str("tokenizer.ggml.pre")?.unwrap_or("");
         let pre = pretok::for_name(name).ok_or_else(|| {
-            fail(
-                m,
-                format!(
-                    "tokenizer.ggml.pre \"{name}\" is a pre-tokenizer webmamba does not know, so it \
+            m.fail(format!(
+                "tokenizer.ggml.pre \"{name}\" is a pre-tokenizer webmamba does not know, so it \
                      cannot split text as the model was trained to (known: {})",
-                    pretok::KNOWN.join(", ")
-                ),
-            )
+                pretok::KNOWN.join(", ")
+            ))
         })?;
         let stored = m
             .opt_array("tokenizer.ggml.merges")?
-            .ok_or_else(|| fail(m, "tokenizer.ggml.merges is missing".into()))?;
+            .ok_or_else(|| m.fail("tokenizer.ggml.merges is missing".into()))?;
         if stored.len() as u64 > MAX_MERGES {
-            return Err(fail(
-                m,
-                format!("tokenizer.ggml.merges has {} merges (at most {MAX_MERGES})", stored.len()),
-            ));
+            return Err(
+                m.fail(format!("tokenizer.ggml.merges has {} merges (at most {MAX_MERGES})", stored.len()))
+            );
         }
         let mut merges = Vec::with_capacity(stored.len());
         for (i, v) in stored.iter().enumerate() {
-            let bad = |why: &str| fail(m, format!("tokenizer.ggml.merges[{i}] {why}"));
+            let bad = |why: &str| m.fail(format!("tokenizer.ggml.merges[{i}] {why}"));
             let s = v.as_str().ok_or_else(|| bad("is not a string"))?;
             // As llama.cpp splits it: at the first space after the first byte.
             let at = (s.as_bytes().iter().skip(1).position(|&b| b == b' ').map(|p| p + 1))
@@ -316,16 +308,15 @@ impl Vocab {
             }
             work += (t.len() * t.len()) as u64;
             if work > MAX_SPM_MERGE_WORK {
-                return Err(fail(
-                    m,
-                    "the vocabulary's tokens are too many and too long to derive merges".into(),
-                ));
+                return Err(
+                    m.fail("the vocabulary's tokens are too many and too long to derive merges".into())
+                );
             }
             for (at, _) in t.char_indices().skip(1) {
                 if ids.contains_key(&t[..at]) && ids.contains_key(&t[at..]) {
                     merges.push((self.scores[id], id as u32, at));
                     if merges.len() as u64 > MAX_MERGES {
-                        return Err(fail(m, format!("the vocabulary makes more than {MAX_MERGES} merges")));
+                        return Err(m.fail(format!("the vocabulary makes more than {MAX_MERGES} merges")));
                     }
                 }
             }

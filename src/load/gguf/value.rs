@@ -73,8 +73,14 @@ pub struct Metadata {
 }
 
 impl Metadata {
-    fn fail(&self, reason: String) -> Error {
+    /// A `Gguf` error about this file.
+    pub(crate) fn fail(&self, reason: String) -> Error {
         Error::Gguf { file: self.file.clone(), reason }
+    }
+
+    /// A string key, if present.
+    pub(crate) fn opt_str(&self, key: &str) -> Result<Option<&str>> {
+        self.get(key).map(|_| self.str(key)).transpose()
     }
 
     /// The value of `key`, if present.
