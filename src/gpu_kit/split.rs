@@ -9,7 +9,8 @@ use crate::error::{Error, Result};
 use crate::gpu::GpuContext;
 use crate::gpu_kit::format::{Encoded, WeightFormat};
 use crate::gpu_kit::ggml;
-use crate::model::{Layout, Part, Role};
+use crate::load::gguf::GgmlType;
+use crate::model::{Layout, Part, Planned, Role};
 
 /// Rows [row_start, row_start + rows) of a matrix, in one buffer.
 pub(crate) struct MatrixPart {
@@ -136,6 +137,11 @@ pub(crate) fn dealt_row(row: usize, block: usize, n: usize) -> (usize, usize) {
     (b % n, (b / n) * block + row % block)
 }
 
+/// The ggml type of GGUF tensor `t` where the GPU can keep its blocks as stored.
+pub(crate) fn kept_blocks(t: Option<&Planned>) -> Option<GgmlType> {
+    t.and_then(|t| t.stored).map(|s| s.ty).filter(|&ty| ggml::layout(ty).is_some())
+}
+
 /// What allocating one layer's buffers needs: the device, the matrices' format and binding
 /// limit, and which of the layer's optional tensors the checkpoint has.
 pub(crate) struct Alloc<'a> {
@@ -178,7 +184,7 @@ impl Alloc<'_> {
                 Part::Expert(_, m) => get(*part).or_else(|| get(Part::Experts(m))),
                 p => get(p),
             };
-            t.and_then(|t| t.stored).map(|s| s.ty).filter(|&ty| ggml::layout(ty).is_some())
+            kept_blocks(t)
         };
         match parts.iter().map(stored).collect::<Option<Vec<_>>>() {
             Some(types) if self.blocks && types.windows(2).all(|w| w[0] == w[1]) && !types.is_empty() => {

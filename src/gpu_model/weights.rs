@@ -7,8 +7,7 @@ use crate::blocks::GpuBlockWeights;
 use crate::error::Result;
 use crate::gpu::GpuContext;
 use crate::gpu_kit::format::WeightFormat;
-use crate::gpu_kit::ggml;
-use crate::gpu_kit::split::{Alloc, SplitMatrix};
+use crate::gpu_kit::split::{Alloc, SplitMatrix, kept_blocks};
 use crate::model::{Config, Layout, Role};
 
 /// One layer's weights on the GPU: the RMSNorm before its block, and its block's by kind.
@@ -41,8 +40,8 @@ impl GpuWeights {
         let max_binding = max_binding.unwrap_or(u64::MAX).min(ctx.max_binding());
         let z = |label: &str, len: usize| ctx.storage_zeroed_f32(label, len);
         // The embedding and LM head in the file's blocks, as a layer's matrices.
-        let role_format = |role| match layout.get(role).and_then(|t| t.stored) {
-            Some(s) if blocks && ggml::layout(s.ty).is_some() => WeightFormat::Ggml(s.ty),
+        let role_format = |role| match kept_blocks(layout.get(role)) {
+            Some(ty) if blocks => WeightFormat::Ggml(ty),
             _ => format,
         };
         let m = |role, label: &str, shape| {
